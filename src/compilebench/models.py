@@ -1,0 +1,273 @@
+"""The model registry: one card per published checkpoint (`cards/*.yaml`, data), and how to build, load and feed it.
+
+    python -m compilebench.models            # list the registered checkpoints: task, label, params, input shape
+    python -m compilebench.models --count    # also build each full-size model to count its parameters (slow)
+
+A card holds the architecture config fields that differ from the transformers defaults, the published image
+processor settings, the doc's table label, the Hub id and revision, and a tiny config of the same classes for tests.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import inspect
+import json
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+LOGGER = logging.getLogger(__name__)
+
+CARDS_DIR = Path(__file__).with_name("cards")
+TASKS = (
+    "image-classification",
+    "semantic-segmentation",
+    "instance-segmentation",
+    "universal-segmentation",
+    "object-detection",
+    "zero-shot-object-detection",
+)
+_REQUIRED = ("hub_id", "revision", "label", "task", "model_class", "config_class", "processor_class", "expected")
+TOKENIZER_FILES = ("tokenizer.json", "vocab.json", "tokenizer_config.json")
+
+
+class CardError(ValueError):
+    """A model card that cannot be read or does not hold what a card must."""
+
+
+@dataclass(frozen=True)
+class Card:
+    """One published checkpoint, as shipped in `cards/`."""
+
+    hub_id: str
+    revision: str
+    label: str
+    task: str
+    model_class: str
+    config_class: str
+    processor_class: str
+    config: dict[str, Any]
+    processor: dict[str, Any]
+    params: int  # parameter count of the published architecture
+    paper_params_m: float | None  # the paper's rounded figure, millions
+    input_shapes: dict[str, list[int]]  # per image / per query set, without the batch dimension
+    sources: list[str]
+    tiny_config: dict[str, Any]
+    tiny_processor: dict[str, Any]
+    text_queries: list[str] = field(default_factory=list)
+    text_input_ids: list[list[int]] = field(default_factory=list)
+    text_max_length: int = 16
+    text_pad_id: int = 0
+    path: str = ""
+
+    def slug(self, scale: str) -> str:
+        """Folder name of this card's checkpoint at `scale`."""
+        return self.hub_id.replace("/", "--") + ("--tiny" if scale == "tiny" else "")
+
+
+def load_card(path: Path) -> Card:
+    """Read and check one card file."""
+    try:
+        raw = yaml.safe_load(path.read_text())
+    except (OSError, yaml.YAMLError) as error:
+        raise CardError(f"model card {path}: cannot be read: {error}") from None
+    if not isinstance(raw, dict):
+        raise CardError(f"model card {path}: must be a YAML mapping, got {type(raw).__name__}")
+    missing = [key for key in _REQUIRED if key not in raw]
+    if missing:
+        raise CardError(f"model card {path}: missing keys {missing}; a card needs {list(_REQUIRED)}")
+    if raw["task"] not in TASKS:
+        raise CardError(f"model card {path}: `task` must be one of {TASKS}, got {raw['task']!r}")
+    expected = raw["expected"]
+    if not isinstance(expected.get("params"), int) or not isinstance(expected.get("input_shapes"), dict):
+        raise CardError(f"model card {path}: `expected` needs an integer `params` and an `input_shapes` mapping")
+    tiny = raw.get("tiny") or {}
+    return Card(
+        hub_id=raw["hub_id"],
+        revision=str(raw["revision"]),
+        label=raw["label"],
+        task=raw["task"],
+        model_class=raw["model_class"],
+        config_class=raw["config_class"],
+        processor_class=raw["processor_class"],
+        config=raw.get("config") or {},
+        processor=raw.get("processor") or {},
+        params=expected["params"],
+        paper_params_m=expected.get("paper_params_m"),
+        input_shapes=expected["input_shapes"],
+        sources=raw.get("sources") or [],
+        tiny_config=tiny.get("config") or {},
+        tiny_processor=tiny.get("processor") or {},
+        text_queries=raw.get("text_queries") or [],
+        text_input_ids=raw.get("text_input_ids") or [],
+        text_max_length=raw.get("text_max_length", 16),
+        text_pad_id=raw.get("text_pad_id", 0),
+        path=str(path),
+    )
+
+
+@functools.cache
+def registry(cards_dir: Path = CARDS_DIR) -> dict[str, Card]:
+    """All cards, by Hub id."""
+    cards = [load_card(path) for path in sorted(cards_dir.glob("*.yaml"))]
+    by_id = {card.hub_id: card for card in cards}
+    if len(by_id) != len(cards):
+        raise CardError(f"{cards_dir}: two cards share a hub_id")
+    return by_id
+
+
+def registered_ids() -> list[str]:
+    """Hub ids of every registered card."""
+    return sorted(registry())
+
+
+def get_card(model_id: str) -> Card:
+    """The card of `model_id`, or an error listing the registered ids."""
+    cards = registry()
+    if model_id not in cards:
+        raise CardError(f"unknown model {model_id!r}; registered: {sorted(cards)}")
+    return cards[model_id]
+
+
+def _transformers_attr(name: str) -> Any:
+    import transformers
+
+    if not hasattr(transformers, name):
+        raise CardError(f"transformers {transformers.__version__} has no {name!r}")
+    return getattr(transformers, name)
+
+
+def build_config(card: Card, scale: str = "full") -> Any:
+    """The architecture config: class defaults, then the card's fields (then the tiny fields at tiny scale)."""
+    fields = dict(card.config)
+    if scale == "tiny":
+        fields.update(card.tiny_config)
+    return _transformers_attr(card.config_class)(**fields)
+
+
+def processor_kwargs(card: Card, scale: str = "full") -> dict[str, Any]:
+    """The image-processor settings at `scale`."""
+    kwargs = dict(card.processor)
+    if scale == "tiny":
+        kwargs.update(card.tiny_processor)
+    return kwargs
+
+
+def build_processor(card: Card, scale: str = "full") -> Any:
+    """The published image processor; the PIL backend, which needs no torchvision."""
+    import transformers
+
+    cls = getattr(transformers, card.processor_class + "Pil", None) or _transformers_attr(card.processor_class)
+    return cls(**processor_kwargs(card, scale))
+
+
+def model_class(card: Card) -> Any:
+    """The transformers model class of `card`."""
+    return _transformers_attr(card.model_class)
+
+
+def random_model(card: Card, scale: str, seed: int) -> Any:
+    """The published architecture with random weights drawn from `seed` (latency does not depend on weights)."""
+    import torch
+
+    torch.manual_seed(seed)
+    return model_class(card)(build_config(card, scale)).eval()
+
+
+def count_params(model: Any) -> int:
+    """Number of parameters (buffers excluded)."""
+    return sum(parameter.numel() for parameter in model.parameters())
+
+
+def card_text_inputs(card: Card) -> dict[str, Any]:
+    """Text query ids from the card, padded as the published processor pads them (one row per query)."""
+    import torch
+
+    rows, masks = [], []
+    for ids in card.text_input_ids:
+        pad = card.text_max_length - len(ids)
+        rows.append(list(ids) + [card.text_pad_id] * pad)
+        masks.append([1] * len(ids) + [0] * pad)
+    return {"input_ids": torch.tensor(rows), "attention_mask": torch.tensor(masks)}
+
+
+def tokenizer_text_inputs(card: Card, folder: Path) -> dict[str, Any]:
+    """Text query ids from the checkpoint's own tokenizer (present when loaded from the Hub)."""
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(folder)
+    encoded = tokenizer(card.text_queries, padding="max_length", max_length=card.text_max_length, return_tensors="pt")
+    return {"input_ids": encoded["input_ids"], "attention_mask": encoded["attention_mask"]}
+
+
+def has_tokenizer(folder: Path) -> bool:
+    """Whether the checkpoint folder holds tokenizer files."""
+    return any((folder / name).exists() for name in TOKENIZER_FILES)
+
+
+def single_inputs(card: Card, processor: Any, image: Any, folder: Path | None = None) -> tuple[dict[str, Any], str]:
+    """Inputs for one image, as the published processor makes them, and where the text ids came from."""
+    features = processor(images=image, return_tensors="pt")
+    inputs = {key: value for key, value in features.items() if hasattr(value, "shape")}
+    text_source = "none"
+    if card.text_queries:
+        if folder is not None and has_tokenizer(folder):
+            inputs.update(tokenizer_text_inputs(card, folder))
+            text_source = "tokenizer"
+        else:
+            inputs.update(card_text_inputs(card))
+            text_source = "card-token-ids"
+    return inputs, text_source
+
+
+def batch_inputs(single: dict[str, Any], batch_size: int) -> dict[str, Any]:
+    """Replicate one image's inputs to `batch_size` images; text queries are repeated per image."""
+    return {key: value.repeat(batch_size, *([1] * (value.dim() - 1))) for key, value in single.items()}
+
+
+def forward_inputs(model: Any, inputs: dict[str, Any]) -> dict[str, Any]:
+    """Keep only the inputs the model's forward takes (e.g. SegFormer takes no pixel_mask)."""
+    accepted = inspect.signature(model.forward).parameters
+    return {key: value for key, value in inputs.items() if key in accepted}
+
+
+def describe(card: Card) -> dict[str, Any]:
+    """One row for the `models` listing."""
+    shapes = "; ".join(f"{key} {'x'.join(map(str, shape))}" for key, shape in card.input_shapes.items())
+    return {
+        "model_id": card.hub_id,
+        "label": card.label,
+        "task": card.task,
+        "params_m": round(card.params / 1e6, 2),
+        "input": shapes,
+        "class": card.model_class,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description="List the registered checkpoints.")
+    parser.add_argument("--count", action="store_true", help="build each full-size model and count its parameters")
+    parser.add_argument("--manifest", default=None, help="a load_models manifest.json: show each weights source")
+    args = parser.parse_args()
+    logging.basicConfig(level=logging.WARNING)
+    sources = {}
+    if args.manifest and Path(args.manifest).exists():
+        sources = {entry["model_id"]: entry["weights_source"] for entry in json.loads(Path(args.manifest).read_text())}
+    rows = []
+    for card in registry().values():
+        row = describe(card)
+        row["weights"] = sources.get(card.hub_id, "not loaded")
+        if args.count:
+            row["built_params_m"] = round(count_params(random_model(card, "full", 0)) / 1e6, 2)
+        rows.append(row)
+    import pandas as pd
+
+    print(pd.DataFrame(rows).to_string(index=False))
+
+
+if __name__ == "__main__":
+    main()
