@@ -1,0 +1,46 @@
+# compilebench: `make run` runs the pipeline on the CPU default suite, `make test` runs the tests.
+# Both create .venv and install the pinned dependencies on first use (torch==2.13.0 CPU build first).
+
+VENV      := .venv
+PYTHON    := $(VENV)/bin/python
+STAMP     := $(VENV)/.installed
+HOST      ?= 127.0.0.1
+PORT      ?= 5000
+export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
+export DVC_NO_ANALYTICS := 1
+export PYTHONUNBUFFERED := 1
+
+.PHONY: run test ui models lint clean
+
+run: $(STAMP) .dvc/config  ## create the environment and run `dvc repro` on params.yaml
+	dvc repro
+	dvc metrics show
+
+test: $(STAMP) .dvc/config  ## create the environment and run the test suite
+	pytest -q
+
+ui: $(STAMP)  ## the MLflow UI on this project's store, bound to 127.0.0.1
+	mlflow ui --backend-store-uri sqlite:///mlruns/mlflow.db --host $(HOST) --port $(PORT)
+
+models: $(STAMP)  ## list the registered checkpoints
+	python -m compilebench.models --manifest data/checkpoints/manifest.json
+
+lint: $(STAMP)
+	ruff format --check src tests benchmarks
+	ruff check src tests benchmarks
+
+$(STAMP): requirements.txt constraints.txt pyproject.toml
+	test -x $(PYTHON) || python3 -m venv $(VENV)
+	$(PYTHON) -m pip install --quiet --upgrade pip
+	$(PYTHON) -m pip install --quiet torch==2.13.0
+	$(PYTHON) -m pip install --quiet -c constraints.txt -r requirements.txt
+	$(PYTHON) -m pip install --quiet -c constraints.txt --no-deps --no-build-isolation -e .
+	touch $@
+
+.dvc/config:  # a clone has .dvc/ committed; a copy without git gets a repository first
+	git rev-parse --git-dir >/dev/null 2>&1 || git init --quiet
+	$(VENV)/bin/dvc init --quiet
+	$(VENV)/bin/dvc config core.analytics false
+
+clean:  ## remove pipeline outputs (not the MLflow store)
+	rm -rf data/image data/checkpoints data/results data/plots
