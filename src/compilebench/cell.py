@@ -169,13 +169,13 @@ def run_variant(name: str, variant: dict[str, Any], state: dict[str, Any], spec:
     eager = _caller(model, inputs, device, None)
     torch._dynamo.reset()  # a fresh cache: an earlier variant's graph must not be reused
     counters.clear()
+    state["phase"] = "compile"
     with inductor_config.patch(variant["inductor"]):
         compiled_module = torch.compile(
             model, mode=variant["mode"], dynamic=variant["dynamic"], fullgraph=variant["fullgraph"]
         )
         compiled = _caller(compiled_module, inputs, device, variant["mode"])
         timing.reset_peak_memory(device)
-        state["phase"] = "compile"
         output, first_ms = timing.time_call_ms(compiled, device)
         state["phase"] = "run"
         compile_peak_mib = timing.peak_memory_mib(device)

@@ -1,0 +1,88 @@
+"""A benchmark cell with real torch.compile on a tiny model of a real class, in its own process."""
+
+from dataclasses import asdict
+
+import pytest
+
+from compilebench import benchmark, load_models, models
+from compilebench.config import Benchmark, Variant
+
+pytestmark = pytest.mark.slow
+
+FAST = asdict(Benchmark(min_iters=5, min_time_s=0.2, max_time_s=5.0, warmup_iters=1, memory_iters=1))
+
+
+def _spec(checkpoint, image, variants, batch_size=2, **bench):
+    return {
+        "model_id": "microsoft/resnet-50",
+        "checkpoint": str(checkpoint),
+        "batch_size": batch_size,
+        "image": str(image),
+        "device": "cpu",
+        "dtype": "float32",
+        "benchmark": {**FAST, **bench},
+        "variants": {name: asdict(variant) for name, variant in variants.items()},
+    }
+
+
+@pytest.fixture(scope="module")
+def tiny_resnet(tmp_path_factory, image_640x480):
+    root = tmp_path_factory.mktemp("ckpt")
+    card = models.get_card("microsoft/resnet-50")
+    load_models.materialise(card, root, "tiny", "random-init", seed=0, online=False)
+    image = root / "image.jpg"
+    image_640x480.save(image)
+    return root / card.slug("tiny"), image
+
+
+def test_eager_and_compiled_variants_run_interleaved(tiny_resnet):
+    checkpoint, image = tiny_resnet
+    variants = {
+        "eager": Variant(compile=False),
+        "default": Variant(mode="default"),
+        "freezing": Variant(mode="default", inductor={"freezing": True}),
+    }
+    results = {r["variant"]: r for r in benchmark.run_cell_process(_spec(checkpoint, image, variants), 600)}
+    assert [results[name]["status"] for name in variants] == ["ok", "ok", "ok"], results
+    for name in ("default", "freezing"):
+        result = results[name]
+        assert len(result["samples_ms"]) == len(result["paired_eager_ms"]) >= 5  # paired, same count
+        assert result["first_call_s"] > 0 and result["graph_count"] == 1 and result["graph_break_count"] == 0
+        assert result["recompile_count"] == 0
+        assert result["max_rel_diff"] < 1e-3
+        assert result["input_shapes"] == {"pixel_values": [2, 3, 32, 32]}
+    # eager's samples are the paired ones of both compiled variants
+    assert len(results["eager"]["samples_ms"]) == sum(
+        len(results[n]["paired_eager_ms"]) for n in ("default", "freezing")
+    )
+    # The freezing variant really changed the compilation (weights folded and packed), not a silent no-op.
+    frozen, plain = results["freezing"]["inductor_counters"], results["default"]["inductor_counters"]
+    assert frozen.get("binary_folding", 0) > 0 and plain.get("binary_folding", 0) == 0
+    assert frozen.get("pattern_matcher_count", 0) > plain.get("pattern_matcher_count", 0)
+
+
+def test_a_failing_variant_is_recorded_and_the_others_run(tiny_resnet):
+    checkpoint, image = tiny_resnet
+    variants = {
+        "eager": Variant(compile=False),
+        "broken": Variant(mode="default", inductor={"cpp.cxx": ("/nonexistent/c++",), "fx_graph_cache": False}),
+        "default": Variant(mode="default"),
+    }
+    results = {r["variant"]: r for r in benchmark.run_cell_process(_spec(checkpoint, image, variants), 600)}
+    assert results["broken"]["status"] == "compile_error"
+    assert results["broken"]["error"]
+    assert results["default"]["status"] == "ok" and results["eager"]["status"] == "ok"
+
+
+def test_cell_timeout_is_a_status(tiny_resnet):
+    checkpoint, image = tiny_resnet
+    variants = {"eager": Variant(compile=False), "default": Variant(mode="default")}
+    results = benchmark.run_cell_process(_spec(checkpoint, image, variants), timeout_s=1.0)
+    assert {r["status"] for r in results} == {"timeout"}
+
+
+def test_missing_checkpoint_fails_every_variant(tmp_path, tiny_resnet):
+    _, image = tiny_resnet
+    variants = {"eager": Variant(compile=False), "default": Variant(mode="default")}
+    results = benchmark.run_cell_process(_spec(tmp_path / "nope", image, variants), 120)
+    assert [r["status"] for r in results] == ["error", "error"] and "nope" in results[0]["error"]

@@ -1,0 +1,112 @@
+"""fetch_image against a real HTTP server on 127.0.0.1: checksum, size cap, non-images, unreachable network."""
+
+import hashlib
+import http.server
+import io
+import socket
+import threading
+
+import pytest
+from PIL import Image
+
+from compilebench.fetch_image import SOURCE_DOWNLOAD, SOURCE_FALLBACK, FetchError, fallback_image, fetch
+
+JPEG = fallback_image()
+
+
+def _jpeg(width: int, height: int) -> bytes:
+    buffer = io.BytesIO()
+    Image.new("RGB", (width, height), (10, 20, 30)).save(buffer, format="JPEG")
+    return buffer.getvalue()
+
+
+FILES = {
+    "/cats.jpg": JPEG,
+    "/text.jpg": b"<html>not an image</html>",
+    "/truncated.jpg": JPEG[: len(JPEG) // 2],
+    "/bomb.jpg": _jpeg(4000, 3000),
+}
+
+
+class _Handler(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        body = FILES.get(self.path)
+        if body is None:
+            self.send_error(404)
+            return
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture(scope="module")
+def server():
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{httpd.server_address[1]}"
+    httpd.shutdown()
+
+
+def _closed_port_url() -> str:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    return f"http://127.0.0.1:{port}/cats.jpg"  # nothing listens there: connection refused
+
+
+def _fetch(url, sha256=None, max_bytes=10_000_000, max_pixels=40_000_000, allow_fallback=True):
+    return fetch(url, sha256, max_bytes, max_pixels, 5.0, allow_fallback)
+
+
+def test_download_with_pinned_checksum(server):
+    data, meta = _fetch(server + "/cats.jpg", sha256=hashlib.sha256(JPEG).hexdigest())
+    assert data == JPEG
+    assert meta["image_source"] == SOURCE_DOWNLOAD and meta["sha256_pinned"] is True
+    assert (meta["width"], meta["height"]) == (640, 480)
+
+
+def test_unpinned_download_records_its_digest(server):
+    _, meta = _fetch(server + "/cats.jpg")
+    assert meta["sha256"] == hashlib.sha256(JPEG).hexdigest() and meta["sha256_pinned"] is False
+
+
+def test_checksum_mismatch_is_an_error_not_a_fallback(server):
+    with pytest.raises(FetchError, match="does not match"):
+        _fetch(server + "/cats.jpg", sha256="0" * 64)
+
+
+@pytest.mark.parametrize(
+    ("path", "kwargs", "needle"),
+    [
+        ("/text.jpg", {}, "not a readable image"),
+        ("/truncated.jpg", {}, "not a readable image"),
+        ("/bomb.jpg", {"max_pixels": 1_000_000}, "max_pixels"),
+        ("/cats.jpg", {"max_bytes": 1000}, "max_bytes"),
+        ("/missing.jpg", {}, "HTTP 404"),
+    ],
+)
+def test_bad_downloads_are_errors(server, path, kwargs, needle):
+    with pytest.raises(FetchError, match=needle):
+        _fetch(server + path, **kwargs)
+
+
+def test_unreachable_network_falls_back_only_when_allowed():
+    data, meta = _fetch(_closed_port_url())
+    assert meta["image_source"] == SOURCE_FALLBACK and data == fallback_image()
+    assert (meta["width"], meta["height"]) == (640, 480)
+    with pytest.raises(FetchError, match="allow_fallback is false"):
+        _fetch(_closed_port_url(), allow_fallback=False)
+
+
+def test_non_http_scheme_refused():
+    with pytest.raises(FetchError, match="http"):
+        _fetch("file:///etc/passwd")
+
+
+def test_fallback_is_deterministic():
+    assert hashlib.sha256(fallback_image()).digest() == hashlib.sha256(fallback_image()).digest()

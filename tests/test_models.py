@@ -1,0 +1,122 @@
+"""The 12 published checkpoints: labels, parameter counts, input shapes, and a forward pass of each class.
+
+Where each expected parameter count comes from: every card's `expected.params` is the count of the architecture
+built from the card (transformers 5.23.0); `expected.paper_params_m` is the figure the model's paper publishes,
+rounded as published (cited in the card). The built model must match the first within 0.5% and the second within
+its rounding plus 2%: a drifted config (wrong depth, width or head) fails both.
+"""
+
+import pytest
+import torch
+
+from compilebench import models
+
+# The doc's table labels for its 12 checkpoints (../shared/seeds/perf_torch_compile.zh.md).
+DOC_LABELS = {
+    "google/vit-base-patch16-224": "ViT",
+    "microsoft/beit-base-patch16-224-pt22k-ft22k": "BeiT",
+    "facebook/convnext-large-224": "ConvNeXT",
+    "microsoft/resnet-50": "ResNet",
+    "nvidia/segformer-b0-finetuned-ade-512-512": "Segformer",
+    "facebook/mask2former-swin-tiny-coco-panoptic": "Mask2former",
+    "facebook/maskformer-swin-base-ade": "Maskformer",
+    "google/deeplabv3_mobilenet_v2_1.0_513": "MobileNet",
+    "google/owlvit-base-patch32": "OwlViT",
+    "facebook/detr-resnet-50": "DETR",
+    "facebook/detr-resnet-101": "Resnet-101",
+    "microsoft/conditional-detr-resnet-50": "Conditional-DETR",
+}
+CARDS = list(models.registry().values())
+IDS = [card.label for card in CARDS]
+
+
+def test_all_twelve_checkpoints_registered_with_doc_labels():
+    assert {card.hub_id: card.label for card in CARDS} == DOC_LABELS
+
+
+@pytest.mark.parametrize("card", CARDS, ids=IDS)
+def test_card_is_complete(card):
+    assert card.revision and card.sources and card.tiny_config and card.tiny_processor
+    assert card.input_shapes and "pixel_values" in card.input_shapes
+
+
+@pytest.mark.parametrize("card", CARDS, ids=IDS)
+def test_full_size_param_count(card):
+    with torch.device("meta"):  # the real architecture, without allocating its weights
+        model = models.model_class(card)(models.build_config(card, "full"))
+    built = models.count_params(model)
+    assert abs(built / card.params - 1) <= 0.005, f"{card.hub_id}: built {built}, card says {card.params}"
+    if card.paper_params_m is not None:
+        decimals = len(str(card.paper_params_m).split(".")[1]) if "." in str(card.paper_params_m) else 0
+        allowed = 0.5 * 10**-decimals + 0.02 * card.paper_params_m
+        assert abs(built / 1e6 - card.paper_params_m) <= allowed, f"{card.hub_id}: {built / 1e6:.2f}M vs paper"
+
+
+@pytest.mark.parametrize("card", CARDS, ids=IDS)
+def test_processor_gives_published_input_shapes(card, image_640x480):
+    inputs, text_source = models.single_inputs(card, models.build_processor(card, "full"), image_640x480)
+    shapes = {key: list(value.shape) for key, value in inputs.items()}
+    for key, expected in card.input_shapes.items():
+        if key in ("input_ids", "attention_mask"):
+            assert shapes[key] == expected
+        else:
+            assert shapes[key] == [1, *expected], f"{card.hub_id}: {key} {shapes[key]} != published {expected}"
+    assert text_source == ("card-token-ids" if card.text_queries else "none")
+
+
+def test_owlvit_queries_are_the_docs():
+    card = models.get_card("google/owlvit-base-patch32")
+    assert card.text_queries == ["a photo of a cat", "a photo of a dog"]
+    text = models.card_text_inputs(card)
+    assert text["input_ids"].shape == (2, 16)
+    assert text["attention_mask"].sum(dim=1).tolist() == [7, 7]
+
+
+@pytest.mark.parametrize("batch_size", [1, 4, 16])
+@pytest.mark.parametrize("card", CARDS, ids=IDS)
+def test_tiny_forward_each_batch_size(card, batch_size, image_640x480):
+    model = models.random_model(card, "tiny", seed=0)
+    single, _ = models.single_inputs(card, models.build_processor(card, "tiny"), image_640x480)
+    inputs = models.forward_inputs(model, models.batch_inputs(single, batch_size))
+    for key, value in inputs.items():
+        per_item = 2 * batch_size if key in ("input_ids", "attention_mask") else batch_size  # two queries per image
+        assert value.shape[0] == per_item, f"{key}: {tuple(value.shape)}"
+    if "pixel_mask" in single:
+        assert "pixel_mask" in inputs  # detection and mask models get the processor's pixel mask
+    with torch.no_grad():
+        output = model(**inputs)
+    first = output.logits if hasattr(output, "logits") else output.to_tuple()[0]
+    assert first.shape[0] == batch_size
+    assert torch.isfinite(first).all()
+
+
+def test_batch_inputs_repeats_every_tensor():
+    single = {"pixel_values": torch.ones(1, 3, 4, 4), "pixel_mask": torch.ones(1, 4, 4), "input_ids": torch.ones(2, 16)}
+    batched = models.batch_inputs(single, 3)
+    assert [tuple(v.shape) for v in batched.values()] == [(3, 3, 4, 4), (3, 4, 4), (6, 16)]
+
+
+def test_unknown_model_lists_registered():
+    with pytest.raises(models.CardError, match="registered"):
+        models.get_card("acme/nope")
+
+
+def test_unreadable_card_is_a_clear_error(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("hub_id: [unclosed")
+    with pytest.raises(models.CardError, match="cannot be read"):
+        models.load_card(bad)
+    bad.write_text("hub_id: a/b\n")
+    with pytest.raises(models.CardError, match="missing keys"):
+        models.load_card(bad)
+
+
+def test_models_command_lists_all_twelve(repo_root):
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-m", "compilebench.models"], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    for hub_id, label in DOC_LABELS.items():
+        assert hub_id in done.stdout and label in done.stdout
+    assert "800x1066" in done.stdout and "not loaded" in done.stdout

@@ -1,0 +1,107 @@
+"""The whole pipeline: real `dvc repro` in a temporary git repo on tiny models, read back from MLflow."""
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import mlflow
+import pandas as pd
+import pytest
+import yaml
+
+pytestmark = pytest.mark.slow
+
+MODELS = ["microsoft/resnet-50", "facebook/detr-resnet-50"]
+
+
+def _run(command: list[str], cwd: Path, env: dict) -> subprocess.CompletedProcess:
+    done = subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=1200)
+    assert done.returncode == 0, f"{command} failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+    return done
+
+
+def _closed_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def project(tmp_path_factory, repo_root):
+    """A copy of the project, on a tiny two-model suite, after one `dvc repro`."""
+    root = tmp_path_factory.mktemp("project")
+    for name in ("dvc.yaml", ".dvcignore", ".gitignore"):
+        shutil.copy(repo_root / name, root / name)
+    shutil.copytree(repo_root / "src", root / "src", ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
+    params = yaml.safe_load((repo_root / "params.yaml").read_text())
+    params["suite"] = "smoke"
+    params["suites"]["smoke"]["models"] = MODELS
+    params["benchmark"].update(min_iters=3, min_time_s=0.2, max_time_s=5.0, warmup_iters=1, memory_iters=1)
+    params["image"]["url"] = f"http://127.0.0.1:{_closed_port()}/000000039769.jpg"  # offline, deterministically
+    (root / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}", "HF_HUB_OFFLINE": "1"}
+    env.pop("MLFLOW_TRACKING_URI", None)
+    env["DVC_NO_ANALYTICS"] = "1"
+    _run(["git", "init", "-q"], root, env)
+    _run(["dvc", "init", "-q"], root, env)
+    _run(["git", "add", "-A"], root, env)
+    _run(["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "init"], root, env)
+    first = _run(["dvc", "repro"], root, env)
+    return root, env, first
+
+
+def test_outputs_and_tables(project):
+    root, _, first = project
+    for stage in ("fetch_image", "load_models", "benchmark", "aggregate", "plot"):
+        assert f"Running stage '{stage}'" in first.stdout
+    assert json.loads((root / "data/image/input.json").read_text())["image_source"] == "embedded-fallback"
+    manifest = json.loads((root / "data/checkpoints/manifest.json").read_text())
+    assert [entry["weights_source"] for entry in manifest] == ["random-init", "random-init"]
+    rows = [json.loads(line) for line in (root / "data/results/runs.jsonl").read_text().splitlines()]
+    assert len(rows) == 4 and all(row["status"] == "ok" for row in rows)
+    assert all(len(row["samples_ms"]) >= 3 for row in rows)  # raw samples kept
+    summary = pd.read_csv(root / "data/results/summary.csv")
+    assert sorted(summary["label"]) == ["DETR", "ResNet"]
+    assert (summary["speedup"] > 0).all() and summary["eager_latency_ms_mean"].notna().all()
+    metrics = json.loads((root / "data/results/metrics.json").read_text())
+    assert metrics["runs_ok"] == 2 and "default_speedup_geomean" in metrics
+    assert len(list((root / "data/plots").glob("*.png"))) == 2
+    assert (root / "dvc.lock").exists()
+
+
+def test_every_run_is_in_mlflow(project):
+    root, _, _ = project
+    mlflow.set_tracking_uri(f"sqlite:///{root}/mlruns/mlflow.db")
+    runs = mlflow.search_runs(experiment_names=["compilebench"])
+    parents = runs[runs["tags.role"] == "pipeline"]
+    children = runs[runs["tags.role"] == "measurement"]
+    assert len(parents) == 1 and len(children) == 4
+    assert (children["tags.mlflow.parentRunId"] == parents["run_id"].iloc[0]).all()
+    for key in ("model_id", "task", "batch_size", "variant", "compile_mode", "inductor_options", "device",
+                "device_name", "torch_version", "transformers_version", "python_version", "cuda_version", "dtype",
+                "weights_source", "image_source", "git_commit"):  # fmt: skip
+        assert children[f"params.{key}"].notna().all(), key
+    assert set(children["params.weights_source"]) == {"random-init"}
+    assert set(children["params.image_source"]) == {"embedded-fallback"}
+    for key in ("latency_ms_mean", "latency_ms_median", "latency_ms_p90", "latency_ms_std", "throughput_img_s",
+                "first_call_s", "peak_mem_mib"):  # fmt: skip
+        assert children[f"metrics.{key}"].notna().all(), key
+    compiled = children[children["tags.compiled"] == "true"]
+    eager = children[children["tags.compiled"] == "false"]
+    assert compiled["metrics.speedup"].notna().all() and compiled["metrics.compile_s"].notna().all()
+    assert "metrics.speedup" not in eager or eager["metrics.speedup"].isna().all()
+    artifacts = mlflow.artifacts.list_artifacts(run_id=parents["run_id"].iloc[0])
+    assert {a.path for a in artifacts} >= {"summary", "plots"}
+
+
+def test_second_repro_runs_nothing_and_plot_param_reruns_only_plot(project):
+    root, env, _ = project
+    again = _run(["dvc", "repro"], root, env)
+    assert "Running stage" not in again.stdout
+    experiment = _run(["dvc", "exp", "run", "-S", "plot.dpi=60"], root, env)
+    ran = [line for line in experiment.stdout.splitlines() if line.startswith("Running stage")]
+    assert ran == ["Running stage 'plot':"], experiment.stdout
