@@ -56,7 +56,9 @@ def main() -> None:
             theirs.append(timer.blocked_autorange(min_run_time=args.seconds).median * 1000)
     ratio = statistics.median(ours) / statistics.median(theirs)
     print(f"model {args.model}, threads {torch.get_num_threads()}, {args.rounds} alternating rounds")
-    print(f"compilebench median {statistics.median(ours):.3f} ms | torch Timer median {statistics.median(theirs):.3f} ms")
+    print(
+        f"compilebench median {statistics.median(ours):.3f} ms | torch Timer median {statistics.median(theirs):.3f} ms"
+    )
     print(f"fidelity ratio {ratio:.4f} (|ratio - 1| = {abs(ratio - 1) * 100:.2f}%, target <= 3%)")
 
     noop = lambda: None  # noqa: E731

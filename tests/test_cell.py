@@ -41,20 +41,26 @@ def test_eager_and_compiled_variants_run_interleaved(tiny_resnet):
         "eager": Variant(compile=False),
         "default": Variant(mode="default"),
         "freezing": Variant(mode="default", inductor={"freezing": True}),
+        "bf16-channels-last": Variant(mode="default", dtype="bfloat16", channels_last=True),
     }
-    results = {r["variant"]: r for r in benchmark.run_cell_process(_spec(checkpoint, image, variants), 600)}
-    assert [results[name]["status"] for name in variants] == ["ok", "ok", "ok"], results
-    for name in ("default", "freezing"):
+    spec = _spec(checkpoint, image, variants)
+    results = {r["variant"]: r for r in benchmark.run_cell_process(spec, 900, compile_cache="cold", warm_compile=True)}
+    assert [results[name]["status"] for name in variants] == ["ok"] * 4, results
+    for name in ("default", "freezing", "bf16-channels-last"):
         result = results[name]
         assert len(result["samples_ms"]) == len(result["paired_eager_ms"]) >= 5  # paired, same count
         assert result["first_call_s"] > 0 and result["graph_count"] == 1 and result["graph_break_count"] == 0
-        assert result["recompile_count"] == 0
-        assert result["max_rel_diff"] < 1e-3
+        assert result["recompile_count"] == 0 and result["fell_back_to_eager"] is False
+        assert result["task_agreement"] == 1.0
         assert result["input_shapes"] == {"pixel_values": [2, 3, 32, 32]}
-    # eager's samples are the paired ones of both compiled variants
-    assert len(results["eager"]["samples_ms"]) == sum(
-        len(results[n]["paired_eager_ms"]) for n in ("default", "freezing")
-    )
+        assert result["inductor_cache"] == "cold"
+        assert 0 < result["compile_s_warm"] < result["first_call_s"]  # the warm cache makes compiling cheaper
+    assert results["default"]["max_rel_diff"] < 1e-3
+    assert results["bf16-channels-last"]["variant_dtype"] == "bfloat16"
+    assert 1e-6 < results["bf16-channels-last"]["max_rel_diff"] < 5e-2  # really ran in bfloat16, within tolerance
+    # eager's samples are the paired ones of every compiled variant
+    compiled = [n for n in variants if n != "eager"]
+    assert len(results["eager"]["samples_ms"]) == sum(len(results[n]["paired_eager_ms"]) for n in compiled)
     # The freezing variant really changed the compilation (weights folded and packed), not a silent no-op.
     frozen, plain = results["freezing"]["inductor_counters"], results["default"]["inductor_counters"]
     assert frozen.get("binary_folding", 0) > 0 and plain.get("binary_folding", 0) == 0

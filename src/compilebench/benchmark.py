@@ -29,11 +29,14 @@ LOGGER = logging.getLogger(__name__)
 EXPERIMENT = "compilebench"
 _STAT_KEYS = ("latency_ms_mean", "latency_ms_median", "latency_ms_p90", "latency_ms_p99", "latency_ms_std")
 _RAW_KEYS = ("samples_ms", "paired_eager_ms", "graph_break_reasons", "inductor_counters", "input_shapes")
+_HEALTH_KEYS = ("graph_count", "graph_break_count", "graph_break_reasons", "recompile_count", "fell_back_to_eager",
+                "inductor_counters")  # fmt: skip
 _PARAM_KEYS = (
     "model_id", "label", "task", "batch_size", "variant", "compile", "compile_mode", "inductor_options", "dynamic",
     "dtype", "scale", "suite", "num_threads", "weights_source", "config_origin", "resolved_revision", "image_source",
     "image_sha256", "text_source", "device", "device_name", "torch_version", "transformers_version",
-    "python_version", "cuda_version", "platform", "git_commit", "cell_key",
+    "python_version", "cuda_version", "platform", "git_commit", "cell_key", "inductor_cache", "variant_dtype",
+    "channels_last", "task_check", "fell_back_to_eager",
 )  # fmt: skip
 _TAG_KEYS = ("status", "label", "variant", "task", "device_name", "torch_version", "suite", "weights_source")
 
@@ -62,25 +65,67 @@ def cell_specs(config: Config, manifest: list[dict[str, Any]]) -> list[dict[str,
     return specs
 
 
-def run_cell_process(spec: dict[str, Any], timeout_s: float) -> list[dict[str, Any]]:
-    """Run one cell in a child process; a timeout or crash becomes a status on every variant of the cell."""
+def _cell_process(spec: dict[str, Any], timeout_s: float, env: dict[str, str], *flags: str) -> tuple[Any, str | None]:
+    """Run `compilebench.cell` on `spec` in a child process: (its JSON output, None) or (None, failure status: text)."""
     with tempfile.TemporaryDirectory(prefix="compilebench-cell-") as workdir:
         spec_path, out_path = Path(workdir, "spec.json"), Path(workdir, "out.json")
         spec_path.write_text(json.dumps(spec))
-        command = [sys.executable, "-m", "compilebench.cell", str(spec_path), str(out_path)]
+        command = [sys.executable, "-m", "compilebench.cell", str(spec_path), str(out_path), *flags]
         try:
-            done = subprocess.run(command, capture_output=True, text=True, timeout=timeout_s or None)
+            done = subprocess.run(command, capture_output=True, text=True, timeout=timeout_s or None, env=env)
         except subprocess.TimeoutExpired:
-            return [
-                {"variant": name, "status": "timeout", "error": f"cell exceeded {timeout_s} s"}
-                for name in spec["variants"]
-            ]
+            return None, f"timeout: cell exceeded {timeout_s} s"
         if done.returncode != 0 or not out_path.exists():
-            tail = (done.stderr or "").strip().splitlines()[-5:]
-            status = "oom" if done.returncode in (-9, 137) else "crashed"
-            error = f"cell process exited with {done.returncode}: " + " | ".join(tail)
+            tail = " | ".join((done.stderr or "").strip().splitlines()[-5:])
+            status = "oom" if done.returncode in (-9, 137) else "crashed"  # SIGKILL: the kernel's OOM killer
+            return None, f"{status}: cell process exited with {done.returncode}: {tail}"
+        return json.loads(out_path.read_text()), None
+
+
+def run_cell_process(
+    spec: dict[str, Any], timeout_s: float, compile_cache: str = "shared", warm_compile: bool = False
+) -> list[dict[str, Any]]:
+    """Run one cell in a child process; a timeout or crash becomes a status on every variant of the cell.
+
+    compile_cache `cold` gives the cell a fresh, empty inductor cache, so `first_call_s` is a cold compile; with
+    `warm_compile`, a second process on that now-warm cache times each compile again (`compile_s_warm`).
+    """
+    with tempfile.TemporaryDirectory(prefix="compilebench-inductor-") as cache_dir:
+        env = dict(os.environ)
+        if compile_cache == "cold":
+            env.update(TORCHINDUCTOR_CACHE_DIR=cache_dir, TRITON_CACHE_DIR=str(Path(cache_dir, "triton")))
+        results, failure = _cell_process(spec, timeout_s, env)
+        if failure is not None:
+            status, error = failure.split(": ", 1)
             return [{"variant": name, "status": status, "error": error} for name in spec["variants"]]
-        return json.loads(out_path.read_text())
+        compiled_ok = [
+            r["variant"] for r in results if r["status"] == "ok" and spec["variants"][r["variant"]]["compile"]
+        ]
+        if warm_compile and compiled_ok:
+            warm_spec = {**spec, "variants": {name: spec["variants"][name] for name in compiled_ok}}
+            warm, failure = _cell_process(warm_spec, timeout_s, env, "--compile-only")
+            if failure is not None:
+                LOGGER.warning("warm compile of %s failed: %s", spec["model_id"], failure)
+            for result in results:
+                if warm and warm.get(result["variant"]) is not None:
+                    result["compile_s_warm"] = warm[result["variant"]]
+        for result in results:
+            if spec["variants"][result["variant"]]["compile"]:
+                result["inductor_cache"] = compile_cache
+        return results
+
+
+def validity_problems(record: dict[str, Any], bench: dict[str, Any]) -> list[str]:
+    """Why an otherwise ok run is too thin or too noisy to report (empty when it is fine)."""
+    problems = []
+    if record.get("iterations", 0) < bench["min_iters"]:
+        problems.append(f"{record.get('iterations', 0)} iterations < benchmark.min_iters {bench['min_iters']}")
+    if record.get("timed_s") is not None and record["timed_s"] < bench["min_time_s"]:
+        problems.append(f"timed {record['timed_s']:.2f} s < benchmark.min_time_s {bench['min_time_s']}")
+    for key in ("cv", "eager_cv"):
+        if record.get(key) is not None and record[key] > bench["max_cv"]:
+            problems.append(f"{key} {record[key]:.3f} > benchmark.max_cv {bench['max_cv']}")
+    return problems
 
 
 def build_record(
@@ -96,6 +141,7 @@ def build_record(
         "variant": result["variant"],
         "compile": variant["compile"],
         "compile_mode": variant["mode"] if variant["compile"] else "none",
+        "channels_last": variant["channels_last"],
         "inductor_options": json.dumps(variant["inductor"], sort_keys=True),
         "dynamic": variant["dynamic"],
         "dtype": spec["dtype"],
@@ -121,6 +167,7 @@ def build_record(
             record.update(
                 {
                     "compile_s": result["first_call_s"],
+                    "eager_cv": eager_stats["cv"],
                     "eager_latency_ms_median": eager_stats["latency_ms_median"],
                     "eager_latency_ms_mean": eager_stats["latency_ms_mean"],
                     "speedup": timing.speedup(paired, samples),
@@ -133,6 +180,10 @@ def build_record(
                     ),
                 }
             )
+        if record["status"] == "ok":
+            problems = validity_problems(record, spec["benchmark"])
+            if problems:
+                record.update(status="invalid", error="; ".join(problems))
     return record
 
 
@@ -216,7 +267,8 @@ def main() -> None:
     records = []
     for spec in tqdm(specs, desc="benchmark", unit="cell"):
         LOGGER.info("cell %s bs%d", spec["model_id"], spec["batch_size"])
-        for result in run_cell_process(spec, config.benchmark.cell_timeout_s):
+        bench = config.benchmark
+        for result in run_cell_process(spec, bench.cell_timeout_s, bench.compile_cache, bench.warm_compile):
             record = build_record(result, spec, by_id[spec["model_id"]], context)
             record["mlflow_run_id"] = log_record(client, parent_id, record)
             records.append(record)

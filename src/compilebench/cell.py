@@ -1,63 +1,37 @@
 """One benchmark cell, (model, batch size), in its own process: eager and every compiled variant, interleaved.
 
-    python -m compilebench.cell SPEC.json OUT.json     # run by `benchmark`, one process per cell
+    python -m compilebench.cell SPEC.json OUT.json                  # run by `benchmark`, one process per cell
+    python -m compilebench.cell SPEC.json OUT.json --compile-only    # only time each variant's first call
 
 Per compiled variant: dynamo is reset, the inductor options are patched in, the first call is timed apart
-(compile time), the output is checked against eager, then eager and compiled calls alternate on the same inputs
-until both the minimum iteration count and the minimum time are reached (or the maximum time). A failing variant is
-recorded with its status and error; the others still run. Results go to OUT.json atomically.
+(compile time), the output is checked against eager (numerically and for the task), then eager and compiled calls
+alternate on the same inputs until the minimum iterations and minimum time are reached and, if asked, the speedup's
+confidence interval is narrow enough (or the maximum time). Eager is always the plain model in `benchmark.dtype`;
+a variant's own dtype or channels_last applies to its compiled model. A failing variant is recorded with its status
+and error; the others still run. Results go to OUT.json atomically.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import logging
 import os
-import sys
 import time
 import traceback
 from pathlib import Path
 from typing import Any
 
-from compilebench import models, timing
+from compilebench import checks, models, timing
 
 LOGGER = logging.getLogger(__name__)
 
 CUDAGRAPH_MODES = ("reduce-overhead",)
-_TOLERANCE_FACTOR = {"float32": 1.0, "bfloat16": 50.0, "float16": 50.0}
-
-
-def flat_tensors(output: Any) -> list[Any]:
-    """The floating-point tensors of a model output, in a fixed order."""
-    import torch
-
-    if isinstance(output, torch.Tensor):
-        return [output] if output.is_floating_point() else []
-    if hasattr(output, "to_tuple"):
-        output = output.to_tuple()
-    if isinstance(output, dict):
-        output = list(output.values())
-    if isinstance(output, list | tuple):
-        return [tensor for item in output for tensor in flat_tensors(item)]
-    return []
-
-
-def compare_outputs(reference: Any, candidate: Any) -> dict[str, float]:
-    """Max absolute difference and that difference relative to the reference's largest magnitude."""
-    ref, cand = flat_tensors(reference), flat_tensors(candidate)
-    if len(ref) != len(cand):
-        return {"max_abs_diff": float("inf"), "max_rel_diff": float("inf")}
-    max_abs, scale = 0.0, 0.0
-    for a, b in zip(ref, cand, strict=True):
-        if a.shape != b.shape:
-            return {"max_abs_diff": float("inf"), "max_rel_diff": float("inf")}
-        max_abs = max(max_abs, (a.float() - b.float()).abs().max().item())
-        scale = max(scale, a.float().abs().max().item())
-    return {"max_abs_diff": max_abs, "max_rel_diff": max_abs / scale if scale > 0 else max_abs}
+CI_CHECK_EVERY = 10  # pairs between two adaptive-stop checks of the speedup CI
 
 
 def classify_error(error: BaseException, phase: str) -> str:
-    """Status of a failed variant: oom, compile_error (first compiled call) or error."""
+    """Status of a failed variant: oom, compile_error (while compiling) or error."""
     text = f"{type(error).__name__}: {error}".lower()
     if isinstance(error, MemoryError) or "out of memory" in text or "outofmemory" in text:
         return "oom"
@@ -92,15 +66,42 @@ def _setup(spec: dict[str, Any]) -> dict[str, Any]:
     with Image.open(spec["image"]) as image:
         single, text_source = models.single_inputs(card, processor, image.convert("RGB"), folder)
     inputs = models.forward_inputs(model, models.batch_inputs(single, spec["batch_size"]))
-    inputs = {
-        key: value.to(device, dtype) if value.is_floating_point() else value.to(device) for key, value in inputs.items()
-    }
     return {
+        "task": card.task,
         "model": model,
-        "inputs": inputs,
+        "inputs": _convert_inputs(inputs, device, dtype, channels_last=False),
         "text_source": text_source,
         "input_shapes": {key: list(value.shape) for key, value in inputs.items()},
     }
+
+
+def _convert_inputs(inputs: dict[str, Any], device: str, dtype: Any, channels_last: bool) -> dict[str, Any]:
+    """Inputs on `device`; floating-point ones in `dtype`, 4-d images in channels_last if asked."""
+    import torch
+
+    converted = {}
+    for key, value in inputs.items():
+        value = value.to(device, dtype) if value.is_floating_point() else value.to(device)
+        if channels_last and value.dim() == 4:
+            value = value.contiguous(memory_format=torch.channels_last)
+        converted[key] = value
+    return converted
+
+
+def _variant_model(state: dict[str, Any], variant: dict[str, Any], spec: dict[str, Any]) -> tuple[Any, dict, str]:
+    """The model and inputs a variant compiles: the eager ones, or a copy in the variant's dtype / memory format."""
+    import copy
+
+    import torch
+
+    dtype_name = variant.get("dtype") or spec["dtype"]
+    if dtype_name == spec["dtype"] and not variant.get("channels_last"):
+        return state["model"], state["inputs"], dtype_name
+    model = copy.deepcopy(state["model"]).to(getattr(torch, dtype_name))
+    if variant.get("channels_last"):
+        model = model.to(memory_format=torch.channels_last)
+    inputs = _convert_inputs(state["inputs"], spec["device"], getattr(torch, dtype_name), variant.get("channels_last"))
+    return model, inputs, dtype_name
 
 
 def _caller(module: Any, inputs: dict[str, Any], device: str, mode: str | None) -> Any:
@@ -129,10 +130,24 @@ def _memory_peak_mib(call: Any, iters: int, device: str) -> tuple[float, float]:
     return peak, max(peak - before, 0.0)
 
 
+def ci_narrow_enough(eager_ms: list[float], compiled_ms: list[float], target_halfwidth: float) -> bool:
+    """Whether the speedup's 95% CI half-width is at most `target_halfwidth` (0 = no target)."""
+    if target_halfwidth <= 0:
+        return True
+    low, high = timing.speedup_ci(eager_ms, compiled_ms, resamples=500)
+    return (high - low) / 2 <= target_halfwidth
+
+
 def paired_timing(
-    eager: Any, compiled: Any, device: str, min_iters: int, min_time_s: float, max_time_s: float
+    eager: Any,
+    compiled: Any,
+    device: str,
+    min_iters: int,
+    min_time_s: float,
+    max_time_s: float,
+    target_ci_halfwidth: float = 0.0,
 ) -> tuple[list[float], list[float], float]:
-    """Alternate eager and compiled calls (order flipped every iteration) until both minimums or the maximum time."""
+    """Alternate eager and compiled calls (order flipped every pair) until the minimums (and CI target) or max time."""
     eager_ms: list[float] = []
     compiled_ms: list[float] = []
     start = time.perf_counter()
@@ -141,8 +156,12 @@ def paired_timing(
         for fn, samples in order if len(eager_ms) % 2 == 0 else reversed(order):
             samples.append(timing.time_call_ms(fn, device)[1])
         elapsed = time.perf_counter() - start
-        if (len(eager_ms) >= min_iters and elapsed >= min_time_s) or elapsed >= max_time_s:
+        if elapsed >= max_time_s:
             return eager_ms, compiled_ms, elapsed
+        if len(eager_ms) >= min_iters and elapsed >= min_time_s:
+            checkpoint = target_ci_halfwidth <= 0 or len(eager_ms) % CI_CHECK_EVERY == 0
+            if checkpoint and ci_narrow_enough(eager_ms, compiled_ms, target_ci_halfwidth):
+                return eager_ms, compiled_ms, elapsed
 
 
 def eager_only_timing(
@@ -158,53 +177,95 @@ def eager_only_timing(
             return samples, elapsed
 
 
-def run_variant(name: str, variant: dict[str, Any], state: dict[str, Any], spec: dict[str, Any]) -> dict[str, Any]:
-    """Compile, check and time one variant against eager; a dict of results, status `ok` or `accuracy_fail`."""
+def compile_variant(state: dict[str, Any], variant: dict[str, Any], spec: dict[str, Any]) -> dict[str, Any]:
+    """Reset dynamo, compile, time the first call; call it inside the variant's `inductor_options` context."""
     import torch
     from torch._dynamo.utils import counters
-    from torch._inductor import config as inductor_config
 
-    bench, device = spec["benchmark"], spec["device"]
-    model, inputs = state["model"], state["inputs"]
-    eager = _caller(model, inputs, device, None)
+    device = spec["device"]
+    model, inputs, dtype_name = _variant_model(state, variant, spec)
     torch._dynamo.reset()  # a fresh cache: an earlier variant's graph must not be reused
     counters.clear()
     state["phase"] = "compile"
-    with inductor_config.patch(variant["inductor"]):
-        compiled_module = torch.compile(
-            model, mode=variant["mode"], dynamic=variant["dynamic"], fullgraph=variant["fullgraph"]
-        )
-        compiled = _caller(compiled_module, inputs, device, variant["mode"])
-        timing.reset_peak_memory(device)
-        output, first_ms = timing.time_call_ms(compiled, device)
-        state["phase"] = "run"
-        compile_peak_mib = timing.peak_memory_mib(device)
-        diff = compare_outputs(state["reference"], output)
-        del output
+    compiled_module = torch.compile(
+        model, mode=variant["mode"], dynamic=variant["dynamic"], fullgraph=variant["fullgraph"]
+    )
+    compiled = _caller(compiled_module, inputs, device, variant["mode"])
+    timing.reset_peak_memory(device)
+    output, first_ms = timing.time_call_ms(compiled, device)
+    state["phase"] = "run"
+    return {
+        "call": compiled,
+        "output": output,
+        "first_call_s": first_ms / 1000.0,
+        "compile_peak_mem_mib": timing.peak_memory_mib(device),
+        "dtype": dtype_name,
+    }
+
+
+def inductor_options(variant: dict[str, Any]) -> Any:
+    """A context with the variant's torch._inductor.config values, read at every (re)compile inside it."""
+    from torch._inductor import config as inductor_config
+
+    return inductor_config.patch(variant["inductor"])
+
+
+def run_variant(name: str, variant: dict[str, Any], state: dict[str, Any], spec: dict[str, Any]) -> dict[str, Any]:
+    """Compile, check and time one variant against eager; status `ok` or `accuracy_fail`."""
+    bench, device = spec["benchmark"], spec["device"]
+    eager = _caller(state["model"], state["inputs"], device, None)
+    with inductor_options(variant):
+        compiled = compile_variant(state, variant, spec)
         health = dynamo_health()
+        numeric = checks.compare_outputs(state["reference"], compiled["output"])
+        task_ok, agreement, compared = checks.task_agreement(
+            state["task"], state["reference"], compiled["output"], compiled["dtype"]
+        )
+        del compiled["output"]
         for _ in range(bench["warmup_iters"]):
-            compiled()
-        peak_mib, delta_mib = _memory_peak_mib(compiled, bench["memory_iters"], device)
+            compiled["call"]()
+        peak_mib, delta_mib = _memory_peak_mib(compiled["call"], bench["memory_iters"], device)
         eager_ms, compiled_ms, elapsed_s = paired_timing(
-            eager, compiled, device, bench["min_iters"], bench["min_time_s"], bench["max_time_s"]
+            eager,
+            compiled["call"],
+            device,
+            bench["min_iters"],
+            bench["min_time_s"],
+            bench["max_time_s"],
+            bench["target_ci_halfwidth"],
         )
         health["recompile_count"] = dynamo_health()["graph_count"] - health["graph_count"]  # graphs added after call 1
-    tolerance = bench["rtol"] * _TOLERANCE_FACTOR[spec["dtype"]]
+    tolerance = checks.numeric_tolerance(bench["rtol"], compiled["dtype"])
+    problems = []
+    if numeric["max_rel_diff"] > tolerance:
+        problems.append(f"max_rel_diff {numeric['max_rel_diff']:.3g} > {tolerance:g}")
+    if not task_ok:
+        problems.append(f"task check failed: {compared} agree on {agreement:.3f}")
     return {
         "variant": name,
-        "status": "ok" if diff["max_rel_diff"] <= tolerance else "accuracy_fail",
-        "error": None
-        if diff["max_rel_diff"] <= tolerance
-        else f"max_rel_diff {diff['max_rel_diff']:.3g} > {tolerance}",
-        "first_call_s": first_ms / 1000.0,
+        "status": "accuracy_fail" if problems else "ok",
+        "error": "; ".join(problems) or None,
+        "first_call_s": compiled["first_call_s"],
         "samples_ms": compiled_ms,
         "paired_eager_ms": eager_ms,
         "timed_s": elapsed_s,
         "peak_mem_mib": peak_mib,
         "mem_delta_mib": delta_mib,
-        "compile_peak_mem_mib": compile_peak_mib,
-        **diff,
+        "compile_peak_mem_mib": compiled["compile_peak_mem_mib"],
+        "task_check": compared,
+        "task_agreement": agreement,
+        "fell_back_to_eager": health["graph_count"] == 0,
+        "variant_dtype": compiled["dtype"],
+        **numeric,
         **health,
+    }
+
+
+def _failed(name: str, error: BaseException, phase: str) -> dict[str, Any]:
+    return {
+        "variant": name,
+        "status": classify_error(error, phase),
+        "error": "".join(traceback.format_exception_only(error)).strip(),
     }
 
 
@@ -215,7 +276,6 @@ def run_cell(spec: dict[str, Any]) -> list[dict[str, Any]]:
     bench, device = spec["benchmark"], spec["device"]
     torch.set_num_threads(bench["num_threads"] or os.cpu_count() or 1)
     variants = spec["variants"]  # name -> variant dict, eager included
-    compiled_names = [name for name, variant in variants.items() if variant["compile"]]
     state: dict[str, Any] = {"phase": "load"}
     try:
         with torch.no_grad():
@@ -227,22 +287,25 @@ def run_cell(spec: dict[str, Any]) -> list[dict[str, Any]]:
                 eager()
             eager_peak, eager_delta = _memory_peak_mib(eager, bench["memory_iters"], device)
     except Exception as error:  # the cell boundary: a load or eager failure fails every variant of the cell
-        status = classify_error(error, "load")
-        text = "".join(traceback.format_exception_only(error)).strip()
-        return [{"variant": name, "status": status, "error": text} for name in variants]
+        return [_failed(name, error, "load") for name in variants]
 
-    common = {"text_source": state["text_source"], "input_shapes": state["input_shapes"]}
+    common = {
+        "text_source": state["text_source"],
+        "input_shapes": state["input_shapes"],
+        "num_threads": torch.get_num_threads(),
+    }
     results: list[dict[str, Any]] = []
     eager_samples: list[float] = []
-    for name in compiled_names:
+    for name, variant in variants.items():
+        if not variant["compile"]:
+            continue
         try:
             with torch.no_grad():
-                result = run_variant(name, variants[name], state, spec)
+                result = run_variant(name, variant, state, spec)
             eager_samples += result["paired_eager_ms"]
         except Exception as error:  # the cell boundary: record what happened, go on with the next variant
             LOGGER.exception("variant %s failed", name)
-            status = classify_error(error, state.get("phase", "run"))
-            result = {"variant": name, "status": status, "error": "".join(traceback.format_exception_only(error))}
+            result = _failed(name, error, state.get("phase", "run"))
             torch._dynamo.reset()
         results.append({**common, **result})
     timed_s = None
@@ -265,6 +328,27 @@ def run_cell(spec: dict[str, Any]) -> list[dict[str, Any]]:
     return [eager_result, *results]
 
 
+def compile_only(spec: dict[str, Any]) -> dict[str, float | None]:
+    """First-call time of each compiled variant (e.g. on a warm inductor cache); None where it failed."""
+    import torch
+
+    torch.set_num_threads(spec["benchmark"]["num_threads"] or os.cpu_count() or 1)
+    times: dict[str, float | None] = {}
+    with torch.no_grad():
+        state: dict[str, Any] = {"phase": "load", **_setup(spec)}
+        for name, variant in spec["variants"].items():
+            if not variant["compile"]:
+                continue
+            try:
+                with inductor_options(variant):
+                    compiled = compile_variant(state, variant, spec)
+                times[name] = compiled["first_call_s"]
+            except Exception:  # the first run already recorded this variant's failure
+                LOGGER.exception("compile-only: variant %s failed", name)
+                times[name] = None
+    return times
+
+
 def write_json_atomic(path: Path, payload: Any) -> None:
     """Write JSON to a temporary file beside `path`, then rename it into place."""
     tmp = path.with_name(path.name + ".tmp")
@@ -273,9 +357,14 @@ def write_json_atomic(path: Path, payload: Any) -> None:
 
 
 def main() -> None:
+    parser = argparse.ArgumentParser(description="Run one benchmark cell.")
+    parser.add_argument("spec", type=Path)
+    parser.add_argument("out", type=Path)
+    parser.add_argument("--compile-only", action="store_true", help="only time each compiled variant's first call")
+    args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
-    spec_path, out_path = Path(sys.argv[1]), Path(sys.argv[2])
-    write_json_atomic(out_path, run_cell(json.loads(spec_path.read_text())))
+    spec = json.loads(args.spec.read_text())
+    write_json_atomic(args.out, compile_only(spec) if args.compile_only else run_cell(spec))
 
 
 if __name__ == "__main__":

@@ -20,6 +20,7 @@ from omegaconf.errors import OmegaConfBaseException
 COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 DTYPES = ("float32", "bfloat16", "float16")
 WEIGHTS_CHOICES = ("auto", "hub", "random-init")
+COMPILE_CACHES = ("cold", "shared")
 SCALES = ("full", "tiny")
 EAGER = "eager"
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
@@ -96,6 +97,8 @@ class Variant:
     inductor: dict[str, Any] = field(default_factory=dict)  # torch._inductor.config values set while compiling
     dynamic: bool | None = False  # torch.compile(dynamic=...); False = one static graph per batch size
     fullgraph: bool = False  # torch.compile(fullgraph=...); True fails on any graph break
+    dtype: str | None = None  # compiled model's dtype; null = benchmark.dtype (eager always uses benchmark.dtype)
+    channels_last: bool = False  # compiled model and 4-d inputs in channels_last memory format
 
     def check(self, name: str) -> None:
         """Validate this variant; `name` is its key under `variants`."""
@@ -108,6 +111,14 @@ class Variant:
             f"`variants.{name}.compile` is false: only the `{EAGER}` variant may be eager",
         )
         _require(name != EAGER or not self.compile, f"`variants.{EAGER}.compile` must be false")
+        _require(
+            self.dtype is None or self.dtype in DTYPES,
+            f"`variants.{name}.dtype` must be null or one of {DTYPES}, got {self.dtype!r}",
+        )
+        _require(
+            name != EAGER or (self.dtype is None and not self.channels_last),
+            f"`variants.{EAGER}` takes benchmark.dtype and the default memory format: set them on compiled variants",
+        )
         if self.inductor:
             from torch._inductor import config as inductor_config  # imported only when options are set
 
@@ -138,6 +149,10 @@ class Benchmark:
     memory_iters: int = 2  # calls measured alone for peak memory, per variant
     cell_timeout_s: float = 1800.0  # one (model, batch size) cell process is killed after this, seconds
     rtol: float = 1e-3  # compiled vs eager output: max |diff| / max |eager| allowed (float32; x50 for 16-bit)
+    target_ci_halfwidth: float = 0.0  # also time until the speedup's 95% CI half-width is this small; 0 = off
+    max_cv: float = 0.25  # a run whose latency std/mean exceeds this is `invalid` (too noisy to report)
+    compile_cache: str = "cold"  # cold: a fresh inductor cache per cell | shared: the user's inductor cache
+    warm_compile: bool = True  # also time compiles again in a fresh process on the cell's now-warm cache
 
     def __post_init__(self) -> None:
         _require(
@@ -148,8 +163,12 @@ class Benchmark:
             _require(getattr(self, key) >= 0, f"`benchmark.{key}` must be >= 0, got {getattr(self, key)}")
         for key in ("min_iters", "memory_iters"):
             _require(getattr(self, key) >= 1, f"`benchmark.{key}` must be >= 1, got {getattr(self, key)}")
-        for key in ("min_time_s", "cell_timeout_s", "rtol"):
+        for key in ("min_time_s", "cell_timeout_s", "rtol", "target_ci_halfwidth", "max_cv"):
             _require(getattr(self, key) >= 0, f"`benchmark.{key}` must be >= 0, got {getattr(self, key)}")
+        _require(
+            self.compile_cache in COMPILE_CACHES,
+            f"`benchmark.compile_cache` must be one of {COMPILE_CACHES}, got {self.compile_cache!r}",
+        )
         _require(
             self.max_time_s >= self.min_time_s,
             f"`benchmark.max_time_s` ({self.max_time_s}) must be >= `benchmark.min_time_s` ({self.min_time_s})",
