@@ -1,11 +1,14 @@
-"""Stage aggregate: one table of eager vs compiled per (model, batch size, variant, device, torch version).
+"""Stage aggregate: eager vs compiled per (model, batch size, variant, device, torch version), set against the doc.
 
-    python -m compilebench.aggregate              # reads params.yaml; writes paths.summary and paths.metrics
-    python -m compilebench.aggregate --from-mlflow [--out FILE]   # the same table from every run in the store
+    python -m compilebench.aggregate              # reads params.yaml; writes summary, verdicts, versions, metrics
+    python -m compilebench.aggregate --from-mlflow [--out FILE]   # the summary table from every run in the store
 
-Reads this invocation's raw results (JSON lines) by default, or, with --from-mlflow, all measurement runs of the
-store (any machine, any torch version), so that versions and machines compare side by side. The summary table and
-metrics are logged to the pipeline's parent MLflow run.
+1. summary: this invocation's raw results (JSON lines) as one table; with --from-mlflow, every measurement run of
+   the MLflow store instead (any machine, any version).
+2. verdicts: each compiled run against the published numbers (paths.reference), rules in `reference`.
+3. versions: every ok run in the MLflow store, per (model, batch size, variant, device) across torch/transformers
+   versions, each compared with the previous version; a change larger than the runs' measured noise is flagged.
+The tables and metrics are logged to the pipeline's parent MLflow run.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ from typing import Any
 
 import pandas as pd
 
-from compilebench import tracking
+from compilebench import reference, tracking
 from compilebench.config import ConfigError, load_config
 
 LOGGER = logging.getLogger(__name__)
@@ -130,6 +133,72 @@ def best_variants(table: pd.DataFrame) -> pd.DataFrame:
     return ok.loc[ok.groupby(KEYS)["speedup"].idxmax(), [*KEYS, "variant", "speedup"]]
 
 
+VERSION_KEYS = ["model_id", "label", "batch_size", "variant", "device_name"]
+ENVIRONMENT_KEYS = ["torch_version", "transformers_version"]
+
+
+def _version_key(text: str) -> tuple:
+    """Sortable form of a version string ('2.13.0+cpu' < '2.14.1')."""
+    from packaging.version import InvalidVersion, Version
+
+    try:
+        return (0, Version(str(text)))
+    except InvalidVersion:
+        return (1, str(text))
+
+
+def compare_environments(previous: pd.Series, current: pd.Series) -> dict[str, Any]:
+    """Current run vs the same cell in the previous environment: changes, and a regression beyond measured noise."""
+    change = current["latency_ms_median"] / previous["latency_ms_median"] - 1
+    noise = max(current["cv"], previous["cv"])
+    flags = []
+    if change > noise:
+        flags.append(f"latency +{change * 100:.1f}% > noise {noise * 100:.1f}%")
+    compared: dict[str, Any] = {
+        "previous_environment": f"torch {previous['torch_version']} / transformers {previous['transformers_version']}",
+        "latency_change_pct": change * 100,
+    }
+    if pd.notna(current["speedup"]) and pd.notna(previous["speedup"]):
+        compared["speedup_change"] = current["speedup"] - previous["speedup"]
+        if current["speedup_ci_high"] < previous["speedup_ci_low"]:
+            previous_ci = f"[{previous['speedup_ci_low']:.2f}, {previous['speedup_ci_high']:.2f}]"
+            flags.append(f"speedup {current['speedup']:.2f}x below the previous CI {previous_ci}")
+    compared["regression"] = "; ".join(flags)
+    return compared
+
+
+def version_table(results: pd.DataFrame) -> pd.DataFrame:
+    """Ok runs per (model, batch size, variant, device) and environment, each compared with the previous environment.
+
+    A regression is flagged when the speedup's CI lies wholly below the previous one's, or the median latency grew
+    by more than the larger coefficient of variation of the two runs (their measured noise).
+    """
+    numeric = ("latency_ms_median", "cv", "speedup", "speedup_ci_low", "speedup_ci_high")
+    ok = results[results["status"] == "ok"].copy()
+    if ok.empty:
+        return pd.DataFrame(columns=[*VERSION_KEYS, *ENVIRONMENT_KEYS, *numeric, "regression"])
+    for column in numeric:
+        ok[column] = pd.to_numeric(ok[column], errors="coerce") if column in ok else float("nan")
+    if "start_time" in ok:
+        ok = ok.sort_values("start_time")
+    latest = ok.drop_duplicates([*VERSION_KEYS, *ENVIRONMENT_KEYS], keep="last")  # reruns: the newest counts
+    latest = latest.assign(
+        _order=[
+            (_version_key(a), _version_key(b))
+            for a, b in zip(latest["torch_version"], latest["transformers_version"], strict=True)
+        ]
+    )
+    rows = []
+    for _, group in latest.groupby(VERSION_KEYS, sort=True):
+        previous = None
+        for _, row in group.sort_values("_order").iterrows():
+            entry = {key: row[key] for key in [*VERSION_KEYS, *ENVIRONMENT_KEYS, *numeric]}
+            entry.update(compare_environments(previous, row) if previous is not None else {"regression": ""})
+            rows.append(entry)
+            previous = row
+    return pd.DataFrame(rows)
+
+
 def write_csv_atomic(frame: pd.DataFrame, path: Path) -> None:
     """CSV to a temporary file, then renamed into place."""
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -150,7 +219,7 @@ def main() -> None:
         LOGGER.error("%s", error)
         sys.exit(2)
     if args.from_mlflow:
-        results = from_mlflow_frame(tracking.search_children(config.paths.tracking_uri, "compilebench"))
+        results = from_mlflow_frame(tracking.search_children(config.paths.tracking_uri, tracking.EXPERIMENT))
     else:
         results = read_results(Path(config.paths.results))
     table = summarize(results)
@@ -162,11 +231,27 @@ def main() -> None:
         LOGGER.info("best significant variant per cell:\n%s", best.to_string(index=False))
     if args.from_mlflow:
         return
+    judged = reference.verdicts(table, reference.read_published(config.paths.reference))
+    write_csv_atomic(judged, Path(config.paths.verdicts))
+    LOGGER.info("verdicts against the published numbers: %s", judged["verdict"].value_counts().to_dict())
+    try:
+        store = from_mlflow_frame(tracking.search_children(config.paths.tracking_uri, tracking.EXPERIMENT))
+        versions = version_table(store)
+    except Exception as error:  # the store is an outside input: its failure must not lose this run's tables
+        LOGGER.warning("MLflow store unreadable, versions table left empty: %s", tracking.redact(str(error)))
+        versions = version_table(results.assign(status="none"))
+    write_csv_atomic(versions, Path(config.paths.versions))
+    regressions = versions[versions["regression"].astype(bool)] if not versions.empty else versions
+    if not regressions.empty:
+        LOGGER.warning("regressions against the previous environment:\n%s", regressions.to_string(index=False))
     metrics = headline_metrics(table)
+    metrics.update({f"verdict_{key}": int(value) for key, value in judged["verdict"].value_counts().items()})
+    metrics["version_regressions"] = len(regressions)
     Path(config.paths.metrics).write_text(json.dumps(metrics, indent=2))
     run_info = json.loads(Path(config.paths.run_info).read_text())
     client = tracking.client(config.paths.tracking_uri)
-    tracking.log_files(client, run_info["parent_run_id"], [out, Path(config.paths.metrics)], "summary")
+    files = [out, Path(config.paths.verdicts), Path(config.paths.versions), Path(config.paths.metrics)]
+    tracking.log_files(client, run_info["parent_run_id"], files, "summary")
     tracking.log_metrics(client, run_info["parent_run_id"], metrics)
 
 

@@ -26,7 +26,6 @@ from compilebench.config import Config, ConfigError, load_config
 
 LOGGER = logging.getLogger(__name__)
 
-EXPERIMENT = "compilebench"
 _STAT_KEYS = ("latency_ms_mean", "latency_ms_median", "latency_ms_p90", "latency_ms_p99", "latency_ms_std")
 _RAW_KEYS = ("samples_ms", "paired_eager_ms", "graph_break_reasons", "inductor_counters", "input_shapes")
 _HEALTH_KEYS = ("graph_count", "graph_break_count", "graph_break_reasons", "recompile_count", "fell_back_to_eager",
@@ -259,7 +258,7 @@ def main() -> None:
     }
     parent_tags = {key: context[key] for key in ("suite", "device_name", "torch_version", "image_source")}
     parent_id = tracking.start_parent(
-        client, EXPERIMENT, f"{config.suite} on {env['device_name']}", parent_params, parent_tags
+        client, tracking.EXPERIMENT, f"{config.suite} on {env['device_name']}", parent_params, parent_tags
     )
     LOGGER.info(
         "MLflow parent run %s in %s", parent_id, tracking.redact(tracking.tracking_uri(config.paths.tracking_uri))
@@ -283,7 +282,7 @@ def main() -> None:
             )
     write_jsonl_atomic(Path(config.paths.results), records)
     failed = [record["cell_key"] for record in records if record["status"] != "ok"]
-    run_info = {"parent_run_id": parent_id, "experiment": EXPERIMENT, "failed_runs": failed}
+    run_info = {"parent_run_id": parent_id, "experiment": tracking.EXPERIMENT, "failed_runs": failed}
     Path(config.paths.run_info).write_text(json.dumps(run_info, indent=2))
     tracking.finish(client, parent_id, failed=bool(failed))
     if failed:

@@ -45,6 +45,12 @@ class Paths:
     results: str = "data/results/runs.jsonl"  # one JSON line per (model, batch, variant) run, raw samples kept
     run_info: str = "data/results/run_info.json"  # the MLflow parent run of this pipeline invocation
     summary: str = "data/results/summary.csv"  # eager vs compiled table
+    reference: str = (
+        "data/reference/published.csv"  # the doc's published numbers, one row per (scenario, GPU, batch, model)
+    )
+    verdicts: str = "data/results/verdicts.csv"  # each compiled run against the published numbers
+    versions: str = "data/results/versions.csv"  # every run of the store across torch / transformers versions
+    report: str = "data/report/report.md"  # the run's report, with its figures
     metrics: str = "data/results/metrics.json"  # dvc metrics
     plots: str = "data/plots"  # PNG figures
     plot_data: str = "data/plots/speedup.csv"  # dvc plots data

@@ -31,6 +31,14 @@ TASKS = (
     "object-detection",
     "zero-shot-object-detection",
 )
+DOC_TASK_TITLES = {  # how the doc's tables name each task ("Image Classification/ViT")
+    "image-classification": "Image Classification",
+    "semantic-segmentation": "Image Segmentation",
+    "instance-segmentation": "Image Segmentation",
+    "universal-segmentation": "Image Segmentation",
+    "object-detection": "Object Detection",
+    "zero-shot-object-detection": "Object Detection",
+}
 _REQUIRED = ("hub_id", "revision", "label", "task", "model_class", "config_class", "processor_class", "expected")
 TOKENIZER_FILES = ("tokenizer.json", "vocab.json", "tokenizer_config.json")
 

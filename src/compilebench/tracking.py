@@ -21,6 +21,7 @@ from mlflow.tracking import MlflowClient
 LOGGER = logging.getLogger(__name__)
 
 PARENT_RUN_TAG = "mlflow.parentRunId"
+EXPERIMENT = "compilebench"  # every pipeline invocation logs here
 _CREDENTIALS = re.compile(r"(//)[^/@\s]+@")  # user:password@ in a URI
 
 

@@ -1,0 +1,218 @@
+"""The published numbers: the doc's tables as tidy data, their anomalies, and verdicts of measured cells against them.
+
+    python -m compilebench.reference DOC.md OUT.csv    # rebuild data/reference/published.csv from the doc's markdown
+
+One row per (scenario, GPU, batch size, model) with eager and compiled ms ("OOM" kept as a flag, not dropped).
+Scenarios: `torch-2.0.1` (default mode), `nightly-2.1.0dev` (default mode), `nightly-2.1.0dev-reduce-overhead`.
+Anomalies are flagged by code and excluded from verdicts. Verdict rules (also in the README):
+- compare speedup ratios everywhere, absolute ms only on the same GPU model;
+- a measured run whose status is not ok, or a variant the doc did not measure, is `not comparable`;
+- all published rows of the cell OOM: `published-OOM`;
+- measured 95% CI overlaps the published range across GPUs: `reproduced`; above it: `better`; below it: `worse`.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+
+import pandas as pd
+
+from compilebench import models
+
+SCENARIOS = {  # doc section -> (scenario, torch version, compile mode)
+    "main": ("torch-2.0.1", "2.0.1", "default"),
+    "nightly": ("nightly-2.1.0dev", "2.1.0dev", "default"),
+    "reduce-overhead": ("nightly-2.1.0dev-reduce-overhead", "2.1.0dev", "reduce-overhead"),
+}
+GPUS = ("A100", "V100", "T4")
+COLUMNS = ["scenario", "torch_version", "compile_mode", "gpu", "batch_size", "doc_task", "label", "model_id",
+           "eager_ms", "compiled_ms", "eager_oom", "compiled_oom", "note"]  # fmt: skip
+# Models a scenario's tables omit at some batch sizes because, as the doc says in prose, they ran out of memory.
+DOC_NOTED_OOM = {
+    ("torch-2.0.1", "OwlViT"): "not in the table; the doc: OwlViT runs out of memory at larger batch sizes"
+}
+MIN_BATCH_DROP = 0.9  # eager ms at a larger batch below this fraction of a smaller batch's is an anomaly
+_SECTION = re.compile(r"^##\s+(.*)$")
+_TABLE_HEADING = re.compile(r"^###\s+(A100|V100|T4)(?:\s*\(batch size:\s*(\d+)\))?\s*$")
+
+
+def _cell_value(text: str) -> tuple[float | None, bool]:
+    """(ms, is_oom) of one table cell."""
+    text = text.strip()
+    if text.upper() == "OOM":
+        return None, True
+    return float(text), False
+
+
+def parse_doc(markdown: str) -> pd.DataFrame:
+    """Every latency table of the doc as tidy rows (the doc's headings name GPU, batch size and scenario)."""
+    labels = {card.label: card.hub_id for card in models.registry().values()}
+    rows, section, gpu, heading_batch = [], None, None, None
+    for line in markdown.splitlines():
+        if match := _SECTION.match(line):
+            title = match.group(1).lower()
+            section = (
+                "nightly"
+                if "nightly" in title
+                else "reduce-overhead"
+                if ("开销" in title or "overhead" in title)
+                else "main"
+            )
+            continue
+        if match := _TABLE_HEADING.match(line):
+            gpu, heading_batch = match.group(1), match.group(2)
+            continue
+        if not line.startswith("|") or gpu is None or "**" in line or ":---" in line:
+            continue
+        cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
+        task_model = cells[0]
+        if heading_batch is not None:
+            batch, eager, compiled = int(heading_batch), cells[1], cells[2]
+        else:
+            batch = 1 if cells[1] == "Unbatched" else int(cells[1])  # the doc's "Unbatched" is batch size 1
+            eager, compiled = cells[2], cells[3]
+        doc_task, label = task_model.split("/", 1)
+        if label not in labels:
+            raise ValueError(f"doc row {task_model!r}: label {label!r} is not a registered card label {sorted(labels)}")
+        scenario, torch_version, mode = SCENARIOS[section]
+        eager_ms, eager_oom = _cell_value(eager)
+        compiled_ms, compiled_oom = _cell_value(compiled)
+        rows.append([scenario, torch_version, mode, gpu, batch, doc_task, label, labels[label],
+                     eager_ms, compiled_ms, eager_oom, compiled_oom, ""])  # fmt: skip
+    table = pd.DataFrame(rows, columns=COLUMNS)
+    table = pd.concat([table, _noted_oom_rows(table)], ignore_index=True)
+    return table.astype({"eager_ms": float, "compiled_ms": float, "eager_oom": bool, "compiled_oom": bool})
+
+
+def _noted_oom_rows(table: pd.DataFrame) -> pd.DataFrame:
+    """Rows the doc leaves out of a table but states in prose were out of memory (DOC_NOTED_OOM)."""
+    added = []
+    for (scenario, label), note in DOC_NOTED_OOM.items():
+        source = table[(table["scenario"] == scenario) & (table["label"] == label)].iloc[0]
+        for (gpu, batch), group in table[table["scenario"] == scenario].groupby(["gpu", "batch_size"]):
+            if label not in set(group["label"]):
+                added.append([scenario, source["torch_version"], source["compile_mode"], gpu, batch,
+                              source["doc_task"], label, source["model_id"], None, None, True, True, note])  # fmt: skip
+    return pd.DataFrame(added, columns=COLUMNS)
+
+
+def anomalies(published: pd.DataFrame) -> pd.DataFrame:
+    """Rows the published data contradicts itself on, with the reason; excluded from verdicts.
+
+    1. A row whose (eager, compiled) pair is identical to another GPU's row of the same scenario, batch and model:
+       different GPUs do not measure to the microsecond alike, so one is a copy.
+    2. Eager latency that falls by more than 10% as the batch grows (same scenario, GPU, model): 16 images cannot
+       take clearly less time than 4 on the same GPU (small drops are launch-bound noise and are not flagged).
+    """
+    found = []
+    ok = published[~published["eager_oom"] & ~published["compiled_oom"]]
+    for (scenario, batch, model_id), group in ok.groupby(["scenario", "batch_size", "model_id"]):
+        pairs = group.groupby(["eager_ms", "compiled_ms"])["gpu"].apply(list)
+        for (eager, compiled), gpus in pairs.items():
+            if len(gpus) > 1:
+                for gpu in gpus:
+                    others = ", ".join(g for g in gpus if g != gpu)
+                    found.append(
+                        (scenario, gpu, batch, model_id, f"identical to the {others} row ({eager} / {compiled} ms)")
+                    )
+    for (scenario, gpu, model_id), group in ok.groupby(["scenario", "gpu", "model_id"]):
+        ordered = group.sort_values("batch_size")
+        for (_, small), (_, large) in zip(ordered.iterrows(), ordered.iloc[1:].iterrows(), strict=False):
+            if large["eager_ms"] < MIN_BATCH_DROP * small["eager_ms"]:
+                found.append((scenario, gpu, int(large["batch_size"]), model_id,
+                              f"eager {large['eager_ms']} ms at batch {large['batch_size']} < "
+                              f"{small['eager_ms']} ms at batch {small['batch_size']}"))  # fmt: skip
+    frame = pd.DataFrame(found, columns=["scenario", "gpu", "batch_size", "model_id", "anomaly"])
+    return frame.groupby(["scenario", "gpu", "batch_size", "model_id"], as_index=False)["anomaly"].agg("; ".join)
+
+
+def with_anomalies(published: pd.DataFrame) -> pd.DataFrame:
+    """The published rows with an `anomaly` column (empty when none) and the published speedup."""
+    flagged = published.merge(anomalies(published), on=["scenario", "gpu", "batch_size", "model_id"], how="left")
+    flagged["anomaly"] = flagged["anomaly"].fillna("")
+    flagged["speedup"] = flagged["eager_ms"] / flagged["compiled_ms"]
+    return flagged
+
+
+def read_published(path: str | Path) -> pd.DataFrame:
+    """The committed reference CSV, with anomalies flagged."""
+    return with_anomalies(pd.read_csv(path))
+
+
+def scenario_for(compile_mode: str) -> str | None:
+    """Which published scenario a measured compile mode is judged against (None: the doc did not measure it)."""
+    return {"default": "torch-2.0.1", "reduce-overhead": "nightly-2.1.0dev-reduce-overhead"}.get(compile_mode)
+
+
+def measured_as_doc(row: pd.Series) -> bool:
+    """Whether a measured variant is what the doc ran: torch.compile(mode) alone, no inductor options, fp32, NCHW."""
+    options, dtype = row.get("inductor_options"), row.get("variant_dtype")
+    return (
+        (pd.isna(options) or options == "{}")
+        and str(row.get("channels_last")).lower() != "true"
+        and (pd.isna(dtype) or dtype == "float32")
+    )
+
+
+def verdict(measured: pd.Series, published: pd.DataFrame) -> dict:
+    """The verdict of one measured compiled run against the published rows of its (model, batch size, mode)."""
+    result = {f"published_speedup_{gpu}": None for gpu in GPUS}
+    scenario = scenario_for(measured["compile_mode"]) if measured_as_doc(measured) else None
+    rows = published[
+        (published["scenario"] == scenario)
+        & (published["model_id"] == measured["model_id"])
+        & (published["batch_size"] == measured["batch_size"])
+    ]
+    result["published_scenario"] = scenario
+    if measured["status"] != "ok":
+        return {**result, "verdict": "not comparable", "reason": f"measured status {measured['status']}"}
+    if scenario is None:
+        return {**result, "verdict": "not comparable", "reason": "variant not measured by the doc"}
+    if rows.empty:
+        return {**result, "verdict": "not comparable", "reason": "no published row for this model and batch size"}
+    usable = rows[(rows["anomaly"] == "") & ~rows["eager_oom"] & ~rows["compiled_oom"]]
+    for _, row in usable.iterrows():
+        result[f"published_speedup_{row['gpu']}"] = row["speedup"]
+    if usable.empty:
+        if (rows["eager_oom"] | rows["compiled_oom"]).all():
+            return {**result, "verdict": "published-OOM", "reason": "every published GPU ran out of memory"}
+        return {**result, "verdict": "not comparable", "reason": "published rows are all anomalous"}
+    low, high = usable["speedup"].min(), usable["speedup"].max()
+    result.update(published_speedup_min=low, published_speedup_max=high)
+    ci_low, ci_high = measured["speedup_ci_low"], measured["speedup_ci_high"]
+    if ci_high < low:
+        outcome = "worse"
+    elif ci_low > high:
+        outcome = "better"
+    else:
+        outcome = "reproduced"
+    same_gpu = next((gpu for gpu in GPUS if gpu in str(measured.get("device_name", ""))), None)
+    result["same_gpu"] = same_gpu
+    if same_gpu is not None and same_gpu in set(usable["gpu"]):
+        published_row = usable[usable["gpu"] == same_gpu].iloc[0]
+        result["eager_ms_vs_published"] = measured["eager_latency_ms_mean"] / published_row["eager_ms"]
+        result["compiled_ms_vs_published"] = measured["latency_ms_mean"] / published_row["compiled_ms"]
+    reason = f"measured CI [{ci_low:.2f}, {ci_high:.2f}] vs published {low:.2f}-{high:.2f} across {len(usable)} GPU(s)"
+    return {**result, "verdict": outcome, "reason": reason}
+
+
+def verdicts(summary: pd.DataFrame, published: pd.DataFrame) -> pd.DataFrame:
+    """One verdict row per measured compiled run of the summary table."""
+    keys = ["model_id", "label", "batch_size", "variant", "compile_mode", "device_name", "torch_version",
+            "speedup", "speedup_ci_low", "speedup_ci_high", "status"]  # fmt: skip
+    rows = [{**{key: row.get(key) for key in keys}, **verdict(row, published)} for _, row in summary.iterrows()]
+    return pd.DataFrame(rows)
+
+
+def main() -> None:
+    doc, out = Path(sys.argv[1]), Path(sys.argv[2])
+    table = parse_doc(doc.read_text())
+    out.parent.mkdir(parents=True, exist_ok=True)
+    table.to_csv(out, index=False)
+    print(f"{len(table)} rows from {doc} -> {out}")
+
+
+if __name__ == "__main__":
+    main()

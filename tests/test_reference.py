@@ -1,0 +1,140 @@
+"""The published numbers: the committed CSV against the doc, anomaly detection, verdict rules."""
+
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from compilebench import reference
+
+ROOT = Path(__file__).resolve().parents[1]
+CSV = ROOT / "data" / "reference" / "published.csv"
+DOC = ROOT.parent / "shared" / "seeds" / "perf_torch_compile.zh.md"  # beside the clone on developer machines and CI
+
+
+@pytest.fixture(scope="module")
+def published():
+    return reference.read_published(CSV)
+
+
+def test_row_counts(published):
+    # 9 main tables (A100/V100/T4 x batch 1/4/16) of 12 models, OwlViT's 6 batched rows being OOM per the doc's note;
+    # nightly: 3 GPUs x 2 models x 3 batch sizes; reduce-overhead: 2 GPUs x 4 models x 2 batch sizes.
+    assert len(published) == 142
+    assert published["scenario"].value_counts().to_dict() == {
+        "torch-2.0.1": 108,
+        "nightly-2.1.0dev": 18,
+        "nightly-2.1.0dev-reduce-overhead": 16,
+    }
+
+
+@pytest.mark.parametrize(
+    ("scenario", "gpu", "batch", "label", "eager", "compiled"),
+    [
+        ("torch-2.0.1", "A100", 1, "ViT", 9.325, 7.584),
+        ("torch-2.0.1", "V100", 1, "Maskformer", 95.532, 72.207),
+        ("torch-2.0.1", "T4", 1, "ResNet", 6.031, 4.321),
+        ("torch-2.0.1", "A100", 16, "Conditional-DETR", 180.491, 124.032),
+        ("nightly-2.1.0dev", "A100", 1, "DETR", 30.484, 15.221),  # "Unbatched" is batch size 1
+        ("nightly-2.1.0dev-reduce-overhead", "T4", 4, "MobileNet", 78.311, 50.983),
+    ],
+)
+def test_spot_values_match_the_doc(published, scenario, gpu, batch, label, eager, compiled):
+    row = published[(published["scenario"] == scenario) & (published["gpu"] == gpu)
+                    & (published["batch_size"] == batch) & (published["label"] == label)]  # fmt: skip
+    assert len(row) == 1
+    assert row["eager_ms"].iloc[0] == eager and row["compiled_ms"].iloc[0] == compiled
+
+
+def test_oom_is_a_value_not_a_missing_row(published):
+    detr = published[(published["scenario"] == "nightly-2.1.0dev") & (published["label"] == "DETR")
+                     & (published["batch_size"] == 16)]  # fmt: skip
+    assert detr.set_index("gpu")["eager_oom"].to_dict() == {"A100": False, "T4": True, "V100": True}
+    owl = published[(published["label"] == "OwlViT") & (published["batch_size"] > 1)]
+    assert len(owl) == 6 and owl["eager_oom"].all() and owl["note"].str.contains("out of memory").all()
+
+
+def test_labels_map_to_checkpoints(published):
+    assert published["model_id"].nunique() == 12
+    assert published.drop_duplicates("label").set_index("label")["model_id"]["Resnet-101"] == "facebook/detr-resnet-101"
+
+
+@pytest.mark.skipif(not DOC.exists(), reason="the doc's markdown is not beside this clone")
+def test_committed_csv_is_the_parsed_doc():
+    parsed = reference.parse_doc(DOC.read_text())
+    committed = pd.read_csv(CSV, keep_default_na=False, na_values=[""])
+    pd.testing.assert_frame_equal(parsed.fillna({"note": ""}), committed.fillna({"note": ""}), check_dtype=False)
+
+
+def test_known_anomaly_of_the_published_data_is_flagged(published):
+    flagged = published[published["anomaly"] != ""]
+    assert sorted(zip(flagged["scenario"], flagged["gpu"], flagged["batch_size"], flagged["label"], strict=True)) == [
+        ("nightly-2.1.0dev", "A100", 16, "BeiT"),
+        ("nightly-2.1.0dev", "T4", 16, "BeiT"),
+    ]
+    t4 = flagged[flagged["gpu"] == "T4"]["anomaly"].iloc[0]
+    assert "identical to the A100 row" in t4 and "at batch 16 < 47.381 ms at batch 4" in t4
+
+
+def _rows(*rows):
+    columns = ["scenario", "gpu", "batch_size", "model_id", "eager_ms", "compiled_ms", "eager_oom", "compiled_oom"]
+    return pd.DataFrame(rows, columns=columns)
+
+
+def test_anomaly_rules_on_hand_made_rows():
+    frame = _rows(
+        ("s", "A100", 1, "m", 10.0, 5.0, False, False),
+        ("s", "T4", 1, "m", 10.0, 5.0, False, False),  # copy of A100
+        ("s", "V100", 1, "m", 20.0, 10.0, False, False),
+        ("s", "V100", 4, "m", 19.0, 9.0, False, False),  # 5% faster at a larger batch: noise, not flagged
+        ("s", "V100", 16, "m", 12.0, 9.0, False, False),  # 37% faster than batch 4: flagged
+    )
+    found = reference.anomalies(frame).set_index(["gpu", "batch_size"])["anomaly"].to_dict()
+    assert set(found) == {("A100", 1), ("T4", 1), ("V100", 16)}
+
+
+PUBLISHED = reference.with_anomalies(
+    _rows(
+        ("torch-2.0.1", "A100", 1, "m", 20.0, 10.0, False, False),  # 2.0x
+        ("torch-2.0.1", "V100", 1, "m", 15.0, 10.0, False, False),  # 1.5x
+        ("torch-2.0.1", "T4", 4, "m", None, None, True, True),
+    )
+)
+
+
+def _measured(low, high, **extra):
+    row = {"model_id": "m", "batch_size": 1, "compile_mode": "default", "inductor_options": "{}", "status": "ok",
+           "speedup": (low + high) / 2, "speedup_ci_low": low, "speedup_ci_high": high, "device_name": "AMD EPYC",
+           "eager_latency_ms_mean": 30.0, "latency_ms_mean": 15.0}  # fmt: skip
+    return pd.Series({**row, **extra})
+
+
+@pytest.mark.parametrize(
+    ("measured", "expected"),
+    [
+        (_measured(1.4, 1.6), "reproduced"),  # overlaps 1.5-2.0
+        (_measured(2.1, 2.3), "better"),
+        (_measured(0.7, 0.9), "worse"),
+        (_measured(0.9, 1.1, batch_size=4), "published-OOM"),
+        (_measured(1.4, 1.6, batch_size=16), "not comparable"),  # the doc has no such row
+        (_measured(1.4, 1.6, inductor_options='{"freezing": true}'), "not comparable"),  # not what the doc ran
+        (_measured(1.4, 1.6, compile_mode="max-autotune"), "not comparable"),
+        (_measured(1.4, 1.6, status="accuracy_fail"), "not comparable"),
+    ],
+)
+def test_verdict_rules(measured, expected):
+    assert reference.verdict(measured, PUBLISHED)["verdict"] == expected
+
+
+def test_absolute_ms_only_on_the_same_gpu():
+    on_cpu = reference.verdict(_measured(1.4, 1.6), PUBLISHED)
+    assert "eager_ms_vs_published" not in on_cpu
+    on_a100 = reference.verdict(_measured(1.4, 1.6, device_name="NVIDIA A100-SXM4-40GB"), PUBLISHED)
+    assert on_a100["same_gpu"] == "A100" and on_a100["eager_ms_vs_published"] == 1.5  # 30 ms vs 20 ms
+
+
+def test_unknown_label_in_a_doc_table_is_an_error():
+    lines = ["### A100 (batch size: 1)", "", "| **Task/Model** | a | b |", "|:---:|:---:|:---:|"]
+    doc = "\n".join([*lines, "| Image Classification/Nope | 1 | 2 |"])
+    with pytest.raises(ValueError, match="Nope"):
+        reference.parse_doc(doc)
