@@ -1,7 +1,9 @@
 # compilebench: `make run` runs the pipeline on the CPU default suite, `make test` runs the tests.
 # Both create .venv and install the pinned dependencies on first use (torch==2.13.0 CPU build first).
 
-VENV      := .venv
+VENV      ?= .venv
+# A second environment into the same MLflow store, for a version comparison: make run VENV=.venv-b TORCH=2.9.1
+TORCH     ?= 2.13.0
 PYTHON    := $(VENV)/bin/python
 STAMP     := $(VENV)/.installed
 HOST      ?= 127.0.0.1
@@ -13,6 +15,7 @@ export PYTHONUNBUFFERED := 1
 .PHONY: run test ui models lint clean
 
 run: $(STAMP) .dvc/config  ## create the environment and run `dvc repro` on params.yaml
+	python -m compilebench.environment
 	dvc repro
 	dvc metrics show
 
@@ -32,9 +35,10 @@ lint: $(STAMP)
 $(STAMP): requirements.txt constraints.txt pyproject.toml
 	test -x $(PYTHON) || python3 -m venv $(VENV)
 	$(PYTHON) -m pip install --quiet --upgrade pip
-	$(PYTHON) -m pip install --quiet torch==2.13.0
-	$(PYTHON) -m pip install --quiet -c constraints.txt -r requirements.txt
-	$(PYTHON) -m pip install --quiet -c constraints.txt --no-deps --no-build-isolation -e .
+	$(PYTHON) -m pip install --quiet torch==$(TORCH)
+	sed 's/^torch==.*/torch==$(TORCH)/' constraints.txt > $(VENV)/constraints.txt
+	$(PYTHON) -m pip install --quiet -c $(VENV)/constraints.txt -r requirements.txt
+	$(PYTHON) -m pip install --quiet -c $(VENV)/constraints.txt --no-deps --no-build-isolation -e .
 	touch $@
 
 .dvc/config:  # a clone has .dvc/ committed; a copy without git gets a repository first

@@ -52,6 +52,7 @@ def project(tmp_path_factory, repo_root):
     _run(["dvc", "init", "-q"], root, env)
     _run(["git", "add", "-A"], root, env)
     _run(["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "init"], root, env)
+    _run([sys.executable, "-m", "compilebench.environment"], root, env)  # as `make run` does
     first = _run(["dvc", "repro"], root, env)
     return root, env, first
 

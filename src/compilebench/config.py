@@ -38,6 +38,7 @@ def _require(condition: bool, message: str) -> None:
 
 @dataclass
 class Paths:
+    environment: str = "data/environment.json"  # torch/transformers/python/CUDA/device: benchmark re-runs on change
     image: str = "data/image/input.jpg"  # the benchmark image (COCO or the embedded fallback)
     image_meta: str = "data/image/input.json"  # where the image came from, its size and sha256
     checkpoints: str = "data/checkpoints"  # one folder per model, plus manifest.json

@@ -1,10 +1,18 @@
-"""What produced a result: device and its name, library versions, git commit. Recorded with every run."""
+"""What produced a result: device and its name, library versions, git commit. Recorded with every run.
+
+    python -m compilebench.environment      # write paths.environment (a dependency of the benchmark stage)
+
+`make run` writes paths.environment before `dvc repro`, so a new torch, transformers, Python, CUDA or machine
+re-runs the benchmark stage (DVC tracks code and params, not the interpreter it runs under).
+"""
 
 from __future__ import annotations
 
+import json
 import os
 import platform
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -59,3 +67,27 @@ def collect(device: str) -> dict[str, Any]:
         "platform": platform.platform(),
         "git_commit": git_commit(),
     }
+
+
+def main() -> None:
+    from compilebench.config import ConfigError, load_config
+
+    try:
+        config = load_config()
+    except ConfigError as error:
+        print(f"error: {error}", file=sys.stderr)
+        sys.exit(2)
+    fields = collect(config.benchmark.device)
+    fields.pop("git_commit")  # code changes reach DVC through the stages' code deps
+    path = Path(config.paths.environment)
+    text = json.dumps(fields, indent=2, sort_keys=True) + "\n"
+    if not path.exists() or path.read_text() != text:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    print(
+        f"{path}: torch {fields['torch_version']}, transformers {fields['transformers_version']}, {fields['device_name']}"
+    )
+
+
+if __name__ == "__main__":
+    main()
