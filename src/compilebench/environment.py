@@ -84,9 +84,8 @@ def main() -> None:
     if not path.exists() or path.read_text() != text:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text)
-    print(
-        f"{path}: torch {fields['torch_version']}, transformers {fields['transformers_version']}, {fields['device_name']}"
-    )
+    versions = f"torch {fields['torch_version']}, transformers {fields['transformers_version']}"
+    print(f"{path}: {versions}, {fields['device_name']}")
 
 
 if __name__ == "__main__":
