@@ -12,18 +12,32 @@ export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 export DVC_NO_ANALYTICS := 1
 export PYTHONUNBUFFERED := 1
 
-.PHONY: run test ui models lint clean
+.PHONY: run test ui server sync models lint clean
 
 run: $(STAMP) .dvc/config  ## create the environment and run `dvc repro` on params.yaml
 	python -m compilebench.environment
 	dvc repro
 	dvc metrics show
+	python -m compilebench.aggregate --check  # exit 3 when some run did not end ok (they are in the report)
 
 test: $(STAMP) .dvc/config  ## create the environment and run the test suite
 	pytest -q
 
 ui: $(STAMP)  ## the MLflow UI on this project's store, bound to 127.0.0.1
 	mlflow ui --backend-store-uri sqlite:///mlruns/mlflow.db --host $(HOST) --port $(PORT)
+
+# A shared tracking server for several machines (each sets MLFLOW_TRACKING_URI=http://HOST:PORT).
+# STORE: SQLite by default, or e.g. postgresql+psycopg://user@db/compilebench (pip install 'psycopg[binary]').
+# ARTIFACTS: a folder or an object-store URI (s3://bucket/path). Add --app-name basic-auth for users and passwords.
+STORE     ?= sqlite:///mlruns/server/mlflow.db
+ARTIFACTS ?= mlruns/server/artifacts
+server: $(STAMP)  ## a real `mlflow server` on HOST:PORT (127.0.0.1:5000 unless told otherwise)
+	mkdir -p mlruns/server
+	MLFLOW_SERVER_ENABLE_JOB_EXECUTION=false mlflow server --backend-store-uri $(STORE) \
+		--artifacts-destination $(ARTIFACTS) --host $(HOST) --port $(PORT) --workers 1
+
+sync: $(STAMP)  ## log to MLflow what the last run could not (store was down): exactly once
+	python -m compilebench.sync
 
 models: $(STAMP)  ## list the registered checkpoints
 	python -m compilebench.models --manifest data/checkpoints/manifest.json

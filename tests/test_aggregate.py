@@ -72,10 +72,13 @@ def test_two_sets_of_logged_runs_compare_across_versions(tmp_path, monkeypatch, 
     for torch_version, slowdown in (("2.13.0+cpu", 1.0), ("2.14.0", 1.5)):
         parent = tracking.start_parent(client, tracking.EXPERIMENT, torch_version, {}, {})
         for record in cell_records:
-            relabelled = {**record, "torch_version": torch_version}
+            relabelled = {**record, "torch_version": torch_version, "run_uid": f"{torch_version}/{record['variant']}"}
             if record["compile"] and slowdown != 1.0:
                 relabelled["samples_ms"] = [s * slowdown for s in record["samples_ms"]]
-                relabelled = benchmark.build_record(relabelled, *relabelled["_build_args"])
+                relabelled = {
+                    **benchmark.build_record(relabelled, *relabelled["_build_args"]),
+                    "run_uid": relabelled["run_uid"],
+                }
             benchmark.log_record(client, parent, {k: v for k, v in relabelled.items() if k != "_build_args"})
     runs = aggregate.from_mlflow_frame(tracking.search_children(uri, tracking.EXPERIMENT))
     table = aggregate.version_table(runs)

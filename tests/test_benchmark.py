@@ -26,7 +26,7 @@ def test_compiled_record_has_paired_speedup_and_doc_improvement():
     result = {"variant": "default", "status": "ok", "first_call_s": 2.0, "timed_s": 1.5,
               "samples_ms": [5.0] * 10 + [5.2] * 10, "paired_eager_ms": [10.0] * 10 + [10.4] * 10}  # fmt: skip
     record = benchmark.build_record(result, _spec(), ENTRY, {"device": "cpu"})
-    assert record["status"] == "ok" and record["cell_key"] == "microsoft/resnet-50|bs2|default"
+    assert record["status"] == "ok" and record["cell"] == "microsoft/resnet-50|bs2|default"
     assert record["speedup"] == 2.0 and record["speedup_ci_low"] == 2.0 and record["speedup_verdict"] == "faster"
     assert record["improvement_pct"] == 50.0
     assert record["throughput_img_s"] == 2 * 1000 / 5.1

@@ -1,10 +1,14 @@
 """A benchmark cell with real torch.compile on a tiny model of a real class, in its own process."""
 
+import os
+import signal
+import subprocess
+import time
 from dataclasses import asdict
 
 import pytest
 
-from compilebench import benchmark, load_models, models
+from compilebench import benchmark, cell, load_models, models
 from compilebench.config import Benchmark, Variant
 
 pytestmark = pytest.mark.slow
@@ -92,3 +96,42 @@ def test_missing_checkpoint_fails_every_variant(tmp_path, tiny_resnet):
     variants = {"eager": Variant(compile=False), "default": Variant(mode="default")}
     results = benchmark.run_cell_process(_spec(tmp_path / "nope", image, variants), 120)
     assert [r["status"] for r in results] == ["error", "error"] and "nope" in results[0]["error"]
+
+
+def test_oom_is_recognised_through_the_exception_chain():
+    try:
+        try:
+            raise MemoryError
+        except MemoryError as inner:
+            raise RuntimeError("backend='inductor' raised") from inner
+    except RuntimeError as outer:
+        assert cell.classify_error(outer, "compile") == "oom"
+    assert cell.classify_error(RuntimeError("DefaultCPUAllocator: can't allocate memory"), "run") == "oom"
+    assert cell.classify_error(ValueError("bad"), "compile") == "compile_error"
+    assert cell.classify_error(ValueError("bad"), "run") == "error"
+
+
+def test_segfaulting_cell_is_recorded_as_crashed(tiny_resnet):
+    """A real SIGSEGV of the cell process (sent from outside, mid-run) ends as status `crashed`."""
+    import threading
+
+    checkpoint, image = tiny_resnet
+    variants = {"eager": Variant(compile=False), "default": Variant(mode="default")}
+    spec = _spec(checkpoint, image, variants, min_time_s=30.0, max_time_s=60.0)
+
+    def segfault_the_cell():
+        for _ in range(600):
+            found = subprocess.run(["pgrep", "-f", "compilebench.cell"], capture_output=True, text=True).stdout.split()
+            if found:
+                time.sleep(5)  # let it load and start
+                for pid in found:
+                    os.kill(int(pid), signal.SIGSEGV)
+                return
+            time.sleep(0.1)
+
+    killer = threading.Thread(target=segfault_the_cell)
+    killer.start()
+    results = benchmark.run_cell_process(spec, 600)
+    killer.join()
+    assert {r["status"] for r in results} == {"crashed"}
+    assert "-11" in results[0]["error"]  # the exit status names the signal

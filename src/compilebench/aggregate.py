@@ -28,7 +28,8 @@ from compilebench.config import ConfigError, load_config
 
 LOGGER = logging.getLogger(__name__)
 
-KEYS = ["model_id", "label", "task", "batch_size", "device", "device_name", "torch_version", "transformers_version"]
+KEYS = ["model_id", "label", "task", "batch_size", "device", "device_name", "machine", "torch_version",
+        "transformers_version"]  # fmt: skip
 COLUMNS = [
     *KEYS,
     "variant",
@@ -88,9 +89,17 @@ def from_mlflow_frame(runs: pd.DataFrame) -> pd.DataFrame:
     return frame
 
 
+def with_keys(frame: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
+    """`frame` with every key column present and no NaN in them (pandas drops NaN keys when grouping or merging)."""
+    frame = frame.copy()
+    for key in keys:
+        frame[key] = frame[key].fillna("") if key in frame else ""
+    return frame
+
+
 def summarize(results: pd.DataFrame) -> pd.DataFrame:
     """Compiled rows beside their eager baseline: latencies, speedup with CI, improvement %, compile cost."""
-    frame = results.copy()
+    frame = with_keys(results, KEYS)
     for column in COLUMNS:
         if column not in frame:
             frame[column] = None
@@ -133,7 +142,7 @@ def best_variants(table: pd.DataFrame) -> pd.DataFrame:
     return ok.loc[ok.groupby(KEYS)["speedup"].idxmax(), [*KEYS, "variant", "speedup"]]
 
 
-VERSION_KEYS = ["model_id", "label", "batch_size", "variant", "device_name"]
+VERSION_KEYS = ["model_id", "label", "batch_size", "variant", "device_name", "machine"]
 ENVIRONMENT_KEYS = ["torch_version", "transformers_version"]
 
 
@@ -174,7 +183,7 @@ def version_table(results: pd.DataFrame) -> pd.DataFrame:
     by more than the larger coefficient of variation of the two runs (their measured noise).
     """
     numeric = ("latency_ms_median", "cv", "speedup", "speedup_ci_low", "speedup_ci_high")
-    ok = results[results["status"] == "ok"].copy()
+    ok = with_keys(results[results["status"] == "ok"], [*VERSION_KEYS, *ENVIRONMENT_KEYS])
     if ok.empty:
         return pd.DataFrame(columns=[*VERSION_KEYS, *ENVIRONMENT_KEYS, *numeric, "regression"])
     for column in numeric:
@@ -211,6 +220,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--from-mlflow", action="store_true", help="read every measurement run of the MLflow store")
     parser.add_argument("--out", default=None, help="where to write the table (default: paths.summary)")
+    parser.add_argument("--check", action="store_true", help="exit 3 if any run of paths.results did not end ok")
     args = parser.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     try:
@@ -218,6 +228,15 @@ def main() -> None:
     except ConfigError as error:
         LOGGER.error("%s", error)
         sys.exit(2)
+    if args.check:
+        failed = [
+            f"{r['cell']}: {r['status']} {r.get('error') or ''}"
+            for _, r in read_results(Path(config.paths.results)).iterrows()
+            if r["status"] != "ok"
+        ]
+        for line in failed:
+            LOGGER.error("not ok: %s", line[:300])
+        sys.exit(3 if failed else 0)
     if args.from_mlflow:
         results = from_mlflow_frame(tracking.search_children(config.paths.tracking_uri, tracking.EXPERIMENT))
     else:
@@ -249,10 +268,10 @@ def main() -> None:
     metrics["version_regressions"] = len(regressions)
     Path(config.paths.metrics).write_text(json.dumps(metrics, indent=2))
     run_info = json.loads(Path(config.paths.run_info).read_text())
-    client = tracking.client(config.paths.tracking_uri)
+    tracker = tracking.Tracker(config.paths.tracking_uri, run_info["invocation_id"])
     files = [out, Path(config.paths.verdicts), Path(config.paths.versions), Path(config.paths.metrics)]
-    tracking.log_files(client, run_info["parent_run_id"], files, "summary")
-    tracking.log_metrics(client, run_info["parent_run_id"], metrics)
+    if not tracker.log_parent(files, "summary", metrics=metrics):
+        LOGGER.warning("tables are in %s; `python -m compilebench.sync` attaches them to MLflow later", out.parent)
 
 
 if __name__ == "__main__":

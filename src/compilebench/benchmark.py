@@ -9,9 +9,11 @@ atomically); every eager and compiled result becomes one MLflow run nested under
 
 from __future__ import annotations
 
+import argparse
 import json
 import logging
 import os
+import socket
 import subprocess
 import sys
 import tempfile
@@ -21,7 +23,7 @@ from typing import Any
 
 from tqdm import tqdm
 
-from compilebench import environment, timing, tracking
+from compilebench import environment, journal, timing, tracking
 from compilebench.config import Config, ConfigError, load_config
 
 LOGGER = logging.getLogger(__name__)
@@ -34,10 +36,15 @@ _PARAM_KEYS = (
     "model_id", "label", "task", "batch_size", "variant", "compile", "compile_mode", "inductor_options", "dynamic",
     "dtype", "scale", "suite", "num_threads", "weights_source", "config_origin", "resolved_revision", "image_source",
     "image_sha256", "text_source", "device", "device_name", "torch_version", "transformers_version",
-    "python_version", "cuda_version", "platform", "git_commit", "cell_key", "inductor_cache", "variant_dtype",
+    "python_version", "cuda_version", "platform", "git_commit", "cell", "cell_key", "machine", "invocation_id",
+    "run_uid", "inductor_cache", "variant_dtype",
     "channels_last", "task_check", "fell_back_to_eager",
 )  # fmt: skip
-_TAG_KEYS = ("status", "label", "variant", "task", "device_name", "torch_version", "suite", "weights_source")
+_TAG_KEYS = ("status", "label", "variant", "task", "device_name", "machine", "torch_version", "suite", "weights_source")
+_HEALTH_KEYS = ("graph_count", "graph_break_count", "graph_break_reasons", "recompile_count", "fell_back_to_eager",
+                "inductor_counters")  # fmt: skip
+_CELL_ENVIRONMENT = ("device_name", "machine", "torch_version", "transformers_version", "python_version",
+                     "cuda_version", "num_threads", "image_sha256")  # fmt: skip
 
 
 def cell_specs(config: Config, manifest: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -152,7 +159,7 @@ def build_record(
         **context,
         **result,
     }
-    record["cell_key"] = f"{spec['model_id']}|bs{spec['batch_size']}|{result['variant']}"
+    record["cell"] = f"{spec['model_id']}|bs{spec['batch_size']}|{result['variant']}"
     samples = result.get("samples_ms") or []
     if result.get("status") in ("ok", "accuracy_fail") and samples:
         stats = timing.summarize_ms(samples)
@@ -186,14 +193,14 @@ def build_record(
     return record
 
 
-def log_record(client: Any, parent_run_id: str, record: dict[str, Any]) -> str:
-    """One MLflow child run for a result row."""
+def run_payload(record: dict[str, Any]) -> dict[str, Any]:
+    """A result row as an MLflow run: name, params, metrics, tags, JSON artifacts, failed flag, uid."""
     params = {key: record.get(key) for key in _PARAM_KEYS}
     params["input_shapes"] = json.dumps(record.get("input_shapes"))
     metrics = {
         key: value
         for key, value in record.items()
-        if key not in _PARAM_KEYS and key not in _RAW_KEYS and isinstance(value, int | float) and value is not None
+        if key not in _PARAM_KEYS and key not in _RAW_KEYS and isinstance(value, int | float)
     }
     tags = {key: record.get(key) for key in _TAG_KEYS}
     tags["compiled"] = str(record["compile"]).lower()
@@ -201,21 +208,39 @@ def log_record(client: Any, parent_run_id: str, record: dict[str, Any]) -> str:
         tags["speedup_verdict"] = record["speedup_verdict"]
     artifacts = {"samples.json": {key: record.get(key) for key in ("samples_ms", "paired_eager_ms")}}
     if record["compile"]:
-        artifacts["compile_health.json"] = {
-            key: record.get(key)
-            for key in (
-                "graph_count",
-                "graph_break_count",
-                "graph_break_reasons",
-                "recompile_count",
-                "inductor_counters",
-            )
-        }
+        artifacts["compile_health.json"] = {key: record.get(key) for key in _HEALTH_KEYS}
     if record.get("error"):
         artifacts["error.json"] = {"status": record["status"], "error": record["error"]}
-    name = f"{record['label']} bs{record['batch_size']} {record['variant']}"
-    return tracking.log_child(
-        client, parent_run_id, name, params, metrics, tags, artifacts, failed=record["status"] not in ("ok",)
+    return {
+        "name": f"{record['label']} bs{record['batch_size']} {record['variant']}",
+        "params": params,
+        "metrics": metrics,
+        "tags": tags,
+        "artifacts": artifacts,
+        "failed": record["status"] != "ok",
+        "uid": record["run_uid"],
+    }
+
+
+def log_record(client: Any, parent_run_id: str, record: dict[str, Any]) -> str:
+    """One MLflow child run for a result row (exactly once per run uid)."""
+    return tracking.log_child(client, parent_run_id, **run_payload(record))
+
+
+def cell_key(spec: dict[str, Any], entry: dict[str, Any], context: dict[str, Any]) -> str:
+    """Deterministic key of a cell: model, revision, weights, batch, variants, settings, device, library versions."""
+    return journal.stable_hash(
+        {
+            "model": spec["model_id"],
+            "revision": entry.get("resolved_revision") or entry.get("revision"),
+            "card": entry.get("card_sha256"),
+            "weights": entry["weights_source"],
+            "batch_size": spec["batch_size"],
+            "dtype": spec["dtype"],
+            "variants": spec["variants"],
+            "benchmark": spec["benchmark"],
+            "environment": {key: context.get(key) for key in _CELL_ENVIRONMENT},
+        }
     )
 
 
@@ -227,26 +252,47 @@ def write_jsonl_atomic(path: Path, rows: list[dict[str, Any]]) -> None:
     os.replace(tmp, path)
 
 
+def _log_line(record: dict[str, Any]) -> str:
+    median = f"{record['latency_ms_median']:.2f}" if "latency_ms_median" in record else "-"
+    speedup = ""
+    if "speedup" in record:
+        speedup = (
+            f", speedup {record['speedup']:.2f}x [{record['speedup_ci_low']:.2f}, {record['speedup_ci_high']:.2f}]"
+        )
+    return f"  {record['variant']:<22} {record['status']:<13} median {median} ms{speedup}"
+
+
 def main() -> None:
+    parser = argparse.ArgumentParser(description="Run the benchmark stage.")
+    parser.add_argument("--fresh", action="store_true", help="ignore an interrupted invocation's journal")
+    args = parser.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     try:
         config = load_config()
+        tracking.check_store(config.paths.tracking_uri)
         manifest = json.loads(Path(config.paths.manifest).read_text())
+        image_meta = json.loads(Path(config.paths.image_meta).read_text())
         specs = cell_specs(config, manifest)
-    except (ConfigError, OSError, json.JSONDecodeError) as error:
+    except (ConfigError, tracking.StoreError, OSError, json.JSONDecodeError) as error:
         LOGGER.error("%s", error)
         sys.exit(2)
-    image_meta = json.loads(Path(config.paths.image_meta).read_text())
     env = environment.collect(config.benchmark.device)
     context = {
         **env,
+        "machine": config.benchmark.machine or socket.gethostname(),
         "suite": config.suite,
         "num_threads": config.benchmark.num_threads or os.cpu_count(),
         "image_source": image_meta["image_source"],
         "image_sha256": image_meta["sha256"],
     }
     by_id = {entry["model_id"]: entry for entry in manifest}
-    client = tracking.client(config.paths.tracking_uri)
+    keys = [cell_key(spec, by_id[spec["model_id"]], context) for spec in specs]
+    journal_dir = Path(config.paths.journal)
+    invocation_id, done, resumed = journal.open_journal(journal_dir, journal.stable_hash(keys), fresh=args.fresh)
+    if resumed:
+        LOGGER.info(
+            "resuming interrupted invocation %s: %d of %d cells already done", invocation_id, len(done), len(keys)
+        )
     suite = config.selected
     parent_params = {
         **context,
@@ -256,37 +302,50 @@ def main() -> None:
         "scale": suite.scale,
         "weights_sources": ",".join(sorted({entry["weights_source"] for entry in manifest})),
     }
-    parent_tags = {key: context[key] for key in ("suite", "device_name", "torch_version", "image_source")}
-    parent_id = tracking.start_parent(
-        client, tracking.EXPERIMENT, f"{config.suite} on {env['device_name']}", parent_params, parent_tags
+    parent_tags = {key: context[key] for key in ("suite", "device_name", "machine", "torch_version", "image_source")}
+    tracker = tracking.Tracker(
+        config.paths.tracking_uri, invocation_id, f"{config.suite} on {context['machine']}", parent_params, parent_tags
     )
-    LOGGER.info(
-        "MLflow parent run %s in %s", parent_id, tracking.redact(tracking.tracking_uri(config.paths.tracking_uri))
-    )
-    records = []
-    for spec in tqdm(specs, desc="benchmark", unit="cell"):
-        LOGGER.info("cell %s bs%d", spec["model_id"], spec["batch_size"])
-        bench = config.benchmark
-        for result in run_cell_process(spec, bench.cell_timeout_s, bench.compile_cache, bench.warm_compile):
-            record = build_record(result, spec, by_id[spec["model_id"]], context)
-            record["mlflow_run_id"] = log_record(client, parent_id, record)
-            records.append(record)
-            LOGGER.info(
-                "  %-14s %-13s median %s ms%s",
-                record["variant"],
-                record["status"],
-                f"{record['latency_ms_median']:.2f}" if "latency_ms_median" in record else "-",
-                f", speedup {record['speedup']:.2f}x [{record['speedup_ci_low']:.2f}, {record['speedup_ci_high']:.2f}]"
-                if "speedup" in record
-                else "",
-            )
+    LOGGER.info("invocation %s -> MLflow %s", invocation_id, tracking.redact(tracker.uri))
+    records, bench = [], config.benchmark
+    for spec, key in tqdm(list(zip(specs, keys, strict=True)), desc="benchmark", unit="cell"):
+        LOGGER.info(
+            "cell %s bs%d%s",
+            spec["model_id"],
+            spec["batch_size"],
+            " (done before the interruption)" if key in done else "",
+        )
+        cell_records = done.get(key)
+        if cell_records is None:
+            results = run_cell_process(spec, bench.cell_timeout_s, bench.compile_cache, bench.warm_compile)
+            cell_records = [build_record(result, spec, by_id[spec["model_id"]], context) for result in results]
+            for record in cell_records:
+                record.update(
+                    cell_key=key, invocation_id=invocation_id, run_uid=f"{invocation_id}/{key}/{record['variant']}"
+                )
+            journal.save_cell(journal_dir, key, cell_records)  # on disk before it is logged
+        for record in cell_records:
+            tracker.log_run(**run_payload(record))  # exactly once: a run already in the store is not logged again
+            LOGGER.info(_log_line(record))
+        records += cell_records
     write_jsonl_atomic(Path(config.paths.results), records)
-    failed = [record["cell_key"] for record in records if record["status"] != "ok"]
-    run_info = {"parent_run_id": parent_id, "experiment": tracking.EXPERIMENT, "failed_runs": failed}
+    failed = [
+        f"{r['model_id']}|bs{r['batch_size']}|{r['variant']}: {r['status']}" for r in records if r["status"] != "ok"
+    ]
+    run_info = {"invocation_id": invocation_id, "experiment": tracking.EXPERIMENT, "failed_runs": failed}
     Path(config.paths.run_info).write_text(json.dumps(run_info, indent=2))
-    tracking.finish(client, parent_id, failed=bool(failed))
+    tracker.log_parent(finish_failed=bool(failed))
+    journal.close_journal(journal_dir)
     if failed:
-        LOGGER.warning("%d of %d runs did not end ok: %s", len(failed), len(records), failed)
+        LOGGER.warning(
+            "%d of %d runs did not end ok (recorded in the tables and MLflow): %s", len(failed), len(records), failed
+        )
+    if tracker.failures:
+        LOGGER.warning(
+            "%d item(s) not logged to MLflow; results are in %s. `python -m compilebench.sync` logs them later.",
+            len(tracker.failures),
+            config.paths.results,
+        )
 
 
 if __name__ == "__main__":

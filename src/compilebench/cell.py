@@ -30,11 +30,17 @@ CUDAGRAPH_MODES = ("reduce-overhead",)
 CI_CHECK_EVERY = 10  # pairs between two adaptive-stop checks of the speedup CI
 
 
+OOM_MARKERS = ("out of memory", "outofmemory", "can't allocate memory", "cannot allocate memory", "memoryerror")
+
+
 def classify_error(error: BaseException, phase: str) -> str:
-    """Status of a failed variant: oom, compile_error (while compiling) or error."""
-    text = f"{type(error).__name__}: {error}".lower()
-    if isinstance(error, MemoryError) or "out of memory" in text or "outofmemory" in text:
-        return "oom"
+    """Status of a failed variant: oom (anywhere in the exception chain), compile_error (while compiling) or error."""
+    seen: BaseException | None = error
+    while seen is not None:
+        text = f"{type(seen).__name__}: {seen}".lower()
+        if isinstance(seen, MemoryError) or any(marker in text for marker in OOM_MARKERS):
+            return "oom"
+        seen = seen.__cause__ or seen.__context__
     return "compile_error" if phase == "compile" else "error"
 
 
@@ -73,6 +79,17 @@ def _setup(spec: dict[str, Any]) -> dict[str, Any]:
         "text_source": text_source,
         "input_shapes": {key: list(value.shape) for key, value in inputs.items()},
     }
+
+
+def limit_memory(extra_mib: float) -> None:
+    """Cap this process's address space at its current size plus `extra_mib` (0 = no cap): exceeding it is an OOM."""
+    if extra_mib <= 0:
+        return
+    import resource
+
+    with open("/proc/self/statm") as statm:
+        current = int(statm.read().split()[0]) * resource.getpagesize()
+    resource.setrlimit(resource.RLIMIT_AS, (current + int(extra_mib * 2**20), resource.RLIM_INFINITY))
 
 
 def _convert_inputs(inputs: dict[str, Any], device: str, dtype: Any, channels_last: bool) -> dict[str, Any]:
@@ -280,6 +297,7 @@ def run_cell(spec: dict[str, Any]) -> list[dict[str, Any]]:
     try:
         with torch.no_grad():
             state.update(_setup(spec))
+            limit_memory(bench["cell_memory_limit_mib"])
             eager = _caller(state["model"], state["inputs"], device, None)
             timing.reset_peak_memory(device)
             state["reference"], eager_first_ms = timing.time_call_ms(eager, device)

@@ -44,6 +44,7 @@ class Paths:
     checkpoints: str = "data/checkpoints"  # one folder per model, plus manifest.json
     manifest: str = "data/checkpoints/manifest.json"  # what load_models materialised, and from where
     results: str = "data/results/runs.jsonl"  # one JSON line per (model, batch, variant) run, raw samples kept
+    journal: str = "data/journal"  # completed cells of an interrupted benchmark, for resuming (not a DVC output)
     run_info: str = "data/results/run_info.json"  # the MLflow parent run of this pipeline invocation
     summary: str = "data/results/summary.csv"  # eager vs compiled table
     reference: str = (
@@ -160,6 +161,8 @@ class Benchmark:
     max_cv: float = 0.25  # a run whose latency std/mean exceeds this is `invalid` (too noisy to report)
     compile_cache: str = "cold"  # cold: a fresh inductor cache per cell | shared: the user's inductor cache
     warm_compile: bool = True  # also time compiles again in a fresh process on the cell's now-warm cache
+    machine: str = ""  # this machine's name in a shared MLflow store; "" = its hostname
+    cell_memory_limit_mib: float = 0.0  # address space a cell may add after loading its model, MiB; 0 = no cap
 
     def __post_init__(self) -> None:
         _require(
@@ -170,7 +173,7 @@ class Benchmark:
             _require(getattr(self, key) >= 0, f"`benchmark.{key}` must be >= 0, got {getattr(self, key)}")
         for key in ("min_iters", "memory_iters"):
             _require(getattr(self, key) >= 1, f"`benchmark.{key}` must be >= 1, got {getattr(self, key)}")
-        for key in ("min_time_s", "cell_timeout_s", "rtol", "target_ci_halfwidth", "max_cv"):
+        for key in ("min_time_s", "cell_timeout_s", "rtol", "target_ci_halfwidth", "max_cv", "cell_memory_limit_mib"):
             _require(getattr(self, key) >= 0, f"`benchmark.{key}` must be >= 0, got {getattr(self, key)}")
         _require(
             self.compile_cache in COMPILE_CACHES,

@@ -179,9 +179,9 @@ def main() -> None:
     tmp.write_text(text)
     tmp.replace(report_path)
     LOGGER.info("wrote %s", report_path)
-    client = tracking.client(config.paths.tracking_uri)
-    tracking.log_files(client, run_info["parent_run_id"], written, "plots")
-    tracking.log_files(client, run_info["parent_run_id"], [report_path], "report")
+    tracker = tracking.Tracker(config.paths.tracking_uri, run_info["invocation_id"])
+    if not (tracker.log_parent(written, "plots") and tracker.log_parent([report_path], "report")):
+        LOGGER.warning("figures and report are on disk; `python -m compilebench.sync` attaches them to MLflow later")
 
 
 if __name__ == "__main__":

@@ -94,8 +94,8 @@ def render(
         "# compilebench report",
         "",
         f"Suite `{config.suite}` ({suite.scale} scale): {len(suite.models)} models × batch sizes "
-        f"{suite.batch_sizes} × variants {suite.variants}. MLflow parent run `{run_info.get('parent_run_id')}` "
-        f"(experiment `{run_info.get('experiment')}`).",
+        f"{suite.batch_sizes} × variants {suite.variants}. MLflow experiment `{run_info.get('experiment')}`, "
+        f"invocation `{run_info.get('invocation_id')}` (tag `compilebench.invocation` of the parent run).",
         "",
         "## Environment",
         "",

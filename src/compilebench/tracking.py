@@ -1,7 +1,12 @@
 """MLflow: one parent run per pipeline invocation, one child run per eager or compiled measurement.
 
-The only module that imports mlflow. The store is `tracking.uri` in params (SQLite under mlruns/ by default);
+The only module that imports mlflow. The store is `paths.tracking_uri` in params (SQLite under mlruns/ by default);
 the MLFLOW_TRACKING_URI environment variable overrides it, e.g. to point at a shared `mlflow server`.
+
+Nothing is lost when the store fails: results are on disk before they are logged, every run carries a unique
+`compilebench.run_uid` tag and the parent a `compilebench.invocation` tag, so logging is exactly-once — a run whose
+uid is already in the store is not logged again — and `Tracker` turns a store failure into a warning and a list
+of runs not logged, which `python -m compilebench.sync` logs later.
 """
 
 from __future__ import annotations
@@ -21,6 +26,10 @@ from mlflow.tracking import MlflowClient
 LOGGER = logging.getLogger(__name__)
 
 PARENT_RUN_TAG = "mlflow.parentRunId"
+RUN_UID_TAG = "compilebench.run_uid"
+INVOCATION_TAG = "compilebench.invocation"
+# A down server otherwise blocks each call for minutes (MLflow's default retries); users may set their own values.
+HTTP_DEFAULTS = {"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "2", "MLFLOW_HTTP_REQUEST_TIMEOUT": "20"}
 EXPERIMENT = "compilebench"  # every pipeline invocation logs here
 _CREDENTIALS = re.compile(r"(//)[^/@\s]+@")  # user:password@ in a URI
 
@@ -35,11 +44,42 @@ def tracking_uri(configured: str) -> str:
     return os.environ.get("MLFLOW_TRACKING_URI") or configured
 
 
-def client(configured_uri: str) -> MlflowClient:
-    """A client on the project's store; creates the folder of a local SQLite store."""
+class StoreError(ValueError):
+    """A tracking store that is misconfigured (as opposed to temporarily unreachable)."""
+
+
+def check_store(configured_uri: str) -> str:
+    """The store URI, after checking a local store can be written (a remote one may be down: that is not an error)."""
     uri = tracking_uri(configured_uri)
+    if "://" not in uri or uri.split("://", 1)[0] not in (
+        "sqlite",
+        "http",
+        "https",
+        "postgresql",
+        "mysql",
+        "file",
+        "databricks",
+    ):
+        raise StoreError(
+            f"tracking store {redact(uri)!r}: unknown scheme; use sqlite:///PATH, http(s)://HOST or a database URI"
+        )
+    if uri.startswith("sqlite:///"):
+        folder = Path(uri.removeprefix("sqlite:///")).parent
+        existing = next(path for path in (folder, *folder.parents) if path.exists())  # checks without writing
+        if not existing.is_dir():
+            raise StoreError(f"tracking store {uri!r}: cannot create {folder}: {existing} is not a directory")
+        if not os.access(existing, os.W_OK):
+            raise StoreError(f"tracking store {uri!r}: cannot create {folder}: {existing} is not writable")
+    return uri
+
+
+def client(configured_uri: str) -> MlflowClient:
+    """A client on the project's store; creates the folder of a local SQLite store; bounded HTTP retries."""
+    uri = check_store(configured_uri)
     if uri.startswith("sqlite:///"):
         Path(uri.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
+    for key, value in HTTP_DEFAULTS.items():
+        os.environ.setdefault(key, value)
     mlflow.set_tracking_uri(uri)
     return MlflowClient(tracking_uri=uri)
 
@@ -68,6 +108,22 @@ def _tags(values: dict[str, Any]) -> list[RunTag]:
     return [RunTag(key, redact(str(value))) for key, value in values.items() if value is not None]
 
 
+def find_run(mlflow_client: MlflowClient, experiment_id: str, tag: str, value: str) -> str | None:
+    """The id of the run of `experiment_id` whose tag `tag` is `value`, if any."""
+    found = mlflow_client.search_runs([experiment_id], filter_string=f"tags.`{tag}` = '{value}'", max_results=1)
+    return found[0].info.run_id if found else None
+
+
+def count_invocation_runs(configured_uri: str, invocation_id: str) -> int:
+    """How many measurement runs of one invocation the store holds."""
+    mlflow_client = client(configured_uri)
+    experiment = mlflow_client.get_experiment_by_name(EXPERIMENT)
+    if experiment is None:
+        return 0
+    query = f"tags.`{RUN_UID_TAG}` LIKE '{invocation_id}/%'"
+    return len(mlflow_client.search_runs([experiment.experiment_id], filter_string=query, max_results=50000))
+
+
 def start_parent(
     mlflow_client: MlflowClient, experiment: str, name: str, params: dict[str, Any], tags: dict[str, Any]
 ) -> str:
@@ -86,12 +142,19 @@ def log_child(
     tags: dict[str, Any],
     artifacts: dict[str, Any] | None = None,
     failed: bool = False,
+    uid: str | None = None,
 ) -> str:
-    """One finished child run under `parent_run_id`, with params, metrics, tags and JSON artifacts."""
+    """One finished child run under `parent_run_id`, with params, metrics, tags and JSON artifacts.
+
+    With `uid`, a run already carrying that uid is returned instead of logging a second one (exactly-once).
+    """
     parent = mlflow_client.get_run(parent_run_id)
-    run = mlflow_client.create_run(
-        parent.info.experiment_id, run_name=name, tags={PARENT_RUN_TAG: parent_run_id, "role": "measurement"}
-    )
+    if uid is not None:
+        existing = find_run(mlflow_client, parent.info.experiment_id, RUN_UID_TAG, uid)
+        if existing is not None:
+            return existing
+    run_tags = {PARENT_RUN_TAG: parent_run_id, "role": "measurement", **({RUN_UID_TAG: uid} if uid else {})}
+    run = mlflow_client.create_run(parent.info.experiment_id, run_name=name, tags=run_tags)
     run_id = run.info.run_id
     mlflow_client.log_batch(
         run_id, metrics=_metrics(metrics, int(time.time() * 1000)), params=_params(params), tags=_tags(tags)
@@ -128,3 +191,61 @@ def search_children(configured_uri: str, experiment: str, parent_run_id: str | N
     if parent_run_id:
         query += f" and tags.`{PARENT_RUN_TAG}` = '{parent_run_id}'"
     return mlflow.search_runs([found.experiment_id], filter_string=query, max_results=50000)
+
+
+class Tracker:
+    """Logging for one pipeline invocation that never raises on a store failure: it warns and counts what is missing.
+
+    The parent run is found by the invocation's tag, or created on first use, so a resumed or synced invocation
+    keeps its one parent.
+    """
+
+    def __init__(
+        self, configured_uri: str, invocation_id: str, parent_name: str = "", parent_params=None, parent_tags=None
+    ):
+        self.uri = check_store(configured_uri)
+        self.invocation_id = invocation_id
+        self.parent_name, self.parent_params, self.parent_tags = parent_name, parent_params or {}, parent_tags or {}
+        self.client = client(configured_uri)
+        self.parent_id: str | None = None
+        self.failures: list[str] = []
+
+    def _warn(self, what: str, error: Exception) -> None:
+        self.failures.append(what)
+        LOGGER.warning(
+            "MLflow store %s: %s not logged (%s)", redact(self.uri), what, redact(str(error)).splitlines()[0][:300]
+        )
+
+    def parent(self) -> str:
+        """The invocation's parent run id (found by tag, else created); raises if the store is unreachable."""
+        if self.parent_id is None:
+            experiment = experiment_id(self.client, EXPERIMENT)
+            self.parent_id = find_run(self.client, experiment, INVOCATION_TAG, self.invocation_id)
+            if self.parent_id is None:
+                tags = {**self.parent_tags, INVOCATION_TAG: self.invocation_id}
+                self.parent_id = start_parent(self.client, EXPERIMENT, self.parent_name, self.parent_params, tags)
+        return self.parent_id
+
+    def log_run(self, name: str, params, metrics, tags, artifacts, failed: bool, uid: str) -> str | None:
+        """Log one child run exactly once; None (and a warning) when the store fails."""
+        try:
+            return log_child(self.client, self.parent(), name, params, metrics, tags, artifacts, failed, uid)
+        except Exception as error:  # any store failure (connection, HTTP, database) must not lose the run
+            self._warn(f"run {uid}", error)
+            return None
+
+    def log_parent(
+        self, files: list[Path] = (), artifact_dir: str | None = None, metrics=None, finish_failed=None
+    ) -> bool:
+        """Attach files and metrics to the parent run (and optionally close it); False when the store fails."""
+        try:
+            parent = self.parent()
+            log_files(self.client, parent, list(files), artifact_dir)
+            if metrics:
+                log_metrics(self.client, parent, metrics)
+            if finish_failed is not None:
+                finish(self.client, parent, failed=finish_failed)
+            return True
+        except Exception as error:  # any store failure: the files are on disk, `sync` attaches them later
+            self._warn(f"parent artifacts {artifact_dir or ''}".strip(), error)
+            return False

@@ -1,0 +1,60 @@
+"""Log to MLflow what the last pipeline run could not (store down or unreachable): exactly once.
+
+    python -m compilebench.sync        # reads params.yaml, paths.results and paths.run_info; `make sync`
+
+Every run of paths.results whose uid is not yet in the store is logged under the invocation's parent run (found by
+its tag, or created), and the tables, figures and report are attached to the parent. Running it twice logs nothing
+twice. Exit 1 if the store is still failing.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from pathlib import Path
+
+from compilebench import tracking
+from compilebench.benchmark import run_payload
+from compilebench.config import ConfigError, load_config
+
+LOGGER = logging.getLogger(__name__)
+
+
+def main() -> None:
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    try:
+        config = load_config()
+        run_info = json.loads(Path(config.paths.run_info).read_text())
+        records = [json.loads(line) for line in Path(config.paths.results).read_text().splitlines() if line.strip()]
+    except (ConfigError, OSError, json.JSONDecodeError) as error:
+        LOGGER.error("nothing to sync: %s", error)
+        sys.exit(2)
+    invocation = run_info["invocation_id"]
+    tracker = tracking.Tracker(config.paths.tracking_uri, invocation, f"{config.suite} (synced)")
+    try:
+        before = tracking.count_invocation_runs(config.paths.tracking_uri, invocation)
+    except Exception as error:  # the store is still down: say so, change nothing
+        LOGGER.error("MLflow store %s unreachable: %s", tracking.redact(tracker.uri), tracking.redact(str(error))[:300])
+        sys.exit(1)
+    for record in records:
+        tracker.log_run(**run_payload(record))
+    paths = config.paths
+    tables = [Path(p) for p in (paths.summary, paths.verdicts, paths.versions, paths.metrics) if Path(p).exists()]
+    figures = sorted(Path(paths.plots).glob("*.png")) if Path(paths.plots).exists() else []
+    report = [Path(paths.report)] if Path(paths.report).exists() else []
+    metrics = json.loads(Path(paths.metrics).read_text()) if Path(paths.metrics).exists() else None
+    tracker.log_parent(tables, "summary", metrics=metrics)
+    tracker.log_parent(figures, "plots")
+    tracker.log_parent(report, "report", finish_failed=bool(run_info.get("failed_runs")))
+    if tracker.failures:
+        LOGGER.error("%d item(s) still not logged: %s", len(tracker.failures), tracker.failures[:5])
+        sys.exit(1)
+    after = tracking.count_invocation_runs(config.paths.tracking_uri, invocation)
+    LOGGER.info(
+        "invocation %s: %d run(s) newly logged, %d were already in the store", invocation, after - before, before
+    )
+
+
+if __name__ == "__main__":
+    main()
