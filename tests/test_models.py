@@ -120,3 +120,13 @@ def test_models_command_lists_all_twelve(repo_root):
     for hub_id, label in DOC_LABELS.items():
         assert hub_id in done.stdout and label in done.stdout
     assert "800x1066" in done.stdout and "not loaded" in done.stdout
+
+
+def test_a_broken_card_in_the_registry_is_a_clear_error(tmp_path):
+    import shutil
+
+    for card in CARDS[:2]:
+        shutil.copy(card.path, tmp_path)
+    (tmp_path / "broken.yaml").write_text("hub_id: [unclosed")
+    with pytest.raises(models.CardError, match="broken.yaml: cannot be read"):
+        models.registry(tmp_path)

@@ -218,9 +218,12 @@ class Config:
             self._check_suite(name, suite)
 
     def _check_suite(self, name: str, suite: Suite) -> None:
-        from compilebench.models import registered_ids  # cards are data: read lazily to keep import light
+        from compilebench.models import CardError, registered_ids  # cards are data: read lazily
 
-        known = registered_ids()
+        try:
+            known = registered_ids()
+        except CardError as error:
+            raise ConfigError(str(error)) from None
         _require(bool(suite.models), f"`suites.{name}.models` must name at least one model")
         for model_id in suite.models:
             _require(model_id in known, f"`suites.{name}.models`: unknown model {model_id!r}; registered: {known}")
