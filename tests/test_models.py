@@ -128,5 +128,5 @@ def test_a_broken_card_in_the_registry_is_a_clear_error(tmp_path):
     for card in CARDS[:2]:
         shutil.copy(card.path, tmp_path)
     (tmp_path / "broken.yaml").write_text("hub_id: [unclosed")
-    with pytest.raises(models.CardError, match="broken.yaml: cannot be read"):
+    with pytest.raises(models.CardError, match=r"broken\.yaml: cannot be read"):
         models.registry(tmp_path)
