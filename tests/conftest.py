@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import http.server
 import io
 import os
 import shutil
 import socket
 import subprocess
 import sys
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -67,3 +71,29 @@ def make_project(root: Path, models: list[str], **benchmark) -> Path:
     params["image"]["url"] = f"http://127.0.0.1:{closed_port()}/000000039769.jpg"  # offline, deterministically
     (root / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
     return root
+
+
+@contextmanager
+def serve_files(files: dict[str, bytes]) -> Iterator[str]:
+    """A real HTTP server on 127.0.0.1 serving `files` by path (404 otherwise); yields its base URL."""
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            body = files.get(self.path)
+            if body is None:
+                self.send_error(404)
+                return
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{httpd.server_address[1]}"
+    finally:
+        httpd.shutdown()

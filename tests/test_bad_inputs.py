@@ -1,14 +1,12 @@
 """Malformed inputs through the real stage commands: each a clear error naming what was wrong, a non-zero exit,
 and nothing written to the results or the MLflow store."""
 
-import http.server
 import subprocess
 import sys
-import threading
 
 import pytest
 import yaml
-from conftest import closed_port, make_project, project_env
+from conftest import closed_port, make_project, project_env, serve_files
 
 from compilebench.fetch_image import fallback_image
 
@@ -16,27 +14,10 @@ JPEG = fallback_image()
 FILES = {"/cats.jpg": JPEG, "/text.jpg": b"<html>not an image</html>", "/truncated.jpg": JPEG[:5000]}
 
 
-class _Handler(http.server.BaseHTTPRequestHandler):
-    def do_GET(self):
-        body = FILES.get(self.path)
-        if body is None:
-            self.send_error(404)
-            return
-        self.send_response(200)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args):
-        pass
-
-
 @pytest.fixture(scope="module")
 def server():
-    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
-    threading.Thread(target=httpd.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{httpd.server_address[1]}"
-    httpd.shutdown()
+    with serve_files(FILES) as url:
+        yield url
 
 
 # (stage, params changes as dotted keys, extra environment, text the error must contain)

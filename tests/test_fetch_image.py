@@ -1,12 +1,11 @@
 """fetch_image against a real HTTP server on 127.0.0.1: checksum, size cap, non-images, unreachable network."""
 
 import hashlib
-import http.server
 import io
 import socket
-import threading
 
 import pytest
+from conftest import serve_files
 from PIL import Image
 
 from compilebench.fetch_image import SOURCE_DOWNLOAD, SOURCE_FALLBACK, FetchError, fallback_image, fetch
@@ -28,28 +27,10 @@ FILES = {
 }
 
 
-class _Handler(http.server.BaseHTTPRequestHandler):
-    def do_GET(self):
-        body = FILES.get(self.path)
-        if body is None:
-            self.send_error(404)
-            return
-        self.send_response(200)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args):
-        pass
-
-
 @pytest.fixture(scope="module")
 def server():
-    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{httpd.server_address[1]}"
-    httpd.shutdown()
+    with serve_files(FILES) as url:
+        yield url
 
 
 def _closed_port_url() -> str:
