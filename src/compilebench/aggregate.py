@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -25,6 +24,7 @@ import pandas as pd
 
 from compilebench import reference, tracking
 from compilebench.config import ConfigError, load_config
+from compilebench.files import write_atomic, write_json
 
 LOGGER = logging.getLogger(__name__)
 
@@ -208,12 +208,9 @@ def version_table(results: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def write_csv_atomic(frame: pd.DataFrame, path: Path) -> None:
-    """CSV to a temporary file, then renamed into place."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    frame.to_csv(tmp, index=False)
-    os.replace(tmp, path)
+def write_csv(frame: pd.DataFrame, path: Path) -> None:
+    """A table as CSV, atomically."""
+    write_atomic(path, frame.to_csv(index=False))
 
 
 def main() -> None:
@@ -243,7 +240,7 @@ def main() -> None:
         results = read_results(Path(config.paths.results))
     table = summarize(results)
     out = Path(args.out or config.paths.summary)
-    write_csv_atomic(table, out)
+    write_csv(table, out)
     LOGGER.info("wrote %s (%d rows)", out, len(table))
     best = best_variants(table)
     if not best.empty:
@@ -251,7 +248,7 @@ def main() -> None:
     if args.from_mlflow:
         return
     judged = reference.verdicts(table, reference.read_published(config.paths.reference))
-    write_csv_atomic(judged, Path(config.paths.verdicts))
+    write_csv(judged, Path(config.paths.verdicts))
     LOGGER.info("verdicts against the published numbers: %s", judged["verdict"].value_counts().to_dict())
     try:
         store = from_mlflow_frame(tracking.search_children(config.paths.tracking_uri, tracking.EXPERIMENT))
@@ -259,14 +256,14 @@ def main() -> None:
     except Exception as error:  # the store is an outside input: its failure must not lose this run's tables
         LOGGER.warning("MLflow store unreadable, versions table left empty: %s", tracking.redact(str(error)))
         versions = version_table(results.assign(status="none"))
-    write_csv_atomic(versions, Path(config.paths.versions))
+    write_csv(versions, Path(config.paths.versions))
     regressions = versions[versions["regression"].astype(bool)] if not versions.empty else versions
     if not regressions.empty:
         LOGGER.warning("regressions against the previous environment:\n%s", regressions.to_string(index=False))
     metrics = headline_metrics(table)
     metrics.update({f"verdict_{key}": int(value) for key, value in judged["verdict"].value_counts().items()})
     metrics["version_regressions"] = len(regressions)
-    Path(config.paths.metrics).write_text(json.dumps(metrics, indent=2))
+    write_json(config.paths.metrics, metrics)
     run_info = json.loads(Path(config.paths.run_info).read_text())
     tracker = tracking.Tracker(config.paths.tracking_uri, run_info["invocation_id"])
     files = [out, Path(config.paths.verdicts), Path(config.paths.versions), Path(config.paths.metrics)]

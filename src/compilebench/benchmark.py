@@ -25,6 +25,7 @@ from tqdm import tqdm
 
 from compilebench import environment, journal, timing, tracking
 from compilebench.config import Config, ConfigError, load_config
+from compilebench.files import write_json, write_jsonl
 
 LOGGER = logging.getLogger(__name__)
 
@@ -244,14 +245,6 @@ def cell_key(spec: dict[str, Any], entry: dict[str, Any], context: dict[str, Any
     )
 
 
-def write_jsonl_atomic(path: Path, rows: list[dict[str, Any]]) -> None:
-    """JSON lines to a temporary file, then renamed into place."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text("".join(json.dumps(row, default=str) + "\n" for row in rows))
-    os.replace(tmp, path)
-
-
 def _log_line(record: dict[str, Any]) -> str:
     median = f"{record['latency_ms_median']:.2f}" if "latency_ms_median" in record else "-"
     speedup = ""
@@ -328,12 +321,12 @@ def main() -> None:
             tracker.log_run(**run_payload(record))  # exactly once: a run already in the store is not logged again
             LOGGER.info(_log_line(record))
         records += cell_records
-    write_jsonl_atomic(Path(config.paths.results), records)
+    write_jsonl(config.paths.results, records)
     failed = [
         f"{r['model_id']}|bs{r['batch_size']}|{r['variant']}: {r['status']}" for r in records if r["status"] != "ok"
     ]
     run_info = {"invocation_id": invocation_id, "experiment": tracking.EXPERIMENT, "failed_runs": failed}
-    Path(config.paths.run_info).write_text(json.dumps(run_info, indent=2))
+    write_json(config.paths.run_info, run_info)
     tracker.log_parent(finish_failed=bool(failed))
     journal.close_journal(journal_dir)
     if failed:

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from compilebench import checks, models, timing
+from compilebench.files import write_json
 
 LOGGER = logging.getLogger(__name__)
 
@@ -367,13 +368,6 @@ def compile_only(spec: dict[str, Any]) -> dict[str, float | None]:
     return times
 
 
-def write_json_atomic(path: Path, payload: Any) -> None:
-    """Write JSON to a temporary file beside `path`, then rename it into place."""
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(payload, default=str))
-    os.replace(tmp, path)
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description="Run one benchmark cell.")
     parser.add_argument("spec", type=Path)
@@ -382,7 +376,7 @@ def main() -> None:
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     spec = json.loads(args.spec.read_text())
-    write_json_atomic(args.out, compile_only(spec) if args.compile_only else run_cell(spec))
+    write_json(args.out, compile_only(spec) if args.compile_only else run_cell(spec), indent=None)
 
 
 if __name__ == "__main__":

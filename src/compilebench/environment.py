@@ -71,6 +71,7 @@ def collect(device: str) -> dict[str, Any]:
 
 def main() -> None:
     from compilebench.config import ConfigError, load_config
+    from compilebench.files import write_atomic
 
     try:
         config = load_config()
@@ -82,8 +83,7 @@ def main() -> None:
     path = Path(config.paths.environment)
     text = json.dumps(fields, indent=2, sort_keys=True) + "\n"
     if not path.exists() or path.read_text() != text:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text)
+        write_atomic(path, text)
     versions = f"torch {fields['torch_version']}, transformers {fields['transformers_version']}"
     print(f"{path}: {versions}, {fields['device_name']}")
 

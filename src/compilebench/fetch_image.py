@@ -12,9 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import io
-import json
 import logging
-import os
 import sys
 import urllib.error
 import urllib.request
@@ -25,6 +23,7 @@ import numpy as np
 from PIL import Image
 
 from compilebench.config import ConfigError, load_config
+from compilebench.files import write_atomic, write_json
 
 LOGGER = logging.getLogger(__name__)
 
@@ -127,14 +126,6 @@ def fetch(url: str, sha256: str | None, max_bytes: int, max_pixels: int, timeout
     return data, meta
 
 
-def write_atomic(path: Path, data: bytes) -> None:
-    """Write `data` to a temporary file beside `path`, then rename it into place."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_bytes(data)
-    os.replace(tmp, path)
-
-
 def main() -> None:
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     try:
@@ -145,7 +136,7 @@ def main() -> None:
         LOGGER.error("%s", error)
         sys.exit(2)
     write_atomic(Path(config.paths.image), data)
-    write_atomic(Path(config.paths.image_meta), json.dumps(meta, indent=2).encode())
+    write_json(config.paths.image_meta, meta)
     LOGGER.info("image: %s %dx%d sha256 %s", meta["image_source"], meta["width"], meta["height"], meta["sha256"])
 
 

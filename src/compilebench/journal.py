@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import shutil
 import uuid
 from pathlib import Path
 from typing import Any
+
+from compilebench.files import write_json
 
 INVOCATION_FILE = "invocation.json"
 
@@ -23,12 +24,6 @@ INVOCATION_FILE = "invocation.json"
 def stable_hash(payload: Any) -> str:
     """A short hash of JSON-able data, independent of key order."""
     return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()[:16]
-
-
-def _write_atomic(path: Path, payload: Any) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(payload, default=str))
-    os.replace(tmp, path)
 
 
 def open_journal(folder: Path, invocation_key: str, fresh: bool = False) -> tuple[str, dict[str, list[dict]], bool]:
@@ -46,13 +41,13 @@ def open_journal(folder: Path, invocation_key: str, fresh: bool = False) -> tupl
     shutil.rmtree(folder, ignore_errors=True)
     folder.mkdir(parents=True)
     invocation_id = uuid.uuid4().hex
-    _write_atomic(marker, {"invocation_id": invocation_id, "invocation_key": invocation_key})
+    write_json(marker, {"invocation_id": invocation_id, "invocation_key": invocation_key})
     return invocation_id, {}, False
 
 
 def save_cell(folder: Path, cell_key: str, records: list[dict[str, Any]]) -> None:
     """Record one completed cell (atomically: a cell is either whole in the journal or absent)."""
-    _write_atomic(folder / f"{cell_key}.json", records)
+    write_json(folder / f"{cell_key}.json", records, indent=None)
 
 
 def close_journal(folder: Path) -> None:

@@ -12,7 +12,6 @@ every folder with `from_pretrained(folder)` and `AutoImageProcessor.from_pretrai
 from __future__ import annotations
 
 import hashlib
-import json
 import logging
 import os
 import shutil
@@ -26,6 +25,7 @@ from tqdm import tqdm
 
 from compilebench import models
 from compilebench.config import ConfigError, load_config
+from compilebench.files import write_json
 
 LOGGER = logging.getLogger(__name__)
 
@@ -169,9 +169,7 @@ def main() -> None:
     except (LoadError, models.CardError) as error:
         LOGGER.error("%s", error)
         sys.exit(2)
-    tmp = Path(config.paths.manifest + ".tmp")
-    tmp.write_text(json.dumps(manifest, indent=2))
-    os.replace(tmp, config.paths.manifest)
+    write_json(config.paths.manifest, manifest)
 
 
 if __name__ == "__main__":

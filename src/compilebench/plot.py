@@ -23,8 +23,9 @@ import matplotlib.pyplot as plt
 import pandas as pd
 
 from compilebench import reference, report, tracking
-from compilebench.aggregate import write_csv_atomic
+from compilebench.aggregate import write_csv
 from compilebench.config import ConfigError, load_config
+from compilebench.files import write_atomic
 
 LOGGER = logging.getLogger(__name__)
 
@@ -166,7 +167,7 @@ def main() -> None:
         save(speedup_vs_published_figure(verdicts, device, width), f"speedup_vs_published_{_slug(device)}.png")
     for device in sorted(versions.loc[versions["speedup"].notna(), "device_name"].unique()):
         save(versions_figure(versions, device, width), f"versions_{_slug(device)}.png")
-    write_csv_atomic(plot_data(table), Path(config.paths.plot_data))
+    write_csv(plot_data(table), Path(config.paths.plot_data))
     LOGGER.info("wrote %d figures to %s", len(written), out_dir)
 
     run_info = json.loads(Path(config.paths.run_info).read_text())
@@ -174,10 +175,7 @@ def main() -> None:
     published = reference.read_published(config.paths.reference)
     report_path = Path(config.paths.report)
     text = report.render(config, results, table, verdicts, versions, published, written, report_path.parent, run_info)
-    report_path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = report_path.with_name(report_path.name + ".tmp")
-    tmp.write_text(text)
-    tmp.replace(report_path)
+    write_atomic(report_path, text)
     LOGGER.info("wrote %s", report_path)
     tracker = tracking.Tracker(config.paths.tracking_uri, run_info["invocation_id"])
     if not (tracker.log_parent(written, "plots") and tracker.log_parent([report_path], "report")):
