@@ -79,7 +79,8 @@ def test_two_sets_of_logged_runs_compare_across_versions(tmp_path, monkeypatch, 
                     **benchmark.build_record(relabelled, *relabelled["_build_args"]),
                     "run_uid": relabelled["run_uid"],
                 }
-            benchmark.log_record(client, parent, {k: v for k, v in relabelled.items() if k != "_build_args"})
+            record = {k: v for k, v in relabelled.items() if k != "_build_args"}
+            tracking.log_child(client, parent, **benchmark.run_payload(record))
     runs = aggregate.from_mlflow_frame(tracking.search_children(uri, tracking.EXPERIMENT))
     table = aggregate.version_table(runs)
     compiled = table[table["variant"] == "default"]

@@ -31,8 +31,6 @@ LOGGER = logging.getLogger(__name__)
 
 _STAT_KEYS = ("latency_ms_mean", "latency_ms_median", "latency_ms_p90", "latency_ms_p99", "latency_ms_std")
 _RAW_KEYS = ("samples_ms", "paired_eager_ms", "graph_break_reasons", "inductor_counters", "input_shapes")
-_HEALTH_KEYS = ("graph_count", "graph_break_count", "graph_break_reasons", "recompile_count", "fell_back_to_eager",
-                "inductor_counters")  # fmt: skip
 _PARAM_KEYS = (
     "model_id", "label", "task", "batch_size", "variant", "compile", "compile_mode", "inductor_options", "dynamic",
     "dtype", "scale", "suite", "num_threads", "weights_source", "config_origin", "resolved_revision", "image_source",
@@ -72,8 +70,10 @@ def cell_specs(config: Config, manifest: list[dict[str, Any]]) -> list[dict[str,
     return specs
 
 
-def _cell_process(spec: dict[str, Any], timeout_s: float, env: dict[str, str], *flags: str) -> tuple[Any, str | None]:
-    """Run `compilebench.cell` on `spec` in a child process: (its JSON output, None) or (None, failure status: text)."""
+def _cell_process(
+    spec: dict[str, Any], timeout_s: float, env: dict[str, str], *flags: str
+) -> tuple[Any, str | None, str | None]:
+    """Run `compilebench.cell` on `spec` in a child process: (its JSON output, None, None) or (None, status, error)."""
     with tempfile.TemporaryDirectory(prefix="compilebench-cell-") as workdir:
         spec_path, out_path = Path(workdir, "spec.json"), Path(workdir, "out.json")
         spec_path.write_text(json.dumps(spec))
@@ -81,12 +81,12 @@ def _cell_process(spec: dict[str, Any], timeout_s: float, env: dict[str, str], *
         try:
             done = subprocess.run(command, capture_output=True, text=True, timeout=timeout_s or None, env=env)
         except subprocess.TimeoutExpired:
-            return None, f"timeout: cell exceeded {timeout_s} s"
+            return None, "timeout", f"cell exceeded {timeout_s} s"
         if done.returncode != 0 or not out_path.exists():
             tail = " | ".join((done.stderr or "").strip().splitlines()[-5:])
             status = "oom" if done.returncode in (-9, 137) else "crashed"  # SIGKILL: the kernel's OOM killer
-            return None, f"{status}: cell process exited with {done.returncode}: {tail}"
-        return json.loads(out_path.read_text()), None
+            return None, status, f"cell process exited with {done.returncode}: {tail}"
+        return json.loads(out_path.read_text()), None, None
 
 
 def run_cell_process(
@@ -101,18 +101,17 @@ def run_cell_process(
         env = dict(os.environ)
         if compile_cache == "cold":
             env.update(TORCHINDUCTOR_CACHE_DIR=cache_dir, TRITON_CACHE_DIR=str(Path(cache_dir, "triton")))
-        results, failure = _cell_process(spec, timeout_s, env)
-        if failure is not None:
-            status, error = failure.split(": ", 1)
+        results, status, error = _cell_process(spec, timeout_s, env)
+        if status is not None:
             return [{"variant": name, "status": status, "error": error} for name in spec["variants"]]
         compiled_ok = [
             r["variant"] for r in results if r["status"] == "ok" and spec["variants"][r["variant"]]["compile"]
         ]
         if warm_compile and compiled_ok:
             warm_spec = {**spec, "variants": {name: spec["variants"][name] for name in compiled_ok}}
-            warm, failure = _cell_process(warm_spec, timeout_s, env, "--compile-only")
-            if failure is not None:
-                LOGGER.warning("warm compile of %s failed: %s", spec["model_id"], failure)
+            warm, status, error = _cell_process(warm_spec, timeout_s, env, "--compile-only")
+            if status is not None:
+                LOGGER.warning("warm compile of %s failed: %s: %s", spec["model_id"], status, error)
             for result in results:
                 if warm and warm.get(result["variant"]) is not None:
                     result["compile_s_warm"] = warm[result["variant"]]
@@ -223,11 +222,6 @@ def run_payload(record: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def log_record(client: Any, parent_run_id: str, record: dict[str, Any]) -> str:
-    """One MLflow child run for a result row (exactly once per run uid)."""
-    return tracking.log_child(client, parent_run_id, **run_payload(record))
-
-
 def cell_key(spec: dict[str, Any], entry: dict[str, Any], context: dict[str, Any]) -> str:
     """Deterministic key of a cell: model, revision, weights, batch, variants, settings, device, library versions."""
     return journal.stable_hash(
@@ -322,9 +316,7 @@ def main() -> None:
             LOGGER.info(_log_line(record))
         records += cell_records
     write_jsonl(config.paths.results, records)
-    failed = [
-        f"{r['model_id']}|bs{r['batch_size']}|{r['variant']}: {r['status']}" for r in records if r["status"] != "ok"
-    ]
+    failed = [f"{record['cell']}: {record['status']}" for record in records if record["status"] != "ok"]
     run_info = {"invocation_id": invocation_id, "experiment": tracking.EXPERIMENT, "failed_runs": failed}
     write_json(config.paths.run_info, run_info)
     tracker.log_parent(finish_failed=bool(failed))
