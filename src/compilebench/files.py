@@ -1,20 +1,34 @@
-"""Files a reader never sees half-written: write beside the target, then rename over it (atomic on POSIX)."""
+"""Files a reader never sees half-written, even after a power loss: write a unique temporary file beside the
+target, flush it to disk, rename it over the target (atomic on POSIX), then flush the folder's entry."""
 
 from __future__ import annotations
 
 import json
 import os
+import tempfile
 from pathlib import Path
 from typing import Any
 
 
 def write_atomic(path: str | Path, data: str | bytes) -> None:
-    """Write `data` to `path` through a temporary file in the same folder."""
+    """Write `data` to `path`: whole or not at all, durable once this returns."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_bytes(data.encode() if isinstance(data, str) else data)
-    os.replace(tmp, path)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data.encode() if isinstance(data, str) else data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    folder = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(folder)  # the rename itself survives a power loss
+    finally:
+        os.close(folder)
 
 
 def write_json(path: str | Path, payload: Any, indent: int | None = 2) -> None:

@@ -20,6 +20,8 @@ from typing import Any
 
 import yaml
 
+from compilebench.records import CheckpointRecipe, ModelSpec
+
 LOGGER = logging.getLogger(__name__)
 
 CARDS_DIR = Path(__file__).with_name("cards")
@@ -40,6 +42,20 @@ DOC_TASK_TITLES = {  # how the doc's tables name each task ("Image Classificatio
     "zero-shot-object-detection": "Object Detection",
 }
 _REQUIRED = ("hub_id", "revision", "label", "task", "model_class", "config_class", "processor_class", "expected")
+_OPTIONAL = (
+    "config",
+    "processor",
+    "sources",
+    "tiny",
+    "text_queries",
+    "text_input_ids",
+    "text_max_length",
+    "text_pad_id",
+)
+_EXPECTED_KEYS = ("params", "paper_params_m", "input_shapes")
+_TINY_KEYS = ("config", "processor")
+# Config or processor keys that would run code from a checkpoint repository: never accepted.
+REMOTE_CODE_KEYS = ("trust_remote_code", "auto_map", "custom_pipelines")
 TOKENIZER_FILES = ("tokenizer.json", "vocab.json", "tokenizer_config.json")
 
 
@@ -88,12 +104,24 @@ def load_card(path: Path) -> Card:
     missing = [key for key in _REQUIRED if key not in raw]
     if missing:
         raise CardError(f"model card {path}: missing keys {missing}; a card needs {list(_REQUIRED)}")
+    _check_keys(path, "", raw, (*_REQUIRED, *_OPTIONAL))
     if raw["task"] not in TASKS:
         raise CardError(f"model card {path}: `task` must be one of {TASKS}, got {raw['task']!r}")
     expected = raw["expected"]
+    if not isinstance(expected, dict):
+        raise CardError(f"model card {path}: `expected` must be a mapping, got {type(expected).__name__}")
+    _check_keys(path, "expected.", expected, _EXPECTED_KEYS)
     if not isinstance(expected.get("params"), int) or not isinstance(expected.get("input_shapes"), dict):
         raise CardError(f"model card {path}: `expected` needs an integer `params` and an `input_shapes` mapping")
     tiny = raw.get("tiny") or {}
+    _check_keys(path, "tiny.", tiny, _TINY_KEYS)
+    for where, mapping in (("config", raw.get("config")), ("processor", raw.get("processor")),
+                           ("tiny.config", tiny.get("config")), ("tiny.processor", tiny.get("processor"))):  # fmt: skip
+        if mapping is not None and not isinstance(mapping, dict):
+            raise CardError(f"model card {path}: `{where}` must be a mapping, got {type(mapping).__name__}")
+        remote = [key for key in REMOTE_CODE_KEYS if key in (mapping or {})]
+        if remote:
+            raise CardError(f"model card {path}: `{where}` sets {remote}: code from a checkpoint is never run")
     return Card(
         hub_id=raw["hub_id"],
         revision=str(raw["revision"]),
@@ -116,6 +144,14 @@ def load_card(path: Path) -> Card:
         text_pad_id=raw.get("text_pad_id", 0),
         path=str(path),
     )
+
+
+def _check_keys(path: Path, prefix: str, raw: dict, allowed: tuple[str, ...]) -> None:
+    """Refuse keys a card does not define (a typo, or a flag such as trust_remote_code that would be ignored)."""
+    unknown = sorted(set(raw) - set(allowed))
+    if unknown:
+        keys = ", ".join(f"`{prefix}{key}`" for key in unknown)
+        raise CardError(f"model card {path}: unknown key(s) {keys}; allowed: {sorted(allowed)}")
 
 
 @functools.cache
@@ -149,12 +185,17 @@ def _transformers_attr(name: str) -> Any:
     return getattr(transformers, name)
 
 
-def build_config(card: Card, scale: str = "full") -> Any:
-    """The architecture config: class defaults, then the card's fields (then the tiny fields at tiny scale)."""
+def config_fields(card: Card, scale: str = "full") -> dict[str, Any]:
+    """The architecture config's fields that differ from the class defaults (plus the tiny ones at tiny scale)."""
     fields = dict(card.config)
     if scale == "tiny":
         fields.update(card.tiny_config)
-    return _transformers_attr(card.config_class)(**fields)
+    return fields
+
+
+def build_config(card: Card, scale: str = "full") -> Any:
+    """The architecture config: class defaults, then the card's fields (then the tiny fields at tiny scale)."""
+    return _transformers_attr(card.config_class)(**config_fields(card, scale))
 
 
 def processor_kwargs(card: Card, scale: str = "full") -> dict[str, Any]:
@@ -165,25 +206,111 @@ def processor_kwargs(card: Card, scale: str = "full") -> dict[str, Any]:
     return kwargs
 
 
-def build_processor(card: Card, scale: str = "full") -> Any:
-    """The published image processor; the PIL backend, which needs no torchvision."""
+def processor_from(class_name: str, kwargs: dict[str, Any]) -> Any:
+    """An image processor of `class_name`, its PIL backend where there is one (it needs no torchvision)."""
     import transformers
 
-    cls = getattr(transformers, card.processor_class + "Pil", None) or _transformers_attr(card.processor_class)
-    return cls(**processor_kwargs(card, scale))
+    cls = getattr(transformers, class_name + "Pil", None) or _transformers_attr(class_name)
+    return cls(**kwargs)
 
 
-def model_class(card: Card) -> Any:
-    """The transformers model class of `card`."""
+def build_processor(card: Card, scale: str = "full") -> Any:
+    """The published image processor."""
+    return processor_from(card.processor_class, processor_kwargs(card, scale))
+
+
+def model_class(card: Card | ModelSpec) -> Any:
+    """The transformers model class of a card or a model spec."""
     return _transformers_attr(card.model_class)
 
 
 def random_model(card: Card, scale: str, seed: int) -> Any:
     """The published architecture with random weights drawn from `seed` (latency does not depend on weights)."""
+    return _random_model(card.model_class, card.config_class, config_fields(card, scale), seed)
+
+
+def _random_model(model_class_name: str, config_class_name: str, fields: dict[str, Any], seed: int) -> Any:
     import torch
 
     torch.manual_seed(seed)
-    return model_class(card)(build_config(card, scale)).eval()
+    config = _transformers_attr(config_class_name)(**fields)
+    return _transformers_attr(model_class_name)(config).eval()
+
+
+def recipe(card: Card, scale: str, seed: int, folder: str) -> CheckpointRecipe:
+    """How to build this card's checkpoint with random weights anywhere torch and transformers are installed."""
+    return CheckpointRecipe(
+        model_id=card.hub_id,
+        folder=folder,
+        model_class=card.model_class,
+        config_class=card.config_class,
+        config=config_fields(card, scale),
+        processor_class=card.processor_class,
+        processor=processor_kwargs(card, scale),
+        seed=seed,
+    )
+
+
+def build_checkpoint(recipe: CheckpointRecipe, folder: Path) -> int:
+    """Write a random-init checkpoint (config, safetensors, processor config) into `folder`; its parameter count."""
+    model = _random_model(recipe.model_class, recipe.config_class, recipe.config, recipe.seed)
+    folder.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(folder, safe_serialization=True)
+    processor_from(recipe.processor_class, recipe.processor).save_pretrained(folder)
+    readable_by_transformers_4(folder / "config.json")
+    return count_params(model)
+
+
+def readable_by_transformers_4(config_path: Path) -> None:
+    """Make a checkpoint saved by transformers 5 load in 4.x too: 5.x no longer writes the backbone flags, and 4.x
+    then defaults DETR and MaskFormer to a timm backbone beside the native one in `backbone_config` (and fails).
+    The flags say what the checkpoint is; transformers 5 ignores them."""
+    config = json.loads(config_path.read_text())
+
+    def add_flags(node: Any) -> bool:  # nested configs too (MaskFormer's DETR decoder_config)
+        if not isinstance(node, dict):
+            return False
+        changed = any([add_flags(value) for value in node.values()])
+        if "backbone_config" in node and "use_timm_backbone" not in node:
+            node.update(use_timm_backbone=False, backbone=None, use_pretrained_backbone=False)
+            changed = True
+        return changed
+
+    if add_flags(config):
+        config_path.write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
+
+
+def load_processor(folder: Path) -> Any:
+    """The checkpoint's image processor, as its config names it.
+
+    transformers 5 saves its PIL-backend processors as `XImageProcessorPil`; a transformers without that class
+    (4.x) reads such a config with `XImageProcessor`, which takes the same settings.
+    """
+    from transformers import AutoImageProcessor
+
+    config_path = Path(folder) / "preprocessor_config.json"
+    name = json.loads(config_path.read_text()).get("image_processor_type", "") if config_path.exists() else ""
+    if name.endswith("Pil"):
+        import transformers
+
+        if not hasattr(transformers, name):
+            return _transformers_attr(name.removesuffix("Pil")).from_pretrained(folder)
+    return AutoImageProcessor.from_pretrained(folder)
+
+
+def model_spec(card: Card, checkpoint: str) -> ModelSpec:
+    """What a trial needs to run this card's checkpoint in `checkpoint`."""
+    return ModelSpec(
+        model_id=card.hub_id,
+        label=card.label,
+        task=card.task,
+        model_class=card.model_class,
+        checkpoint=checkpoint,
+        text_queries=tuple(card.text_queries),
+        text_input_ids=tuple(tuple(ids) for ids in card.text_input_ids),
+        text_max_length=card.text_max_length,
+        text_pad_id=card.text_pad_id,
+    )
 
 
 def count_params(model: Any) -> int:
@@ -191,24 +318,26 @@ def count_params(model: Any) -> int:
     return sum(parameter.numel() for parameter in model.parameters())
 
 
-def card_text_inputs(card: Card) -> dict[str, Any]:
-    """Text query ids from the card, padded as the published processor pads them (one row per query)."""
+def card_text_inputs(source: Card | ModelSpec) -> dict[str, Any]:
+    """Text query ids recorded in a card, padded as the published processor pads them (one row per query)."""
     import torch
 
     rows, masks = [], []
-    for ids in card.text_input_ids:
-        pad = card.text_max_length - len(ids)
-        rows.append(list(ids) + [card.text_pad_id] * pad)
+    for ids in source.text_input_ids:
+        pad = source.text_max_length - len(ids)
+        rows.append(list(ids) + [source.text_pad_id] * pad)
         masks.append([1] * len(ids) + [0] * pad)
     return {"input_ids": torch.tensor(rows), "attention_mask": torch.tensor(masks)}
 
 
-def tokenizer_text_inputs(card: Card, folder: Path) -> dict[str, Any]:
+def tokenizer_text_inputs(source: Card | ModelSpec, folder: Path) -> dict[str, Any]:
     """Text query ids from the checkpoint's own tokenizer (present when loaded from the Hub)."""
     from transformers import AutoTokenizer
 
     tokenizer = AutoTokenizer.from_pretrained(folder)
-    encoded = tokenizer(card.text_queries, padding="max_length", max_length=card.text_max_length, return_tensors="pt")
+    encoded = tokenizer(
+        list(source.text_queries), padding="max_length", max_length=source.text_max_length, return_tensors="pt"
+    )
     return {"input_ids": encoded["input_ids"], "attention_mask": encoded["attention_mask"]}
 
 
@@ -217,17 +346,19 @@ def has_tokenizer(folder: Path) -> bool:
     return any((folder / name).exists() for name in TOKENIZER_FILES)
 
 
-def single_inputs(card: Card, processor: Any, image: Any, folder: Path | None = None) -> tuple[dict[str, Any], str]:
+def single_inputs(
+    source: Card | ModelSpec, processor: Any, image: Any, folder: Path | None = None
+) -> tuple[dict[str, Any], str]:
     """Inputs for one image, as the published processor makes them, and where the text ids came from."""
     features = processor(images=image, return_tensors="pt")
     inputs = {key: value for key, value in features.items() if hasattr(value, "shape")}
     text_source = "none"
-    if card.text_queries:
-        if folder is not None and has_tokenizer(folder):
-            inputs.update(tokenizer_text_inputs(card, folder))
+    if source.text_queries:
+        if folder is not None and has_tokenizer(Path(folder)):
+            inputs.update(tokenizer_text_inputs(source, Path(folder)))
             text_source = "tokenizer"
         else:
-            inputs.update(card_text_inputs(card))
+            inputs.update(card_text_inputs(source))
             text_source = "card-token-ids"
     return inputs, text_source
 

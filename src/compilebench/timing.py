@@ -1,8 +1,9 @@
-"""The one place where time and memory are measured, and where samples become statistics.
+"""The one place where time and memory are measured: timers, peak memory, and the measurement loops.
 
-Timers: CUDA events on a GPU (with a synchronize before reading), `perf_counter_ns` on the CPU.
-Memory: the allocator's peak on CUDA; on the CPU, the process's peak RSS (VmHWM), reset per phase.
-Statistics are pure functions over raw samples in milliseconds.
+Steady-state calls: CUDA events around the call on a GPU (read after a synchronize), `perf_counter_ns` on the CPU.
+A first call (compile time: seconds of host work) is timed on the host clock between two synchronizes, as the
+dynamo harness does. Memory: the allocator's peaks on CUDA (allocated and reserved); on the CPU, the process's
+peak RSS (VmHWM), reset per phase. Statistics of the samples live in `stats`.
 """
 
 from __future__ import annotations
@@ -12,13 +13,21 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import numpy as np
+from compilebench import stats
 
-NO_SIGNIFICANT_DIFFERENCE = "no significant difference"
+CI_CHECK_EVERY = 10  # pairs between two adaptive-stop checks of the speedup CI
+
+
+def synchronize(device: str) -> None:
+    """Wait for queued device work (no-op on the CPU)."""
+    if device.startswith("cuda"):
+        import torch
+
+        torch.cuda.synchronize(torch.device(device))
 
 
 def time_call_ms(fn: Callable[[], Any], device: str) -> tuple[Any, float]:
-    """Run `fn` once; return its output and the wall time in ms, synchronised on the device."""
+    """Run `fn` once in steady state; its output and its time in ms (CUDA events on a GPU)."""
     if device.startswith("cuda"):
         import torch
 
@@ -33,12 +42,13 @@ def time_call_ms(fn: Callable[[], Any], device: str) -> tuple[Any, float]:
     return out, (time.perf_counter_ns() - begin) / 1e6
 
 
-def synchronize(device: str) -> None:
-    """Wait for queued device work (no-op on the CPU)."""
-    if device.startswith("cuda"):
-        import torch
-
-        torch.cuda.synchronize(torch.device(device))
+def time_first_call_s(fn: Callable[[], Any], device: str) -> tuple[Any, float]:
+    """Run `fn` once on the host clock between synchronizes: for calls dominated by host work (compiling)."""
+    synchronize(device)
+    begin = time.perf_counter()
+    out = fn()
+    synchronize(device)
+    return out, time.perf_counter() - begin
 
 
 def reset_peak_memory(device: str) -> None:
@@ -71,6 +81,15 @@ def peak_memory_mib(device: str) -> float:
     return _status_kib("VmHWM") / 1024
 
 
+def peak_reserved_mib(device: str) -> float | None:
+    """CUDA: the caching allocator's peak reserved memory since the last reset; None on the CPU."""
+    if not device.startswith("cuda"):
+        return None
+    import torch
+
+    return torch.cuda.max_memory_reserved(torch.device(device)) / 2**20
+
+
 def _status_kib(field: str) -> float:
     status = Path("/proc/self/status")
     if not status.exists():
@@ -83,68 +102,60 @@ def _status_kib(field: str) -> float:
     raise RuntimeError(f"/proc/self/status has no {field}")
 
 
-def summarize_ms(samples_ms: list[float]) -> dict[str, float]:
-    """Latency statistics of raw samples (ms) and throughput for one image per sample."""
-    values = np.asarray(samples_ms, dtype=float)
-    if values.size == 0:
-        return {"count": 0}
-    q25, q50, q75, q90, q99 = np.percentile(values, [25, 50, 75, 90, 99])
-    mean = float(values.mean())
-    std = float(values.std(ddof=1)) if values.size > 1 else 0.0
-    return {
-        "count": int(values.size),
-        "latency_ms_mean": mean,
-        "latency_ms_median": float(q50),
-        "latency_ms_p90": float(q90),
-        "latency_ms_p99": float(q99),
-        "latency_ms_std": std,
-        "latency_ms_iqr": float(q75 - q25),
-        "latency_ms_min": float(values.min()),
-        "latency_ms_max": float(values.max()),
-        "cv": std / mean if mean > 0 else 0.0,
-    }
+def memory_peak_mib(call: Callable[[], Any], iters: int, device: str) -> tuple[float, float]:
+    """Peak memory over `iters` calls of `call` alone: (absolute, above the memory in use before)."""
+    synchronize(device)
+    before = current_memory_mib(device)
+    reset_peak_memory(device)
+    for _ in range(iters):
+        call()
+    synchronize(device)
+    peak = peak_memory_mib(device)
+    return peak, max(peak - before, 0.0)
 
 
-def throughput_img_s(latency_ms: float, batch_size: int) -> float:
-    """Images per second at `latency_ms` per batch."""
-    return batch_size * 1000.0 / latency_ms if latency_ms > 0 else 0.0
+def ci_narrow_enough(eager_ms: list[float], compiled_ms: list[float], target_halfwidth: float) -> bool:
+    """Whether this process's speedup CI half-width is at most `target_halfwidth` (0 = no target)."""
+    if target_halfwidth <= 0:
+        return True
+    low, high = stats.paired_bootstrap_ci(eager_ms, compiled_ms, resamples=500)
+    return (high - low) / 2 <= target_halfwidth
 
 
-def speedup(eager_ms: list[float], compiled_ms: list[float]) -> float:
-    """Speedup as the ratio of medians, eager / compiled (the dynamo harness's definition)."""
-    return float(np.median(eager_ms) / np.median(compiled_ms))
+def paired_samples(
+    eager: Callable[[], Any],
+    compiled: Callable[[], Any],
+    device: str,
+    min_iters: int,
+    min_time_s: float,
+    max_time_s: float,
+    target_ci_halfwidth: float = 0.0,
+) -> tuple[list[float], list[float], float]:
+    """Alternate eager and compiled calls (order flipped every pair) until the minimums (and CI target) or max time."""
+    eager_ms: list[float] = []
+    compiled_ms: list[float] = []
+    start = time.perf_counter()
+    while True:
+        order = ((eager, eager_ms), (compiled, compiled_ms))
+        for fn, samples in order if len(eager_ms) % 2 == 0 else reversed(order):
+            samples.append(time_call_ms(fn, device)[1])
+        elapsed = time.perf_counter() - start
+        if elapsed >= max_time_s:
+            return eager_ms, compiled_ms, elapsed
+        if len(eager_ms) >= min_iters and elapsed >= min_time_s:
+            checkpoint = target_ci_halfwidth <= 0 or len(eager_ms) % CI_CHECK_EVERY == 0
+            if checkpoint and ci_narrow_enough(eager_ms, compiled_ms, target_ci_halfwidth):
+                return eager_ms, compiled_ms, elapsed
 
 
-def improvement_pct(eager_ms: float, compiled_ms: float) -> float:
-    """The doc's percentage improvement: how much of the eager time compiling saves."""
-    return (eager_ms - compiled_ms) / eager_ms * 100.0
-
-
-def speedup_ci(
-    eager_ms: list[float], compiled_ms: list[float], confidence: float = 0.95, resamples: int = 2000, seed: int = 0
-) -> tuple[float, float]:
-    """Percentile-bootstrap CI of the speedup; pairs (same iteration) are resampled together."""
-    eager, compiled = np.asarray(eager_ms, dtype=float), np.asarray(compiled_ms, dtype=float)
-    if eager.size != compiled.size or eager.size < 2:
-        raise ValueError(f"paired samples needed: {eager.size} eager vs {compiled.size} compiled")
-    rng = np.random.default_rng(seed)
-    index = rng.integers(0, eager.size, size=(resamples, eager.size))
-    ratios = np.median(eager[index], axis=1) / np.median(compiled[index], axis=1)
-    tail = (1 - confidence) / 2 * 100
-    low, high = np.percentile(ratios, [tail, 100 - tail])
-    return float(low), float(high)
-
-
-def verdict(ci_low: float, ci_high: float) -> str:
-    """`faster`, `slower`, or no significant difference when the CI contains 1.0."""
-    if ci_low > 1.0:
-        return "faster"
-    if ci_high < 1.0:
-        return "slower"
-    return NO_SIGNIFICANT_DIFFERENCE
-
-
-def break_even_calls(compile_s: float, eager_ms: float, compiled_ms: float) -> float | None:
-    """Calls until compiling pays off: compile time over the time saved per call; None if it never does."""
-    saved_ms = eager_ms - compiled_ms
-    return compile_s * 1000.0 / saved_ms if saved_ms > 0 else None
+def single_samples(
+    fn: Callable[[], Any], device: str, min_iters: int, min_time_s: float, max_time_s: float
+) -> tuple[list[float], float]:
+    """Time `fn` alone (an eager-only trial) until the minimums or max time."""
+    samples: list[float] = []
+    start = time.perf_counter()
+    while True:
+        samples.append(time_call_ms(fn, device)[1])
+        elapsed = time.perf_counter() - start
+        if (len(samples) >= min_iters and elapsed >= min_time_s) or elapsed >= max_time_s:
+            return samples, elapsed

@@ -1,0 +1,335 @@
+"""Runs trials, each in a fresh process of its environment's interpreter, in the plan's order; resumable.
+
+    python -m compilebench.launcher PLAN.json OUT_DIR      # on any machine with torch and transformers
+
+The benchmark stage calls `run_trials` with the project's plan. On another machine (a GPU box with nothing but
+torch and transformers: no mlflow, dvc, pandas or omegaconf), the command above runs a plan exported with
+`python -m compilebench.benchmark --export DIR`: it builds the checkpoints the plan's recipes describe (random
+weights, published architecture), runs every trial with this interpreter, and appends each result to
+OUT_DIR/trials.jsonl as it completes (flushed to disk: a killed run resumes where it stopped). Bring OUT_DIR back and
+`python -m compilebench.benchmark --ingest OUT_DIR` logs it, exactly once, with that machine's device and versions.
+
+A trial process gets its own process group and, unless the cache is `shared`, its own inductor cache folder:
+empty for a cold trial, the cold trial's for a warm one. A hang past the timeout ends the process group (the
+trial and its compile workers, by the group id this launcher created). An exit by SIGKILL is an `oom` only when
+the kernel's OOM-kill counters rose meanwhile; otherwise it is `killed`. Standard library only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import logging
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import replace
+from pathlib import Path
+
+from compilebench.records import (
+    CACHE_COLD,
+    CACHE_SHARED,
+    STATUS_OK,
+    Plan,
+    TrialResult,
+    TrialSpec,
+    read_json,
+)
+
+LOGGER = logging.getLogger(__name__)
+
+SRC_ROOT = Path(__file__).resolve().parents[1]  # the folder that holds the compilebench package
+CURRENT = "current"  # the environment of the interpreter running the launcher
+LOG_TAIL_LINES = 8
+_LIVE: set[subprocess.Popen] = set()  # trial processes running now, each the leader of its own process group
+# A warm trial repeats its cold trial: when that one ended like this, the repeats would too, minutes each.
+NOT_REPEATED = ("compile_error", "error", "oom", "killed", "timeout", "crashed")
+
+
+def oom_kills() -> int:
+    """OOM kills the kernel has counted, machine-wide and in this process's memory cgroup (0 where unreadable)."""
+    total = 0
+    vmstat = Path("/proc/vmstat")
+    if vmstat.exists():
+        for line in vmstat.read_text().splitlines():
+            if line.startswith("oom_kill "):
+                total += int(line.split()[1])
+    cgroup_file = Path("/proc/self/cgroup")
+    if cgroup_file.exists():
+        for line in cgroup_file.read_text().splitlines():
+            _, controllers, path = line.split(":", 2)
+            candidates = []
+            if controllers == "":  # cgroup v2
+                candidates.append(Path("/sys/fs/cgroup") / path.lstrip("/") / "memory.events")
+            elif "memory" in controllers.split(","):  # cgroup v1
+                candidates.append(Path("/sys/fs/cgroup/memory") / path.lstrip("/") / "memory.oom_control")
+            for candidate in candidates:
+                try:
+                    for entry in candidate.read_text().splitlines():
+                        if entry.startswith("oom_kill "):
+                            total += int(entry.split()[1])
+                except OSError:
+                    continue
+    return total
+
+
+def exit_status(returncode: int, oom_killed: bool) -> tuple[str, str]:
+    """The status of a trial process that ended without a result, and why."""
+    if returncode < 0:
+        name = signal.Signals(-returncode).name if -returncode in signal.Signals._value2member_map_ else "?"
+        if returncode == -signal.SIGKILL:
+            if oom_killed:
+                return "oom", f"killed by the kernel's OOM killer ({name})"
+            return "killed", f"killed by {name}, not by the OOM killer (its counters did not rise)"
+        return "crashed", f"ended by signal {-returncode} ({name})"
+    return "crashed", f"exited with {returncode}"
+
+
+def log_tail(path: Path) -> str:
+    """The last lines a process wrote, on one line."""
+    try:
+        lines = path.read_text(errors="replace").strip().splitlines()
+    except OSError:
+        return ""
+    return " | ".join(line.strip() for line in lines[-LOG_TAIL_LINES:])
+
+
+def trial_environment(cache_dir: Path | None) -> dict[str, str]:
+    """The environment variables of a trial process: our package importable, no Hub, its own inductor cache."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(SRC_ROOT), env.get("PYTHONPATH")]))
+    env["HF_HUB_OFFLINE"] = "1"  # checkpoints are local folders; never wait on an unreachable Hub
+    env["PYTHONUNBUFFERED"] = "1"
+    if cache_dir is not None:
+        env.update(TORCHINDUCTOR_CACHE_DIR=str(cache_dir), TRITON_CACHE_DIR=str(cache_dir / "triton"))
+    return env
+
+
+def run_trial_process(
+    spec: TrialSpec, python: str, workdir: Path, cache_dir: Path | None, timeout_s: float, *flags: str
+) -> TrialResult:
+    """One trial in a fresh process of `python`; a timeout, crash or kill becomes the result's status."""
+    stem = spec.trial_id.replace("/", "__") + ("-".join(("", *flags)) if flags else "")
+    spec_path, out_path, log_path = (workdir / f"{stem}.{suffix}" for suffix in ("spec.json", "out.json", "log"))
+    workdir.mkdir(parents=True, exist_ok=True)
+    out_path.unlink(missing_ok=True)
+    spec_path.write_text(json.dumps(spec.to_dict()))
+    command = [python, "-m", "compilebench.trial", str(spec_path), str(out_path), *flags]
+    started, oom_before = time.time(), oom_kills()
+    with open(log_path, "w") as log:
+        process = subprocess.Popen(
+            command, stdout=log, stderr=subprocess.STDOUT, env=trial_environment(cache_dir), start_new_session=True
+        )
+        _LIVE.add(process)
+        try:
+            returncode = process.wait(timeout=timeout_s or None)
+        except subprocess.TimeoutExpired:
+            end_group(process)
+            return TrialResult.failed(spec.trial_id, "timeout", f"trial exceeded {timeout_s} s", started_at=started,
+                                      wall_s=time.time() - started)  # fmt: skip
+        finally:
+            _LIVE.discard(process)
+    wall_s = time.time() - started
+    if returncode == 0 and out_path.exists():
+        return replace(TrialResult.from_dict(json.loads(out_path.read_text())), wall_s=wall_s)
+    status, why = exit_status(returncode, oom_kills() > oom_before)
+    return TrialResult.failed(spec.trial_id, status, f"trial process {why}: {log_tail(log_path)}",
+                              started_at=started, wall_s=wall_s)  # fmt: skip
+
+
+def end_group(process: subprocess.Popen) -> None:
+    """Kill a trial process's group (the trial and its compile workers, by the group this launcher created) while
+    the trial is still unreaped, so the group id cannot belong to anyone else."""
+    with contextlib.suppress(ProcessLookupError):  # the group already ended by itself
+        os.killpg(process.pid, signal.SIGKILL)
+    process.wait()
+
+
+def end_trials_on_signal() -> None:
+    """On SIGTERM or SIGINT, end the running trials' groups before exiting: they run in sessions of their own and
+    would otherwise go on measuring, and disturb whatever runs next."""
+
+    def handler(signum: int, frame: object) -> None:
+        for process in list(_LIVE):
+            end_group(process)
+        raise SystemExit(128 + signum)
+
+    signal.signal(signal.SIGTERM, handler)
+    signal.signal(signal.SIGINT, handler)
+
+
+def not_repeated(spec: TrialSpec, first: TrialResult) -> TrialResult:
+    """A replicate left out because the first trial of its run already failed in a way it would repeat."""
+    return TrialResult.failed(
+        spec.trial_id, first.status, f"not run: the first trial of this run ended {first.status}: {first.error}"
+    )
+
+
+def run_trials(
+    trials: list[TrialSpec],
+    pythons: dict[str, str],
+    workdir: Path,
+    timeout_s: float,
+    done: dict[str, TrialResult] | None = None,
+    on_result: Callable[[TrialSpec, TrialResult, bool], None] | None = None,
+) -> list[TrialResult]:
+    """Run `trials` in order (skipping those in `done`); `on_result(spec, result, resumed)` after each."""
+    done = dict(done or {})
+    first_failure: dict[str, TrialResult] = {}  # by cache key: the run's first trial, when it failed
+    results = []
+    for spec in trials:
+        resumed = spec.trial_id in done
+        if resumed:
+            result = done[spec.trial_id]
+        elif spec.cache_key in first_failure:
+            result = not_repeated(spec, first_failure[spec.cache_key])
+        else:
+            cache_dir = None if spec.cache == CACHE_SHARED else workdir / "inductor-cache" / spec.cache_key
+            if cache_dir is not None and spec.cache == CACHE_COLD:
+                shutil.rmtree(cache_dir, ignore_errors=True)  # cold means empty, also after an interruption
+            result = run_trial_process(spec, pythons[spec.environment], workdir / "trials", cache_dir, timeout_s)
+        if result.status in NOT_REPEATED:
+            first_failure.setdefault(spec.cache_key, result)
+        results.append(result)
+        if on_result is not None:
+            on_result(spec, result, resumed)
+    return results
+
+
+def _lines(path: Path) -> list[str]:
+    return [line for line in path.read_text().splitlines() if line.strip()] if path.exists() else []
+
+
+def prime(
+    trials: list[TrialSpec], pythons: dict[str, str], workdir: Path, cache_dir: Path, timeout_s: float, workers: int
+) -> list[tuple[str, TrialResult]]:
+    """Compile each run once, `workers` at a time, into one shared cache (for `shared`-cache plans on machines with
+    many cores). Compile times measured this way overlap each other: they are kept apart, never reported as cold."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    first = list({spec.cache_key: spec for spec in reversed(trials) if spec.variant.compile}.values())[::-1]
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        futures = [
+            pool.submit(
+                run_trial_process,
+                spec,
+                pythons[spec.environment],
+                workdir / "prime",
+                cache_dir,
+                timeout_s,
+                "--compile-only",
+            )
+            for spec in first
+        ]
+        return [(spec.cache_key, future.result()) for spec, future in zip(first, futures, strict=True)]
+
+
+def build_checkpoints(plan: Plan, root: Path) -> list[dict]:
+    """Build each recipe's random-init checkpoint under `root` (skipping complete folders); what was built."""
+    from compilebench import models  # torch and transformers: only on the machine that runs the trials
+
+    built = []
+    for recipe in plan.recipes:
+        folder = root / recipe.folder
+        record = folder / "compilebench-recipe.json"
+        if not record.exists():
+            partial = folder.with_name(folder.name + ".partial")
+            shutil.rmtree(partial, ignore_errors=True)
+            param_count = models.build_checkpoint(recipe, partial)
+            (partial / record.name).write_text(json.dumps({"param_count": param_count}))
+            shutil.rmtree(folder, ignore_errors=True)
+            partial.rename(folder)
+        built.append({"model_id": recipe.model_id, "folder": recipe.folder, "weights_source": "random-init",
+                      "config_origin": f"recipe:{recipe.config_class}", "seed": recipe.seed,
+                      "param_count": json.loads(record.read_text())["param_count"]})  # fmt: skip
+    return built
+
+
+def append_result(path: Path, result: TrialResult) -> None:
+    """One result line, on disk before the next trial starts."""
+    with open(path, "a") as handle:
+        handle.write(json.dumps(result.to_dict()) + "\n")
+        handle.flush()
+        os.fsync(handle.fileno())
+
+
+def read_results(path: Path) -> dict[str, TrialResult]:
+    """Results already in a trials.jsonl, by trial id (a torn last line from a kill is ignored)."""
+    done = {}
+    if path.exists():
+        for line in path.read_text().splitlines():
+            try:
+                result = TrialResult.from_dict(json.loads(line))
+            except (json.JSONDecodeError, ValueError, TypeError):
+                continue
+            done[result.trial_id] = result
+    return done
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description="Run an exported plan's trials on this machine.")
+    parser.add_argument("plan", type=Path, help="plan.json written by `compilebench.benchmark --export`")
+    parser.add_argument("out", type=Path, help="folder for trials.jsonl and checkpoints.json")
+    parser.add_argument("--timeout-s", type=float, default=1800.0, help="per trial, seconds")
+    parser.add_argument("--python", action="append", default=[], metavar="ENV=PATH",
+                        help="interpreter of an environment other than `current` (this one)")  # fmt: skip
+    parser.add_argument(
+        "--prime", type=int, default=0, metavar="N", help="first compile every run, N at a time, into one shared cache"
+    )
+    args = parser.parse_args()
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+    end_trials_on_signal()
+    plan = Plan.from_dict(read_json(args.plan))
+    pythons = {CURRENT: sys.executable, **dict(item.split("=", 1) for item in args.python)}
+    missing = sorted({spec.environment for spec in plan.trials} - set(pythons))
+    if missing:
+        parser.error(f"the plan runs environments {missing}; give their interpreters with --python ENV=PATH")
+    os.chdir(args.plan.resolve().parent)  # the plan's paths are relative to its folder
+    out = args.out if args.out.is_absolute() else Path.cwd().joinpath(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    started = time.time()
+    from compilebench.environments import freeze  # standard library only, like this module
+
+    (out / "environment.json").write_text(json.dumps({"python": sys.executable, "freeze": freeze(sys.executable)}))
+    (out / "checkpoints.json").write_text(json.dumps(build_checkpoints(plan, Path.cwd()), indent=1))
+    LOGGER.info("checkpoints ready in %.0f s", time.time() - started)
+    results_path = out / "trials.jsonl"
+
+    def report(spec: TrialSpec, result: TrialResult, resumed: bool) -> None:
+        if not resumed:
+            append_result(results_path, result)
+        medians = ""
+        if result.status == STATUS_OK and result.eager_ms:
+            medians = f" eager {sorted(result.eager_ms)[len(result.eager_ms) // 2]:.2f} ms"
+            if result.compiled_ms:
+                medians += f" compiled {sorted(result.compiled_ms)[len(result.compiled_ms) // 2]:.2f} ms"
+                medians += f" first call {result.compile_s:.1f} s"
+        LOGGER.info("%s: %s%s (%.0f s)%s", spec.trial_id, result.status, medians, result.wall_s,
+                    " (done before)" if resumed else "")  # fmt: skip
+
+    trials, done = list(plan.trials), read_results(results_path)
+    cache = None
+    if args.prime:
+        if any(spec.cache != CACHE_SHARED for spec in trials):
+            parser.error("--prime needs a plan exported with benchmark.compile_cache=shared")
+        cache = out / "shared-cache"
+        os.environ.update(TORCHINDUCTOR_CACHE_DIR=str(cache), TRITON_CACHE_DIR=str(cache / "triton"))
+        primed_before = {json.loads(line)["cache_key"] for line in _lines(out / "prime.jsonl")}
+        pending = [s for s in trials if s.trial_id not in done and s.cache_key not in primed_before]
+        primed = prime(pending, pythons, out / "work", cache, args.timeout_s, args.prime)
+        with open(out / "prime.jsonl", "a") as handle:
+            for spec_key, result in primed:
+                handle.write(json.dumps({**result.to_dict(), "cache_key": spec_key, "parallel": args.prime}) + "\n")
+        LOGGER.info("primed %d runs %d at a time in %.0f s", len(primed), args.prime, time.time() - started)
+    run_trials(trials, pythons, out / "work", args.timeout_s, done, report)
+    shutil.rmtree(out / "work", ignore_errors=True)
+    LOGGER.info("%d trials in %.0f s -> %s", len(plan.trials), time.time() - started, results_path)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,345 @@
+"""One trial, in its own fresh process: one model at one batch size, eager against (at most) one compiled variant.
+
+    python -m compilebench.trial SPEC.json OUT.json     # run by the launcher, in the environment's interpreter
+    python -m compilebench.trial SPEC.json OUT.json --compile-only   # load, compile, first call: fills a cache
+
+The process loads the checkpoint and its inputs, runs eager once as the reference, then compiles the variant and
+times its first call on the host clock (compile time: in a fresh process, on a cold or warm inductor cache), checks
+the compiled output against eager (numerically and for the task), warms up, measures peak memory alone, and then
+alternates eager and compiled calls on the same inputs until the minimum pairs and time are reached. One compiled
+variant per process, so no variant's compile time depends on which compiled before it.
+
+On CUDA: float32 numerics (TF32, matmul precision, cuDNN autotuning) are set as the spec says and recorded; a
+variant whose mode or options turn on CUDA graphs (reduce-overhead, max-autotune, `triton.cudagraphs`) marks each
+step and gets at least CUDAGRAPH_WARMUP calls before timing, so graph recording is never timed.
+
+Needs torch, transformers and what they need (numpy, pillow, safetensors, scipy, pyyaml): this runs in any
+environment a comparison names, and on a GPU box with nothing else installed. A failure is a status with its
+error; the result is written to OUT.json atomically either way.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import logging
+import os
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+from compilebench import checks, fingerprint, models, timing
+from compilebench.files import write_json
+from compilebench.records import CompileHealth, TimingSpec, TrialResult, TrialSpec, VariantSpec
+
+LOGGER = logging.getLogger(__name__)
+
+CUDAGRAPH_WARMUP = 3  # calls before timing a CUDA-graph variant: warm-up run, recording, a first replay
+OOM_MARKERS = ("out of memory", "outofmemory", "can't allocate memory", "cannot allocate memory", "memoryerror")
+
+
+def classify_error(error: BaseException, phase: str) -> str:
+    """Status of a failure: oom (anywhere in the exception chain), compile_error (while compiling) or error."""
+    seen: BaseException | None = error
+    while seen is not None:
+        text = f"{type(seen).__name__}: {seen}".lower()
+        if isinstance(seen, MemoryError) or any(marker in text for marker in OOM_MARKERS):
+            return "oom"
+        seen = seen.__cause__ or seen.__context__
+    return "compile_error" if phase == "compile" else "error"
+
+
+def uses_cudagraphs(variant: VariantSpec, device: str) -> bool:
+    """Whether a compiled variant runs CUDA graphs on `device` (its mode's options, then its own, decide)."""
+    if not variant.compile or not device.startswith("cuda"):
+        return False
+    from torch._inductor import list_mode_options
+
+    options = {**list_mode_options(variant.mode), **variant.inductor}
+    return bool(options.get("triton.cudagraphs", False))
+
+
+def warmup_calls(variant: VariantSpec, timing_spec: TimingSpec) -> int:
+    """Untimed calls after the first: the spec's warm-up, and never fewer than CUDA graphs need."""
+    if uses_cudagraphs(variant, timing_spec.device):
+        return max(timing_spec.warmup_iters, CUDAGRAPH_WARMUP)
+    return timing_spec.warmup_iters
+
+
+def reduced_float32(timing_spec: TimingSpec) -> bool:
+    """Whether float32 work may run in TF32: cuDNN convolutions on a GPU, or matmuls below `highest` precision."""
+    cuda_tf32 = timing_spec.device.startswith("cuda") and timing_spec.cudnn_allow_tf32
+    return cuda_tf32 or timing_spec.float32_matmul_precision != "highest"
+
+
+def set_numerics(timing_spec: TimingSpec) -> None:
+    """Float32 numerics on purpose, not by default: matmul precision (TF32 for matmuls), cuDNN TF32 and autotuning."""
+    import torch
+
+    torch.set_float32_matmul_precision(timing_spec.float32_matmul_precision)
+    torch.backends.cudnn.allow_tf32 = timing_spec.cudnn_allow_tf32
+    torch.backends.cudnn.benchmark = timing_spec.cudnn_benchmark
+
+
+def threads(requested: int) -> int:
+    """Intra-op threads: the requested number, or one per core this process may run on."""
+    if requested:
+        return requested
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+def limit_memory(extra_mib: float, device: str) -> None:
+    """Cap what the trial may add from now on (0 = no cap); exceeding it is an out-of-memory error.
+
+    CPU: the process's address space. CUDA: the caching allocator's share of the device; an address-space cap
+    would break the CUDA context, which maps far more virtual memory than it uses.
+    """
+    if extra_mib <= 0:
+        return
+    if device.startswith("cuda"):
+        import torch
+
+        index = torch.device(device).index or 0
+        total = torch.cuda.get_device_properties(index).total_memory
+        allowed = torch.cuda.memory_allocated(index) + extra_mib * 2**20
+        torch.cuda.set_per_process_memory_fraction(min(allowed / total, 1.0), index)
+        return
+    import resource
+
+    with open("/proc/self/statm") as statm:
+        current = int(statm.read().split()[0]) * resource.getpagesize()
+    resource.setrlimit(resource.RLIMIT_AS, (current + int(extra_mib * 2**20), resource.RLIM_INFINITY))
+
+
+def convert_inputs(inputs: dict[str, Any], device: str, dtype: Any, channels_last: bool) -> dict[str, Any]:
+    """Inputs on `device`; floating-point ones in `dtype`, 4-d images in channels_last if asked."""
+    import torch
+
+    converted = {}
+    for key, value in inputs.items():
+        value = value.to(device, dtype) if value.is_floating_point() else value.to(device)
+        if channels_last and value.dim() == 4:
+            value = value.contiguous(memory_format=torch.channels_last)
+        converted[key] = value
+    return converted
+
+
+def load(spec: TrialSpec) -> dict[str, Any]:
+    """The checkpoint on the device in the trial's dtype, and the inputs its processor makes from the image."""
+    import torch
+    from PIL import Image
+
+    device, dtype = spec.timing.device, getattr(torch, spec.timing.dtype)
+    folder = Path(spec.model.checkpoint)
+    model = models.model_class(spec.model).from_pretrained(folder, use_safetensors=True, dtype=dtype)
+    model = model.eval().to(device)
+    processor = models.load_processor(folder)
+    with Image.open(spec.image) as image:
+        single, text_source = models.single_inputs(spec.model, processor, image.convert("RGB"), folder)
+    inputs = models.forward_inputs(model, models.batch_inputs(single, spec.batch_size))
+    return {
+        "model": model,
+        "inputs": convert_inputs(inputs, device, dtype, channels_last=False),
+        "text_source": text_source,
+        "input_shapes": {key: list(value.shape) for key, value in inputs.items()},
+    }
+
+
+def variant_model(loaded: dict[str, Any], variant: VariantSpec, timing_spec: TimingSpec) -> tuple[Any, dict, str]:
+    """The model and inputs a variant compiles: eager's own, or a copy in the variant's dtype / memory format."""
+    import torch
+
+    dtype_name = variant.dtype or timing_spec.dtype
+    if dtype_name == timing_spec.dtype and not variant.channels_last:
+        return loaded["model"], loaded["inputs"], dtype_name
+    model = copy.deepcopy(loaded["model"]).to(getattr(torch, dtype_name))
+    if variant.channels_last:
+        model = model.to(memory_format=torch.channels_last)
+    inputs = convert_inputs(loaded["inputs"], timing_spec.device, getattr(torch, dtype_name), variant.channels_last)
+    return model, inputs, dtype_name
+
+
+def caller(module: Any, inputs: dict[str, Any], cudagraphs: bool) -> Any:
+    """A no-argument call of `module`; CUDA-graph variants mark a new step so outputs are not overwritten in use."""
+    import torch
+
+    if cudagraphs:
+
+        def call() -> Any:
+            torch.compiler.cudagraph_mark_step_begin()
+            return module(**inputs)
+
+        return call
+    return lambda: module(**inputs)
+
+
+def compile_health(first: dict[str, Any] | None = None) -> CompileHealth:
+    """Graphs, graph breaks with reasons and inductor's pattern counters since the last reset (recompiles: graphs
+    added after `first`, the health read right after the first call)."""
+    from torch._dynamo.utils import counters
+
+    breaks = dict(counters["graph_break"])
+    graphs = int(counters["stats"].get("unique_graphs", 0))
+    return CompileHealth(
+        graph_count=graphs,
+        graph_break_count=int(sum(breaks.values())),
+        graph_break_reasons=tuple(list(breaks)[:20]),
+        recompile_count=graphs - first["graph_count"] if first else 0,
+        fell_back_to_eager=graphs == 0,
+        inductor_counters={key: int(value) for key, value in counters["inductor"].items()},
+    )
+
+
+def run_compiled(spec: TrialSpec, loaded: dict[str, Any], eager: Any, reference: Any, state: dict) -> dict[str, Any]:
+    """Compile the variant, time its first call, check it, warm up, measure memory, time it paired with eager."""
+    import torch
+    from torch._dynamo.utils import counters
+    from torch._inductor import config as inductor_config
+
+    variant, timing_spec, device = spec.variant, spec.timing, spec.timing.device
+    model, inputs, dtype_name = variant_model(loaded, variant, timing_spec)
+    cudagraphs = uses_cudagraphs(variant, device)
+    torch._dynamo.reset()
+    counters.clear()
+    with inductor_config.patch(variant.inductor):  # read at every (re)compile inside it
+        state["phase"] = "compile"
+        module = torch.compile(model, mode=variant.mode, dynamic=variant.dynamic, fullgraph=variant.fullgraph)
+        call = caller(module, inputs, cudagraphs)
+        timing.reset_peak_memory(device)
+        output, compile_s = timing.time_first_call_s(call, device)
+        state["phase"] = "run"
+        compile_peak = timing.peak_memory_mib(device)
+        first = compile_health()
+        numeric = checks.compare_outputs(reference, output)
+        task_ok, agreement, compared = checks.task_agreement(loaded["task"], reference, output, dtype_name)
+        del output
+        warmups = warmup_calls(variant, timing_spec)
+        for _ in range(warmups):
+            call()
+        timing.reset_peak_memory(device)
+        peak, delta = timing.memory_peak_mib(call, timing_spec.memory_iters, device)
+        reserved = timing.peak_reserved_mib(device)
+        eager_ms, compiled_ms, timed_s = timing.paired_samples(
+            eager, call, device, timing_spec.min_iters, timing_spec.min_time_s, timing_spec.max_time_s,
+            timing_spec.target_ci_halfwidth,
+        )  # fmt: skip
+        health = compile_health({"graph_count": first.graph_count})
+    tolerance = checks.numeric_tolerance(timing_spec.rtol, dtype_name, reduced_float32(timing_spec))
+    problems = []
+    if numeric["max_rel_diff"] > tolerance:
+        problems.append(f"max_rel_diff {numeric['max_rel_diff']:.3g} > {tolerance:g}")
+    if not task_ok:
+        problems.append(f"task check failed: {compared} agree on {agreement:.3f}")
+    return {
+        "status": "accuracy_fail" if problems else "ok",
+        "error": "; ".join(problems) or None,
+        "compile_s": compile_s,
+        "compile_peak_mem_mib": compile_peak,
+        "peak_mem_mib": peak,
+        "mem_delta_mib": delta,
+        "reserved_mem_mib": reserved,
+        "warmup_calls": warmups,
+        "eager_ms": tuple(eager_ms),
+        "compiled_ms": tuple(compiled_ms),
+        "timed_s": timed_s,
+        "variant_dtype": dtype_name,
+        "task_check": compared,
+        "task_agreement": agreement,
+        "health": health,
+        **numeric,
+    }
+
+
+def _message(error: BaseException) -> str:
+    return "".join(traceback.format_exception_only(error)).strip()
+
+
+def run_trial(spec: TrialSpec) -> TrialResult:
+    """Everything this process measures; a failure anywhere is a status with its error, never an exception."""
+    import torch
+
+    timing_spec, device = spec.timing, spec.timing.device
+    state: dict[str, Any] = {"phase": "load"}
+    known: dict[str, Any] = {}
+    try:
+        torch.set_num_threads(threads(timing_spec.num_threads))
+        set_numerics(timing_spec)
+        known["environment"] = fingerprint.collect(device)
+        known["num_threads"] = torch.get_num_threads()
+        with torch.no_grad():
+            loaded = load(spec)
+            loaded["task"] = spec.model.task
+            known.update(input_shapes=loaded["input_shapes"], text_source=loaded["text_source"])
+            limit_memory(timing_spec.memory_limit_mib, device)
+            eager = caller(loaded["model"], loaded["inputs"], cudagraphs=False)
+            timing.reset_peak_memory(device)
+            reference, eager_first_s = timing.time_first_call_s(eager, device)
+            for _ in range(timing_spec.warmup_iters):
+                eager()
+            eager_peak, eager_delta = timing.memory_peak_mib(eager, timing_spec.memory_iters, device)
+            known.update(eager_first_call_s=eager_first_s, eager_peak_mem_mib=eager_peak,
+                         eager_mem_delta_mib=eager_delta)  # fmt: skip
+            failure = None
+            if spec.variant.compile:
+                try:
+                    measured = run_compiled(spec, loaded, eager, reference, state)
+                except Exception as error:  # the variant failed: eager is still measured, for the eager run
+                    LOGGER.exception("trial %s: variant %s failed while %s", spec.trial_id, spec.variant.name,
+                                     state["phase"])  # fmt: skip
+                    failure = (classify_error(error, state["phase"]), _message(error))
+                    torch._dynamo.reset()
+            if not spec.variant.compile or failure is not None:
+                state["phase"] = "run"
+                samples, timed_s = timing.single_samples(
+                    eager, device, timing_spec.min_iters, timing_spec.min_time_s, timing_spec.max_time_s
+                )
+                status, error_text = failure or ("ok", None)
+                measured = {"status": status, "error": error_text, "eager_ms": tuple(samples), "timed_s": timed_s,
+                            "warmup_calls": timing_spec.warmup_iters}  # fmt: skip
+    except Exception as error:  # the trial boundary: what happened becomes the result
+        LOGGER.exception("trial %s failed while %s", spec.trial_id, state["phase"])
+        return TrialResult.failed(spec.trial_id, classify_error(error, state["phase"]), _message(error), **known)
+    return TrialResult(trial_id=spec.trial_id, **known, **measured)
+
+
+def compile_only(spec: TrialSpec) -> TrialResult:
+    """Load, compile and call the variant once (e.g. to fill an inductor cache); its first call is compile_s."""
+    import torch
+    from torch._inductor import config as inductor_config
+
+    state = {"phase": "load"}
+    try:
+        torch.set_num_threads(threads(spec.timing.num_threads))
+        set_numerics(spec.timing)
+        with torch.no_grad():
+            loaded = load(spec)
+            model, inputs, dtype_name = variant_model(loaded, spec.variant, spec.timing)
+            cudagraphs = uses_cudagraphs(spec.variant, spec.timing.device)
+            with inductor_config.patch(spec.variant.inductor):
+                state["phase"] = "compile"
+                module = torch.compile(
+                    model, mode=spec.variant.mode, dynamic=spec.variant.dynamic, fullgraph=spec.variant.fullgraph
+                )
+                _, compile_s = timing.time_first_call_s(caller(module, inputs, cudagraphs), spec.timing.device)
+    except Exception as error:  # the trial boundary
+        return TrialResult.failed(spec.trial_id, classify_error(error, state["phase"]), _message(error))
+    return TrialResult(trial_id=spec.trial_id, status="ok", compile_s=compile_s, variant_dtype=dtype_name)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description="Run one trial in this process.")
+    parser.add_argument("spec", type=Path)
+    parser.add_argument("out", type=Path)
+    parser.add_argument("--compile-only", action="store_true", help="load, compile, one call: fill the cache")
+    args = parser.parse_args()
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    started = time.time()
+    spec = TrialSpec.from_dict(json.loads(args.spec.read_text()))
+    result = compile_only(spec) if args.compile_only else run_trial(spec)
+    write_json(args.out, {**result.to_dict(), "started_at": started}, indent=None)
+
+
+if __name__ == "__main__":
+    main()
