@@ -1,10 +1,11 @@
-"""What survives a crash of the benchmark stage: the cells of the current invocation that already completed.
+"""What survives a crash of the benchmark stage: the trials of the current invocation that already completed.
 
 The journal is a folder (paths.journal, outside DVC's outs, which DVC deletes before a stage runs) holding
-`invocation.json` (the invocation id and the key of everything that defines it) and one `<cell key>.json` per
-completed cell, each written atomically. A benchmark killed mid-run (kill -9, OOM, power) leaves the journal behind;
-the next run with the same invocation key resumes: it keeps the invocation id (so MLflow runs are not duplicated)
-and skips completed cells. A benchmark that completes removes its journal, so the next run measures afresh.
+`invocation.json` (the invocation id and the key of everything that defines it), one `results/<trial>.json` per
+completed trial, each written atomically, and the inductor caches the warm trials need. A benchmark killed mid-run
+(kill -9, OOM, power) leaves the journal behind; the next run with the same invocation key resumes: it keeps the
+invocation id (so MLflow runs are not duplicated) and skips completed trials. A benchmark that completes removes
+its journal, so the next run measures afresh.
 """
 
 from __future__ import annotations
@@ -17,8 +18,10 @@ from pathlib import Path
 from typing import Any
 
 from compilebench.files import write_json
+from compilebench.records import TrialResult
 
 INVOCATION_FILE = "invocation.json"
+RESULTS_DIR = "results"
 
 
 def stable_hash(payload: Any) -> str:
@@ -26,28 +29,31 @@ def stable_hash(payload: Any) -> str:
     return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
-def open_journal(folder: Path, invocation_key: str, fresh: bool = False) -> tuple[str, dict[str, list[dict]], bool]:
-    """(invocation id, completed cells by cell key, resumed?) — a new, empty journal unless one matches the key."""
+def _stem(trial_id: str) -> str:
+    return trial_id.replace("/", "__")
+
+
+def open_journal(folder: Path, invocation_key: str, fresh: bool = False) -> tuple[str, dict[str, TrialResult], bool]:
+    """(invocation id, completed trials by id, resumed?) — a new, empty journal unless one matches the key."""
     marker = folder / INVOCATION_FILE
     if not fresh and marker.exists():
         previous = json.loads(marker.read_text())
         if previous.get("invocation_key") == invocation_key:
-            cells = {
-                path.stem: json.loads(path.read_text())
-                for path in folder.glob("*.json")
-                if path.name != INVOCATION_FILE
-            }
-            return previous["invocation_id"], cells, True
+            done = {}
+            for path in (folder / RESULTS_DIR).glob("*.json"):
+                result = TrialResult.from_dict(json.loads(path.read_text()))
+                done[result.trial_id] = result
+            return previous["invocation_id"], done, True
     shutil.rmtree(folder, ignore_errors=True)
-    folder.mkdir(parents=True)
+    (folder / RESULTS_DIR).mkdir(parents=True)
     invocation_id = uuid.uuid4().hex
     write_json(marker, {"invocation_id": invocation_id, "invocation_key": invocation_key})
     return invocation_id, {}, False
 
 
-def save_cell(folder: Path, cell_key: str, records: list[dict[str, Any]]) -> None:
-    """Record one completed cell (atomically: a cell is either whole in the journal or absent)."""
-    write_json(folder / f"{cell_key}.json", records, indent=None)
+def save_trial(folder: Path, result: TrialResult) -> None:
+    """Record one completed trial (atomically: whole in the journal or absent)."""
+    write_json(folder / RESULTS_DIR / f"{_stem(result.trial_id)}.json", result.to_dict(), indent=None)
 
 
 def close_journal(folder: Path) -> None:

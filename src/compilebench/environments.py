@@ -1,0 +1,261 @@
+"""Software stacks to compare: each environment is a set of pins over the project's own, built into a cached venv.
+
+    python -m compilebench.environments torch-2.14.1 [...]    # build (or find) environments named in params.yaml
+
+`current` is the project's own environment (the interpreter running the pipeline, pinned by constraints.txt and
+requirements.txt). Any other environment is a venv holding only what a trial process needs (torch, transformers
+and their companions; no mlflow, dvc or pandas), built on first use under `paths.environments` in a folder keyed by
+its resolved pins and Python version, and reused afterwards. Two pipelines building the same environment wait for
+each other (a file lock). Its exact package list (`pip freeze`) goes with every run it measures. A build that
+cannot work (no such version, no wheel for this platform or Python) is an error naming the environment, raised
+before any timing.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import json
+import logging
+import platform
+import re
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from importlib import metadata
+from pathlib import Path
+
+LOGGER = logging.getLogger(__name__)
+
+CURRENT = "current"
+# What a trial process imports, directly or through transformers' model and processor classes.
+TRIAL_PACKAGES = ("torch", "transformers", "safetensors", "pillow", "numpy", "scipy", "pyyaml")
+READY_MARKER = "compilebench-environment.json"
+_PIN = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)\s*==\s*([^\s;#]+)")
+
+
+class StackError(RuntimeError):
+    """An environment that cannot be built or does not hold what it should; the message names it."""
+
+
+@dataclass(frozen=True)
+class Stack:
+    """A built environment: its name, resolved pins, interpreter, key and exact package list."""
+
+    name: str
+    pins: dict[str, str]
+    python: str
+    key: str
+    freeze: tuple[str, ...]
+
+
+def normalize(package: str) -> str:
+    """A package name as pip compares them (PEP 503)."""
+    return re.sub(r"[-_.]+", "-", package).lower()
+
+
+def read_pins(*files: Path) -> dict[str, str]:
+    """`name==version` lines of requirements or constraints files (later files win), by normalized name."""
+    pins = {}
+    for path in files:
+        for line in path.read_text().splitlines():
+            match = _PIN.match(line)
+            if match:
+                pins[normalize(match.group(1))] = match.group(2)
+    return pins
+
+
+def project_pins(root: Path) -> dict[str, str]:
+    """The project's own pins of the packages a trial needs (constraints.txt pins torch, requirements.txt the rest)."""
+    pins = read_pins(root / "requirements.txt", root / "constraints.txt")
+    return {name: pins[name] for name in map(normalize, TRIAL_PACKAGES) if name in pins}
+
+
+def resolve(project: dict[str, str], overrides: dict[str, str]) -> dict[str, str]:
+    """The environment's pins: the project's, then its own over them."""
+    return {**project, **{normalize(name): str(version) for name, version in overrides.items()}}
+
+
+def environment_key(pins: dict[str, str], python_version: str) -> str:
+    """What identifies a built environment: its resolved pins and Python version."""
+    payload = json.dumps({"pins": pins, "python": python_version, "packages": TRIAL_PACKAGES}, sort_keys=True)
+    return hashlib.sha256(payload.encode()).hexdigest()[:12]
+
+
+def _pip(python: Path, args: list[str], log: Path, name: str) -> None:
+    """Run pip in an environment's interpreter; its output goes to `log`; an error names the environment."""
+    with open(log, "a") as handle:
+        handle.write(f"$ pip {' '.join(args)}\n")
+        handle.flush()
+        done = subprocess.run([str(python), "-m", "pip", *args], stdout=handle, stderr=subprocess.STDOUT)
+    if done.returncode != 0:
+        tail = " | ".join(log.read_text(errors="replace").strip().splitlines()[-6:])
+        raise StackError(f"environment {name!r}: `pip {' '.join(args)}` failed: {tail}")
+
+
+FREEZE_CODE = (
+    "import json\nfrom importlib import metadata\n"
+    "print(json.dumps(sorted({f\"{d.metadata['Name']}=={d.version}\" for d in metadata.distributions()})))"
+)  # `pip freeze` without pip: a GPU image may have none
+
+
+def freeze(python: str) -> tuple[str, ...]:
+    """The exact package list of an interpreter's environment (name==version, sorted)."""
+    done = subprocess.run([python, "-c", FREEZE_CODE], capture_output=True, text=True, check=True)
+    return tuple(json.loads(done.stdout))
+
+
+def installed_versions(python: str, packages: list[str]) -> dict[str, str]:
+    """Versions of `packages` as an interpreter's environment sees them."""
+    code = (
+        "import json, sys\nfrom importlib import metadata\n"
+        "print(json.dumps({p: metadata.version(p) for p in sys.argv[1:]}))"
+    )
+    done = subprocess.run([python, "-c", code, *packages], capture_output=True, text=True)
+    if done.returncode != 0:
+        raise StackError(f"{python}: cannot read package versions: {done.stderr.strip()[-300:]}")
+    return {normalize(name): version for name, version in json.loads(done.stdout).items()}
+
+
+def mismatches(pins: dict[str, str], versions: dict[str, str]) -> list[str]:
+    """Pins an environment does not hold (a local version label such as +cpu satisfies its public version)."""
+    from packaging.specifiers import SpecifierSet
+
+    wrong = []
+    for name, version in pins.items():
+        have = versions.get(name)
+        if have is None or not SpecifierSet(f"=={version}").contains(have, prereleases=True):
+            wrong.append(f"{name} {have or 'missing'} (pinned {version})")
+    return wrong
+
+
+def current(root: Path) -> Stack:
+    """The project's own environment, checked against its pins (a hand-installed torch would mislabel every run)."""
+    pins = project_pins(root)
+    versions = {normalize(name): metadata.version(name) for name in pins}
+    wrong = mismatches(pins, versions)
+    if wrong:
+        raise StackError(
+            f"environment {CURRENT!r} ({sys.executable}) does not hold the project's pins: {', '.join(wrong)}. "
+            "Run `make` to reinstall them, or name the stack you want as an environment in params.yaml"
+        )
+    frozen = freeze(sys.executable)
+    key = hashlib.sha256("\n".join(frozen).encode()).hexdigest()[:12]
+    return Stack(CURRENT, pins, sys.executable, key, frozen)
+
+
+def _build(name: str, pins: dict[str, str], folder: Path, python: Path) -> None:
+    """Create the venv and install torch first, alone (as `make` does), then the rest under the pins."""
+    subprocess.run([sys.executable, "-m", "venv", str(folder)], check=True)
+    log = folder / "build.log"
+    if "torch" in pins:
+        _pip(python, ["install", "--quiet", f"torch=={pins['torch']}"], log, name)
+    constraints = folder / "constraints.txt"
+    constraints.write_text("".join(f"{package}=={version}\n" for package, version in pins.items()))
+    requirements = [f"{package}=={pins[package]}" if package in pins else package
+                    for package in map(normalize, TRIAL_PACKAGES)]  # fmt: skip
+    extra = [
+        f"{package}=={version}" for package, version in pins.items() if package not in map(normalize, TRIAL_PACKAGES)
+    ]
+    _pip(python, ["install", "--quiet", "-c", str(constraints), *requirements, *extra], log, name)
+    wrong = mismatches(pins, installed_versions(str(python), list(pins)))
+    if wrong:
+        raise StackError(f"environment {name!r}: pip installed {', '.join(wrong)}")
+
+
+def build(name: str, pins: dict[str, str], cache_root: Path) -> Stack:
+    """The environment for `pins`, built into `cache_root` on first use (torch first, alone, as `make` does)."""
+    key = environment_key(pins, platform.python_version())
+    folder = (cache_root / f"{name}-{key}").resolve()
+    python = folder / "bin" / "python"
+    marker = folder / READY_MARKER
+    cache_root.mkdir(parents=True, exist_ok=True)
+    with open(cache_root / f"{name}-{key}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # a second pipeline building the same environment waits for this one
+        if not marker.exists():
+            LOGGER.info("environment %s: building %s (first use; reused afterwards)", name, folder)
+            shutil.rmtree(folder, ignore_errors=True)  # a build interrupted earlier
+            try:
+                _build(name, pins, folder, python)
+            except BaseException:
+                shutil.rmtree(
+                    folder, ignore_errors=True
+                )  # nothing half-built is left to be mistaken for an environment
+                raise
+            marker.write_text(json.dumps({"name": name, "pins": pins, "python": platform.python_version()}))
+    return Stack(name, pins, str(python), key, freeze(str(python)))
+
+
+DEVICE_PROBE = (
+    "import json, torch\n"
+    "available = torch.cuda.is_available()\n"
+    "print(json.dumps({'version': torch.__version__, 'built': torch.backends.cuda.is_built(),"
+    " 'available': available, 'count': torch.cuda.device_count() if available else 0}))"
+)
+
+
+def check_device(stack: Stack, label: str, device: str) -> None:
+    """`benchmark.device` is usable in this environment's torch: a CUDA build that sees that GPU (before any work)."""
+    if not device.startswith("cuda"):
+        return
+    done = subprocess.run([stack.python, "-c", DEVICE_PROBE], capture_output=True, text=True)
+    if done.returncode != 0:
+        raise StackError(f"environment {label!r}: torch does not import: {done.stderr.strip()[-300:]}")
+    probe = json.loads(done.stdout)
+    index = int(device.split(":", 1)[1]) if ":" in device else 0
+    if not probe["built"]:
+        raise StackError(
+            f"`benchmark.device` is {device!r}, but environment {label!r} has torch {probe['version']}, built without "
+            "CUDA; use `cpu`, or compare an environment with a CUDA build of torch"
+        )
+    if not probe["available"]:
+        raise StackError(
+            f"`benchmark.device` is {device!r}, but environment {label!r} (torch {probe['version']}) sees no GPU "
+            "(no driver or no device); use `cpu`"
+        )
+    if index >= probe["count"]:
+        raise StackError(
+            f"`benchmark.device` is {device!r}, but environment {label!r} sees {probe['count']} GPU(s): "
+            f"use cuda:0 .. cuda:{probe['count'] - 1}"
+        )
+
+
+def stacks(selected: list[dict], root: Path, cache_root: Path) -> dict[str, Stack]:
+    """The interpreter of each compared environment (by label), `current` checked, the others built or reused."""
+    built: dict[str, Stack] = {}
+    by_label = {}
+    for entry in selected:
+        name = entry["name"]
+        if name not in built:
+            built[name] = current(root) if name == CURRENT else build(name, entry["pins"], cache_root)
+        by_label[entry["label"]] = built[name]
+    return by_label
+
+
+def main() -> None:
+    from compilebench.config import ConfigError, load_config
+
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    try:
+        config = load_config()
+        names = sys.argv[1:] or list(config.environments)
+        unknown = sorted(set(names) - set(config.environments))
+        if unknown:
+            raise ConfigError(f"unknown environments {unknown}; params.yaml defines {sorted(config.environments)}")
+        root = Path.cwd()
+        project = project_pins(root)
+        for name in names:
+            stack = (
+                current(root)
+                if name == CURRENT
+                else build(name, resolve(project, config.environments[name].pins), Path(config.paths.environments))
+            )
+            print(f"{name}: {stack.python} ({', '.join(f'{k}=={v}' for k, v in stack.pins.items())})")
+    except (ConfigError, StackError) as error:
+        LOGGER.error("%s", error)
+        sys.exit(2)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,432 @@
+"""From trial results to runs: one `RunRecord` per (environment, model, batch size, variant), its processes pooled.
+
+A compiled run's processes are its trials (cold and warm); the eager run of (environment, model, batch size) pools
+the eager samples of every trial of that model and batch size (each paired with a compiled variant, or timed alone
+in an eager-only suite). Statistics come from `stats`: latencies and speedup with a between-process interval,
+compile time cold (first calls on an empty cache) and warm, memory as the median over processes. A run is `ok`
+only when every one of its processes is; otherwise it carries the first failure's status and says which process.
+Pure functions over typed records; the tests feed them hand-made results.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import statistics
+from collections import defaultdict
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from compilebench import stats
+from compilebench.records import CACHE_COLD, CACHE_SHARED, EAGER, STATUS_OK, TrialResult, TrialSpec
+
+FAILURE_ORDER = ("crashed", "killed", "oom", "timeout", "compile_error", "error", "accuracy_fail")
+# What a run takes from its trials' recorded environment (the same for all of them: one interpreter, one machine).
+ENVIRONMENT_FIELDS = (
+    "device", "device_name", "machine_fingerprint", "cpu_model", "memory_gib", "hostname", "torch_version",
+    "transformers_version", "python_version", "cuda_version", "cudnn_version", "gpu_driver", "gpu_memory_mib",
+    "gpu_power_limit_w", "gpu_max_sm_clock_mhz", "platform", "float32_matmul_precision", "matmul_allow_tf32",
+    "cudnn_allow_tf32", "cudnn_benchmark",
+)  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Context:
+    """What is the same for every run of an invocation, or of one environment in it."""
+
+    invocation_id: str
+    suite: str
+    scale: str
+    machine: str  # the label a user gives this machine (runner.machine, or the hostname)
+    git_commit: str
+    image_source: str
+    image_sha256: str
+    min_iters: int
+    min_time_s: float
+    max_cv: float
+
+
+@dataclass(frozen=True)
+class ModelInfo:
+    """Where a model's checkpoint came from (the manifest's entry)."""
+
+    weights_source: str
+    config_origin: str
+    param_count: int | None
+    resolved_revision: str | None = None
+
+
+@dataclass(frozen=True)
+class EnvironmentInfo:
+    """A compared environment: its label in this invocation, its name in params, its pins and package list."""
+
+    label: str
+    name: str
+    key: str
+    pins: dict[str, str]
+    freeze: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    """One run as it goes to results (a JSON line), the tables and MLflow: what ran, where, and what it measured."""
+
+    run_uid: str
+    invocation_id: str
+    suite: str
+    scale: str
+    environment: str
+    environment_name: str
+    environment_key: str
+    environment_pins: str  # JSON
+    environment_freeze: tuple[str, ...]  # the exact package list of the environment
+    model_id: str
+    label: str
+    task: str
+    batch_size: int
+    variant: str
+    compile: bool
+    compile_mode: str
+    inductor_options: str  # JSON
+    dynamic: bool | None
+    fullgraph: bool
+    dtype: str
+    variant_dtype: str
+    channels_last: bool
+    weights_source: str
+    config_origin: str
+    param_count: int | None
+    resolved_revision: str | None
+    image_source: str
+    image_sha256: str
+    machine: str
+    git_commit: str
+    status: str
+    error: str | None
+    replicates: int  # processes planned
+    processes: int  # processes that measured
+    text_source: str | None = None
+    input_shapes: str | None = None  # JSON
+    num_threads: int | None = None
+    environment_fields: dict[str, str] = field(default_factory=dict)
+    count: int | None = None  # samples pooled over processes
+    latency_ms_mean: float | None = None
+    latency_ms_median: float | None = None
+    latency_ms_p90: float | None = None
+    latency_ms_p99: float | None = None
+    latency_ms_std: float | None = None
+    latency_ms_iqr: float | None = None
+    latency_ms_min: float | None = None
+    latency_ms_max: float | None = None
+    cv: float | None = None  # pooled samples' std / mean
+    robust_cv: float | None = None  # pooled samples' IQR / 1.349 / median: the spread without the outliers
+    process_cv: float | None = None  # median over processes of their own robust cv (what validity judges)
+    latency_ms_median_ci_low: float | None = None
+    latency_ms_median_ci_high: float | None = None
+    latency_ci_method: str | None = None
+    throughput_img_s: float | None = None
+    eager_latency_ms_mean: float | None = None  # a compiled run's paired eager samples
+    eager_latency_ms_median: float | None = None
+    eager_cv: float | None = None
+    speedup: float | None = None
+    speedup_ci_low: float | None = None
+    speedup_ci_high: float | None = None
+    speedup_ci_method: str | None = None
+    speedup_verdict: str | None = None
+    improvement_pct: float | None = None
+    first_call_s: float | None = None  # eager: the first call (median over processes)
+    compile_s: float | None = None  # compiled: first call in a fresh process on an empty cache (median of cold)
+    compile_s_warm: float | None = None  # ... on the cache a cold process left (median of warm processes)
+    break_even_calls: float | None = None  # cold compile / time saved per call
+    break_even_calls_warm: float | None = None
+    peak_mem_mib: float | None = None
+    mem_delta_mib: float | None = None
+    compile_peak_mem_mib: float | None = None
+    reserved_mem_mib: float | None = None
+    eager_peak_mem_mib: float | None = None
+    max_abs_diff: float | None = None
+    max_rel_diff: float | None = None
+    task_check: str | None = None
+    task_agreement: float | None = None
+    graph_count: int | None = None
+    graph_break_count: int | None = None
+    graph_break_reasons: tuple[str, ...] = ()
+    recompile_count: int | None = None
+    fell_back_to_eager: bool | None = None
+    inductor_counters: dict[str, int] = field(default_factory=dict)
+    warmup_calls: int | None = None
+    process_results: tuple[dict[str, Any], ...] = ()  # per process: trial id, cache, compile time, raw samples
+
+    def to_dict(self) -> dict[str, Any]:
+        """A flat row: the environment fields beside the others, raw per-process samples kept."""
+        row = asdict(self)
+        row.update(row.pop("environment_fields"))
+        return row
+
+
+def run_uid(invocation_id: str, spec: TrialSpec, variant: str) -> str:
+    """The id of a run in its invocation: the same on every resume and sync, so it is logged once."""
+    return f"{invocation_id}/{spec.environment}/{spec.model.model_id}/bs{spec.batch_size}/{variant}"
+
+
+def _median(values: list[float | None]) -> float | None:
+    present = [value for value in values if value is not None]
+    return statistics.median(present) if present else None
+
+
+def _run_status(results: list[TrialResult]) -> tuple[str, str | None]:
+    """ok only when every process is; else the worst failure, naming the process."""
+    failed = [result for result in results if result.status != STATUS_OK]
+    if not failed:
+        return STATUS_OK, None
+    worst = min(failed, key=lambda r: FAILURE_ORDER.index(r.status) if r.status in FAILURE_ORDER else 99)
+    others = f" (and {len(failed) - 1} more process(es) not ok)" if len(failed) > 1 else ""
+    return worst.status, f"{worst.trial_id}: {worst.error}{others}"
+
+
+def validity_problems(processes: list[TrialResult], context: Context, compiled: bool) -> list[str]:
+    """Why an otherwise ok run is too thin or too noisy to report (empty when it is fine)."""
+    problems = []
+    for result in processes:
+        count = len(result.compiled_ms if compiled else result.eager_ms)
+        if count < context.min_iters:
+            problems.append(f"{result.trial_id}: {count} iterations < benchmark.min_iters {context.min_iters}")
+        if result.timed_s is not None and result.timed_s < context.min_time_s:
+            problems.append(f"{result.trial_id}: timed {result.timed_s:.2f} s < benchmark.min_time_s")
+    cvs = [stats.summarize_ms(r.compiled_ms if compiled else r.eager_ms).get("robust_cv") for r in processes]
+    process_cv = _median(cvs)
+    if process_cv is not None and process_cv > context.max_cv:
+        problems.append(f"median process robust cv {process_cv:.3f} > benchmark.max_cv {context.max_cv}")
+    return problems
+
+
+def _identity(spec: TrialSpec, environment: EnvironmentInfo, model: ModelInfo, context: Context) -> dict[str, Any]:
+    variant = spec.variant
+    return {
+        "invocation_id": context.invocation_id,
+        "suite": context.suite,
+        "scale": context.scale,
+        "environment": environment.label,
+        "environment_name": environment.name,
+        "environment_key": environment.key,
+        "environment_pins": json.dumps(environment.pins, sort_keys=True),
+        "environment_freeze": environment.freeze,
+        "model_id": spec.model.model_id,
+        "label": spec.model.label,
+        "task": spec.model.task,
+        "batch_size": spec.batch_size,
+        "dtype": spec.timing.dtype,
+        "weights_source": model.weights_source,
+        "config_origin": model.config_origin,
+        "param_count": model.param_count,
+        "resolved_revision": model.resolved_revision,
+        "image_source": context.image_source,
+        "image_sha256": context.image_sha256,
+        "machine": context.machine,
+        "git_commit": context.git_commit,
+        "compile": variant.compile,
+        "compile_mode": variant.mode if variant.compile else "none",
+        "inductor_options": json.dumps(variant.inductor, sort_keys=True),
+        "dynamic": variant.dynamic,
+        "fullgraph": variant.fullgraph,
+        "channels_last": variant.channels_last,
+    }
+
+
+def _measured_facts(results: list[TrialResult]) -> dict[str, Any]:
+    """What every process of a run saw alike: the environment, threads, inputs."""
+    measured = [result for result in results if result.environment]
+    if not measured:
+        return {}
+    first = measured[0]
+    return {
+        "environment_fields": {key: first.environment.get(key, "") for key in ENVIRONMENT_FIELDS},
+        "num_threads": first.num_threads,
+        "text_source": first.text_source,
+        "input_shapes": json.dumps(first.input_shapes),
+    }
+
+
+def _process_row(spec: TrialSpec, result: TrialResult) -> dict[str, Any]:
+    return {
+        "trial_id": result.trial_id,
+        "replicate": spec.replicate,
+        "cache": spec.cache,
+        "status": result.status,
+        "started_at": result.started_at,
+        "wall_s": result.wall_s,
+        "compile_s": result.compile_s,
+        "first_call_s": result.eager_first_call_s,
+        "peak_mem_mib": result.peak_mem_mib,
+        "eager_ms": list(result.eager_ms),
+        "compiled_ms": list(result.compiled_ms),
+    }
+
+
+def _latency_fields(samples: list[list[float]], batch_size: int) -> dict[str, Any]:
+    pooled = [value for process in samples for value in process]
+    summary = stats.summarize_ms(pooled)
+    median = stats.median_estimate(samples)
+    summary.pop("count")
+    return {
+        **summary,
+        "count": len(pooled),
+        "process_cv": _median([stats.summarize_ms(s).get("robust_cv") for s in samples]),
+        "latency_ms_median_ci_low": median.low,
+        "latency_ms_median_ci_high": median.high,
+        "latency_ci_method": median.method,
+        "throughput_img_s": stats.throughput_img_s(summary["latency_ms_median"], batch_size),
+    }
+
+
+def compiled_run(
+    trials: list[tuple[TrialSpec, TrialResult]], environment: EnvironmentInfo, model: ModelInfo, context: Context
+) -> RunRecord:
+    """One compiled run from its replicate processes."""
+    spec = trials[0][0]
+    results = [result for _, result in trials]
+    status, error = _run_status(results)
+    variant_dtype = spec.variant.dtype or spec.timing.dtype
+    measured = [(s, r) for s, r in trials if r.compiled_ms and r.eager_ms and len(r.compiled_ms) == len(r.eager_ms)]
+    record: dict[str, Any] = {
+        **_identity(spec, environment, model, context),
+        **_measured_facts(results),
+        "run_uid": run_uid(context.invocation_id, spec, spec.variant.name),
+        "variant": spec.variant.name,
+        "variant_dtype": next((r.variant_dtype for r in results if r.variant_dtype), variant_dtype),
+        "status": status,
+        "error": error,
+        "replicates": len(trials),
+        "processes": len(measured),
+        "process_results": tuple(_process_row(s, r) for s, r in trials),
+    }  # fmt: skip
+    if measured:
+        compiled = [list(r.compiled_ms) for _, r in measured]
+        eager = [list(r.eager_ms) for _, r in measured]
+        record.update(_latency_fields(compiled, spec.batch_size))
+        paired = stats.summarize_ms([value for process in eager for value in process])
+        speedup = stats.speedup_estimate(list(zip(eager, compiled, strict=True)))
+        cold = [r.compile_s for s, r in measured if s.cache in (CACHE_COLD, CACHE_SHARED)]
+        warm = [r.compile_s for s, r in measured if s.cache not in (CACHE_COLD, CACHE_SHARED)]
+        eager_median, compiled_median = paired["latency_ms_median"], record["latency_ms_median"]
+        record.update(
+            eager_latency_ms_mean=paired["latency_ms_mean"],
+            eager_latency_ms_median=eager_median,
+            eager_cv=paired["cv"],
+            speedup=speedup.value,
+            speedup_ci_low=speedup.low,
+            speedup_ci_high=speedup.high,
+            speedup_ci_method=speedup.method,
+            speedup_verdict=stats.verdict(speedup.low, speedup.high) if speedup.has_interval else None,
+            improvement_pct=stats.improvement_pct(paired["latency_ms_mean"], record["latency_ms_mean"]),
+            compile_s=_median(cold),
+            compile_s_warm=_median(warm),
+            peak_mem_mib=_median([r.peak_mem_mib for _, r in measured]),
+            mem_delta_mib=_median([r.mem_delta_mib for _, r in measured]),
+            compile_peak_mem_mib=_median([r.compile_peak_mem_mib for _, r in measured]),
+            reserved_mem_mib=_median([r.reserved_mem_mib for _, r in measured]),
+            max_abs_diff=max(r.max_abs_diff for _, r in measured if r.max_abs_diff is not None),
+            max_rel_diff=max(r.max_rel_diff for _, r in measured if r.max_rel_diff is not None),
+            task_check=measured[0][1].task_check,
+            task_agreement=min(r.task_agreement for _, r in measured if r.task_agreement is not None),
+            warmup_calls=measured[0][1].warmup_calls,
+        )
+        for key, compile_s in (
+            ("break_even_calls", record["compile_s"]),
+            ("break_even_calls_warm", record["compile_s_warm"]),
+        ):
+            if compile_s is not None:
+                record[key] = stats.break_even_calls(compile_s, eager_median, compiled_median)
+        if status == STATUS_OK:
+            problems = validity_problems([r for _, r in measured], context, compiled=True)
+            if problems:
+                record.update(status="invalid", error="; ".join(problems))
+    healths = [r.health for r in results if r.health is not None]
+    if healths:
+        record.update(
+            graph_count=max(h.graph_count for h in healths),
+            graph_break_count=max(h.graph_break_count for h in healths),
+            graph_break_reasons=tuple(dict.fromkeys(reason for h in healths for reason in h.graph_break_reasons)),
+            recompile_count=max(h.recompile_count for h in healths),
+            fell_back_to_eager=any(h.fell_back_to_eager for h in healths),
+            inductor_counters=healths[0].inductor_counters,
+        )  # fmt: skip
+    return RunRecord(**record)
+
+
+def eager_run(
+    trials: list[tuple[TrialSpec, TrialResult]], environment: EnvironmentInfo, model: ModelInfo, context: Context
+) -> RunRecord:
+    """The eager run of one (environment, model, batch size): every process's eager samples."""
+    spec = trials[0][0]
+    results = [result for _, result in trials]
+    measured = [(s, r) for s, r in trials if r.eager_ms]
+    load_failures = [r for r in results if r.status != STATUS_OK and r.eager_first_call_s is None]
+    status, error = _run_status(load_failures) if load_failures else (STATUS_OK, None)
+    if status == STATUS_OK and not measured:
+        status, error = "error", "no process timed eager: every trial failed before its eager timing"
+    eager_variant = spec.variant.name == EAGER
+    record: dict[str, Any] = {
+        **_identity(spec, environment, model, context),
+        **_measured_facts(results),
+        "compile": False,
+        "compile_mode": "none",
+        "inductor_options": "{}",
+        "dynamic": None,
+        "fullgraph": False,
+        "channels_last": False,
+        "run_uid": run_uid(context.invocation_id, spec, EAGER),
+        "variant": EAGER,
+        "variant_dtype": spec.timing.dtype,
+        "status": status,
+        "error": error,
+        "replicates": len(trials),
+        "processes": len(measured),
+        "process_results": tuple(_process_row(s, r) for s, r in trials),
+        "first_call_s": _median([r.eager_first_call_s for r in results]),
+        "peak_mem_mib": _median([r.eager_peak_mem_mib for r in results]),
+        "mem_delta_mib": _median([r.eager_mem_delta_mib for r in results]),
+        "eager_peak_mem_mib": _median([r.eager_peak_mem_mib for r in results]),
+        "warmup_calls": spec.timing.warmup_iters,
+    }
+    if measured:
+        record.update(_latency_fields([list(r.eager_ms) for _, r in measured], spec.batch_size))
+        if status == STATUS_OK and eager_variant:
+            problems = validity_problems([r for _, r in measured], context, compiled=False)
+            if problems:
+                record.update(status="invalid", error="; ".join(problems))
+    return RunRecord(**record)
+
+
+def run_records(
+    trials: list[TrialSpec],
+    results: dict[str, TrialResult],
+    environments: dict[str, EnvironmentInfo],
+    models: dict[str, ModelInfo],
+    context: Context,
+) -> list[RunRecord]:
+    """Every run of an invocation whose trials all have results: per (environment, model, batch), eager first."""
+    by_model: dict[tuple, list[tuple[TrialSpec, TrialResult]]] = defaultdict(list)
+    by_run: dict[tuple, list[tuple[TrialSpec, TrialResult]]] = defaultdict(list)
+    for spec in trials:
+        result = results.get(spec.trial_id)
+        key = (spec.environment, spec.model.model_id, spec.batch_size)
+        by_model[key].append((spec, result))
+        by_run[spec.run_key].append((spec, result))
+    records = []
+    for key, model_trials in by_model.items():
+        if any(result is None for _, result in model_trials):
+            continue  # not complete yet
+        environment, model = environments[key[0]], models[key[1]]
+        records.append(eager_run(model_trials, environment, model, context))
+        for run_key, run_trials in by_run.items():
+            if run_key[:3] == key and run_trials[0][0].variant.compile:
+                records.append(
+                    compiled_run(sorted(run_trials, key=lambda t: t[0].replicate), environment, model, context)
+                )
+    return records
+
+
+def finite(value: Any) -> bool:
+    """A number that is not NaN or infinite (what a table or MLflow metric can hold)."""
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
