@@ -1,92 +1,56 @@
-"""Stage aggregate: eager vs compiled per (model, batch size, variant, device, torch version), set against the doc.
+"""Stage aggregate: this invocation's runs as tables: eager vs compiled, environments compared, against the doc.
 
-    python -m compilebench.aggregate              # reads params.yaml; writes summary, verdicts, versions, metrics
-    python -m compilebench.aggregate --from-mlflow [--out FILE]   # the summary table from every run in the store
+    python -m compilebench.aggregate                 # writes summary, verdicts, comparison, metrics (DVC outputs)
+    python -m compilebench.aggregate --check         # exit 3 if any run of paths.results did not end ok
+    python -m compilebench.aggregate --from-mlflow   # every run of the MLflow store: paths.store/runs.csv and
+                                                     # versions.csv (across invocations: not interleaved)
 
-1. summary: this invocation's raw results (JSON lines) as one table; with --from-mlflow, every measurement run of
-   the MLflow store instead (any machine, any version).
-2. verdicts: each compiled run against the published numbers (paths.reference), rules in `reference`.
-3. versions: every ok run in the MLflow store, per (model, batch size, variant, device) across torch/transformers
-   versions, each compared with the previous version; a change larger than the runs' measured noise is flagged.
-The tables and metrics are logged to the pipeline's parent MLflow run.
+1. summary: compiled runs beside their eager baseline, per environment.
+2. verdicts: each compiled run against the published numbers (rules in `reference`).
+3. comparison: with two or more environments, each against the first, interleaved in this invocation (`compare`);
+   verdicts need the A/A margin of this machine (paths.calibration). An invocation that compares an environment
+   with itself (compare: [current, current]) is such a calibration: its margins are written to paths.calibration.
+The DVC pipeline's tables come from this invocation only. The MLflow store (other machines, other invocations) is
+read by --from-mlflow, whose output DVC does not track, since the store changes without DVC seeing it.
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import logging
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
-from compilebench import reference, tracking
+from compilebench import compare, reference, tracking
 from compilebench.config import ConfigError, load_config
 from compilebench.files import write_atomic, write_json
+from compilebench.records import STATUS_OK, read_jsonl
 
 LOGGER = logging.getLogger(__name__)
 
-KEYS = ["model_id", "label", "task", "batch_size", "device", "device_name", "machine", "torch_version",
-        "transformers_version"]  # fmt: skip
+KEYS = ["environment", "model_id", "label", "task", "batch_size", "device", "device_name", "machine",
+        "torch_version", "transformers_version"]  # fmt: skip
 COLUMNS = [
-    *KEYS,
-    "variant",
-    "compile_mode",
-    "inductor_options",
-    "variant_dtype",
-    "channels_last",
-    "status",
-    "weights_source",
-    "image_source",
-    "eager_latency_ms_mean",
-    "eager_latency_ms_median",
-    "latency_ms_mean",
-    "latency_ms_median",
-    "latency_ms_p90",
-    "latency_ms_std",
-    "iterations",
-    "speedup",
-    "speedup_ci_low",
-    "speedup_ci_high",
-    "speedup_verdict",
-    "improvement_pct",
-    "cv",
-    "eager_cv",
-    "compile_s",
-    "compile_s_warm",
-    "inductor_cache",
-    "break_even_calls",
-    "peak_mem_mib",
-    "eager_peak_mem_mib",
-    "max_rel_diff",
-    "task_agreement",
-    "graph_count",
-    "graph_break_count",
-    "recompile_count",
-    "error",
-]
+    *KEYS, "variant", "compile_mode", "inductor_options", "variant_dtype", "channels_last", "status",
+    "weights_source", "image_source", "processes", "replicates", "eager_latency_ms_mean", "eager_latency_ms_median",
+    "latency_ms_mean", "latency_ms_median", "latency_ms_median_ci_low", "latency_ms_median_ci_high",
+    "latency_ms_p90", "latency_ms_std", "count", "speedup", "speedup_ci_low", "speedup_ci_high",
+    "speedup_ci_method", "speedup_verdict", "improvement_pct", "cv", "process_cv", "eager_cv", "compile_s",
+    "compile_s_warm", "break_even_calls", "break_even_calls_warm", "peak_mem_mib", "eager_peak_mem_mib",
+    "reserved_mem_mib", "max_rel_diff", "task_agreement", "graph_count", "graph_break_count", "recompile_count",
+    "machine_fingerprint", "environment_key", "error",
+]  # fmt: skip
 
 
-def read_results(path: Path) -> pd.DataFrame:
-    """The benchmark's JSON lines as a DataFrame (raw sample lists kept as objects)."""
-    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-    return pd.DataFrame(rows)
-
-
-def from_mlflow_frame(runs: pd.DataFrame) -> pd.DataFrame:
-    """MLflow search results (params.*, metrics.*, tags.* columns) as result rows."""
-    frame = pd.DataFrame(index=runs.index)
-    for column in runs.columns:
-        for prefix in ("params.", "metrics."):
-            if column.startswith(prefix):
-                frame[column.removeprefix(prefix)] = runs[column]
-    frame["status"] = runs.get("tags.status")
-    frame["speedup_verdict"] = runs.get("tags.speedup_verdict")
-    frame["batch_size"] = pd.to_numeric(frame["batch_size"])
-    frame["compile"] = frame["compile"].astype(str).str.lower() == "true"
-    return frame
+def read_results(path: str | Path) -> list[dict[str, Any]]:
+    """The benchmark's result rows (one per run; raw per-process samples kept)."""
+    return read_jsonl(path)
 
 
 def with_keys(frame: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
@@ -98,7 +62,7 @@ def with_keys(frame: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
 
 
 def summarize(results: pd.DataFrame) -> pd.DataFrame:
-    """Compiled rows beside their eager baseline: latencies, speedup with CI, improvement %, compile cost."""
+    """Compiled runs beside their eager baseline: latencies, speedup with CI, improvement %, compile cost."""
     frame = with_keys(results, KEYS)
     for column in COLUMNS:
         if column not in frame:
@@ -108,167 +72,214 @@ def summarize(results: pd.DataFrame) -> pd.DataFrame:
         columns={
             "latency_ms_mean": "eager_only_latency_ms_mean",
             "latency_ms_median": "eager_only_latency_ms_median",
-            "peak_mem_mib": "eager_peak_mem_mib",
+            "peak_mem_mib": "eager_run_peak_mem_mib",
         }
     ).drop_duplicates(KEYS, keep="last")
-    compiled = frame[frame["compile"].astype(bool)].drop(columns=["eager_peak_mem_mib"])
+    compiled = frame[frame["compile"].astype(bool)]
     table = compiled.merge(eager, on=KEYS, how="left")
+    table["eager_peak_mem_mib"] = table["eager_run_peak_mem_mib"]
     # A compiled row's eager latencies are its paired (interleaved) ones; an eager-only suite has none.
     for stat in ("mean", "median"):
         paired = f"eager_latency_ms_{stat}"
         table[paired] = table[paired].fillna(table[f"eager_only_latency_ms_{stat}"])
-    table = table[COLUMNS].sort_values(["task", "label", "batch_size", "device_name", "torch_version", "variant"])
+    table = table[COLUMNS].sort_values(["task", "label", "batch_size", "device_name", "environment", "variant"])
     return table.reset_index(drop=True)
 
 
-def headline_metrics(table: pd.DataFrame) -> dict[str, Any]:
-    """A few numbers for `dvc metrics show`: per variant, geometric-mean speedup over ok cells, and counts."""
-    ok = table[table["status"] == "ok"].dropna(subset=["speedup"])
-    metrics: dict[str, Any] = {"runs_ok": len(ok), "runs_not_ok": int((table["status"] != "ok").sum())}
-    for variant, group in ok.groupby("variant"):
+def headline_metrics(table: pd.DataFrame, compared: list[dict[str, Any]]) -> dict[str, Any]:
+    """A few numbers for `dvc metrics show`: per variant and environment, geometric-mean speedup, and counts."""
+    ok = table[table["status"] == STATUS_OK].dropna(subset=["speedup"])
+    metrics: dict[str, Any] = {"runs_ok": len(ok), "runs_not_ok": int((table["status"] != STATUS_OK).sum())}
+    several = table["environment"].nunique() > 1
+    for (environment, variant), group in ok.groupby(["environment", "variant"]):
+        prefix = f"{environment}_{variant}" if several else variant
         speedups = group["speedup"].astype(float)
-        metrics[f"{variant}_speedup_geomean"] = float(speedups.prod() ** (1 / len(speedups)))
-        metrics[f"{variant}_speedup_min"] = float(speedups.min())
-        metrics[f"{variant}_speedup_max"] = float(speedups.max())
-        metrics[f"{variant}_compile_s_median"] = float(group["compile_s"].astype(float).median())
+        metrics[f"{prefix}_speedup_geomean"] = float(speedups.prod() ** (1 / len(speedups)))
+        metrics[f"{prefix}_speedup_min"] = float(speedups.min())
+        metrics[f"{prefix}_speedup_max"] = float(speedups.max())
+        metrics[f"{prefix}_compile_s_median"] = float(group["compile_s"].astype(float).median())
+    if compared:
+        metrics["compared_cells"] = len(compared)
+        metrics["compared_cells_flagged"] = len(compare.flagged(compared))
+        metrics["compared_cells_health_changed"] = sum(bool(row["health_change"]) for row in compared)
     return metrics
 
 
 def best_variants(table: pd.DataFrame) -> pd.DataFrame:
-    """Per (model, batch size, device, torch): the fastest ok compiled variant, if any beat eager significantly."""
-    ok = table[(table["status"] == "ok") & (table["speedup_ci_low"].astype(float) > 1.0)]
+    """Per (environment, model, batch size, device, torch): the fastest ok compiled variant that beat eager."""
+    ok = table[(table["status"] == STATUS_OK) & (table["speedup_ci_low"].astype(float) > 1.0)]
     if ok.empty:
         return ok
     return ok.loc[ok.groupby(KEYS)["speedup"].idxmax(), [*KEYS, "variant", "speedup"]]
 
 
-VERSION_KEYS = ["model_id", "label", "batch_size", "variant", "device_name", "machine"]
-ENVIRONMENT_KEYS = ["torch_version", "transformers_version"]
+def write_csv(frame: pd.DataFrame, path: str | Path) -> None:
+    """A table as CSV, atomically."""
+    write_atomic(path, frame.to_csv(index=False))
 
 
-def _version_key(text: str) -> tuple:
-    """Sortable form of a version string ('2.13.0+cpu' < '2.14.1')."""
+def read_calibrations(path: str | Path) -> dict[str, Any]:
+    """Every A/A calibration recorded on this project, by machine fingerprint and device."""
+    path = Path(path)
+    return json.loads(path.read_text()) if path.exists() else {}
+
+
+def comparison(
+    rows: list[dict[str, Any]], labels: list[str], calibration_path: str | Path
+) -> tuple[list[dict], dict | None]:
+    """This invocation's environments compared, in `compare`'s order (judged with this machine's A/A margins, if
+    any), and the new margins when the invocation is itself an A/A calibration."""
+    if not rows:
+        return [], None
+    calibrations = read_calibrations(calibration_path)
+    key = compare.calibration_key(rows[0])
+    previous = calibrations.get(key)
+    compared = compare.comparison_rows(rows, previous["deltas"] if previous else None, labels)
+    if not compared or not compare.is_aa(rows):
+        return compared, None
+    measured = {
+        "deltas": compare.calibration(compared),
+        "invocation_id": rows[0]["invocation_id"],
+        "recorded_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "cells": len(compared),
+        "machine": rows[0].get("machine"),
+        "device_name": rows[0].get("device_name"),
+        "version": compare.CALIBRATION_VERSION,
+    }
+    return compared, measured
+
+
+def comparison_frame(compared: list[dict[str, Any]]) -> pd.DataFrame:
+    """The comparison rows as a table (an empty one, with its key columns, when nothing was compared)."""
+    if not compared:
+        return pd.DataFrame(columns=[*compare.CELL, "baseline", "candidate", "verdict", "health_change"])
+    return pd.DataFrame(compared)
+
+
+def store_rows(frame: pd.DataFrame) -> list[dict[str, Any]]:
+    """MLflow search results (params.*, metrics.*, tags.* columns) as result rows."""
+    rows = []
+    for _, run in frame.iterrows():
+        row: dict[str, Any] = {}
+        for column, value in run.items():
+            for prefix in ("params.", "metrics."):
+                if column.startswith(prefix) and not (isinstance(value, float) and value != value):
+                    row[column.removeprefix(prefix)] = value
+        row["status"] = run.get("tags.status")
+        row["start_time"] = run.get("start_time")
+        row["batch_size"] = int(row["batch_size"])
+        row["compile"] = str(row.get("compile")).lower() == "true"
+        row["fullgraph"] = str(row.get("fullgraph")).lower() == "true"
+        row["process_values"] = json.loads(row.get("process_values") or "{}")
+        rows.append(row)
+    return rows
+
+
+def version_rows(rows: list[dict[str, Any]], calibrations: dict[str, Any]) -> list[dict[str, Any]]:
+    """Across invocations in the store: per (model, batch, variant, machine, device), each software stack against
+    the previous one (ordered by torch, then transformers version); labelled not interleaved."""
     from packaging.version import InvalidVersion, Version
 
-    try:
-        return (0, Version(str(text)))
-    except InvalidVersion:
-        return (1, str(text))
+    def version(text: Any) -> tuple:
+        try:
+            return (0, Version(str(text)))
+        except InvalidVersion:
+            return (1, str(text))
 
-
-def compare_environments(previous: pd.Series, current: pd.Series) -> dict[str, Any]:
-    """Current run vs the same cell in the previous environment: changes, and a regression beyond measured noise."""
-    change = current["latency_ms_median"] / previous["latency_ms_median"] - 1
-    noise = max(current["cv"], previous["cv"])
-    flags = []
-    if change > noise:
-        flags.append(f"latency +{change * 100:.1f}% > noise {noise * 100:.1f}%")
-    compared: dict[str, Any] = {
-        "previous_environment": f"torch {previous['torch_version']} / transformers {previous['transformers_version']}",
-        "latency_change_pct": change * 100,
-    }
-    if pd.notna(current["speedup"]) and pd.notna(previous["speedup"]):
-        compared["speedup_change"] = current["speedup"] - previous["speedup"]
-        if current["speedup_ci_high"] < previous["speedup_ci_low"]:
-            previous_ci = f"[{previous['speedup_ci_low']:.2f}, {previous['speedup_ci_high']:.2f}]"
-            flags.append(f"speedup {current['speedup']:.2f}x below the previous CI {previous_ci}")
-    compared["regression"] = "; ".join(flags)
+    latest: dict[tuple, dict[str, Any]] = {}
+    for row in sorted(rows, key=lambda r: r.get("start_time") or 0):  # reruns: the newest counts
+        stack = (row.get("torch_version"), row.get("transformers_version"), row.get("environment_key"))
+        cell = (*(row.get(k) for k in compare.CELL), row.get("device_name"), row.get("machine_fingerprint"))
+        latest[(*cell, *stack)] = row
+    groups: dict[tuple, list[dict]] = {}
+    for key, row in latest.items():
+        groups.setdefault(key[:-3], []).append(row)
+    compared = []
+    for group in groups.values():
+        ordered = sorted(group, key=lambda r: (version(r.get("torch_version")), version(r.get("transformers_version"))))
+        for a, b in itertools.pairwise(ordered):
+            previous = calibrations.get(compare.calibration_key(b))
+            row = compare.compare_pair(a, b, previous["deltas"] if previous else None)
+            row.update(
+                device_name=b.get("device_name"),
+                machine=b.get("machine"),
+                baseline_invocation=a.get("invocation_id"),
+                candidate_invocation=b.get("invocation_id"),
+            )
+            compared.append(row)
     return compared
 
 
-def version_table(results: pd.DataFrame) -> pd.DataFrame:
-    """Ok runs per (model, batch size, variant, device) and environment, each compared with the previous environment.
-
-    A regression is flagged when the speedup's CI lies wholly below the previous one's, or the median latency grew
-    by more than the larger coefficient of variation of the two runs (their measured noise).
-    """
-    numeric = ("latency_ms_median", "cv", "speedup", "speedup_ci_low", "speedup_ci_high")
-    ok = with_keys(results[results["status"] == "ok"], [*VERSION_KEYS, *ENVIRONMENT_KEYS])
-    if ok.empty:
-        return pd.DataFrame(columns=[*VERSION_KEYS, *ENVIRONMENT_KEYS, *numeric, "regression"])
-    for column in numeric:
-        ok[column] = pd.to_numeric(ok[column], errors="coerce") if column in ok else float("nan")
-    if "start_time" in ok:
-        ok = ok.sort_values("start_time")
-    latest = ok.drop_duplicates([*VERSION_KEYS, *ENVIRONMENT_KEYS], keep="last")  # reruns: the newest counts
-    latest = latest.assign(
-        _order=[
-            (_version_key(a), _version_key(b))
-            for a, b in zip(latest["torch_version"], latest["transformers_version"], strict=True)
-        ]
-    )
-    rows = []
-    for _, group in latest.groupby(VERSION_KEYS, sort=True):
-        previous = None
-        for _, row in group.sort_values("_order").iterrows():
-            entry = {key: row[key] for key in [*VERSION_KEYS, *ENVIRONMENT_KEYS, *numeric]}
-            entry.update(compare_environments(previous, row) if previous is not None else {"regression": ""})
-            rows.append(entry)
-            previous = row
-    return pd.DataFrame(rows)
+def from_mlflow(config) -> None:
+    """Every measurement run of the store as a summary table, and the versions table across invocations."""
+    rows = store_rows(tracking.search_children(config.paths.tracking_uri, tracking.EXPERIMENT))
+    out = Path(config.paths.store)
+    table = summarize(pd.DataFrame(rows))
+    write_csv(table, out / "runs.csv")
+    versions = version_rows(rows, read_calibrations(config.paths.calibration))
+    write_csv(comparison_frame(versions), out / "versions.csv")
+    LOGGER.info("wrote %s (%d runs) and %s (%d comparisons across invocations, not interleaved)",
+                out / "runs.csv", len(table), out / "versions.csv", len(versions))  # fmt: skip
 
 
-def write_csv(frame: pd.DataFrame, path: Path) -> None:
-    """A table as CSV, atomically."""
-    write_atomic(path, frame.to_csv(index=False))
+def check(config) -> None:
+    """Exit 3 when some run of the last benchmark did not end ok (they are in the tables and the report)."""
+    failed = [
+        f"{row['model_id']} bs{row['batch_size']} {row['variant']} [{row['environment']}]: {row['status']} "
+        f"{row.get('error') or ''}"
+        for row in read_results(config.paths.results)
+        if row["status"] != STATUS_OK
+    ]
+    for line in failed:
+        LOGGER.error("not ok: %s", line[:300])
+    sys.exit(3 if failed else 0)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--from-mlflow", action="store_true", help="read every measurement run of the MLflow store")
-    parser.add_argument("--out", default=None, help="where to write the table (default: paths.summary)")
     parser.add_argument("--check", action="store_true", help="exit 3 if any run of paths.results did not end ok")
     args = parser.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     try:
         config = load_config()
-    except ConfigError as error:
+        if args.check:
+            check(config)
+        if args.from_mlflow:
+            from_mlflow(config)
+            return
+        rows = read_results(config.paths.results)
+        run_info = json.loads(Path(config.paths.run_info).read_text())
+    except (ConfigError, OSError, json.JSONDecodeError) as error:
         LOGGER.error("%s", error)
         sys.exit(2)
-    if args.check:
-        failed = [
-            f"{r['cell']}: {r['status']} {r.get('error') or ''}"
-            for _, r in read_results(Path(config.paths.results)).iterrows()
-            if r["status"] != "ok"
-        ]
-        for line in failed:
-            LOGGER.error("not ok: %s", line[:300])
-        sys.exit(3 if failed else 0)
-    if args.from_mlflow:
-        results = from_mlflow_frame(tracking.search_children(config.paths.tracking_uri, tracking.EXPERIMENT))
-    else:
-        results = read_results(Path(config.paths.results))
-    table = summarize(results)
-    out = Path(args.out or config.paths.summary)
-    write_csv(table, out)
-    LOGGER.info("wrote %s (%d rows)", out, len(table))
+    table = summarize(pd.DataFrame(rows))
+    write_csv(table, config.paths.summary)
     best = best_variants(table)
     if not best.empty:
         LOGGER.info("best significant variant per cell:\n%s", best.to_string(index=False))
-    if args.from_mlflow:
-        return
     judged = reference.verdicts(table, reference.read_published(config.paths.reference))
-    write_csv(judged, Path(config.paths.verdicts))
+    write_csv(judged, config.paths.verdicts)
     LOGGER.info("verdicts against the published numbers: %s", judged["verdict"].value_counts().to_dict())
-    try:
-        store = from_mlflow_frame(tracking.search_children(config.paths.tracking_uri, tracking.EXPERIMENT))
-        versions = version_table(store)
-    except Exception as error:  # the store is an outside input: its failure must not lose this run's tables
-        LOGGER.warning("MLflow store unreadable, versions table left empty: %s", tracking.redact(str(error)))
-        versions = version_table(results.assign(status="none"))
-    write_csv(versions, Path(config.paths.versions))
-    regressions = versions[versions["regression"].astype(bool)] if not versions.empty else versions
-    if not regressions.empty:
-        LOGGER.warning("regressions against the previous environment:\n%s", regressions.to_string(index=False))
-    metrics = headline_metrics(table)
-    metrics.update({f"verdict_{key}": int(value) for key, value in judged["verdict"].value_counts().items()})
-    metrics["version_regressions"] = len(regressions)
+    compared, calibrated = comparison(rows, list(run_info.get("environments", {})), config.paths.calibration)
+    write_csv(comparison_frame(compared), config.paths.comparison)
+    if calibrated is not None:
+        calibrations = read_calibrations(config.paths.calibration)
+        calibrations[compare.calibration_key(rows[0])] = calibrated
+        write_json(config.paths.calibration, calibrations)
+        LOGGER.info("A/A calibration of this machine recorded in %s: %s", config.paths.calibration,
+                    {k: round(v, 4) for k, v in calibrated["deltas"].items()})  # fmt: skip
+    metrics = headline_metrics(table, compared)
+    metrics.update(
+        {f"verdict_{key.replace(' ', '_')}": int(value) for key, value in judged["verdict"].value_counts().items()}
+    )
     write_json(config.paths.metrics, metrics)
-    run_info = json.loads(Path(config.paths.run_info).read_text())
     tracker = tracking.Tracker(config.paths.tracking_uri, run_info["invocation_id"])
-    files = [out, Path(config.paths.verdicts), Path(config.paths.versions), Path(config.paths.metrics)]
+    files = [
+        Path(p) for p in (config.paths.summary, config.paths.verdicts, config.paths.comparison, config.paths.metrics)
+    ]
     if not tracker.log_parent(files, "summary", metrics=metrics):
-        LOGGER.warning("tables are in %s; `python -m compilebench.sync` attaches them to MLflow later", out.parent)
+        LOGGER.warning("tables are on disk; `python -m compilebench.sync` attaches them to MLflow later")
 
 
 if __name__ == "__main__":

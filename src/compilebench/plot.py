@@ -1,15 +1,18 @@
-"""Stage plot: the doc's figures, the comparison with the published numbers, and the report that shows them.
+"""Stage plot: the doc's figures, environments compared, the published numbers, and the report that shows them.
 
-    python -m compilebench.plot      # reads params.yaml and the aggregate tables; writes paths.plots and paths.report
+    python -m compilebench.plot                 # reads the aggregate tables; writes paths.plots and paths.report
+    python -m compilebench.plot --from-mlflow   # the versions figure of the whole store (after aggregate
+                                                # --from-mlflow), into paths.store; not a DVC output
 
-Per device and batch size, like the doc: 1. duration, eager vs each compiled variant (mean ms per model);
-2. percentage improvement, (eager - compiled) / eager * 100. Per device, beyond the doc: 3. measured speedup with its
-95% CI beside the published speedup of each GPU, one panel per batch size; 4. speedup across the torch /
-transformers versions in the MLflow store. Then `report.md`. Everything is logged to the parent MLflow run.
+Per environment, device and batch size, like the doc: 1. duration, eager vs each compiled variant (mean ms per
+model); 2. percentage improvement, (eager - compiled) / eager * 100. Beyond the doc: 3. per device, measured speedup
+with its 95% CI beside the published speedup of each GPU; 4. with two or more environments, B / A per metric with
+95% CIs and the A/A margin. Then `report.md`. Everything is logged to the parent MLflow run.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import logging
 import re
@@ -20,12 +23,13 @@ import matplotlib
 
 matplotlib.use("Agg")  # files only, no display
 import matplotlib.pyplot as plt
+import numpy as np
 import pandas as pd
 
-from compilebench import reference, report, tracking
-from compilebench.aggregate import write_csv
+from compilebench import compare, reference, report, tracking
 from compilebench.config import ConfigError, load_config
 from compilebench.files import write_atomic
+from compilebench.records import read_jsonl
 
 LOGGER = logging.getLogger(__name__)
 
@@ -34,10 +38,11 @@ def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9]+", "-", text).strip("-").lower()
 
 
-def panels(table: pd.DataFrame) -> list[tuple[str, int, pd.DataFrame]]:
-    """One (device name, batch size, rows) panel per device and batch size, ok rows only."""
+def panels(table: pd.DataFrame) -> list[tuple[str, str, int, pd.DataFrame]]:
+    """One (environment, device name, batch size, rows) panel each, ok rows only."""
     ok = table[table["status"] == "ok"]
-    return [(device, int(batch), group) for (device, batch), group in ok.groupby(["device_name", "batch_size"])]
+    groups = ok.groupby(["environment", "device_name", "batch_size"], sort=False)
+    return [(environment, device, int(batch), group) for (environment, device, batch), group in groups]
 
 
 def duration_figure(rows: pd.DataFrame, title: str, width_in: float) -> plt.Figure:
@@ -75,7 +80,9 @@ GPU_MARKERS = {"A100": "^", "V100": "s", "T4": "o"}
 
 def speedup_vs_published_figure(verdicts: pd.DataFrame, device: str, width_in: float) -> plt.Figure:
     """Measured speedup per model and variant with 95% CI bars; published GPUs as markers; a panel per batch size."""
-    rows = verdicts[(verdicts["device_name"] == device) & (verdicts["status"] == "ok")]
+    rows = verdicts[(verdicts["device_name"] == device) & (verdicts["status"] == "ok")].copy()
+    if rows["environment"].nunique() > 1:
+        rows["variant"] = rows["variant"] + " [" + rows["environment"] + "]"
     batches = sorted(rows["batch_size"].unique())
     fig, axes = plt.subplots(
         len(batches), 1, figsize=(width_in, 2.2 + 0.5 * rows["label"].nunique() * len(batches)), squeeze=False
@@ -104,77 +111,114 @@ def speedup_vs_published_figure(verdicts: pd.DataFrame, device: str, width_in: f
     return fig
 
 
-def versions_figure(versions: pd.DataFrame, device: str, width_in: float) -> plt.Figure:
-    """Speedup of each (model, batch size, variant) in each environment of the store, with 95% CI bars."""
-    rows = versions[(versions["device_name"] == device) & versions["speedup"].notna()].copy()
-    rows["cell"] = rows["label"] + " bs" + rows["batch_size"].astype(str) + " " + rows["variant"]
-    rows["environment"] = (
-        "torch " + rows["torch_version"].astype(str) + " / tf " + rows["transformers_version"].astype(str)
-    )
-    cells, environments = list(dict.fromkeys(rows["cell"])), list(dict.fromkeys(rows["environment"]))
-    fig, ax = plt.subplots(figsize=(width_in, 1.5 + 0.45 * len(cells) * max(len(environments), 1) / 2))
-    height = 0.8 / max(len(environments), 1)
-    for i, environment in enumerate(environments):
-        part = rows[rows["environment"] == environment].set_index("cell").reindex(cells)
-        y = [cells.index(cell) + (i - (len(environments) - 1) / 2) * height for cell in cells]
-        error = [part["speedup"] - part["speedup_ci_low"], part["speedup_ci_high"] - part["speedup"]]
-        ax.barh(y, part["speedup"], height=height, xerr=error, capsize=2, label=environment)
-        flagged = part[part["regression"].fillna("").astype(bool)]
-        for cell in flagged.index:
-            ax.annotate("regression", (flagged.loc[cell, "speedup"], y[cells.index(cell)]), fontsize=7, color="red")
-    ax.axvline(1.0, color="grey", linewidth=0.8, linestyle="--")
-    ax.set_yticks(range(len(cells)), cells)
-    ax.invert_yaxis()
-    ax.set_xlabel("speedup (x), 95% CI")
-    ax.set_title(f"{device}: speedup across the environments in the MLflow store")
-    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+def cell_names(compared: pd.DataFrame) -> pd.Series:
+    """How a comparison row is named in a figure: model, batch size, variant, and which environments."""
+    return (
+        compared["label"] + " bs" + compared["batch_size"].astype(str) + " " + compared["variant"]
+        + " (" + compared["candidate"] + " / " + compared["baseline"] + ")"
+    )  # fmt: skip
+
+
+def comparison_figure(compared: pd.DataFrame, names: pd.Series, width_in: float) -> plt.Figure:
+    """B / A per named row for each compared metric, with 95% CIs; the A/A margin shaded where there is one."""
+    metrics = [
+        m for m in compare.METRICS if f"{m.name}_ratio" in compared and compared[f"{m.name}_ratio"].notna().any()
+    ]
+    rows = compared.assign(cell=names.values)
+    cells = list(dict.fromkeys(rows["cell"]))
+    columns = max(1, min(3, len(metrics)))
+    lines = max(1, -(-len(metrics) // columns))
+    fig, axes = plt.subplots(lines, columns, figsize=(width_in * 1.4, 1.2 + 0.35 * len(cells) * lines), squeeze=False)
+    for ax, metric in zip(axes.flat, metrics, strict=False):
+        part = rows.drop_duplicates("cell").set_index("cell").reindex(cells)
+        ratio = part[f"{metric.name}_ratio"].astype(float)
+        low, high = part[f"{metric.name}_ci_low"].astype(float), part[f"{metric.name}_ci_high"].astype(float)
+        ax.errorbar(ratio, range(len(cells)), xerr=[ratio - low, high - ratio], fmt="o", capsize=3)
+        delta = part[f"{metric.name}_delta"].astype(float).dropna()
+        if not delta.empty:
+            margin = float(delta.iloc[0])
+            ax.axvspan(np.exp(-margin), np.exp(margin), color="grey", alpha=0.2, label="A/A margin")
+            ax.legend(fontsize=7)
+        ax.axvline(1.0, color="black", linewidth=0.8)
+        ax.set_yticks(range(len(cells)), cells, fontsize=7)
+        ax.invert_yaxis()
+        ax.set_title(f"{metric.name.replace('_', ' ')}: B / A ({metric.above} above 1)", fontsize=9)
+    for ax in list(axes.flat)[len(metrics) :]:
+        ax.set_visible(False)
     fig.tight_layout()
     return fig
+
+
+def versions_figure(versions: pd.DataFrame, width_in: float) -> plt.Figure:
+    """Across invocations in the store: each software stack against the previous one (not interleaved)."""
+    names = (
+        versions["label"] + " bs" + versions["batch_size"].astype(str) + " " + versions["variant"] + " "
+        + versions["device_name"].astype(str) + ": " + versions["candidate_versions"] + " vs "
+        + versions["baseline_versions"]
+    )  # fmt: skip
+    return comparison_figure(versions, names, width_in)
 
 
 def plot_data(table: pd.DataFrame) -> pd.DataFrame:
     """Long-form rows for `dvc plots show`."""
     ok = table[table["status"] == "ok"].copy()
     ok["model"] = ok["label"] + " bs" + ok["batch_size"].astype(str) + " " + ok["variant"]
-    return ok[["model", "label", "batch_size", "variant", "device_name", "speedup", "improvement_pct"]]
+    if ok["environment"].nunique() > 1:
+        ok["model"] += " [" + ok["environment"] + "]"
+    return ok[["model", "label", "batch_size", "variant", "environment", "device_name", "speedup", "improvement_pct"]]
+
+
+def save_figure(fig: plt.Figure, path: Path, dpi: int) -> Path:
+    """A figure as PNG, closed afterwards."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=dpi)
+    plt.close(fig)
+    return path
 
 
 def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--from-mlflow", action="store_true", help="the versions figure of the whole MLflow store")
+    args = parser.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     try:
         config = load_config()
-    except ConfigError as error:
+        if args.from_mlflow:
+            versions = pd.read_csv(Path(config.paths.store) / "versions.csv")
+        else:
+            table = pd.read_csv(config.paths.summary)
+            verdicts = pd.read_csv(config.paths.verdicts)
+            compared = pd.read_csv(config.paths.comparison)
+            run_info = json.loads(Path(config.paths.run_info).read_text())
+            results = read_jsonl(config.paths.results)
+    except (ConfigError, OSError, ValueError) as error:
         LOGGER.error("%s", error)
         sys.exit(2)
-    table = pd.read_csv(config.paths.summary)
-    verdicts = pd.read_csv(config.paths.verdicts)
-    versions = pd.read_csv(config.paths.versions)
-    out_dir = Path(config.paths.plots)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    width, written = config.plot.width_in, []
-
-    def save(fig: plt.Figure, name: str) -> None:
-        path = out_dir / name
-        fig.savefig(path, dpi=config.plot.dpi)
-        plt.close(fig)
-        written.append(path)
-
-    for device, batch, rows in panels(table):
-        stem, suffix = f"{_slug(device)}_bs{batch}", f" — {device}, batch size {batch}"
-        save(duration_figure(rows, "Duration" + suffix, width), f"duration_{stem}.png")
-        save(improvement_figure(rows, "Percentage improvement" + suffix, width), f"improvement_{stem}.png")
+    width, dpi = config.plot.width_in, config.plot.dpi
+    if args.from_mlflow:
+        path = save_figure(versions_figure(versions, width), Path(config.paths.store) / "versions.png", dpi)
+        LOGGER.info("wrote %s", path)
+        return
+    out_dir, written = Path(config.paths.plots), []
+    for environment, device, batch, rows in panels(table):
+        stem = f"{_slug(environment)}_{_slug(device)}_bs{batch}"
+        suffix = f" — {device}, batch size {batch}, {environment}"
+        written.append(
+            save_figure(duration_figure(rows, "Duration" + suffix, width), out_dir / f"duration_{stem}.png", dpi)
+        )
+        written.append(save_figure(improvement_figure(rows, "Percentage improvement" + suffix, width),
+                                   out_dir / f"improvement_{stem}.png", dpi))  # fmt: skip
     for device in sorted(verdicts.loc[verdicts["status"] == "ok", "device_name"].unique()):
-        save(speedup_vs_published_figure(verdicts, device, width), f"speedup_vs_published_{_slug(device)}.png")
-    for device in sorted(versions.loc[versions["speedup"].notna(), "device_name"].unique()):
-        save(versions_figure(versions, device, width), f"versions_{_slug(device)}.png")
-    write_csv(plot_data(table), Path(config.paths.plot_data))
+        written.append(save_figure(speedup_vs_published_figure(verdicts, device, width),
+                                   out_dir / f"speedup_vs_published_{_slug(device)}.png", dpi))  # fmt: skip
+    if not compared.empty:
+        figure = comparison_figure(compared, cell_names(compared), width)
+        written.append(save_figure(figure, out_dir / "comparison.png", dpi))
+    write_atomic(config.paths.plot_data, plot_data(table).to_csv(index=False))
     LOGGER.info("wrote %d figures to %s", len(written), out_dir)
-
-    run_info = json.loads(Path(config.paths.run_info).read_text())
-    results = [json.loads(line) for line in Path(config.paths.results).read_text().splitlines() if line.strip()]
     published = reference.read_published(config.paths.reference)
     report_path = Path(config.paths.report)
-    text = report.render(config, results, table, verdicts, versions, published, written, report_path.parent, run_info)
+    text = report.render(results, table, verdicts, compared, published, written, report_path.parent, run_info)
     write_atomic(report_path, text)
     LOGGER.info("wrote %s", report_path)
     tracker = tracking.Tracker(config.paths.tracking_uri, run_info["invocation_id"])

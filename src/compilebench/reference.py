@@ -4,11 +4,16 @@
 
 One row per (scenario, GPU, batch size, model) with eager and compiled ms ("OOM" kept as a flag, not dropped).
 Scenarios: `torch-2.0.1` (default mode), `nightly-2.1.0dev` (default mode), `nightly-2.1.0dev-reduce-overhead`.
-Anomalies are flagged by code and excluded from verdicts. Verdict rules (also in the README):
-- compare speedup ratios everywhere, absolute ms only on the same GPU model;
+Anomalies are flagged by code and excluded from verdicts. Verdict rules (also in the README), by device:
 - a measured run whose status is not ok, or a variant the doc did not measure, is `not comparable`;
 - all published rows of the cell OOM: `published-OOM`;
-- measured 95% CI overlaps the published range across GPUs: `reproduced`; above it: `better`; below it: `worse`.
+- CPU: `informational`: the doc measured GPUs only, so its numbers are shown beside the CPU's, never judged;
+- the same GPU model as a published one (A100, V100, T4 in the device name): the reference is that GPU's speedup,
+  and absolute ms are compared too (`same-GPU`);
+- another GPU: the reference is the median of the published GPUs' speedups (`cross-GPU`);
+- then, with the band [reference / (1 + TOLERANCE), reference * (1 + TOLERANCE)]: the measured 95% CI overlaps it:
+  `reproduced`; lies wholly above it: `better`; wholly below: `worse`. The band does not widen when the doc's
+  GPUs disagree with each other.
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ SCENARIOS = {  # doc section -> (scenario, torch version, compile mode)
     "reduce-overhead": ("nightly-2.1.0dev-reduce-overhead", "2.1.0dev", "reduce-overhead"),
 }
 GPUS = ("A100", "V100", "T4")
+TOLERANCE = 0.10  # a measured speedup within +-10% of the reference (beyond its own CI) reproduces it
 COLUMNS = ["scenario", "torch_version", "compile_mode", "gpu", "batch_size", "doc_task", "label", "model_id",
            "eager_ms", "compiled_ms", "eager_oom", "compiled_oom", "note"]  # fmt: skip
 # Models a scenario's tables omit at some batch sizes because, as the doc says in prose, they ran out of memory.
@@ -156,6 +162,16 @@ def measured_as_doc(row: pd.Series) -> bool:
     )
 
 
+def band_verdict(ci_low: float, ci_high: float, reference_speedup: float) -> str:
+    """reproduced / better / worse: the measured CI against the band of +-TOLERANCE around the reference."""
+    low, high = reference_speedup / (1 + TOLERANCE), reference_speedup * (1 + TOLERANCE)
+    if ci_low > high:
+        return "better"
+    if ci_high < low:
+        return "worse"
+    return "reproduced"
+
+
 def verdict(measured: pd.Series, published: pd.DataFrame) -> dict:
     """The verdict of one measured compiled run against the published rows of its (model, batch size, mode)."""
     result = {f"published_speedup_{gpu}": None for gpu in GPUS}
@@ -166,6 +182,9 @@ def verdict(measured: pd.Series, published: pd.DataFrame) -> dict:
         & (published["batch_size"] == measured["batch_size"])
     ]
     result["published_scenario"] = scenario
+    device = str(measured.get("device", ""))
+    on_gpu = device.startswith("cuda")
+    result["comparison"] = "CPU" if not on_gpu else None
     if measured["status"] != "ok":
         return {**result, "verdict": "not comparable", "reason": f"measured status {measured['status']}"}
     if scenario is None:
@@ -179,29 +198,32 @@ def verdict(measured: pd.Series, published: pd.DataFrame) -> dict:
         if (rows["eager_oom"] | rows["compiled_oom"]).all():
             return {**result, "verdict": "published-OOM", "reason": "every published GPU ran out of memory"}
         return {**result, "verdict": "not comparable", "reason": "published rows are all anomalous"}
-    low, high = usable["speedup"].min(), usable["speedup"].max()
-    result.update(published_speedup_min=low, published_speedup_max=high)
-    ci_low, ci_high = measured["speedup_ci_low"], measured["speedup_ci_high"]
-    if ci_high < low:
-        outcome = "worse"
-    elif ci_low > high:
-        outcome = "better"
-    else:
-        outcome = "reproduced"
     same_gpu = next((gpu for gpu in GPUS if gpu in str(measured.get("device_name", ""))), None)
-    result["same_gpu"] = same_gpu
-    if same_gpu is not None and same_gpu in set(usable["gpu"]):
+    if on_gpu and same_gpu in set(usable["gpu"]):
         published_row = usable[usable["gpu"] == same_gpu].iloc[0]
+        reference_speedup, comparison = float(published_row["speedup"]), f"same-GPU ({same_gpu})"
         result["eager_ms_vs_published"] = measured["eager_latency_ms_mean"] / published_row["eager_ms"]
         result["compiled_ms_vs_published"] = measured["latency_ms_mean"] / published_row["compiled_ms"]
-    reason = f"measured CI [{ci_low:.2f}, {ci_high:.2f}] vs published {low:.2f}-{high:.2f} across {len(usable)} GPU(s)"
-    return {**result, "verdict": outcome, "reason": reason}
+    else:
+        reference_speedup = float(usable["speedup"].median())
+        comparison = "cross-GPU" if on_gpu else "CPU"
+    ci_low, ci_high = measured["speedup_ci_low"], measured["speedup_ci_high"]
+    result.update(
+        reference_speedup=reference_speedup,
+        comparison=comparison,
+        speedup_vs_reference=measured["speedup"] / reference_speedup,
+    )
+    where = f"{len(usable)} published GPU(s), median" if comparison != f"same-GPU ({same_gpu})" else same_gpu
+    reason = f"measured CI [{ci_low:.2f}, {ci_high:.2f}] vs {reference_speedup:.2f} ({where}) +-{TOLERANCE:.0%}"
+    if not on_gpu:
+        return {**result, "verdict": "informational", "reason": f"CPU run; the doc measured GPUs. {reason}"}
+    return {**result, "verdict": band_verdict(ci_low, ci_high, reference_speedup), "reason": reason}
 
 
 def verdicts(summary: pd.DataFrame, published: pd.DataFrame) -> pd.DataFrame:
     """One verdict row per measured compiled run of the summary table."""
-    keys = ["model_id", "label", "batch_size", "variant", "compile_mode", "device_name", "torch_version",
-            "speedup", "speedup_ci_low", "speedup_ci_high", "status"]  # fmt: skip
+    keys = ["environment", "model_id", "label", "batch_size", "variant", "compile_mode", "device", "device_name",
+            "torch_version", "speedup", "speedup_ci_low", "speedup_ci_high", "status"]  # fmt: skip
     rows = [{**{key: row.get(key) for key in keys}, **verdict(row, published)} for _, row in summary.iterrows()]
     return pd.DataFrame(rows)
 

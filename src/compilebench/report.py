@@ -1,22 +1,26 @@
-"""The run's report in Markdown: environment, suite, the doc-layout tables, verdicts, anomalies, failures, figures.
+"""The run's report in Markdown: what ran where, the doc-layout tables, environments compared, verdicts, failures.
 
 Pure rendering: `render(...)` takes the tables the stages wrote and returns the text of `report.md`.
 """
 
 from __future__ import annotations
 
+import math
 import os
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
+from compilebench import compare
 from compilebench.models import DOC_TASK_TITLES
-from compilebench.reference import GPUS
+from compilebench.reference import GPUS, TOLERANCE
 
 ENVIRONMENT_FIELDS = (
-    "device", "device_name", "torch_version", "transformers_version", "python_version", "cuda_version", "platform",
-    "num_threads", "git_commit", "image_source", "image_sha256",
+    "environment_name", "environment_pins", "torch_version", "transformers_version", "python_version",
+    "cuda_version", "cudnn_version", "gpu_driver", "device", "device_name", "machine", "machine_fingerprint",
+    "cpu_model", "memory_gib", "num_threads", "float32_matmul_precision", "cudnn_allow_tf32", "platform",
+    "git_commit", "image_source", "image_sha256",
 )  # fmt: skip
 
 
@@ -33,73 +37,118 @@ def _table(frame: pd.DataFrame) -> str:
 
 
 def _fmt(value: Any, digits: int = 2, suffix: str = "") -> str:
-    return "" if value is None or pd.isna(value) else f"{float(value):.{digits}f}{suffix}"
+    if value is None or (isinstance(value, float) and math.isnan(value)) or pd.isna(value):
+        return ""
+    return f"{float(value):.{digits}f}{suffix}"
 
 
-def doc_layout(summary: pd.DataFrame, device: str, batch: int) -> pd.DataFrame:
+def _interval(value: Any, low: Any, high: Any, digits: int = 2) -> str:
+    if not _fmt(value):
+        return ""
+    ci = f" [{_fmt(low, digits)}, {_fmt(high, digits)}]" if _fmt(low) and _fmt(high) else " [no CI]"
+    return _fmt(value, digits) + ci
+
+
+def doc_layout(summary: pd.DataFrame, environment: str, device: str, batch: int) -> pd.DataFrame:
     """The doc's table: "Task/Model | no compile | compile <variant> ..." in mean ms (the doc reports means)."""
-    rows = summary[(summary["device_name"] == device) & (summary["batch_size"] == batch)]
+    rows = summary[
+        (summary["environment"] == environment) & (summary["device_name"] == device) & (summary["batch_size"] == batch)
+    ]
     table = []
     for (task, label), group in rows.groupby(["task", "label"], sort=False):
-        ok = group[group["status"] == "ok"]
         entry = {
             "Task/Model": f"{DOC_TASK_TITLES.get(task, task)}/{label}",
             "no compile (ms)": _fmt(group["eager_latency_ms_mean"].iloc[0], 3),
         }
         for _, row in group.iterrows():
-            value = _fmt(row["latency_ms_mean"], 3) if row["variant"] in set(ok["variant"]) else row["status"]
+            value = _fmt(row["latency_ms_mean"], 3) if row["status"] == "ok" else row["status"]
             entry[f"compile {row['variant']} (ms)"] = value
         table.append(entry)
     return pd.DataFrame(table)
 
 
 def verdict_table(verdicts: pd.DataFrame) -> pd.DataFrame:
-    """Measured speedup with CI beside the published one on each GPU, and the verdict."""
+    """Measured speedup with CI beside the published one on each GPU, the reference used, and the verdict."""
     rows = []
     for _, row in verdicts.iterrows():
         entry = {
             "model": row["label"],
             "batch": row["batch_size"],
             "variant": row["variant"],
+            "environment": row.get("environment"),
             "device": row["device_name"],
-            "measured speedup [95% CI]": (
-                f"{_fmt(row['speedup'])} [{_fmt(row['speedup_ci_low'])}, {_fmt(row['speedup_ci_high'])}]"
-                if pd.notna(row.get("speedup"))
-                else ""
+            "measured speedup [95% CI]": _interval(
+                row.get("speedup"), row.get("speedup_ci_low"), row.get("speedup_ci_high")
             ),
         }
         for gpu in GPUS:
             entry[f"published {gpu}"] = _fmt(row.get(f"published_speedup_{gpu}"))
+        entry["reference"] = _fmt(row.get("reference_speedup"))
+        entry["compared as"] = row.get("comparison")
         entry["verdict"] = row["verdict"]
-        entry["why"] = row["reason"]
         rows.append(entry)
     return pd.DataFrame(rows)
 
 
+def comparison_table(compared: pd.DataFrame) -> pd.DataFrame:
+    """B against A per cell: each metric's ratio [95% CI] and verdict, compile-health changes first."""
+    rows = []
+    for _, row in compared.iterrows():
+        entry = {
+            "model": row["label"],
+            "batch": row["batch_size"],
+            "variant": row["variant"],
+            "B vs A": f"{row['candidate']} vs {row['baseline']}",
+            "health change": row.get("health_change") or "",
+        }
+        for metric in compare.METRICS:
+            if f"{metric.name}_ratio" in row and _fmt(row.get(f"{metric.name}_ratio")):
+                ratio = _interval(
+                    row[f"{metric.name}_ratio"], row[f"{metric.name}_ci_low"], row[f"{metric.name}_ci_high"], 3
+                )
+                entry[metric.name.replace("_", " ")] = f"{ratio} {row[f'{metric.name}_verdict']}"
+        entry["verdict"] = row["verdict"]
+        rows.append(entry)
+    return pd.DataFrame(rows)
+
+
+def environment_table(results: list[dict[str, Any]]) -> pd.DataFrame:
+    """One column per environment of the invocation: what it ran on."""
+    firsts = {}
+    for row in results:
+        firsts.setdefault(row["environment"], row)
+    return pd.DataFrame(
+        [{"field": key, **{label: row.get(key) for label, row in firsts.items()}} for key in ENVIRONMENT_FIELDS]
+    )
+
+
 def render(
-    config: Any,
     results: list[dict[str, Any]],
     summary: pd.DataFrame,
     verdicts: pd.DataFrame,
-    versions: pd.DataFrame,
+    compared: pd.DataFrame,
     published: pd.DataFrame,
     figures: list[Path],
     report_dir: Path,
     run_info: dict[str, Any],
 ) -> str:
     """The whole report."""
-    suite = config.selected
     first = results[0] if results else {}
+    labels = list(dict.fromkeys(r["label"] for r in results))
+    batches = sorted({r["batch_size"] for r in results})
+    variants = list(dict.fromkeys(r["variant"] for r in results))
+    environments = list(dict.fromkeys(r["environment"] for r in results))
     lines = [
         "# compilebench report",
         "",
-        f"Suite `{config.suite}` ({suite.scale} scale): {len(suite.models)} models × batch sizes "
-        f"{suite.batch_sizes} × variants {suite.variants}. MLflow experiment `{run_info.get('experiment')}`, "
+        f"Suite `{first.get('suite')}` ({first.get('scale')} scale): {len(labels)} models × batch sizes {batches} "
+        f"× variants {variants} in environment(s) {environments}; each run measured in "
+        f"{first.get('replicates')} fresh processes. MLflow experiment `{run_info.get('experiment')}`, "
         f"invocation `{run_info.get('invocation_id')}` (tag `compilebench.invocation` of the parent run).",
         "",
         "## Environment",
         "",
-        _table(pd.DataFrame([{"field": key, "value": first.get(key)} for key in ENVIRONMENT_FIELDS])),
+        _table(environment_table(results)),
         "Weights: "
         + ", ".join(sorted({f"{r['label']} {r['weights_source']}" for r in results if "weights_source" in r}))
         + ". Random-init weights have the published architecture and input shapes; latency does not depend on "
@@ -108,28 +157,54 @@ def render(
         "## Measured, in the doc's layout (mean ms per batch)",
         "",
     ]
-    for (device, batch), _ in summary.groupby(["device_name", "batch_size"]):
-        lines += [f"### {device} (batch size: {batch})", "", _table(doc_layout(summary, device, int(batch)))]
+    for (environment, device, batch), _ in summary.groupby(["environment", "device_name", "batch_size"], sort=False):
+        lines += [
+            f"### {device} (batch size: {batch}), environment `{environment}`",
+            "",
+            _table(doc_layout(summary, environment, device, int(batch))),
+        ]
+    if not compared.empty:
+        calibrated = bool(compared["calibrated"].all()) if "calibrated" in compared else False
+        margin = (
+            "Verdicts need the 95% CI to clear the margin an A/A calibration of this machine measured "
+            "(`*_delta` columns of the CSV)."
+            if calibrated
+            else "**No A/A calibration of this machine yet**: verdicts only say whether the CI excludes 1.0, and "
+            "nothing is called equivalent. Run `dvc exp run -S 'compare=[current,current]'` once to calibrate."
+        )
+        lines += [
+            "## Environments compared (interleaved in this invocation)",
+            "",
+            "Ratios are B / A from per-process values (a median latency, a speedup, a compile time, a peak memory per "
+            "fresh process), with 95% CIs from Welch's t on their logarithms; compile cold: the first call of a "
+            f"process on an empty inductor cache, warm: on the cache it left. {margin} Changes of compile health "
+            "come first.",
+            "",
+            _table(comparison_table(compared)),
+        ]
     ok = verdicts[verdicts["status"] == "ok"]
     lines += [
         "## Against the published numbers",
         "",
-        "Speedup = median(eager) / median(compiled) of interleaved runs; published speedup = the doc's eager / "
-        "compiled ms (torch 2.0.1 for `default`, the nightly tables for `reduce-overhead`). A verdict compares "
-        "ratios; absolute ms are compared only on the same GPU model. A CI that contains 1.0 means no significant "
-        "difference between eager and compiled.",
+        "Speedup = median(eager) / median(compiled), pooled over fresh processes, each interleaving eager and "
+        "compiled calls; its 95% CI comes from the spread between processes. Published speedup = the doc's eager / "
+        "compiled ms (torch 2.0.1 for `default`, the nightly tables for `reduce-overhead`). On the same GPU model the "
+        "reference is that GPU's speedup (and absolute ms are compared); on another GPU the median of the published "
+        f"GPUs (cross-GPU); `reproduced` when the CI overlaps the reference ±{TOLERANCE:.0%}, `better` / `worse` "
+        "when it lies wholly above / below. A CPU run is `informational`: the doc measured GPUs only.",
         "",
         _table(verdict_table(verdicts)),
         "Verdicts: " + ", ".join(f"{k} {v}" for k, v in verdicts["verdict"].value_counts().items()) + ".",
         "",
     ]
     if not ok.empty:
-        best = ok.sort_values("speedup", ascending=False).drop_duplicates(["label", "batch_size", "device_name"])
+        best = ok.sort_values("speedup", ascending=False).drop_duplicates(["environment", "label", "batch_size",
+                                                                           "device_name"])  # fmt: skip
         best = best[best["speedup_ci_low"] > 1.0]
         lines += [
             "## Best variant per model (significantly faster than eager)",
             "",
-            _table(best[["label", "batch_size", "device_name", "variant", "speedup"]].round(2)),
+            _table(best[["environment", "label", "batch_size", "device_name", "variant", "speedup"]].round(2)),
         ]
     flagged = published[published["anomaly"] != ""]
     lines += [
@@ -137,21 +212,14 @@ def render(
         "",
         _table(flagged[["scenario", "gpu", "batch_size", "label", "eager_ms", "compiled_ms", "anomaly"]]),
     ]
-    not_ok = summary[summary["status"] != "ok"]
-    eager_not_ok = [r for r in results if r.get("variant") == "eager" and r.get("status") != "ok"]
-    failed = pd.concat(
+    failed = pd.DataFrame(
         [
-            not_ok[["label", "batch_size", "variant", "status", "error"]],
-            pd.DataFrame(
-                [{k: r.get(k) for k in ("label", "batch_size", "variant", "status", "error")} for r in eager_not_ok]
-            ),
+            {k: r.get(k) for k in ("environment", "label", "batch_size", "variant", "status", "error")}
+            for r in results
+            if r.get("status") != "ok"
         ]
     )
     lines += ["## Failed or invalid runs", "", _table(failed)]
-    if not versions.empty and versions[["torch_version", "transformers_version"]].drop_duplicates().shape[0] > 1:
-        columns = ["label", "batch_size", "variant", "device_name", "torch_version", "transformers_version",
-                   "latency_ms_median", "speedup", "regression"]  # fmt: skip
-        lines += ["## Across versions in the MLflow store", "", _table(versions[columns].round(3))]
     lines += ["## Figures", ""]
     for figure in figures:
         lines += [f"![{figure.stem}]({os.path.relpath(figure, report_dir)})", ""]

@@ -15,8 +15,8 @@ import sys
 from pathlib import Path
 
 from compilebench import tracking
-from compilebench.benchmark import run_payload
 from compilebench.config import ConfigError, load_config
+from compilebench.records import read_jsonl
 
 LOGGER = logging.getLogger(__name__)
 
@@ -26,7 +26,7 @@ def main() -> None:
     try:
         config = load_config()
         run_info = json.loads(Path(config.paths.run_info).read_text())
-        records = [json.loads(line) for line in Path(config.paths.results).read_text().splitlines() if line.strip()]
+        records = read_jsonl(config.paths.results)
     except (ConfigError, OSError, json.JSONDecodeError) as error:
         LOGGER.error("nothing to sync: %s", error)
         sys.exit(2)
@@ -38,9 +38,9 @@ def main() -> None:
         LOGGER.error("MLflow store %s unreachable: %s", tracking.redact(tracker.uri), tracking.redact(str(error))[:300])
         sys.exit(1)
     for record in records:
-        tracker.log_run(**run_payload(record))
+        tracker.log_run(**tracking.run_payload(record))
     paths = config.paths
-    tables = [Path(p) for p in (paths.summary, paths.verdicts, paths.versions, paths.metrics) if Path(p).exists()]
+    tables = [Path(p) for p in (paths.summary, paths.verdicts, paths.comparison, paths.metrics) if Path(p).exists()]
     figures = sorted(Path(paths.plots).glob("*.png")) if Path(paths.plots).exists() else []
     report = [Path(paths.report)] if Path(paths.report).exists() else []
     metrics = json.loads(Path(paths.metrics).read_text()) if Path(paths.metrics).exists() else None

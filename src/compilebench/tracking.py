@@ -23,6 +23,8 @@ import mlflow
 from mlflow.entities import Metric, Param, RunTag
 from mlflow.tracking import MlflowClient
 
+from compilebench import compare
+
 LOGGER = logging.getLogger(__name__)
 
 PARENT_RUN_TAG = "mlflow.parentRunId"
@@ -30,6 +32,25 @@ RUN_UID_TAG = "compilebench.run_uid"
 INVOCATION_TAG = "compilebench.invocation"
 # A down server otherwise blocks each call for minutes (MLflow's default retries); users may set their own values.
 HTTP_DEFAULTS = {"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "2", "MLFLOW_HTTP_REQUEST_TIMEOUT": "20"}
+# MLflow prints "View run at <tracking URI>", credentials included; compilebench prints a redacted link instead.
+QUIET = {"MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT": "true"}
+PARAM_KEYS = (
+    "model_id", "label", "task", "batch_size", "variant", "compile", "compile_mode", "inductor_options", "dynamic",
+    "fullgraph", "dtype", "variant_dtype", "channels_last", "scale", "suite", "environment", "environment_name",
+    "environment_key", "environment_pins", "weights_source", "config_origin", "resolved_revision", "image_source",
+    "image_sha256", "text_source", "input_shapes", "num_threads", "replicates", "device", "device_name",
+    "machine", "machine_fingerprint", "cpu_model", "memory_gib", "torch_version", "transformers_version",
+    "python_version", "cuda_version", "cudnn_version", "gpu_driver", "gpu_memory_mib", "gpu_power_limit_w",
+    "gpu_max_sm_clock_mhz", "float32_matmul_precision", "matmul_allow_tf32", "cudnn_allow_tf32", "cudnn_benchmark",
+    "platform", "git_commit", "invocation_id", "run_uid", "task_check", "fell_back_to_eager",
+    "latency_ci_method", "speedup_ci_method",
+)  # fmt: skip
+TAG_KEYS = ("status", "label", "variant", "task", "device_name", "machine", "machine_fingerprint", "environment",
+            "torch_version", "transformers_version", "suite", "weights_source", "speedup_verdict")  # fmt: skip
+RAW_KEYS = ("process_results", "graph_break_reasons", "inductor_counters", "environment_freeze", "error",
+            "hostname")  # fmt: skip
+HEALTH_KEYS = ("graph_count", "graph_break_count", "graph_break_reasons", "recompile_count", "fell_back_to_eager",
+               "inductor_counters")  # fmt: skip
 EXPERIMENT = "compilebench"  # every pipeline invocation logs here
 _CREDENTIALS = re.compile(r"(//)[^/@\s]+@")  # user:password@ in a URI
 
@@ -78,10 +99,42 @@ def client(configured_uri: str) -> MlflowClient:
     uri = check_store(configured_uri)
     if uri.startswith("sqlite:///"):
         Path(uri.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
-    for key, value in HTTP_DEFAULTS.items():
+    for key, value in {**HTTP_DEFAULTS, **QUIET}.items():
         os.environ.setdefault(key, value)
     mlflow.set_tracking_uri(uri)
     return MlflowClient(tracking_uri=uri)
+
+
+def run_payload(row: dict[str, Any]) -> dict[str, Any]:
+    """A result row (RunRecord.to_dict()) as an MLflow run: name, params, metrics, tags, artifacts, failed flag, uid."""
+    params = {key: row.get(key) for key in PARAM_KEYS}
+    params["process_values"] = json.dumps({m.name: compare.process_values(row, m.name) for m in compare.METRICS})
+    metrics = {
+        key: value
+        for key, value in row.items()
+        if key not in PARAM_KEYS
+        and key not in RAW_KEYS
+        and isinstance(value, int | float)
+        and not isinstance(value, bool)
+    }
+    tags = {key: row.get(key) for key in TAG_KEYS}
+    tags["compiled"] = str(row["compile"]).lower()
+    artifacts: dict[str, Any] = {"samples.json": row.get("process_results")}
+    if row["compile"]:
+        artifacts["compile_health.json"] = {key: row.get(key) for key in HEALTH_KEYS}
+    if row.get("error"):
+        artifacts["error.json"] = {"status": row["status"], "error": row["error"]}
+    if row.get("environment_freeze"):
+        artifacts["environment/pip-freeze.txt"] = "\n".join(row["environment_freeze"]) + "\n"
+    return {
+        "name": f"{row['label']} bs{row['batch_size']} {row['variant']} [{row['environment']}]",
+        "params": params,
+        "metrics": metrics,
+        "tags": tags,
+        "artifacts": artifacts,
+        "failed": row["status"] != "ok",
+        "uid": row["run_uid"],
+    }
 
 
 def experiment_id(mlflow_client: MlflowClient, name: str) -> str:
@@ -160,7 +213,8 @@ def log_child(
         run_id, metrics=_metrics(metrics, int(time.time() * 1000)), params=_params(params), tags=_tags(tags)
     )
     for file_name, payload in (artifacts or {}).items():
-        mlflow_client.log_text(run_id, json.dumps(payload, indent=1, default=str), file_name)
+        text = payload if isinstance(payload, str) else json.dumps(payload, indent=1, default=str)
+        mlflow_client.log_text(run_id, redact(text), file_name)
     mlflow_client.set_terminated(run_id, status="FAILED" if failed else "FINISHED")
     return run_id
 
