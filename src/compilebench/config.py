@@ -22,9 +22,13 @@ DTYPES = ("float32", "bfloat16", "float16")
 WEIGHTS_CHOICES = ("auto", "hub", "random-init")
 COMPILE_CACHES = ("cold", "shared")
 SCALES = ("full", "tiny")
+MATMUL_PRECISIONS = ("highest", "high", "medium")
 EAGER = "eager"
+CURRENT = "current"
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
 _DEVICE = re.compile(r"^(cpu|cuda(:\d+)?)$")
+_PACKAGE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+_VERSION = re.compile(r"^[0-9][0-9A-Za-z.+!-]*$")
 
 
 class ConfigError(ValueError):
@@ -38,20 +42,23 @@ def _require(condition: bool, message: str) -> None:
 
 @dataclass
 class Paths:
-    environment: str = "data/environment.json"  # torch/transformers/python/CUDA/device: benchmark re-runs on change
     image: str = "data/image/input.jpg"  # the benchmark image (COCO or the embedded fallback)
     image_meta: str = "data/image/input.json"  # where the image came from, its size and sha256
     checkpoints: str = "data/checkpoints"  # one folder per model, plus manifest.json
     manifest: str = "data/checkpoints/manifest.json"  # what load_models materialised, and from where
+    selection: str = "data/selection.json"  # the models, variants and environments the benchmark measures
+    environments: str = ".compilebench/environments"  # built environments (venvs), one per resolved set of pins
     results: str = "data/results/runs.jsonl"  # one JSON line per (model, batch, variant) run, raw samples kept
-    journal: str = "data/journal"  # completed cells of an interrupted benchmark, for resuming (not a DVC output)
+    journal: str = "data/journal"  # completed trials of an interrupted benchmark, for resuming (not a DVC output)
     run_info: str = "data/results/run_info.json"  # the MLflow parent run of this pipeline invocation
     summary: str = "data/results/summary.csv"  # eager vs compiled table
     reference: str = (
         "data/reference/published.csv"  # the doc's published numbers, one row per (scenario, GPU, batch, model)
     )
     verdicts: str = "data/results/verdicts.csv"  # each compiled run against the published numbers
-    versions: str = "data/results/versions.csv"  # every run of the store across torch / transformers versions
+    comparison: str = "data/results/comparison.csv"  # environments compared in one invocation, interleaved
+    calibration: str = "data/calibration.json"  # A/A margins per machine (kept across runs; not a DVC output)
+    store: str = "data/store"  # tables and figures read back from the MLflow store (not a DVC output)
     report: str = "data/report/report.md"  # the run's report, with its figures
     metrics: str = "data/results/metrics.json"  # dvc metrics
     plots: str = "data/plots"  # PNG figures
@@ -127,14 +134,42 @@ class Variant:
             name != EAGER or (self.dtype is None and not self.channels_last),
             f"`variants.{EAGER}` takes benchmark.dtype and the default memory format: set them on compiled variants",
         )
-        if self.inductor:
-            from torch._inductor import config as inductor_config  # imported only when options are set
 
-            for option in self.inductor:
-                _require(
-                    hasattr(inductor_config, option.split(".")[0]),
-                    f"`variants.{name}.inductor.{option}` is not a torch._inductor.config option",
-                )
+    def check_inductor_options(self, name: str) -> None:
+        """Each inductor option names a torch._inductor.config value (imports torch: called by the stages that
+        compile, not at every config load)."""
+        if not self.inductor:
+            return
+        from torch._inductor import config as inductor_config
+
+        for option in self.inductor:
+            _require(
+                hasattr(inductor_config, option.split(".")[0]),
+                f"`variants.{name}.inductor.{option}` is not a torch._inductor.config option",
+            )
+
+
+@dataclass
+class Environment:
+    pins: dict[str, str] = field(default_factory=dict)  # package -> version, over the project's own pins
+
+    def check(self, name: str) -> None:
+        """Validate this environment; `name` is its key under `environments`."""
+        _require(
+            name != CURRENT or not self.pins,
+            f"`environments.{CURRENT}` is the project's own environment (constraints.txt, requirements.txt): "
+            f"it takes no pins; name another environment for {dict(self.pins)}",
+        )
+        _require(
+            name == CURRENT or bool(self.pins),
+            f"`environments.{name}.pins` must pin at least one package (e.g. {{torch: '2.14.1'}})",
+        )
+        for package, version in self.pins.items():
+            _require(bool(_PACKAGE.match(package)), f"`environments.{name}.pins`: {package!r} is not a package name")
+            _require(
+                bool(_VERSION.match(str(version))),
+                f"`environments.{name}.pins.{package}` must be an exact version such as '2.14.1', got {version!r}",
+            )
 
 
 @dataclass
@@ -150,31 +185,46 @@ class Benchmark:
     device: str = "cpu"  # cpu | cuda | cuda:N
     dtype: str = "float32"  # float32 | bfloat16 | float16 (model and inputs)
     num_threads: int = 0  # torch intra-op threads; 0 = one per core
-    warmup_iters: int = 3  # untimed calls per variant after the first call
-    min_iters: int = 10  # timed iterations per variant, at least
-    min_time_s: float = 5.0  # timed seconds per variant, at least
-    max_time_s: float = 60.0  # stop timing a variant after this many seconds
-    memory_iters: int = 2  # calls measured alone for peak memory, per variant
-    cell_timeout_s: float = 1800.0  # one (model, batch size) cell process is killed after this, seconds
+    replicates: int = 3  # fresh processes per run (environment, model, batch size, variant)
+    cold_replicates: int = 1  # of them, how many compile on an empty inductor cache (the rest on its warm cache)
+    seed: int = 0  # seed of the run order (shuffled per round; environments interleaved in balanced blocks)
+    warmup_iters: int = 2  # untimed calls after the first call, per process (at least 3 for CUDA-graph variants)
+    min_iters: int = 10  # timed pairs (eager, compiled) per process, at least
+    min_time_s: float = 2.0  # timed seconds per process, at least
+    max_time_s: float = 60.0  # stop timing a process after this many seconds, even below min_iters
+    memory_iters: int = 1  # calls measured alone for peak memory, per process
     rtol: float = 1e-3  # compiled vs eager output: max |diff| / max |eager| allowed (float32; x50 for 16-bit)
-    target_ci_halfwidth: float = 0.0  # also time until the speedup's 95% CI half-width is this small; 0 = off
-    max_cv: float = 0.25  # a run whose latency std/mean exceeds this is `invalid` (too noisy to report)
-    compile_cache: str = "cold"  # cold: a fresh inductor cache per cell | shared: the user's inductor cache
-    warm_compile: bool = True  # also time compiles again in a fresh process on the cell's now-warm cache
-    machine: str = ""  # this machine's name in a shared MLflow store; "" = its hostname
-    cell_memory_limit_mib: float = 0.0  # address space a cell may add after loading its model, MiB; 0 = no cap
+    target_ci_halfwidth: float = 0.0  # also time until a process's speedup CI half-width is this small; 0 = off
+    max_cv: float = 0.25  # a run whose processes' robust CV (IQR / 1.349 / median; median over processes) is
+    #                       above this is `invalid` (too noisy); a few outliers do not count, a wide spread does
+    compile_cache: str = "cold"  # cold: a fresh inductor cache per run, warm afterwards | shared: the user's cache
+    memory_limit_mib: float = 0.0  # memory a trial may add after loading its model, MiB (CPU: address space,
+    #                                CUDA: device memory); beyond it: status oom; 0 = no cap
+    float32_matmul_precision: str = "highest"  # highest (no TF32, torch's default) | high (TF32 matmuls) | medium
+    cudnn_allow_tf32: bool = True  # TF32 in cuDNN convolutions (torch's default, also in the doc's torch 2.0.1)
+    cudnn_benchmark: bool = False  # cuDNN autotuning of convolution algorithms (torch's default: off)
 
     def __post_init__(self) -> None:
         _require(
             bool(_DEVICE.match(self.device)), f"`benchmark.device` must be cpu, cuda or cuda:N, got {self.device!r}"
         )
         _require(self.dtype in DTYPES, f"`benchmark.dtype` must be one of {DTYPES}, got {self.dtype!r}")
-        for key in ("num_threads", "warmup_iters"):
+        for key in ("num_threads", "warmup_iters", "cold_replicates"):
             _require(getattr(self, key) >= 0, f"`benchmark.{key}` must be >= 0, got {getattr(self, key)}")
-        for key in ("min_iters", "memory_iters"):
+        for key in ("min_iters", "memory_iters", "replicates"):
             _require(getattr(self, key) >= 1, f"`benchmark.{key}` must be >= 1, got {getattr(self, key)}")
-        for key in ("min_time_s", "cell_timeout_s", "rtol", "target_ci_halfwidth", "max_cv", "cell_memory_limit_mib"):
+        for key in ("min_time_s", "rtol", "target_ci_halfwidth", "max_cv", "memory_limit_mib"):
             _require(getattr(self, key) >= 0, f"`benchmark.{key}` must be >= 0, got {getattr(self, key)}")
+        _require(
+            self.cold_replicates <= self.replicates,
+            f"`benchmark.cold_replicates` ({self.cold_replicates}) must be <= `benchmark.replicates` "
+            f"({self.replicates})",
+        )
+        _require(
+            self.float32_matmul_precision in MATMUL_PRECISIONS,
+            f"`benchmark.float32_matmul_precision` must be one of {MATMUL_PRECISIONS}, "
+            f"got {self.float32_matmul_precision!r}",
+        )
         _require(
             self.compile_cache in COMPILE_CACHES,
             f"`benchmark.compile_cache` must be one of {COMPILE_CACHES}, got {self.compile_cache!r}",
@@ -183,6 +233,15 @@ class Benchmark:
             self.max_time_s >= self.min_time_s,
             f"`benchmark.max_time_s` ({self.max_time_s}) must be >= `benchmark.min_time_s` ({self.min_time_s})",
         )
+
+
+@dataclass
+class Runner:
+    machine: str = ""  # this machine's name in a shared MLflow store; "" = its hostname
+    trial_timeout_s: float = 1800.0  # a trial process is ended after this many seconds (status timeout)
+
+    def __post_init__(self) -> None:
+        _require(self.trial_timeout_s > 0, f"`runner.trial_timeout_s` must be > 0 seconds, got {self.trial_timeout_s}")
 
 
 @dataclass
@@ -198,11 +257,14 @@ class Plot:
 @dataclass
 class Config:
     suite: str = "cpu"  # key of `suites` that runs
+    compare: list[str] = field(default_factory=lambda: [CURRENT])  # environments measured, interleaved
     paths: Paths = field(default_factory=Paths)
     image: Image = field(default_factory=Image)
     models: Models = field(default_factory=Models)
     benchmark: Benchmark = field(default_factory=Benchmark)
+    runner: Runner = field(default_factory=Runner)
     plot: Plot = field(default_factory=Plot)
+    environments: dict[str, Environment] = field(default_factory=dict)
     variants: dict[str, Variant] = field(default_factory=dict)
     suites: dict[str, Suite] = field(default_factory=dict)
 
@@ -211,6 +273,17 @@ class Config:
             self.suite in self.suites,
             f"`suite` must be one of {sorted(self.suites)} (the keys of `suites`), got {self.suite!r}",
         )
+        _require(CURRENT in self.environments, f"`environments` must define `{CURRENT}`, the project's environment")
+        for name, environment in self.environments.items():
+            environment.check(name)
+        _require(
+            bool(self.compare), f"`compare` must name at least one environment; defined: {sorted(self.environments)}"
+        )
+        for name in self.compare:
+            _require(
+                name in self.environments,
+                f"`compare`: unknown environment {name!r}; defined: {sorted(self.environments)}",
+            )
         _require(EAGER in self.variants, f"`variants` must define `{EAGER}`, the baseline of every speedup")
         for name, variant in self.variants.items():
             variant.check(name)
@@ -249,6 +322,14 @@ class Config:
         """The suite that runs."""
         return self.suites[self.suite]
 
+    def check_selected_variants(self) -> None:
+        """The selected suite's inductor options exist in this torch (imports torch)."""
+        for name in self.selected.variants:
+            try:
+                self.variants[name].check_inductor_options(name)
+            except ConfigError as error:
+                raise ConfigError(f"params: {error}") from None
+
 
 def load_config(path: str | Path = "params.yaml", overrides: list[str] | None = None) -> Config:
     """Read params.yaml (plus `key=value` overrides), validate it against the schema, return typed objects."""
@@ -256,7 +337,14 @@ def load_config(path: str | Path = "params.yaml", overrides: list[str] | None = 
     if not path.is_file():
         raise ConfigError(f"params file {str(path)!r} does not exist")
     try:
-        raw = OmegaConf.load(path)
+        text = path.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise ConfigError(
+            f"{path}: not UTF-8 text (byte {error.start} is {error.object[error.start : error.start + 1]!r}); "
+            "save it as UTF-8"
+        ) from None
+    try:
+        raw = OmegaConf.create(text) if text.strip() else OmegaConf.create({})
         merged = OmegaConf.merge(OmegaConf.structured(Config), raw, OmegaConf.from_dotlist(overrides or []))
         return OmegaConf.to_object(merged)
     except OmegaConfBaseException as error:

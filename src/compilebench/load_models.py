@@ -1,17 +1,24 @@
-"""Stage load_models: one local checkpoint folder per model of the selected suite, and a manifest.
+"""Stage load_models: one local checkpoint folder per model of the selected suite, a manifest, and the selection.
 
-    python -m compilebench.load_models            # reads params.yaml; writes paths.checkpoints and paths.manifest
+    python -m compilebench.load_models    # reads params.yaml; writes paths.checkpoints, .manifest and .selection
 
 With the Hub reachable (or the checkpoint in the local Hugging Face cache), files come from the Hub by id and
 revision, safetensors only, and are linked (not copied) from the HF cache. Otherwise, if `models.weights` allows
 it, the published architecture is built from the model card with random weights from `models.seed` and saved with
 `save_pretrained` (latency depends on architecture and input shape, not on weight values). The benchmark loads
 every folder with `from_pretrained(folder)` and `AutoImageProcessor.from_pretrained(folder)` either way.
+
+A folder whose source has not changed (same card, scale, weights choice, seed and Hub reachability) is kept, not
+rebuilt; folders of models no longer selected are removed. The selection (paths.selection) holds what the
+benchmark measures: the models with their checkpoints, the batch sizes, the selected variants and the compared
+environments with their resolved pins. The benchmark depends on it rather than on whole params sections, so an
+edit of a suite, variant or environment that is not selected re-runs nothing expensive.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 import os
 import shutil
@@ -23,13 +30,14 @@ from typing import Any
 
 from tqdm import tqdm
 
-from compilebench import models
+from compilebench import environments, models, plan
 from compilebench.config import ConfigError, load_config
 from compilebench.files import write_json
 
 LOGGER = logging.getLogger(__name__)
 
 HUB_PATTERNS = ["*.json", "*.safetensors", "*.txt", "*.model"]  # configs, weights, tokenizer files; never *.bin
+SOURCE_FILE = "compilebench-source.json"  # in each checkpoint folder: what built it, and its manifest entry
 WEIGHTS_HUB = "hub"
 WEIGHTS_RANDOM = "random-init"
 
@@ -86,10 +94,7 @@ def from_hub(card: models.Card, folder: Path, online: bool) -> dict[str, Any]:
 
 def from_card(card: models.Card, folder: Path, scale: str, seed: int) -> dict[str, Any]:
     """Build the published architecture from the card with seeded random weights and save it."""
-    model = models.random_model(card, scale, seed)
-    folder.mkdir(parents=True, exist_ok=True)
-    model.save_pretrained(folder, safe_serialization=True)
-    models.build_processor(card, scale).save_pretrained(folder)
+    models.build_checkpoint(models.recipe(card, scale, seed, str(folder)), folder)
     return {
         "weights_source": WEIGHTS_RANDOM,
         "config_origin": f"card:{Path(card.path).name}" + (" (tiny)" if scale == "tiny" else ""),
@@ -107,9 +112,22 @@ def meta_param_count(card: models.Card, folder: Path) -> int:
         return models.count_params(models.model_class(card)(config))
 
 
+def source_key(card: models.Card, scale: str, weights: str, seed: int, online: bool) -> str:
+    """What a checkpoint folder depends on: the card's bytes, scale, weights choice, seed, Hub reachability."""
+    card_sha = hashlib.sha256(Path(card.path).read_bytes()).hexdigest()
+    return hashlib.sha256(f"{card_sha}|{scale}|{weights}|{seed}|{online}".encode()).hexdigest()[:16]
+
+
 def materialise(card: models.Card, root: Path, scale: str, weights: str, seed: int, online: bool) -> dict[str, Any]:
-    """One checkpoint folder under `root`, written to a temporary name first; its manifest entry."""
+    """One checkpoint folder under `root` (kept when its source is unchanged, else written to a temporary name
+    first); its manifest entry."""
     folder = root / card.slug(scale)
+    key = source_key(card, scale, weights, seed, online)
+    recorded = folder / SOURCE_FILE
+    if recorded.exists():
+        previous = json.loads(recorded.read_text())
+        if previous.get("key") == key:
+            return previous["entry"]
     tmp = root / (card.slug(scale) + ".partial")
     shutil.rmtree(tmp, ignore_errors=True)
     provenance = None
@@ -130,9 +148,7 @@ def materialise(card: models.Card, root: Path, scale: str, weights: str, seed: i
         raise LoadError(f"{card.hub_id}: models.weights is 'hub' but the suite's scale is tiny (no Hub checkpoint)")
     if provenance is None:
         provenance = from_card(card, tmp, scale, seed)
-    shutil.rmtree(folder, ignore_errors=True)
-    os.replace(tmp, folder)
-    return {
+    entry = {
         "model_id": card.hub_id,
         "label": card.label,
         "task": card.task,
@@ -141,10 +157,14 @@ def materialise(card: models.Card, root: Path, scale: str, weights: str, seed: i
         "revision": card.revision,
         **provenance,
         "seed": seed if provenance["weights_source"] == WEIGHTS_RANDOM else None,
-        "param_count": meta_param_count(card, folder),
+        "param_count": meta_param_count(card, tmp),
         "card": Path(card.path).name,
         "card_sha256": hashlib.sha256(Path(card.path).read_bytes()).hexdigest(),
     }
+    (tmp / SOURCE_FILE).write_text(json.dumps({"key": key, "entry": entry}, indent=1))
+    shutil.rmtree(folder, ignore_errors=True)
+    os.replace(tmp, folder)
+    return entry
 
 
 def main() -> None:
@@ -155,6 +175,11 @@ def main() -> None:
         LOGGER.error("%s", error)
         sys.exit(2)
     suite, root = config.selected, Path(config.paths.checkpoints)
+    try:
+        config.check_selected_variants()
+    except ConfigError as error:
+        LOGGER.error("%s", error)
+        sys.exit(2)
     root.mkdir(parents=True, exist_ok=True)
     online = config.models.weights != WEIGHTS_RANDOM and suite.scale == "full" and hub_reachable()
     if config.models.weights != WEIGHTS_RANDOM and suite.scale == "full":
@@ -169,7 +194,13 @@ def main() -> None:
     except (LoadError, models.CardError) as error:
         LOGGER.error("%s", error)
         sys.exit(2)
+    kept = {Path(entry["path"]).name for entry in manifest}
+    for folder in root.iterdir():
+        if folder.is_dir() and folder.name not in kept:
+            shutil.rmtree(folder)  # a model no longer selected
     write_json(config.paths.manifest, manifest)
+    checkpoints = {entry["model_id"]: entry["path"] for entry in manifest}
+    write_json(config.paths.selection, plan.selection(config, checkpoints, environments.project_pins(Path.cwd())))
 
 
 if __name__ == "__main__":
