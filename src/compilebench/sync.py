@@ -15,19 +15,18 @@ import sys
 from pathlib import Path
 
 from compilebench import tracking
-from compilebench.config import ConfigError, load_config
+from compilebench.config import stage_config
 from compilebench.records import read_jsonl
 
 LOGGER = logging.getLogger(__name__)
 
 
 def main() -> None:
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    config = stage_config()
     try:
-        config = load_config()
         run_info = json.loads(Path(config.paths.run_info).read_text())
         records = read_jsonl(config.paths.results)
-    except (ConfigError, OSError, json.JSONDecodeError) as error:
+    except (OSError, json.JSONDecodeError) as error:
         LOGGER.error("nothing to sync: %s", error)
         sys.exit(2)
     invocation = run_info["invocation_id"]

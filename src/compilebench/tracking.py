@@ -23,7 +23,7 @@ import mlflow
 from mlflow.entities import Metric, Param, RunTag
 from mlflow.tracking import MlflowClient
 
-from compilebench import compare
+from compilebench import compare, fingerprint
 
 LOGGER = logging.getLogger(__name__)
 
@@ -38,20 +38,17 @@ PARAM_KEYS = (
     "model_id", "label", "task", "batch_size", "variant", "compile", "compile_mode", "inductor_options", "dynamic",
     "fullgraph", "dtype", "variant_dtype", "channels_last", "scale", "suite", "environment", "environment_name",
     "environment_key", "environment_pins", "weights_source", "config_origin", "resolved_revision", "image_source",
-    "image_sha256", "text_source", "input_shapes", "num_threads", "replicates", "device", "device_name",
-    "machine", "machine_fingerprint", "cpu_model", "memory_gib", "torch_version", "transformers_version",
-    "python_version", "cuda_version", "cudnn_version", "gpu_driver", "gpu_memory_mib", "gpu_power_limit_w",
-    "gpu_max_sm_clock_mhz", "float32_matmul_precision", "matmul_allow_tf32", "cudnn_allow_tf32", "cudnn_benchmark",
-    "platform", "git_commit", "invocation_id", "run_uid", "task_check", "fell_back_to_eager",
-    "latency_ci_method", "speedup_ci_method",
+    "image_sha256", "text_source", "input_shapes", "num_threads", "replicates", "machine", "git_commit",
+    "invocation_id", "run_uid", "task_check", "fell_back_to_eager", "latency_ci_method", "speedup_ci_method",
+    *fingerprint.RUN_FIELDS,
 )  # fmt: skip
 TAG_KEYS = ("status", "label", "variant", "task", "device_name", "machine", "machine_fingerprint", "environment",
             "torch_version", "transformers_version", "suite", "weights_source", "speedup_verdict")  # fmt: skip
-RAW_KEYS = ("process_results", "graph_break_reasons", "inductor_counters", "environment_freeze", "error",
-            "hostname")  # fmt: skip
+RAW_KEYS = ("process_results", "graph_break_reasons", "inductor_counters", "environment_freeze", "error")
 HEALTH_KEYS = ("graph_count", "graph_break_count", "graph_break_reasons", "recompile_count", "fell_back_to_eager",
                "inductor_counters")  # fmt: skip
 EXPERIMENT = "compilebench"  # every pipeline invocation logs here
+EXPERIMENT_KIND_TAG, EXPERIMENT_KIND = "mlflow.experimentKind", "custom_model_development"  # the UI's "training runs"
 _CREDENTIALS = re.compile(r"(//)[^/@\s]+@")  # user:password@ in a URI
 
 
@@ -85,24 +82,102 @@ def check_store(configured_uri: str) -> str:
             f"tracking store {redact(uri)!r}: unknown scheme; use sqlite:///PATH, http(s)://HOST or a database URI"
         )
     if uri.startswith("sqlite:///"):
-        folder = Path(uri.removeprefix("sqlite:///")).parent
+        database = Path(uri.removeprefix("sqlite:///"))
+        folder = database.parent
         existing = next(path for path in (folder, *folder.parents) if path.exists())  # checks without writing
         if not existing.is_dir():
             raise StoreError(f"tracking store {uri!r}: cannot create {folder}: {existing} is not a directory")
         if not os.access(existing, os.W_OK):
             raise StoreError(f"tracking store {uri!r}: cannot create {folder}: {existing} is not writable")
+        if database.exists():
+            problem = sqlite_write_problem(database)
+            if problem:
+                raise StoreError(f"tracking store {uri!r}: the database {database} cannot be written ({problem})")
     return uri
 
 
+def sqlite_write_problem(database: Path) -> str | None:
+    """Why a SQLite file cannot take a write (None when it can): a write is made and rolled back. (Taking the write
+    lock alone succeeds on a read-only file; only a write says so.)"""
+    import sqlite3
+
+    try:
+        connection = sqlite3.connect(database, timeout=30, isolation_level=None)
+        try:
+            connection.execute("BEGIN IMMEDIATE")
+            version = connection.execute("PRAGMA user_version").fetchone()[0]
+            connection.execute(f"PRAGMA user_version = {int(version)}")  # a write to the header, same value
+            connection.execute("ROLLBACK")
+        finally:
+            connection.close()
+    except sqlite3.OperationalError as error:
+        text = str(error)
+        return "the database is read-only" if "readonly" in text.replace("-", "") or "read-only" in text else text
+    return None
+
+
+def _locked(path: Path):
+    """An exclusive lock on `path` (a file beside the store): other processes wait."""
+    import contextlib
+    import fcntl
+
+    @contextlib.contextmanager
+    def hold():
+        with open(path, "a") as handle:
+            fcntl.flock(handle, fcntl.LOCK_EX)
+            yield
+
+    return hold()
+
+
+def relocate_copied_store(database: Path) -> list[str]:
+    """A project copied with its store (cp -a) still records the original folder's absolute artifact paths, so its
+    runs would write into the original. Point them at this store's folder instead; returns what was moved."""
+    import sqlite3
+
+    root = database.parent.resolve()
+    moved = []
+    connection = sqlite3.connect(database, timeout=30)
+    try:
+        for experiment_id, location in connection.execute("SELECT experiment_id, artifact_location FROM experiments"):
+            old_root = str(location).removeprefix("file://").rsplit("/", 1)[0]
+            expected = f"{root}/{experiment_id}"
+            if str(location).removeprefix("file://") == expected or Path(old_root).name != root.name:
+                continue  # this store's own folder, or an artifact location someone chose on purpose
+            connection.execute("UPDATE experiments SET artifact_location = ? WHERE experiment_id = ?",
+                               (expected, experiment_id))  # fmt: skip
+            connection.execute(
+                "UPDATE runs SET artifact_uri = ? || substr(artifact_uri, ?) WHERE experiment_id = ? AND "
+                "artifact_uri LIKE ?",
+                (str(root), len(old_root) + 1, experiment_id, f"{old_root}/%"),
+            )
+            moved.append(f"{old_root} -> {root}")
+        connection.commit()
+    finally:
+        connection.close()
+    return sorted(set(moved))
+
+
 def client(configured_uri: str) -> MlflowClient:
-    """A client on the project's store; creates the folder of a local SQLite store; bounded HTTP retries."""
+    """A client on the project's store; bounded HTTP retries. A local SQLite store gets its folder and schema once,
+    under a lock (two pipelines starting at once on a fresh store would otherwise race MLflow's migration), and is
+    pointed back at its own folder if the project was copied with it."""
     uri = check_store(configured_uri)
-    if uri.startswith("sqlite:///"):
-        Path(uri.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
     for key, value in {**HTTP_DEFAULTS, **QUIET}.items():
         os.environ.setdefault(key, value)
     mlflow.set_tracking_uri(uri)
-    return MlflowClient(tracking_uri=uri)
+    if not uri.startswith("sqlite:///"):
+        return MlflowClient(tracking_uri=uri)
+    database = Path(uri.removeprefix("sqlite:///"))
+    database.parent.mkdir(parents=True, exist_ok=True)
+    with _locked(database.with_name(database.name + ".lock")):
+        mlflow_client = MlflowClient(tracking_uri=uri)
+        mlflow_client.search_experiments(max_results=1)  # creates or migrates the schema, one process at a time
+        inside_project = database.resolve().is_relative_to(Path.cwd().resolve())
+        for move in relocate_copied_store(database) if inside_project else []:
+            LOGGER.warning("MLflow store %s was copied from another folder: artifact paths moved (%s)", database,
+                           move)  # fmt: skip
+    return mlflow_client
 
 
 def run_payload(row: dict[str, Any]) -> dict[str, Any]:
@@ -138,11 +213,19 @@ def run_payload(row: dict[str, Any]) -> dict[str, Any]:
 
 
 def experiment_id(mlflow_client: MlflowClient, name: str) -> str:
-    """The id of experiment `name`, created if missing."""
+    """The id of experiment `name`, created if missing, marked as model-training runs (not a GenAI app) so that the
+    MLflow UI opens it on its runs table."""
     experiment = mlflow_client.get_experiment_by_name(name)
-    if experiment is not None:
-        return experiment.experiment_id
-    return mlflow_client.create_experiment(name)
+    if experiment is None:
+        return mlflow_client.create_experiment(name, tags={EXPERIMENT_KIND_TAG: EXPERIMENT_KIND})
+    if experiment.tags.get(EXPERIMENT_KIND_TAG) != EXPERIMENT_KIND:
+        mlflow_client.set_experiment_tag(experiment.experiment_id, EXPERIMENT_KIND_TAG, EXPERIMENT_KIND)
+    return experiment.experiment_id
+
+
+def ui_url(configured_uri: str, base: str) -> str:
+    """Where the MLflow UI at `base` shows compilebench's runs table (the experiment's runs tab)."""
+    return f"{base.rstrip('/')}/#/experiments/{experiment_id(client(configured_uri), EXPERIMENT)}/runs"
 
 
 def _params(values: dict[str, Any]) -> list[Param]:
@@ -303,3 +386,19 @@ class Tracker:
         except Exception as error:  # any store failure: the files are on disk, `sync` attaches them later
             self._warn(f"parent artifacts {artifact_dir or ''}".strip(), error)
             return False
+
+
+def main() -> None:
+    import argparse
+
+    from compilebench.config import stage_config
+
+    parser = argparse.ArgumentParser(description="Print where the MLflow UI shows compilebench's runs table.")
+    parser.add_argument("--ui-url", required=True, metavar="BASE", help="the UI's address, e.g. http://127.0.0.1:5000")
+    args = parser.parse_args()
+    config = stage_config()
+    print(f"compilebench runs: {ui_url(config.paths.tracking_uri, args.ui_url)}")
+
+
+if __name__ == "__main__":
+    main()
