@@ -123,23 +123,81 @@ def run_trial_process(
     started, oom_before = time.time(), oom_kills()
     with open(log_path, "w") as log:
         process = subprocess.Popen(
-            command, stdout=log, stderr=subprocess.STDOUT, env=trial_environment(cache_dir), start_new_session=True
+            command,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            env=trial_environment(cache_dir),
         )
         _LIVE.add(process)
+        cap_mib = spec.timing.memory_limit_mib if not spec.timing.device.startswith("cuda") else 0.0
         try:
-            returncode = process.wait(timeout=timeout_s or None)
+            returncode, peak_mib = wait_within(process, timeout_s, cap_mib)
         except subprocess.TimeoutExpired:
             end_group(process)
             return TrialResult.failed(spec.trial_id, "timeout", f"trial exceeded {timeout_s} s", started_at=started,
                                       wall_s=time.time() - started)  # fmt: skip
         finally:
             _LIVE.discard(process)
+        if returncode is None:
+            end_group(process)
+            return TrialResult.failed(
+                spec.trial_id, "oom", f"the trial's processes used {peak_mib:.0f} MiB of memory, more than "
+                f"benchmark.memory_limit_mib {cap_mib:g}", started_at=started, wall_s=time.time() - started,
+            )  # fmt: skip
     wall_s = time.time() - started
     if returncode == 0 and out_path.exists():
         return replace(TrialResult.from_dict(json.loads(out_path.read_text())), wall_s=wall_s)
     status, why = exit_status(returncode, oom_kills() > oom_before)
     return TrialResult.failed(spec.trial_id, status, f"trial process {why}: {log_tail(log_path)}",
                               started_at=started, wall_s=wall_s)  # fmt: skip
+
+
+MEMORY_POLL_S = 0.25  # how often a capped trial's resident memory is read
+
+
+def process_memory_kib(pid_dir: Path) -> int:
+    """A process's proportional resident memory (PSS: shared pages divided among their users, so a trial's compile
+    workers do not count libtorch once each), or its RSS where the kernel gives no PSS."""
+    try:
+        for line in (pid_dir / "smaps_rollup").read_text().splitlines():
+            if line.startswith("Pss:"):
+                return int(line.split()[1])
+    except OSError:
+        pass
+    return int((pid_dir / "statm").read_text().split()[1]) * os.sysconf("SC_PAGE_SIZE") // 1024
+
+
+def group_memory_mib(group: int) -> float:
+    """Memory of every process in process group `group` (a trial and its compile workers), MiB."""
+    total = 0
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            if int(fields[2]) == group:  # the field after state and ppid: pgrp
+                total += process_memory_kib(entry)
+        except (OSError, IndexError, ValueError):
+            continue  # the process ended while we looked
+    return total / 1024
+
+
+def wait_within(process: subprocess.Popen, timeout_s: float, cap_mib: float) -> tuple[int | None, float]:
+    """Wait for a trial process: (its exit code, peak MiB), or (None, peak MiB) when its process group's resident
+    memory passed `cap_mib` (0 = no cap, nothing is read). Raises TimeoutExpired past `timeout_s`."""
+    if cap_mib <= 0:
+        return process.wait(timeout=timeout_s or None), 0.0
+    deadline, peak = time.time() + (timeout_s or float("inf")), 0.0
+    while True:
+        try:
+            return process.wait(timeout=MEMORY_POLL_S), peak
+        except subprocess.TimeoutExpired:
+            if time.time() > deadline:
+                raise
+        peak = max(peak, group_memory_mib(process.pid))
+        if peak > cap_mib:
+            return None, peak
 
 
 def end_group(process: subprocess.Popen) -> None:

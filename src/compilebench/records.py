@@ -83,7 +83,7 @@ class TimingSpec:
     memory_iters: int = 1
     rtol: float = 1e-3
     target_ci_halfwidth: float = 0.0
-    memory_limit_mib: float = 0.0  # host address space (CPU) or device memory (CUDA) a trial may add; 0 = no cap
+    memory_limit_mib: float = 0.0  # CPU: resident MiB of the trial's processes; CUDA: device MiB it may add; 0 = no cap
     float32_matmul_precision: str = "highest"
     cudnn_allow_tf32: bool = True
     cudnn_benchmark: bool = False

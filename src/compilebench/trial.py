@@ -90,27 +90,19 @@ def threads(requested: int) -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
-def limit_memory(extra_mib: float, device: str) -> None:
-    """Cap what the trial may add from now on (0 = no cap); exceeding it is an out-of-memory error.
-
-    CPU: the process's address space. CUDA: the caching allocator's share of the device; an address-space cap
-    would break the CUDA context, which maps far more virtual memory than it uses.
-    """
-    if extra_mib <= 0:
+def limit_device_memory(extra_mib: float, device: str) -> None:
+    """CUDA: cap what the trial may add to the device from now on (0 = no cap) through the caching allocator, so
+    exceeding it raises torch's out-of-memory error. (On the CPU the launcher watches the trial's resident memory:
+    an address-space cap breaks allocations at random points inside torch, and a CUDA context maps far more virtual
+    memory than it uses.)"""
+    if extra_mib <= 0 or not device.startswith("cuda"):
         return
-    if device.startswith("cuda"):
-        import torch
+    import torch
 
-        index = torch.device(device).index or 0
-        total = torch.cuda.get_device_properties(index).total_memory
-        allowed = torch.cuda.memory_allocated(index) + extra_mib * 2**20
-        torch.cuda.set_per_process_memory_fraction(min(allowed / total, 1.0), index)
-        return
-    import resource
-
-    with open("/proc/self/statm") as statm:
-        current = int(statm.read().split()[0]) * resource.getpagesize()
-    resource.setrlimit(resource.RLIMIT_AS, (current + int(extra_mib * 2**20), resource.RLIM_INFINITY))
+    index = torch.device(device).index or 0
+    total = torch.cuda.get_device_properties(index).total_memory
+    allowed = torch.cuda.memory_allocated(index) + extra_mib * 2**20
+    torch.cuda.set_per_process_memory_fraction(min(allowed / total, 1.0), index)
 
 
 def convert_inputs(inputs: dict[str, Any], device: str, dtype: Any, channels_last: bool) -> dict[str, Any]:
@@ -272,7 +264,7 @@ def run_trial(spec: TrialSpec) -> TrialResult:
             loaded = load(spec)
             loaded["task"] = spec.model.task
             known.update(input_shapes=loaded["input_shapes"], text_source=loaded["text_source"])
-            limit_memory(timing_spec.memory_limit_mib, device)
+            limit_device_memory(timing_spec.memory_limit_mib, device)
             eager = caller(loaded["model"], loaded["inputs"], cudagraphs=False)
             timing.reset_peak_memory(device)
             reference, eager_first_s = timing.time_first_call_s(eager, device)
