@@ -28,7 +28,7 @@ from typing import Any
 import pandas as pd
 
 from compilebench import compare, reference, tracking
-from compilebench.config import ConfigError, load_config
+from compilebench.config import stage_config
 from compilebench.files import write_atomic, write_json
 from compilebench.records import STATUS_OK, read_jsonl
 
@@ -240,9 +240,8 @@ def main() -> None:
     parser.add_argument("--from-mlflow", action="store_true", help="read every measurement run of the MLflow store")
     parser.add_argument("--check", action="store_true", help="exit 3 if any run of paths.results did not end ok")
     args = parser.parse_args()
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    config = stage_config()
     try:
-        config = load_config()
         if args.check:
             check(config)
         if args.from_mlflow:
@@ -250,7 +249,7 @@ def main() -> None:
             return
         rows = read_results(config.paths.results)
         run_info = json.loads(Path(config.paths.run_info).read_text())
-    except (ConfigError, OSError, json.JSONDecodeError) as error:
+    except (OSError, json.JSONDecodeError) as error:
         LOGGER.error("%s", error)
         sys.exit(2)
     table = summarize(pd.DataFrame(rows))

@@ -33,7 +33,7 @@ from typing import Any
 from tqdm import tqdm
 
 from compilebench import environments, fingerprint, journal, launcher, models, plan, runs, tracking
-from compilebench.config import Benchmark, Config, ConfigError, load_config
+from compilebench.config import Benchmark, Config, stage_config
 from compilebench.files import write_json, write_jsonl
 from compilebench.records import (
     STATUS_OK,
@@ -306,12 +306,12 @@ def main() -> None:
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                         help="override a params value (with --export)")  # fmt: skip
     args = parser.parse_args()
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    if args.set and not args.export:
+        stage_config()  # logging
+        LOGGER.error("--set only goes with --export: the pipeline itself measures what params.yaml says")
+        sys.exit(2)
+    config = stage_config(overrides=args.set, compiles=True)
     try:
-        if args.set and not args.export:
-            raise ConfigError("--set only goes with --export: the pipeline itself measures what params.yaml says")
-        config = load_config(overrides=args.set)
-        config.check_selected_variants()
         if args.export:
             export(config, args.export)
             return
@@ -322,7 +322,7 @@ def main() -> None:
         selection = read_json(config.paths.selection)
         manifest = read_json(config.paths.manifest)
         image_meta = read_json(config.paths.image_meta)
-    except (ConfigError, tracking.StoreError, OSError, json.JSONDecodeError) as error:
+    except (tracking.StoreError, OSError, json.JSONDecodeError) as error:
         LOGGER.error("%s", error)
         sys.exit(2)
     launcher.end_trials_on_signal()  # a stopped benchmark leaves no trial measuring behind it

@@ -3,11 +3,12 @@
     python -m compilebench.config params.yaml    # validate and print the resolved config
 
 A wrong type or an unknown key fails in OmegaConf and names the key; checks of meaning live in
-`__post_init__` and name the key and what is allowed. Every stage calls `load_config()` first, before any work.
+`__post_init__` and name the key and what is allowed. Every stage calls `stage_config()` first, before any work.
 """
 
 from __future__ import annotations
 
+import logging
 import re
 import sys
 from dataclasses import dataclass, field
@@ -198,8 +199,8 @@ class Benchmark:
     max_cv: float = 0.25  # a run whose processes' robust CV (IQR / 1.349 / median; median over processes) is
     #                       above this is `invalid` (too noisy); a few outliers do not count, a wide spread does
     compile_cache: str = "cold"  # cold: a fresh inductor cache per run, warm afterwards | shared: the user's cache
-    memory_limit_mib: float = 0.0  # memory a trial may add after loading its model, MiB (CPU: address space,
-    #                                CUDA: device memory); beyond it: status oom; 0 = no cap
+    memory_limit_mib: float = 0.0  # CPU: resident memory of a trial's processes (with its compile workers), MiB;
+    #                                CUDA: device memory it may add after loading its model; beyond: oom; 0 = no cap
     float32_matmul_precision: str = "highest"  # highest (no TF32, torch's default) | high (TF32 matmuls) | medium
     cudnn_allow_tf32: bool = True  # TF32 in cuDNN convolutions (torch's default, also in the doc's torch 2.0.1)
     cudnn_benchmark: bool = False  # cuDNN autotuning of convolution algorithms (torch's default: off)
@@ -357,6 +358,20 @@ def load_config(path: str | Path = "params.yaml", overrides: list[str] | None = 
         if type(error).__module__.startswith("yaml"):
             raise ConfigError(f"{path}: not valid YAML: {error}") from None
         raise
+
+
+def stage_config(overrides: list[str] | None = None, compiles: bool = False) -> Config:
+    """Every stage command's prologue: log to stderr, then validate params.yaml (and, for the stages that compile,
+    the selected variants' inductor options); a bad params file is one clear error and exit 2, before any work."""
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    try:
+        config = load_config(overrides=overrides)
+        if compiles:
+            config.check_selected_variants()
+    except ConfigError as error:
+        logging.getLogger("compilebench").error("%s", error)
+        sys.exit(2)
+    return config
 
 
 def main() -> None:

@@ -195,6 +195,27 @@ DEVICE_PROBE = (
 )
 
 
+def device_problem(probe: dict, label: str, device: str) -> str | None:
+    """Why `benchmark.device` cannot run in an environment whose torch answered `probe` (None: it can)."""
+    index = int(device.split(":", 1)[1]) if ":" in device else 0
+    if not probe["built"]:
+        return (
+            f"`benchmark.device` is {device!r}, but environment {label!r} has torch {probe['version']}, built without "
+            "CUDA; use `cpu`, or compare an environment with a CUDA build of torch"
+        )
+    if not probe["available"]:
+        return (
+            f"`benchmark.device` is {device!r}, but environment {label!r} (torch {probe['version']}) sees no GPU "
+            "(no driver or no device); use `cpu`"
+        )
+    if index >= probe["count"]:
+        return (
+            f"`benchmark.device` is {device!r}, but environment {label!r} sees {probe['count']} GPU(s): "
+            f"use cuda:0 .. cuda:{probe['count'] - 1}"
+        )
+    return None
+
+
 def check_device(stack: Stack, label: str, device: str) -> None:
     """`benchmark.device` is usable in this environment's torch: a CUDA build that sees that GPU (before any work)."""
     if not device.startswith("cuda"):
@@ -202,23 +223,9 @@ def check_device(stack: Stack, label: str, device: str) -> None:
     done = subprocess.run([stack.python, "-c", DEVICE_PROBE], capture_output=True, text=True)
     if done.returncode != 0:
         raise StackError(f"environment {label!r}: torch does not import: {done.stderr.strip()[-300:]}")
-    probe = json.loads(done.stdout)
-    index = int(device.split(":", 1)[1]) if ":" in device else 0
-    if not probe["built"]:
-        raise StackError(
-            f"`benchmark.device` is {device!r}, but environment {label!r} has torch {probe['version']}, built without "
-            "CUDA; use `cpu`, or compare an environment with a CUDA build of torch"
-        )
-    if not probe["available"]:
-        raise StackError(
-            f"`benchmark.device` is {device!r}, but environment {label!r} (torch {probe['version']}) sees no GPU "
-            "(no driver or no device); use `cpu`"
-        )
-    if index >= probe["count"]:
-        raise StackError(
-            f"`benchmark.device` is {device!r}, but environment {label!r} sees {probe['count']} GPU(s): "
-            f"use cuda:0 .. cuda:{probe['count'] - 1}"
-        )
+    problem = device_problem(json.loads(done.stdout), label, device)
+    if problem:
+        raise StackError(problem)
 
 
 def stacks(selected: list[dict], root: Path, cache_root: Path) -> dict[str, Stack]:
@@ -234,15 +241,14 @@ def stacks(selected: list[dict], root: Path, cache_root: Path) -> dict[str, Stac
 
 
 def main() -> None:
-    from compilebench.config import ConfigError, load_config
+    from compilebench.config import stage_config
 
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    config = stage_config()
     try:
-        config = load_config()
         names = sys.argv[1:] or list(config.environments)
         unknown = sorted(set(names) - set(config.environments))
         if unknown:
-            raise ConfigError(f"unknown environments {unknown}; params.yaml defines {sorted(config.environments)}")
+            raise StackError(f"unknown environments {unknown}; params.yaml defines {sorted(config.environments)}")
         root = Path.cwd()
         project = project_pins(root)
         for name in names:
@@ -252,7 +258,7 @@ def main() -> None:
                 else build(name, resolve(project, config.environments[name].pins), Path(config.paths.environments))
             )
             print(f"{name}: {stack.python} ({', '.join(f'{k}=={v}' for k, v in stack.pins.items())})")
-    except (ConfigError, StackError) as error:
+    except StackError as error:
         LOGGER.error("%s", error)
         sys.exit(2)
 

@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 from PIL import Image
 
-from compilebench.config import ConfigError, load_config
+from compilebench.config import stage_config
 from compilebench.files import write_atomic, write_json
 
 LOGGER = logging.getLogger(__name__)
@@ -127,12 +127,11 @@ def fetch(url: str, sha256: str | None, max_bytes: int, max_pixels: int, timeout
 
 
 def main() -> None:
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    config = stage_config()
     try:
-        config = load_config()
         cfg = config.image
         data, meta = fetch(cfg.url, cfg.sha256, cfg.max_bytes, cfg.max_pixels, cfg.timeout_s, cfg.allow_fallback)
-    except (ConfigError, FetchError) as error:
+    except FetchError as error:
         LOGGER.error("%s", error)
         sys.exit(2)
     write_atomic(Path(config.paths.image), data)

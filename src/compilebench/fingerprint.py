@@ -23,6 +23,13 @@ HARDWARE_FIELDS = (
     "cpu_model", "cpu_microcode", "cpu_flags_sha", "cpu_count", "memory_gib", "gpu_name", "gpu_memory_mib",
     "gpu_capability", "gpu_driver", "gpu_power_limit_w", "gpu_max_sm_clock_mhz", "gpu_max_memory_clock_mhz",
 )  # fmt: skip
+# What a run carries of where its processes ran: the one list `runs`, `tracking` and the report use.
+RUN_FIELDS = (
+    "device", "device_name", "machine_fingerprint", "cpu_model", "memory_gib", "hostname", "torch_version",
+    "transformers_version", "python_version", "cuda_version", "cudnn_version", "gpu_driver", "gpu_memory_mib",
+    "gpu_power_limit_w", "gpu_max_sm_clock_mhz", "platform", "float32_matmul_precision", "matmul_allow_tf32",
+    "cudnn_allow_tf32", "cudnn_benchmark",
+)  # fmt: skip
 NVIDIA_SMI_FIELDS = {  # nvidia-smi --query-gpu name -> our field
     "driver_version": "gpu_driver",
     "power.limit": "gpu_power_limit_w",

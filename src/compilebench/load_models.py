@@ -31,7 +31,7 @@ from typing import Any
 from tqdm import tqdm
 
 from compilebench import environments, models, plan
-from compilebench.config import ConfigError, load_config
+from compilebench.config import stage_config
 from compilebench.files import write_json
 
 LOGGER = logging.getLogger(__name__)
@@ -168,18 +168,8 @@ def materialise(card: models.Card, root: Path, scale: str, weights: str, seed: i
 
 
 def main() -> None:
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
-    try:
-        config = load_config()
-    except ConfigError as error:
-        LOGGER.error("%s", error)
-        sys.exit(2)
+    config = stage_config(compiles=True)
     suite, root = config.selected, Path(config.paths.checkpoints)
-    try:
-        config.check_selected_variants()
-    except ConfigError as error:
-        LOGGER.error("%s", error)
-        sys.exit(2)
     root.mkdir(parents=True, exist_ok=True)
     online = config.models.weights != WEIGHTS_RANDOM and suite.scale == "full" and hub_reachable()
     if config.models.weights != WEIGHTS_RANDOM and suite.scale == "full":

@@ -27,7 +27,7 @@ import numpy as np
 import pandas as pd
 
 from compilebench import compare, reference, report, tracking
-from compilebench.config import ConfigError, load_config
+from compilebench.config import stage_config
 from compilebench.files import write_atomic
 from compilebench.records import read_jsonl
 
@@ -180,9 +180,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--from-mlflow", action="store_true", help="the versions figure of the whole MLflow store")
     args = parser.parse_args()
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    config = stage_config()
     try:
-        config = load_config()
         if args.from_mlflow:
             versions = pd.read_csv(Path(config.paths.store) / "versions.csv")
         else:
@@ -191,11 +190,14 @@ def main() -> None:
             compared = pd.read_csv(config.paths.comparison)
             run_info = json.loads(Path(config.paths.run_info).read_text())
             results = read_jsonl(config.paths.results)
-    except (ConfigError, OSError, ValueError) as error:
+    except (OSError, ValueError) as error:
         LOGGER.error("%s", error)
         sys.exit(2)
     width, dpi = config.plot.width_in, config.plot.dpi
     if args.from_mlflow:
+        if versions.empty:
+            LOGGER.info("the MLflow store holds one software stack per machine and cell: no versions to compare")
+            return
         path = save_figure(versions_figure(versions, width), Path(config.paths.store) / "versions.png", dpi)
         LOGGER.info("wrote %s", path)
         return

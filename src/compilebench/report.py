@@ -12,16 +12,12 @@ from typing import Any
 
 import pandas as pd
 
-from compilebench import compare
+from compilebench import compare, fingerprint
 from compilebench.models import DOC_TASK_TITLES
 from compilebench.reference import GPUS, TOLERANCE
 
-ENVIRONMENT_FIELDS = (
-    "environment_name", "environment_pins", "torch_version", "transformers_version", "python_version",
-    "cuda_version", "cudnn_version", "gpu_driver", "device", "device_name", "machine", "machine_fingerprint",
-    "cpu_model", "memory_gib", "num_threads", "float32_matmul_precision", "cudnn_allow_tf32", "platform",
-    "git_commit", "image_source", "image_sha256",
-)  # fmt: skip
+ENVIRONMENT_FIELDS = ("environment_name", "environment_pins", *fingerprint.RUN_FIELDS, "machine", "num_threads",
+                      "git_commit", "image_source", "image_sha256")  # fmt: skip
 
 
 def _table(frame: pd.DataFrame) -> str:

@@ -17,17 +17,10 @@ from collections import defaultdict
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from compilebench import stats
+from compilebench import fingerprint, stats
 from compilebench.records import CACHE_COLD, CACHE_SHARED, EAGER, STATUS_OK, TrialResult, TrialSpec
 
 FAILURE_ORDER = ("crashed", "killed", "oom", "timeout", "compile_error", "error", "accuracy_fail")
-# What a run takes from its trials' recorded environment (the same for all of them: one interpreter, one machine).
-ENVIRONMENT_FIELDS = (
-    "device", "device_name", "machine_fingerprint", "cpu_model", "memory_gib", "hostname", "torch_version",
-    "transformers_version", "python_version", "cuda_version", "cudnn_version", "gpu_driver", "gpu_memory_mib",
-    "gpu_power_limit_w", "gpu_max_sm_clock_mhz", "platform", "float32_matmul_precision", "matmul_allow_tf32",
-    "cudnn_allow_tf32", "cudnn_benchmark",
-)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -240,7 +233,7 @@ def _measured_facts(results: list[TrialResult]) -> dict[str, Any]:
         return {}
     first = measured[0]
     return {
-        "environment_fields": {key: first.environment.get(key, "") for key in ENVIRONMENT_FIELDS},
+        "environment_fields": {key: first.environment.get(key, "") for key in fingerprint.RUN_FIELDS},
         "num_threads": first.num_threads,
         "text_source": first.text_source,
         "input_shapes": json.dumps(first.input_shapes),
