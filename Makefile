@@ -2,8 +2,6 @@
 # Both create .venv and install the pinned dependencies on first use (torch==2.13.0 CPU build first).
 
 VENV      ?= .venv
-# A second environment into the same MLflow store, for a version comparison: make run VENV=.venv-b TORCH=2.9.1
-TORCH     ?= 2.13.0
 PYTHON    := $(VENV)/bin/python
 STAMP     := $(VENV)/.installed
 HOST      ?= 127.0.0.1
@@ -12,19 +10,20 @@ export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 export DVC_NO_ANALYTICS := 1
 export PYTHONUNBUFFERED := 1
 
-.PHONY: run test ui server sync models lint clean
+.PHONY: run test ui server sync ingest models lint clean
 
 run: $(STAMP) .dvc/config  ## create the environment and run `dvc repro` on params.yaml
-	python -m compilebench.environment
 	dvc repro
 	dvc metrics show
 	python -m compilebench.aggregate --check  # exit 3 when some run did not end ok (they are in the report)
 
-test: $(STAMP) .dvc/config  ## create the environment and run the test suite
-	pytest -q
+test: $(STAMP) .dvc/config  ## create the environment and run the test suite (both cores, with line coverage)
+	pytest -q -n 2 --dist loadgroup --cov=compilebench --cov-report=term:skip-covered --durations=15
 
-ui: $(STAMP)  ## the MLflow UI on this project's store, bound to 127.0.0.1
-	mlflow ui --backend-store-uri sqlite:///mlruns/mlflow.db --host $(HOST) --port $(PORT)
+ui: $(STAMP)  ## the MLflow UI on this project's store, bound to 127.0.0.1; prints the runs table's address
+	python -m compilebench.tracking --ui-url http://$(HOST):$(PORT)
+	MLFLOW_SERVER_ENABLE_JOB_EXECUTION=false mlflow ui --backend-store-uri sqlite:///mlruns/mlflow.db \
+		--host $(HOST) --port $(PORT)
 
 # A shared tracking server for several machines (each sets MLFLOW_TRACKING_URI=http://HOST:PORT).
 # STORE: SQLite by default, or e.g. postgresql+psycopg://user@db/compilebench (pip install 'psycopg[binary]').
@@ -39,6 +38,15 @@ server: $(STAMP)  ## a real `mlflow server` on HOST:PORT (127.0.0.1:5000 unless 
 sync: $(STAMP)  ## log to MLflow what the last run could not (store was down): exactly once
 	python -m compilebench.sync
 
+# Results measured on another machine (`python -m compilebench.benchmark --export DIR`, then the launcher there):
+# logged to MLflow exactly once and turned into tables, figures and the report here. Outside DVC: `dvc repro`
+# would measure this machine instead.
+ingest: $(STAMP)  ## make ingest FROM=DIR
+	test -n "$(FROM)" || { echo "usage: make ingest FROM=DIR (a folder written by --export, with DIR/results)"; exit 2; }
+	python -m compilebench.benchmark --ingest $(FROM)
+	python -m compilebench.aggregate
+	python -m compilebench.plot
+
 models: $(STAMP)  ## list the registered checkpoints
 	python -m compilebench.models --manifest data/checkpoints/manifest.json
 
@@ -49,10 +57,9 @@ lint: $(STAMP)
 $(STAMP): requirements.txt constraints.txt pyproject.toml
 	test -x $(PYTHON) || python3 -m venv $(VENV)
 	$(PYTHON) -m pip install --quiet --upgrade pip
-	$(PYTHON) -m pip install --quiet torch==$(TORCH)
-	sed 's/^torch==.*/torch==$(TORCH)/' constraints.txt > $(VENV)/constraints.txt
-	$(PYTHON) -m pip install --quiet -c $(VENV)/constraints.txt -r requirements.txt
-	$(PYTHON) -m pip install --quiet -c $(VENV)/constraints.txt --no-deps --no-build-isolation -e .
+	$(PYTHON) -m pip install --quiet $$(grep '^torch==' constraints.txt)
+	$(PYTHON) -m pip install --quiet -c constraints.txt -r requirements.txt
+	$(PYTHON) -m pip install --quiet -c constraints.txt --no-deps --no-build-isolation -e .
 	touch $@
 
 .dvc/config:  # a clone has .dvc/ committed; a copy without git gets a repository first
@@ -60,5 +67,5 @@ $(STAMP): requirements.txt constraints.txt pyproject.toml
 	$(VENV)/bin/dvc init --quiet
 	$(VENV)/bin/dvc config core.analytics false
 
-clean:  ## remove pipeline outputs (not the MLflow store)
-	rm -rf data/image data/checkpoints data/results data/plots
+clean:  ## remove pipeline outputs (not the MLflow store, the calibration or the built environments)
+	rm -rf data/image data/checkpoints data/results data/plots data/report data/selection.json data/journal

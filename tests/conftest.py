@@ -1,26 +1,50 @@
-"""Shared fixtures: the repo root, the default params, the embedded 640x480 test image."""
+"""Shared fixtures: the repo root, the embedded 640x480 image, a project copy on tiny models, a tiny checkpoint.
+
+Hermetic: the tests and every process they start compile into a session-local inductor cache (set here, before
+anything imports torch), never into the user's. Tests that measure cold compiles give their trials empty caches of
+their own (the launcher does); the others share this one, so a tiny model compiles cold once per test run.
+"""
 
 from __future__ import annotations
 
 import http.server
 import io
+import json
 import os
 import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-import pytest
-import yaml
-from PIL import Image
+_RUN = os.environ.get("PYTEST_XDIST_TESTRUNUID")  # the same for every worker of one test run
+_INDUCTOR_CACHE = (
+    str(Path(tempfile.gettempdir()) / f"compilebench-tests-inductor-{_RUN}")
+    if _RUN
+    else tempfile.mkdtemp(prefix="compilebench-tests-inductor-")
+)
+os.environ["TORCHINDUCTOR_CACHE_DIR"] = _INDUCTOR_CACHE
+os.environ["TRITON_CACHE_DIR"] = str(Path(_INDUCTOR_CACHE) / "triton")
 
-from compilebench.fetch_image import fallback_image
+import pytest  # noqa: E402 (after the cache is set: imports below may pull in torch)
+import yaml  # noqa: E402
+from PIL import Image  # noqa: E402
+
+from compilebench.fetch_image import fallback_image  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
+# Timing settings that keep tiny models quick; validity (max_cv) has tests of its own, here the plumbing is tested.
+QUICK = {"min_iters": 3, "min_time_s": 0.2, "max_time_s": 5.0, "warmup_iters": 1, "memory_iters": 1, "max_cv": 10.0,
+         "replicates": 1, "cold_replicates": 0, "compile_cache": "shared"}  # fmt: skip
+
+
+def pytest_sessionfinish(session, exitstatus):
+    if not hasattr(session.config, "workerinput"):  # the controller, after every worker is done
+        shutil.rmtree(_INDUCTOR_CACHE, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")
@@ -32,6 +56,47 @@ def repo_root() -> Path:
 def image_640x480() -> Image.Image:
     """The embedded fallback image: the published image's size, so processors give the published shapes."""
     return Image.open(io.BytesIO(fallback_image())).convert("RGB")
+
+
+@pytest.fixture(scope="session")
+def tiny_resnet(tmp_path_factory, image_640x480):
+    """A tiny ResNet checkpoint (random weights, the published class) and the benchmark image, built once."""
+    from compilebench import models
+
+    root = tmp_path_factory.mktemp("tiny-resnet")
+    card = models.get_card("microsoft/resnet-50")
+    folder = root / card.slug("tiny")
+    models.build_checkpoint(models.recipe(card, "tiny", 0, str(folder)), folder)
+    image = root / "image.jpg"
+    image_640x480.save(image)
+    return models.model_spec(card, str(folder)), str(image)
+
+
+SECRETS = {
+    "HF_TOKEN": "hf_SECRETtoken123",
+    "AWS_SECRET_ACCESS_KEY": "awsSECRETkey456",
+    "MLFLOW_TRACKING_PASSWORD": "pwSECRET789",
+}
+OTHER = "transformers-4.57.6"  # a real second stack: the same torch wheel, transformers 4.57.6 from disk
+
+
+@pytest.fixture(scope="session")
+def compared_project(tmp_path_factory):
+    """The whole pipeline once, as a user runs it: a committed git repo, `dvc repro` comparing the project's
+    environment with transformers 4.57.6 (built with pip on first use), the tiny ResNet in two processes per
+    environment (a cold one, then a warm one), secrets in the environment. Shared by test_pipeline and
+    test_environments (one xdist group), which must not change it: they copy it to change it."""
+    root = make_project(tmp_path_factory.mktemp("compared"), ["microsoft/resnet-50"], replicates=2,
+                        cold_replicates=1, compile_cache="cold")  # fmt: skip
+    set_params(root, compare=["current", OTHER])
+    env = {**project_env(), **SECRETS}
+    run_ok(["git", "init", "-q"], root, env)
+    run_ok(["dvc", "init", "-q"], root, env)
+    run_ok(["git", "add", "-A"], root, env)
+    run_ok(["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "init"], root, env)
+    first = run_ok(["dvc", "repro"], root, env)
+    rows = [json.loads(line) for line in (root / "data/results/runs.jsonl").read_text().splitlines()]
+    return root, env, first, rows
 
 
 def run_ok(command: list[str], cwd: Path, env: dict, timeout: float = 1200) -> subprocess.CompletedProcess:
@@ -58,19 +123,31 @@ def project_env() -> dict:
 
 def make_project(root: Path, models: list[str], **benchmark) -> Path:
     """A copy of the project on a tiny suite of `models`, eager + default, quick timing, offline image."""
-    for name in ("dvc.yaml", ".dvcignore", ".gitignore"):
+    for name in ("dvc.yaml", ".dvcignore", ".gitignore", "requirements.txt", "constraints.txt"):
         shutil.copy(ROOT / name, root / name)
     shutil.copytree(ROOT / "src", root / "src", ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
     shutil.copytree(ROOT / "data" / "reference", root / "data" / "reference")
     params = yaml.safe_load((ROOT / "params.yaml").read_text())
     params["suite"] = "smoke"
     params["suites"]["smoke"]["models"] = models
-    # Sub-millisecond tiny models are noisy: validity (max_cv) has its own tests; here the plumbing is under test.
-    quick = {"min_iters": 3, "min_time_s": 0.2, "max_time_s": 5.0, "warmup_iters": 1, "memory_iters": 1, "max_cv": 10.0}
-    params["benchmark"].update({**quick, **benchmark})
+    params["benchmark"].update({**QUICK, **benchmark})
+    params["paths"]["environments"] = str(ROOT / ".compilebench" / "environments")  # shared with the project
     params["image"]["url"] = f"http://127.0.0.1:{closed_port()}/000000039769.jpg"  # offline, deterministically
     (root / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
     return root
+
+
+def set_params(root: Path, **changes) -> None:
+    """Change dotted keys of a project's params.yaml (`set_params(root, **{"benchmark.seed": 3})`)."""
+    path = root / "params.yaml"
+    params = yaml.safe_load(path.read_text())
+    for dotted, value in changes.items():
+        tree = params
+        *parents, leaf = dotted.split(".")
+        for key in parents:
+            tree = tree.setdefault(key, {})
+        tree[leaf] = value
+    path.write_text(yaml.safe_dump(params, sort_keys=False))
 
 
 @contextmanager

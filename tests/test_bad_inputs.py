@@ -1,93 +1,117 @@
-"""Malformed inputs through the real stage commands: each a clear error naming what was wrong, a non-zero exit,
-and nothing written to the results or the MLflow store."""
+"""Bad input through the real stage commands: a clear error naming what was wrong, exit 2, nothing written to results
+or the MLflow store. Config and download cases are checked in-process (test_config, test_fetch_image); here, one
+case per stage command, and the cases only a command shows (a device, a store, a file the stage cannot use)."""
 
+import os
+import shutil
 import subprocess
 import sys
 
 import pytest
-import yaml
-from conftest import closed_port, make_project, project_env, serve_files
+from conftest import make_project, project_env, set_params
 
-from compilebench.fetch_image import fallback_image
+from compilebench import environments
 
-JPEG = fallback_image()
-FILES = {"/cats.jpg": JPEG, "/text.jpg": b"<html>not an image</html>", "/truncated.jpg": JPEG[:5000]}
-
-
-@pytest.fixture(scope="module")
-def server():
-    with serve_files(FILES) as url:
-        yield url
-
+pytestmark = pytest.mark.xdist_group("test_bad_inputs")  # its module fixtures run once
 
 # (stage, params changes as dotted keys, extra environment, text the error must contain)
 CASES = [
     ("fetch_image", {"benchmark.min_iters": "ten"}, {}, "benchmark.min_iters"),
-    ("load_models", {"benchmark.iterz": 3}, {}, "iterz"),
     ("load_models", {"suites.smoke.models": ["acme/not-a-model"]}, {}, "acme/not-a-model"),
-    ("load_models", {"suites.smoke.models": []}, {}, "suites.smoke.models"),
-    ("benchmark", {"suites.smoke.batch_sizes": [0]}, {}, "batch_sizes"),
-    ("benchmark", {"benchmark.min_iters": -5}, {}, "benchmark.min_iters"),
-    ("benchmark", {"benchmark.max_time_s": -1.0}, {}, "benchmark.max_time_s"),
-    ("benchmark", {"suites.smoke.variants": ["eager", "turbo"]}, {}, "turbo"),
-    ("benchmark", {"variants.default.mode": "ludicrous"}, {}, "variants.default.mode"),
     ("benchmark", {"variants.default.inductor": {"no_such_option": True}}, {}, "no_such_option"),
-    ("benchmark", {"benchmark.device": "tpu"}, {}, "benchmark.device"),
-    ("benchmark", {"benchmark.dtype": "float64"}, {}, "benchmark.dtype"),
-    ("benchmark", {"benchmark.compile_cache": "lukewarm"}, {}, "benchmark.compile_cache"),
-    ("load_models", {"models.weights": "pretrained"}, {}, "models.weights"),
     ("aggregate", {"suite": "nope"}, {}, "suite"),
-    ("fetch_image", {"image.url": "ftp://example.org/x.jpg"}, {}, "image.url"),
-    ("fetch_image", {"image.sha256": "abc"}, {}, "image.sha256"),
-    ("fetch_image", {"image.url": "{server}/cats.jpg", "image.sha256": "0" * 64}, {}, "does not match"),
-    ("fetch_image", {"image.url": "{server}/text.jpg"}, {}, "not a readable image"),
-    ("fetch_image", {"image.url": "{server}/truncated.jpg"}, {}, "not a readable image"),
-    ("fetch_image", {"image.url": "{server}/cats.jpg", "image.max_bytes": 1000}, {}, "max_bytes"),
-    ("fetch_image", {"image.url": "{server}/cats.jpg", "image.max_pixels": 1000}, {}, "max_pixels"),
-    ("fetch_image", {"image.url": "{server}/missing.jpg"}, {}, "HTTP 404"),
-    ("fetch_image", {"image.url": "{closed}", "image.allow_fallback": False}, {}, "allow_fallback is false"),
-    ("load_models", {"models.weights": "hub"}, {}, "models.weights is 'hub'"),
+    ("plot", {"plot.dpi": 0}, {}, "plot.dpi"),
+    ("benchmark", {}, {}, "selection.json"),  # run before load_models: nothing to measure yet
+    ("benchmark", {"benchmark.device": "cuda"}, {}, "built without CUDA"),  # this torch is a CPU build
     ("benchmark", {"paths.tracking_uri": "sqlite:///{root}/params.yaml/store/mlflow.db"}, {}, "is not a directory"),
     ("benchmark", {}, {"MLFLOW_TRACKING_URI": "ftp://host/store"}, "unknown scheme"),
-    ("benchmark", {}, {}, "manifest.json"),  # run before load_models: no checkpoints yet
+    ("benchmark", {"compare": ["current", "torch-9.9"]}, {}, "torch-9.9"),
+    ("benchmark", {}, {"__SET__": "--set"}, "--set only goes with --export"),
 ]
 
 
-def _set(tree, dotted, value):
-    *parents, leaf = dotted.split(".")
-    for key in parents:
-        tree = tree.setdefault(key, {})
-    tree[leaf] = value
+def _run(root, stage, env, *args):
+    return subprocess.run([sys.executable, "-m", f"compilebench.{stage}", *args], cwd=root, env=env,
+                          capture_output=True, text=True, timeout=300)  # fmt: skip
+
+
+def _files(root):
+    return {p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file() and "__pycache__" not in p.parts}
+
+
+@pytest.fixture(scope="module")
+def prepared(tmp_path_factory):
+    """A project after fetch_image and load_models, copied by each case that needs a benchmark's inputs."""
+    root = make_project(tmp_path_factory.mktemp("prepared"), ["microsoft/resnet-50"])
+    for stage in ("fetch_image", "load_models"):
+        assert _run(root, stage, project_env()).returncode == 0
+    return root
 
 
 @pytest.mark.parametrize(("stage", "changes", "extra_env", "needle"), CASES, ids=[f"{c[0]}-{c[3]}" for c in CASES])
-def test_bad_input_is_a_clear_error_and_writes_nothing(tmp_path, server, stage, changes, extra_env, needle):
-    root = make_project(tmp_path, ["microsoft/resnet-50"])
-    if changes.get("models.weights") == "hub":
-        changes = {**changes, "suites.smoke.scale": "full"}
-    params = yaml.safe_load((root / "params.yaml").read_text())
-    for key, value in changes.items():
-        if isinstance(value, str):
-            value = value.replace("{server}", server).replace("{closed}", f"http://127.0.0.1:{closed_port()}/x.jpg")
-            value = value.replace("{root}", str(root))
-        _set(params, key, value)
-    (root / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
-    env = {**project_env(), "HF_HOME": str(tmp_path / "empty-hf-home"), **extra_env}
-    done = subprocess.run([sys.executable, "-m", f"compilebench.{stage}"], cwd=root, env=env, capture_output=True,
-                          text=True, timeout=300)  # fmt: skip
-    assert done.returncode != 0
+def test_bad_input_is_a_clear_error_and_writes_nothing(tmp_path, prepared, stage, changes, extra_env, needle):
+    if stage == "benchmark" and "selection.json" not in needle:
+        root = tmp_path / "project"  # its inputs exist: the bad part is the one under test
+        shutil.copytree(prepared, root, symlinks=True)
+    else:
+        root = make_project(tmp_path, ["microsoft/resnet-50"])
+    extra_env = dict(extra_env)
+    args = ["--set", "benchmark.seed=1"] if extra_env.pop("__SET__", None) else []
+    env = {**project_env(), "HF_HOME": str(tmp_path / "empty-hf-home")}
+    set_params(root, **{k: v.replace("{root}", str(root)) if isinstance(v, str) else v for k, v in changes.items()})
+    before = _files(root)
+    done = _run(root, stage, {**env, **extra_env}, *args)
+    assert done.returncode == 2, done.stderr[-2000:]
     assert needle in done.stderr, done.stderr[-2000:]
     assert "Traceback" not in done.stderr  # a message, not a crash
-    written = {p.relative_to(root).as_posix() for p in (root / "data").rglob("*") if p.is_file()}
-    assert written == {"data/reference/published.csv"}  # no image, checkpoint, result or manifest
-    assert not (root / "mlruns").exists()  # nothing in the MLflow store
+    assert _files(root) == before  # nothing written: no result, no store, no half-built environment
 
 
-def test_at_least_twenty_malformed_inputs():
-    assert len(CASES) >= 20
+def test_non_utf8_params_name_the_file(tmp_path):
+    root = make_project(tmp_path, ["microsoft/resnet-50"])
+    (root / "params.yaml").write_bytes((root / "params.yaml").read_bytes() + "# caf\xe9\n".encode("latin-1"))
+    before = _files(root)
+    done = _run(root, "fetch_image", project_env())
+    assert done.returncode == 2 and "params.yaml: not UTF-8" in done.stderr and "Traceback" not in done.stderr
+    assert _files(root) == before
+
+
+def test_a_read_only_database_is_refused_before_any_work(tmp_path, prepared):
+    """A store whose database cannot take a write: said plainly, before any trial runs. (Root ignores a file's mode:
+    as root the file is made immutable instead, which binds root too.)"""
+    root = tmp_path / "project"
+    shutil.copytree(prepared, root, symlinks=True)
+    env = project_env()
+    code = "from compilebench import tracking; tracking.client('sqlite:///mlruns/mlflow.db')"
+    subprocess.run([sys.executable, "-c", code], cwd=root, env=env, check=True, capture_output=True)
+    database = root / "mlruns" / "mlflow.db"
+    immutable = os.geteuid() == 0
+    if immutable and subprocess.run(["chattr", "+i", str(database)], capture_output=True).returncode != 0:
+        pytest.skip("running as root on a file system without immutable files: a read-only file cannot be made")
+    if not immutable:
+        database.chmod(0o444)
+    try:
+        done = _run(root, "benchmark", env)
+    finally:
+        if immutable:
+            subprocess.run(["chattr", "-i", str(database)], check=True)
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert "cannot be written (the database is read-only)" in done.stderr
+    assert not (root / "data" / "results").exists()
+
+
+@pytest.mark.parametrize(("probe", "device", "needle"), [
+    ({"version": "2.13.0+cpu", "built": False, "available": False, "count": 0}, "cuda", "built without CUDA"),
+    ({"version": "2.14.1", "built": True, "available": False, "count": 0}, "cuda", "sees no GPU"),
+    ({"version": "2.14.1", "built": True, "available": True, "count": 1}, "cuda:3", "use cuda:0 .. cuda:0"),
+    ({"version": "2.14.1", "built": True, "available": True, "count": 2}, "cuda:1", None),
+])  # fmt: skip
+def test_device_problems_name_the_key(probe, device, needle):
+    problem = environments.device_problem(probe, "current", device)
+    assert problem is None if needle is None else (needle in problem and "`benchmark.device`" in problem)
 
 
 def test_no_remote_code_and_safetensors_only(repo_root):
     source = "\n".join(p.read_text() for p in (repo_root / "src").rglob("*.py"))
-    assert "trust_remote_code" not in source
+    assert "trust_remote_code=" not in source
     assert "use_safetensors=True" in source and '"*.bin"' not in source

@@ -1,4 +1,4 @@
-"""params.yaml against the schema: the shipped file loads; each kind of bad input fails naming the key."""
+"""params.yaml against the schema: the shipped file loads; each kind of bad input fails naming the key, in-process."""
 
 import subprocess
 import sys
@@ -13,10 +13,16 @@ BAD_PARAMS = [
     # (override as dotted key -> value, text the error must contain)
     ({"benchmark.min_iters": "ten"}, "benchmark.min_iters"),
     ({"benchmark.iterz": 3}, "iterz"),
+    ({"benchmrk": {"min_iters": 3}}, "benchmrk"),  # a typo of a whole section
     ({"benchmark.min_iters": -5}, "benchmark.min_iters"),
+    ({"benchmark.replicates": 0}, "benchmark.replicates"),
+    ({"benchmark.cold_replicates": 4}, "benchmark.cold_replicates"),
     ({"benchmark.device": "tpu"}, "benchmark.device"),
     ({"benchmark.dtype": "float64"}, "benchmark.dtype"),
     ({"benchmark.max_time_s": 0.5}, "benchmark.max_time_s"),
+    ({"benchmark.compile_cache": "lukewarm"}, "benchmark.compile_cache"),
+    ({"benchmark.float32_matmul_precision": "low"}, "float32_matmul_precision"),
+    ({"runner.trial_timeout_s": 0}, "runner.trial_timeout_s"),
     ({"suite": "nope"}, "suite"),
     ({"suites.cpu.models": ["acme/not-a-model"]}, "acme/not-a-model"),
     ({"suites.cpu.models": []}, "suites.cpu.models"),
@@ -26,7 +32,6 @@ BAD_PARAMS = [
     ({"suites.cpu.variants": ["eager", "turbo"]}, "turbo"),
     ({"suites.cpu.scale": "huge"}, "suites.cpu.scale"),
     ({"variants.default.mode": "ludicrous"}, "variants.default.mode"),
-    ({"variants.default.inductor": {"no_such_option": True}}, "no_such_option"),
     ({"variants.default.compile": False}, "variants.default.compile"),
     ({"image.url": "ftp://example.org/x.jpg"}, "image.url"),
     ({"image.sha256": "abc"}, "image.sha256"),
@@ -34,6 +39,12 @@ BAD_PARAMS = [
     ({"models.weights": "pretrained"}, "models.weights"),
     ({"paths.results": ""}, "paths.results"),
     ({"plot.dpi": "high"}, "plot.dpi"),
+    ({"compare": ["current", "torch-9.9"]}, "torch-9.9"),
+    ({"compare": []}, "compare"),
+    ({"environments.current.pins": {"torch": "2.14.1"}}, "environments.current"),
+    ({"environments.bad.pins": {}}, "environments.bad.pins"),
+    ({"environments.bad.pins": {"torch": ">=2"}}, "environments.bad.pins.torch"),
+    ({"environments.bad.pins": {"not a package!": "1.0"}}, "not a package!"),
 ]
 
 
@@ -55,14 +66,16 @@ def _write(tmp_path: Path, repo_root: Path, change: dict) -> Path:
 
 def test_shipped_params_load(repo_root):
     config = load_config(repo_root / "params.yaml")
-    assert config.suite == "cpu"
+    assert config.suite == "cpu" and config.compare == ["current"]
     assert config.selected.variants[0] == "eager"
     assert config.variants["freezing"].inductor == {"freezing": True}
-    assert len(config.suites["paper"].models) == 12
+    assert len(config.suites["paper"].models) == 12 and len(config.suites["paper-bs1"].models) == 12
     assert config.suites["paper"].batch_sizes == [1, 4, 16]
     assert set(config.suites["paper"].variants) == {"eager", "default", "reduce-overhead", "max-autotune"}
-    cpu_tasks = {m.split("/")[0] for m in config.suites["cpu"].models}
-    assert cpu_tasks  # the default suite names real registered models (checked by load_config)
+    gpu = config.suites["gpu"]  # the shorter GPU suite: three tasks, batch 1 and 16, the doc's two modes
+    assert gpu.batch_sizes == [1, 16] and set(gpu.variants) == {"eager", "default", "reduce-overhead"}
+    assert config.environments["torch-2.14.1"].pins == {"torch": "2.14.1"}
+    assert config.benchmark.replicates >= 3
 
 
 @pytest.mark.parametrize(("change", "needle"), BAD_PARAMS, ids=[next(iter(c)) + "-" + n for c, n in BAD_PARAMS])
@@ -72,10 +85,19 @@ def test_bad_params_fail_naming_the_key(tmp_path, repo_root, change, needle):
     assert needle in str(error.value)
 
 
-def test_not_yaml(tmp_path):
+def test_unknown_inductor_option_fails_where_torch_is_imported(tmp_path, repo_root):
+    config = load_config(_write(tmp_path, repo_root, {"variants.freezing.inductor": {"no_such_option": True}}))
+    with pytest.raises(ConfigError, match="no_such_option"):
+        config.check_selected_variants()
+
+
+def test_not_yaml_and_not_utf8(tmp_path):
     path = tmp_path / "params.yaml"
     path.write_text("suite: [unclosed\n")
     with pytest.raises(ConfigError, match="YAML"):
+        load_config(path)
+    path.write_bytes("suite: cpu  # caf\xe9\n".encode("latin-1"))
+    with pytest.raises(ConfigError, match=r"params\.yaml: not UTF-8"):
         load_config(path)
 
 
@@ -85,16 +107,16 @@ def test_missing_file(tmp_path):
 
 
 def test_overrides_as_dvc_exp_would(repo_root):
-    config = load_config(repo_root / "params.yaml", ["suite=paper", "benchmark.min_iters=50"])
-    assert config.suite == "paper" and config.benchmark.min_iters == 50
-
-
-@pytest.mark.parametrize("stage", ["fetch_image", "load_models", "benchmark", "aggregate", "plot"])
-def test_stage_exits_nonzero_on_bad_params_and_writes_nothing(tmp_path, repo_root, stage):
-    _write(tmp_path, repo_root, {"benchmark.min_iters": -1})
-    done = subprocess.run(
-        [sys.executable, "-m", f"compilebench.{stage}"], cwd=tmp_path, capture_output=True, text=True, timeout=120
+    config = load_config(
+        repo_root / "params.yaml", ["suite=paper", "benchmark.min_iters=50", "compare=[current,current]"]
     )
-    assert done.returncode != 0
-    assert "benchmark.min_iters" in done.stderr
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["params.yaml"]
+    assert config.suite == "paper" and config.benchmark.min_iters == 50 and config.compare == ["current", "current"]
+
+
+def test_config_loads_without_importing_torch(repo_root):
+    code = (
+        "import sys\nfrom compilebench.config import load_config\n"
+        "load_config('params.yaml')\nprint('torch' in sys.modules)"
+    )
+    done = subprocess.run([sys.executable, "-c", code], cwd=repo_root, capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "False"

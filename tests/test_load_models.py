@@ -29,6 +29,19 @@ def test_random_init_checkpoint_round_trips(tmp_path, image_640x480):
         assert torch.equal(loaded(**inputs).logits, rebuilt(**inputs).logits)  # same seed, same weights
 
 
+def test_an_unchanged_checkpoint_is_kept_and_a_changed_one_rebuilt(tmp_path):
+    card = models.get_card("microsoft/resnet-50")
+    first = load_models.materialise(card, tmp_path, "tiny", "random-init", seed=0, online=False)
+    weights = next((tmp_path / card.slug("tiny")).glob("*.safetensors"))
+    stamp = weights.stat().st_mtime_ns
+    again = load_models.materialise(card, tmp_path, "tiny", "random-init", seed=0, online=False)
+    assert again == first and weights.stat().st_mtime_ns == stamp  # kept, not rebuilt
+    reseeded = load_models.materialise(card, tmp_path, "tiny", "random-init", seed=1, online=False)
+    assert (
+        reseeded["seed"] == 1 and next((tmp_path / card.slug("tiny")).glob("*.safetensors")).stat().st_mtime_ns != stamp
+    )
+
+
 def test_auto_falls_back_to_random_init_offline(tmp_path, monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setenv("HF_HOME", str(tmp_path / "empty-hf-home"))

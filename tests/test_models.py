@@ -6,6 +6,8 @@ rounded as published (cited in the card). The built model must match the first w
 its rounding plus 2%: a drifted config (wrong depth, width or head) fails both.
 """
 
+from pathlib import Path
+
 import pytest
 import torch
 
@@ -130,3 +132,44 @@ def test_a_broken_card_in_the_registry_is_a_clear_error(tmp_path):
     (tmp_path / "broken.yaml").write_text("hub_id: [unclosed")
     with pytest.raises(models.CardError, match=r"broken\.yaml: cannot be read"):
         models.registry(tmp_path)
+
+
+@pytest.mark.parametrize(
+    ("edit", "needle"),
+    [
+        (lambda card: card.update(trust_remote_code=True), "unknown key(s) `trust_remote_code`"),
+        (lambda card: card.update(weights_file="pytorch_model.bin"), "unknown key(s) `weights_file`"),
+        (lambda card: card["config"].update(trust_remote_code=True), "code from a checkpoint is never run"),
+        (lambda card: card["config"].update(auto_map={"AutoModel": "x.Y"}), "code from a checkpoint is never run"),
+        (lambda card: card["expected"].update(parms=1), "unknown key(s) `expected.parms`"),
+        (lambda card: card["tiny"].update(confg={}), "unknown key(s) `tiny.confg`"),
+    ],
+)
+def test_cards_are_validated_like_params(tmp_path, edit, needle):
+    """A card is data that builds code: an unknown key (a typo, or a flag that would be ignored) or anything that
+    would run code from a checkpoint is an error naming the key, before any model is built."""
+    import yaml
+
+    raw = yaml.safe_load(Path(models.get_card("facebook/detr-resnet-50").path).read_text())
+    edit(raw)
+    path = tmp_path / "card.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    with pytest.raises(models.CardError) as error:
+        models.load_card(path)
+    assert needle in str(error.value) and "card.yaml" in str(error.value)
+
+
+def test_checkpoints_saved_here_carry_the_backbone_flags_transformers_4_needs(tmp_path):
+    import json
+
+    for hub_id in ("facebook/detr-resnet-50", "facebook/maskformer-swin-base-ade", "microsoft/resnet-50"):
+        card = models.get_card(hub_id)
+        folder = tmp_path / card.slug("tiny")
+        models.build_checkpoint(models.recipe(card, "tiny", 0, str(folder)), folder)
+        config = json.loads((folder / "config.json").read_text())
+        if "backbone_config" in config:
+            assert config["use_timm_backbone"] is False and config["backbone"] is None
+            nested = config.get("decoder_config") or {}
+            assert "backbone_config" not in nested or nested["use_timm_backbone"] is False
+        else:
+            assert "use_timm_backbone" not in config

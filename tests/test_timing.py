@@ -1,73 +1,18 @@
-"""Statistics on hand-made samples: exact expectations."""
+"""Timers, memory and the measurement loops, on the CPU (the CUDA paths run in test_cuda on a GPU)."""
 
-import math
-
-import pytest
+import time
 
 from compilebench import timing
-
-
-def test_summarize_exact_values():
-    stats = timing.summarize_ms([1.0, 2.0, 3.0, 4.0, 100.0])
-    assert stats["count"] == 5
-    assert stats["latency_ms_mean"] == pytest.approx(22.0)
-    assert stats["latency_ms_median"] == 3.0
-    assert stats["latency_ms_iqr"] == pytest.approx(2.0)  # 4 - 2
-    assert stats["latency_ms_min"] == 1.0 and stats["latency_ms_max"] == 100.0
-    assert stats["latency_ms_std"] == pytest.approx(math.sqrt(sum((x - 22) ** 2 for x in [1, 2, 3, 4, 100]) / 4))
-
-
-def test_summarize_empty_and_single():
-    assert timing.summarize_ms([]) == {"count": 0}
-    assert timing.summarize_ms([5.0])["latency_ms_std"] == 0.0
-
-
-def test_speedup_is_ratio_of_medians():
-    assert timing.speedup([10, 10, 10, 1000], [5, 5, 5, 5]) == pytest.approx(2.0)
-
-
-def test_improvement_pct_matches_the_doc_definition():
-    # A100 bs1 ViT in the doc: 9.325 ms eager, 7.584 ms compiled -> 18.7 %
-    assert timing.improvement_pct(9.325, 7.584) == pytest.approx(18.67, abs=0.01)
-
-
-def test_throughput_counts_images_per_batch():
-    assert timing.throughput_img_s(50.0, 4) == pytest.approx(80.0)
-
-
-def test_ci_of_a_clear_win_excludes_one():
-    eager = [10.0 + 0.1 * (i % 5) for i in range(40)]
-    compiled = [5.0 + 0.1 * (i % 3) for i in range(40)]
-    low, high = timing.speedup_ci(eager, compiled)
-    assert 1.0 < low <= timing.speedup(eager, compiled) <= high
-    assert timing.verdict(low, high) == "faster"
-
-
-def test_ci_of_noise_straddles_one():
-    eager = [10.0 + (i % 7) for i in range(50)]
-    compiled = [10.0 + ((i * 3) % 7) for i in range(50)]
-    low, high = timing.speedup_ci(eager, compiled)
-    assert low < 1.0 < high
-    assert timing.verdict(low, high) == timing.NO_SIGNIFICANT_DIFFERENCE
-
-
-def test_ci_needs_pairs():
-    with pytest.raises(ValueError, match="paired"):
-        timing.speedup_ci([1.0, 2.0], [1.0])
-
-
-def test_verdict_slower():
-    assert timing.verdict(0.5, 0.9) == "slower"
-
-
-def test_break_even_calls():
-    assert timing.break_even_calls(10.0, 60.0, 40.0) == pytest.approx(500.0)  # 10 s / 20 ms saved
-    assert timing.break_even_calls(10.0, 40.0, 60.0) is None  # never pays off
 
 
 def test_time_call_ms_returns_output_and_positive_time():
     out, ms = timing.time_call_ms(lambda: sum(range(10000)), "cpu")
     assert out == sum(range(10000)) and ms > 0
+
+
+def test_first_call_is_timed_on_the_host_clock():
+    out, seconds = timing.time_first_call_s(lambda: time.sleep(0.05) or "done", "cpu")
+    assert out == "done" and 0.05 <= seconds < 1.0
 
 
 def test_cpu_peak_memory_sees_an_allocation():
@@ -77,3 +22,30 @@ def test_cpu_peak_memory_sees_an_allocation():
     block[::4096] = b"x" * len(block[::4096])
     assert timing.peak_memory_mib("cpu") - before > 50
     del block
+    assert timing.peak_reserved_mib("cpu") is None
+
+
+def test_paired_samples_alternate_and_stop_at_the_minimums():
+    calls = []
+    eager, compiled, elapsed = timing.paired_samples(
+        lambda: calls.append("e"), lambda: calls.append("c"), "cpu", min_iters=6, min_time_s=0.0, max_time_s=5.0
+    )
+    assert len(eager) == len(compiled) == 6 and elapsed < 5.0
+    assert calls[:4] == ["e", "c", "c", "e"]  # the order flips every pair
+
+
+def test_adaptive_stop_waits_for_a_narrow_ci():
+    calls = iter(range(10**6))
+    wobbly = lambda: [sum(range(200 + 150 * (next(calls) % 2)))]  # noqa: E731 (alternating cost: noisy pairs)
+    steady = lambda: None  # noqa: E731
+    eager, _, _ = timing.paired_samples(wobbly, steady, "cpu", 10, 0.0, 5.0, target_ci_halfwidth=0.0)
+    assert len(eager) == 10  # no target: stops at the minimum
+    eager, _, elapsed = timing.paired_samples(wobbly, steady, "cpu", 10, 0.0, 0.3, target_ci_halfwidth=1e-9)
+    assert elapsed >= 0.3 and len(eager) > 10  # an unreachable target: runs to max_time_s
+
+
+def test_single_samples_stop_at_the_minimums_or_max_time():
+    samples, elapsed = timing.single_samples(lambda: None, "cpu", min_iters=4, min_time_s=0.0, max_time_s=5.0)
+    assert len(samples) == 4
+    samples, elapsed = timing.single_samples(lambda: time.sleep(0.02), "cpu", 10**6, 0.0, max_time_s=0.1)
+    assert 0.1 <= elapsed < 1.0

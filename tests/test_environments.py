@@ -1,0 +1,178 @@
+"""Environments compared for real: a second stack built with pip (transformers 4.57.6 beside the project's 5.23.0,
+the same torch wheel from disk), interleaved trials through the real stages, an A/A calibration, the store read back.
+"""
+
+import json
+import shutil
+import subprocess
+import sys
+
+import pandas as pd
+import pytest
+from conftest import OTHER, make_project, project_env, run_ok, set_params
+
+from compilebench import environments
+
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("compared_project")]
+
+
+def test_pins_resolve_over_the_projects(repo_root):
+    project = environments.project_pins(repo_root)
+    assert project["torch"] == "2.13.0" and project["transformers"]
+    assert environments.resolve(project, {"Transformers": "4.57.6"})["transformers"] == "4.57.6"
+    assert (
+        environments.normalize("PyYAML") == "pyyaml"
+        and environments.normalize("typing_extensions") == "typing-extensions"
+    )
+    key = environments.environment_key(project, "3.11.7")
+    assert key == environments.environment_key(dict(reversed(project.items())), "3.11.7")
+    assert key != environments.environment_key(project, "3.12.0")
+
+
+def test_mismatches_accept_a_local_version_label():
+    assert environments.mismatches({"torch": "2.13.0"}, {"torch": "2.13.0+cpu"}) == []
+    assert environments.mismatches({"torch": "2.13.0"}, {"torch": "2.14.1"}) == ["torch 2.14.1 (pinned 2.13.0)"]
+    assert environments.mismatches({"scipy": "1.0"}, {}) == ["scipy missing (pinned 1.0)"]
+
+
+def test_current_environment_holds_the_projects_pins(repo_root):
+    stack = environments.current(repo_root)
+    assert stack.python == sys.executable and any(line.startswith("torch==2.13.0") for line in stack.freeze)
+
+
+def _stage(name, root, env, *args):
+    return run_ok([sys.executable, "-m", f"compilebench.{name}", *args], root, env)
+
+
+@pytest.fixture(scope="module")
+def compared(compared_project):
+    """The tiny ResNet in the project's environment and in transformers 4.57.6, two processes each, interleaved
+    (the pipeline test's project: read here, never changed)."""
+    root, env, _, rows = compared_project
+    return root, env, rows
+
+
+@pytest.fixture(scope="module")
+def calibrated(compared, tmp_path_factory):
+    """A copy of that project after an A/A invocation (the same environment compared with itself)."""
+    source, env, _ = compared
+    root = tmp_path_factory.mktemp("aa") / "project"
+    shutil.copytree(source, root, symlinks=True)
+    set_params(root, compare=["current", "current"], **{"benchmark.compile_cache": "shared"})
+    for stage in ("load_models", "benchmark", "aggregate"):
+        _stage(stage, root, env)
+    return root, env
+
+
+def test_each_environment_runs_in_its_own_interpreter(compared):
+    _, _, rows = compared
+    by_env = {row["environment"]: row for row in rows if row["variant"] == "default"}
+    assert set(by_env) == {"current", OTHER}
+    assert by_env["current"]["transformers_version"] != by_env[OTHER]["transformers_version"] == "4.57.6"
+    assert by_env[OTHER]["torch_version"].startswith("2.13.0")
+    assert json.loads(by_env[OTHER]["environment_pins"])["transformers"] == "4.57.6"
+    assert "transformers==4.57.6" in by_env[OTHER]["environment_freeze"]
+    assert not any(
+        line.startswith("mlflow==") for line in by_env[OTHER]["environment_freeze"]
+    )  # the trial's stack only
+    assert by_env["current"]["environment_key"] != by_env[OTHER]["environment_key"]
+    assert all(row["status"] == "ok" for row in rows), [(r["variant"], r["status"], r["error"]) for r in rows]
+
+
+def test_processes_alternate_in_a_balanced_order(compared):
+    _, _, rows = compared
+    processes = sorted(
+        (process["started_at"], row["environment"], process["cache"])
+        for row in rows
+        if row["variant"] == "default"
+        for process in row["process_results"]
+    )
+    order = [environment for _, environment, _ in processes]
+    assert sorted(order) == sorted(["current", OTHER] * 2)
+    assert order[0] != order[1] and order[2] != order[3] and order[1] == order[2]  # A B B A (or B A A B)
+    assert [cache for _, _, cache in processes] == ["cold", "cold", "warm", "warm"]
+
+
+def test_the_comparison_table_reads_b_against_a(compared):
+    root, _, _ = compared
+    table = pd.read_csv(root / "data/results/comparison.csv")
+    assert set(table["variant"]) == {"default", "eager"}
+    row = table[table["variant"] == "default"].iloc[0]
+    assert row["baseline"] == "current" and row["candidate"] == OTHER and row["interleaved"]
+    for metric in ("eager_latency", "compiled_latency", "speedup", "compile_cold", "compile_warm", "peak_memory"):
+        assert row[f"{metric}_ratio"] > 0, metric
+    assert row["compiled_latency_ci_low"] <= row["compiled_latency_ratio"] <= row["compiled_latency_ci_high"]
+    assert row["verdict"] in ("slower", "faster", "inconclusive")  # no calibration in this project: never equivalent
+    report = (root / "data/report/report.md").read_text()
+    assert "## Environments compared" in report and "No A/A calibration of this machine yet" in report
+    assert (root / "data/plots/comparison.png").exists()
+
+
+def test_an_aa_invocation_calibrates_the_machine(calibrated):
+    root, _ = calibrated
+    calibrations = json.loads((root / "data/calibration.json").read_text())
+    [calibration] = calibrations.values()
+    assert set(calibration["deltas"]) >= {"eager_latency", "compiled_latency", "speedup"}
+    assert all(delta >= 0.005 for delta in calibration["deltas"].values())
+    table = pd.read_csv(root / "data/results/comparison.csv")
+    assert set(table["candidate"]) == {"current#2"}
+
+
+def test_the_store_compares_versions_across_invocations(calibrated):
+    root, env = calibrated
+    _stage("aggregate", root, env, "--from-mlflow")
+    versions = pd.read_csv(root / "data/store/versions.csv")
+    across = versions[versions["baseline_versions"] != versions["candidate_versions"]]
+    assert not across.empty and not across["interleaved"].any()  # separate invocations: labelled as such
+    assert across["calibrated"].all()  # the A/A margin of this machine applies
+    assert "4.57.6" in " ".join(across["baseline_versions"]) + " ".join(across["candidate_versions"])
+    _stage("plot", root, env, "--from-mlflow")
+    assert (root / "data/store/versions.png").exists()
+
+
+SHAPES = """
+import json, sys
+from pathlib import Path
+from PIL import Image
+from compilebench import models
+root, image, mode = Path(sys.argv[1]), Image.open(sys.argv[2]).convert("RGB"), sys.argv[3]
+shapes = {}
+for card in models.registry().values():
+    folder = root / card.slug("full")
+    if mode == "write":
+        models.processor_from(card.processor_class, models.processor_kwargs(card)).save_pretrained(folder)
+    inputs, _ = models.single_inputs(card, models.load_processor(folder), image)
+    shapes[card.hub_id] = {key: list(value.shape) for key, value in inputs.items()}
+print(json.dumps(shapes))
+"""
+
+
+def test_published_processors_give_the_same_inputs_under_transformers_4(repo_root, compared, tmp_path):
+    """Processor configs written here (transformers 5) read in 4.57.6 give the published input shapes, all 12."""
+    root, env, _ = compared
+    pins = environments.resolve(environments.project_pins(repo_root), {"transformers": "4.57.6"})
+    python = environments.build(OTHER, pins, repo_root / ".compilebench" / "environments").python
+    script, image = tmp_path / "shapes.py", str(root / "data/image/input.jpg")
+    script.write_text(SHAPES)
+    written = run_ok([sys.executable, str(script), str(tmp_path), image, "write"], root, env)  # transformers 5
+    read = run_ok(
+        [python, str(script), str(tmp_path), image, "read"], root, {**env, "PYTHONPATH": str(repo_root / "src")}
+    )
+    shapes_5, shapes_4 = (json.loads(done.stdout.splitlines()[-1]) for done in (written, read))
+    assert shapes_4 == shapes_5 and len(shapes_4) == 12
+    assert shapes_4["facebook/detr-resnet-50"]["pixel_values"] == [1, 3, 800, 1066]
+    assert shapes_4["facebook/maskformer-swin-base-ade"]["pixel_values"] == [1, 3, 640, 864]
+
+
+def test_an_environment_that_cannot_be_built_fails_before_any_work(tmp_path):
+    root = make_project(tmp_path, ["microsoft/resnet-50"])
+    set_params(root, compare=["current", "ancient"], **{"environments.ancient": {"pins": {"torch": "0.0.1"}}})
+    env = project_env()
+    for stage in ("fetch_image", "load_models"):
+        _stage(stage, root, env)
+    done = subprocess.run([sys.executable, "-m", "compilebench.benchmark"], cwd=root, env=env,
+                                         capture_output=True, text=True, timeout=600)  # fmt: skip
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert "environment 'ancient'" in done.stderr and "torch==0.0.1" in done.stderr
+    assert "Traceback" not in done.stderr
+    assert not (root / "data/results").exists() and not (root / "mlruns").exists()

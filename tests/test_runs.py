@@ -1,0 +1,95 @@
+"""From trial results to runs, on hand-made results: statistics over processes, cold and warm compiles, status."""
+
+import pytest
+
+from compilebench import runs, stats
+from compilebench.records import CompileHealth, ModelSpec, TimingSpec, TrialResult, TrialSpec, VariantSpec
+
+MODEL = ModelSpec("org/m", "M", "image-classification", "X", "ckpt")
+DEFAULT = VariantSpec("default")
+CONTEXT = runs.Context("inv", "s", "full", "vm", "abc", "embedded-fallback", "00", min_iters=5, min_time_s=0.1,
+                       max_cv=0.25)  # fmt: skip
+ENVIRONMENT = {"current": runs.EnvironmentInfo("current", "current", "k1", {"torch": "2.13.0"}, ("torch==2.13.0",))}
+MODELS = {"org/m": runs.ModelInfo("random-init", "card:m.yaml", 1000)}
+
+
+def _spec(replicate, cache, variant=DEFAULT):
+    return TrialSpec(f"current/org--m/bs2/{variant.name}/r{replicate}", "current", MODEL, 2, variant, replicate,
+                     cache, "i.jpg", TimingSpec())  # fmt: skip
+
+
+def _result(spec, eager, compiled, compile_s, status="ok", **extra):
+    return TrialResult(spec.trial_id, status, environment={"device": "cpu", "device_name": "cpu-x",
+                       "torch_version": "2.13.0"}, eager_ms=tuple(eager), compiled_ms=tuple(compiled),
+                       compile_s=compile_s, timed_s=1.0, eager_first_call_s=0.5, peak_mem_mib=100.0 + compile_s,
+                       eager_peak_mem_mib=90.0, max_abs_diff=1e-6, max_rel_diff=1e-7, task_agreement=1.0,
+                       health=CompileHealth(graph_count=1), **extra)  # fmt: skip
+
+
+def _records(results):
+    specs = [spec for spec, _ in results]
+    return {r.variant: r for r in runs.run_records(specs, {s.trial_id: r for s, r in results}, ENVIRONMENT, MODELS,
+                                                   CONTEXT)}  # fmt: skip
+
+
+def _three(eager=(10.0, 12.0, 11.0)):
+    specs = [_spec(0, "cold"), _spec(1, "warm"), _spec(2, "warm")]
+    return [
+        (spec, _result(spec, [e] * 6, [5.0] * 6, compile_s))
+        for spec, e, compile_s in zip(specs, eager, (20.0, 3.0, 4.0), strict=True)
+    ]
+
+
+def test_a_compiled_run_pools_its_processes():
+    records = _records(_three())
+    compiled, eager = records["default"], records["eager"]
+    assert compiled.status == "ok" and compiled.processes == 3 and compiled.replicates == 3
+    assert compiled.speedup == pytest.approx((2.0 * 2.4 * 2.2) ** (1 / 3))
+    assert (
+        compiled.speedup_ci_method == stats.BETWEEN and compiled.speedup_ci_low < 2.0 < 2.4 < compiled.speedup_ci_high
+    )
+    assert compiled.compile_s == 20.0 and compiled.compile_s_warm == 3.5  # cold: the empty cache; warm: median
+    assert compiled.break_even_calls == pytest.approx(20.0 * 1000 / (11.0 - 5.0))
+    assert compiled.peak_mem_mib == 104.0  # median over processes
+    assert eager.count == 18 and eager.latency_ms_median == 11.0 and eager.compile is False
+    assert [p["cache"] for p in compiled.process_results] == ["cold", "warm", "warm"]
+    assert compiled.environment_freeze == ("torch==2.13.0",) and compiled.run_uid.endswith("bs2/default")
+
+
+def test_one_failed_process_fails_the_run_and_names_it():
+    results = _three()
+    spec = results[2][0]
+    results[2] = (spec, TrialResult.failed(spec.trial_id, "crashed", "signal 11"))
+    compiled = _records(results)["default"]
+    assert compiled.status == "crashed" and spec.trial_id in compiled.error and compiled.processes == 2
+
+
+def test_noisy_processes_make_the_run_invalid():
+    specs = [_spec(0, "cold"), _spec(1, "warm")]
+    wide = [1.0, 5.0, 1.0, 5.0, 1.0, 5.0]  # robust cv far above 0.25
+    results = [(s, _result(s, wide, wide, 1.0)) for s in specs]
+    compiled = _records(results)["default"]
+    assert compiled.status == "invalid" and "benchmark.max_cv" in compiled.error
+
+
+def test_too_few_pairs_make_the_run_invalid():
+    spec = _spec(0, "cold")
+    compiled = _records([(spec, _result(spec, [10.0] * 3, [5.0] * 3, 1.0))])["default"]
+    assert compiled.status == "invalid" and "benchmark.min_iters" in compiled.error
+    assert compiled.speedup_ci_method == stats.WITHIN  # one process: only a within-process interval
+
+
+def test_a_compile_error_keeps_the_eager_baseline():
+    spec = _spec(0, "cold")
+    failed = TrialResult(spec.trial_id, "compile_error", "boom", eager_ms=(10.0,) * 6, eager_first_call_s=0.5,
+                         timed_s=1.0)  # fmt: skip
+    records = _records([(spec, failed)])
+    assert records["default"].status == "compile_error" and records["default"].speedup is None
+    assert records["eager"].status == "ok" and records["eager"].latency_ms_median == 10.0
+
+
+def test_incomplete_runs_are_not_recorded_yet():
+    results = _three()
+    specs = [spec for spec, _ in results]
+    partial = {results[0][0].trial_id: results[0][1]}
+    assert runs.run_records(specs, partial, ENVIRONMENT, MODELS, CONTEXT) == []

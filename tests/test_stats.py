@@ -1,0 +1,152 @@
+"""Statistics on hand-made samples (exact expectations) and on synthetic processes with a known truth (coverage)."""
+
+import math
+
+import numpy as np
+import pytest
+
+from compilebench import stats
+
+
+def test_summarize_exact_values():
+    summary = stats.summarize_ms([1.0, 2.0, 3.0, 4.0, 100.0])
+    assert summary["count"] == 5
+    assert summary["latency_ms_mean"] == pytest.approx(22.0)
+    assert summary["latency_ms_median"] == 3.0
+    assert summary["latency_ms_iqr"] == pytest.approx(2.0)  # 4 - 2
+    assert summary["latency_ms_min"] == 1.0 and summary["latency_ms_max"] == 100.0
+    assert summary["latency_ms_std"] == pytest.approx(math.sqrt(sum((x - 22) ** 2 for x in [1, 2, 3, 4, 100]) / 4))
+    assert summary["robust_cv"] == pytest.approx(2.0 / 1.349 / 3.0)  # the outlier moves cv, not robust_cv
+    assert summary["cv"] > 1.5
+
+
+def test_summarize_empty_and_single():
+    assert stats.summarize_ms([]) == {"count": 0}
+    assert stats.summarize_ms([5.0])["latency_ms_std"] == 0.0
+
+
+def test_speedup_is_ratio_of_medians():
+    assert stats.speedup([10, 10, 10, 1000], [5, 5, 5, 5]) == pytest.approx(2.0)
+
+
+def test_improvement_pct_matches_the_doc_definition():
+    # A100 bs1 ViT in the doc: 9.325 ms eager, 7.584 ms compiled -> 18.7 %
+    assert stats.improvement_pct(9.325, 7.584) == pytest.approx(18.67, abs=0.01)
+
+
+def test_throughput_and_break_even():
+    assert stats.throughput_img_s(50.0, 4) == pytest.approx(80.0)
+    assert stats.break_even_calls(10.0, 60.0, 40.0) == pytest.approx(500.0)  # 10 s / 20 ms saved
+    assert stats.break_even_calls(10.0, 40.0, 60.0) is None  # never pays off
+
+
+def test_within_process_bootstrap_of_a_clear_win_excludes_one():
+    eager = [10.0 + 0.1 * (i % 5) for i in range(40)]
+    compiled = [5.0 + 0.1 * (i % 3) for i in range(40)]
+    low, high = stats.paired_bootstrap_ci(eager, compiled)
+    assert 1.0 < low <= stats.speedup(eager, compiled) <= high
+    assert stats.verdict(low, high) == "faster"
+    assert stats.verdict(0.5, 0.9) == "slower" and stats.verdict(0.9, 1.1) == stats.NO_SIGNIFICANT_DIFFERENCE
+
+
+def test_bootstrap_needs_pairs():
+    with pytest.raises(ValueError, match="paired"):
+        stats.paired_bootstrap_ci([1.0, 2.0], [1.0])
+
+
+def test_speedup_estimate_uses_processes_when_there_are_several():
+    pairs = [([10.0] * 5, [5.0] * 5), ([12.0] * 5, [5.0] * 5), ([11.0] * 5, [5.0] * 5)]
+    estimate = stats.speedup_estimate(pairs)
+    assert estimate.method == stats.BETWEEN and estimate.processes == 3
+    assert estimate.value == pytest.approx((2.0 * 2.4 * 2.2) ** (1 / 3))  # geometric mean of per-process speedups
+    assert estimate.low < 2.0 and estimate.high > 2.4  # t with 2 df reaches past the range of three values
+    single = stats.speedup_estimate(pairs[:1])
+    assert single.method == stats.WITHIN and single.value == 2.0
+
+
+def test_ratio_estimate_of_b_over_a():
+    same = stats.ratio_estimate([10.0, 10.2, 9.8], [10.1, 9.9, 10.0])
+    assert same.low < 1.0 < same.high and same.method == stats.BETWEEN
+    slower = stats.ratio_estimate([10.0, 10.1, 9.9, 10.0], [12.0, 12.1, 11.9, 12.0])
+    assert slower.low > 1.15 and slower.value == pytest.approx(1.2, rel=1e-3)
+    pooled = stats.ratio_estimate([10.0], [12.0, 12.2, 11.8])  # one side of one process: the other's spread
+    assert pooled.has_interval and pooled.low < 1.2 < pooled.high
+    assert not stats.ratio_estimate([10.0], [12.0]).has_interval  # neither side shows its spread
+
+
+@pytest.mark.parametrize(("delta", "interval", "expected"), [
+    (0.05, (1.10, 1.20), "slower"),
+    (0.05, (0.80, 0.90), "faster"),
+    (0.05, (0.97, 1.03), stats.EQUIVALENT),
+    (0.05, (1.01, 1.10), stats.INCONCLUSIVE),  # above 1, not above the A/A margin
+    (None, (1.01, 1.10), "slower"),  # uncalibrated: significance alone
+    (None, (0.97, 1.03), stats.INCONCLUSIVE),  # uncalibrated: never `equivalent`
+])  # fmt: skip
+def test_calibrated_verdict(delta, interval, expected):
+    estimate = stats.Estimate(sum(interval) / 2, *interval, 3, stats.BETWEEN)
+    assert stats.calibrated_verdict(estimate, delta, "slower", "faster") == expected
+
+
+def test_calibration_delta_is_the_largest_aa_deviation():
+    assert stats.calibration_delta([1.02, 0.95, 1.01]) == pytest.approx(abs(math.log(0.95)))
+    assert stats.calibration_delta([1.0, 1.0]) == stats.MIN_DELTA
+    assert stats.calibration_delta([float("nan"), None]) == stats.MIN_DELTA
+
+
+def _processes(rng, truth, between_sd, within_sd, processes, pairs):
+    """Synthetic per-process paired samples: each process has its own log-speedup offset (between-process
+    variance) and noisy samples around it (within-process variance)."""
+    out = []
+    for _ in range(processes):
+        offset = rng.normal(0, between_sd)
+        eager = 10.0 * np.exp(rng.normal(0, within_sd, pairs))
+        compiled = 10.0 / (truth * math.exp(offset)) * np.exp(rng.normal(0, within_sd, pairs))
+        out.append((list(eager), list(compiled)))
+    return out
+
+
+def test_between_process_interval_covers_the_truth_95_percent():
+    """With a real between-process variance, the t-interval over 3 processes covers the true speedup ~95% of the
+    time; a bootstrap over the same 3 processes (resample processes, then pairs) would not (checked below)."""
+    rng = np.random.default_rng(7)
+    truth, trials = 1.5, 600
+    covered = 0
+    for _ in range(trials):
+        estimate = stats.speedup_estimate(_processes(rng, truth, between_sd=0.05, within_sd=0.03, processes=3,
+                                                     pairs=10))  # fmt: skip
+        covered += estimate.low <= truth <= estimate.high
+    assert 0.92 <= covered / trials <= 0.985, covered / trials
+
+
+def test_hierarchical_bootstrap_over_three_processes_undercovers():
+    """Why the interval is a t over processes: the percentile bootstrap (processes, then pairs in them) stays
+    within the range of 3 process estimates and covers the truth far less often than its nominal 95%."""
+    rng = np.random.default_rng(11)
+    truth, trials, covered = 1.5, 300, 0
+    for _ in range(trials):
+        processes = _processes(rng, truth, between_sd=0.05, within_sd=0.03, processes=3, pairs=10)
+        boot = []
+        for _ in range(400):
+            chosen = rng.integers(0, 3, 3)
+            eager, compiled = [], []
+            for index in chosen:
+                e, c = np.asarray(processes[index][0]), np.asarray(processes[index][1])
+                pick = rng.integers(0, len(e), len(e))
+                eager += list(e[pick])
+                compiled += list(c[pick])
+            boot.append(stats.speedup(eager, compiled))
+        low, high = np.percentile(boot, [2.5, 97.5])
+        covered += low <= truth <= high
+    assert covered / trials < 0.88, covered / trials
+
+
+def test_ratio_interval_of_identical_stacks_covers_one_95_percent():
+    """A/A: two sides with the same truth and a between-process variance; Welch's interval holds 1.0 ~95%."""
+    rng = np.random.default_rng(3)
+    trials, covered = 800, 0
+    for _ in range(trials):
+        a = list(100 * np.exp(rng.normal(0, 0.05, 3)))
+        b = list(100 * np.exp(rng.normal(0, 0.05, 3)))
+        estimate = stats.ratio_estimate(a, b)
+        covered += estimate.low <= 1.0 <= estimate.high
+    assert 0.93 <= covered / trials <= 0.99, covered / trials

@@ -1,0 +1,199 @@
+"""Trials with real torch.compile on a tiny model of a real class, each in its own process started by the launcher."""
+
+import os
+import signal
+import sys
+import threading
+import time
+
+import pytest
+
+from compilebench import checks, launcher, trial
+from compilebench.records import TimingSpec, TrialResult, TrialSpec, VariantSpec
+
+pytestmark = pytest.mark.xdist_group("test_trial")  # its module fixtures run once
+
+FAST = TimingSpec(min_iters=5, min_time_s=0.2, max_time_s=5.0, warmup_iters=1, memory_iters=1)
+
+
+def _spec(tiny, variant, replicate=0, cache="shared", **timing):
+    model, image = tiny
+    spec = TimingSpec(**{**FAST.__dict__, **timing})
+    return TrialSpec(f"current/tiny/bs2/{variant.name}/r{replicate}", "current", model, 2, variant, replicate, cache,
+                     image, spec)  # fmt: skip
+
+
+def _run(tmp_path, spec, timeout_s=600.0, cache_dir=None):
+    return launcher.run_trial_process(spec, sys.executable, tmp_path, cache_dir, timeout_s)
+
+
+@pytest.fixture(scope="module")
+def frozen_and_default(tiny_resnet, tmp_path_factory):
+    """One real compiled trial per variant, shared by the tests that read them (a tiny model compiles in seconds
+    on the session cache)."""
+    work = tmp_path_factory.mktemp("trials")
+    return {
+        name: _run(work, _spec(tiny_resnet, variant))
+        for name, variant in (
+            ("default", VariantSpec("default")),
+            ("freezing", VariantSpec("freezing", inductor={"freezing": True})),
+        )
+    }
+
+
+@pytest.mark.slow
+def test_a_compiled_trial_measures_paired_samples(frozen_and_default):
+    result = frozen_and_default["default"]
+    assert result.status == "ok", result.error
+    assert len(result.eager_ms) == len(result.compiled_ms) >= 5  # paired, same count
+    assert result.compile_s > 0 and result.eager_first_call_s > 0 and result.wall_s > result.compile_s
+    assert result.health.graph_count == 1 and result.health.graph_break_count == 0
+    assert result.health.recompile_count == 0 and not result.health.fell_back_to_eager
+    assert result.task_agreement == 1.0 and result.max_rel_diff < 1e-3
+    assert result.input_shapes == {"pixel_values": [2, 3, 32, 32]}
+    assert result.environment["torch_version"] and result.environment["machine_fingerprint"]
+
+
+@pytest.mark.slow
+def test_freezing_really_changes_the_compilation(frozen_and_default):
+    frozen, plain = frozen_and_default["freezing"].health, frozen_and_default["default"].health
+    assert (
+        frozen.inductor_counters.get("binary_folding", 0) > 0 and plain.inductor_counters.get("binary_folding", 0) == 0
+    )
+    assert frozen.inductor_counters.get("pattern_matcher_count", 0) > plain.inductor_counters.get(
+        "pattern_matcher_count", 0
+    )
+
+
+@pytest.mark.slow
+def test_a_detection_trial_checks_its_boxes(tmp_path, image_640x480):
+    """DETR (the doc's detection family) through a trial: a pixel mask among its inputs, top boxes compared by IoU."""
+    from compilebench import models
+
+    card = models.get_card("facebook/detr-resnet-50")
+    folder = tmp_path / card.slug("tiny")
+    models.build_checkpoint(models.recipe(card, "tiny", 0, str(folder)), folder)
+    image = tmp_path / "image.jpg"
+    image_640x480.save(image)
+    result = _run(tmp_path, _spec((models.model_spec(card, str(folder)), str(image)), VariantSpec("default")))
+    assert result.status == "ok", result.error
+    assert result.task_check.startswith("top-10 boxes") and result.task_agreement == 1.0
+    assert set(result.input_shapes) == {"pixel_values", "pixel_mask"}
+
+
+@pytest.mark.slow
+def test_bfloat16_channels_last_variant_runs_in_its_dtype(tiny_resnet, tmp_path):
+    variant = VariantSpec("bf16-cl", dtype="bfloat16", channels_last=True)
+    result = _run(tmp_path, _spec(tiny_resnet, variant))
+    assert result.status == "ok", result.error
+    assert result.variant_dtype == "bfloat16" and 1e-6 < result.max_rel_diff < 5e-2  # really bf16, within tolerance
+
+
+@pytest.mark.slow
+def test_a_compile_error_is_recorded_and_eager_is_still_timed(tiny_resnet, tmp_path):
+    variant = VariantSpec("broken", inductor={"cpp.cxx": ("/nonexistent/c++",), "fx_graph_cache": False})
+    result = _run(tmp_path, _spec(tiny_resnet, variant), cache_dir=tmp_path / "empty-cache")
+    assert result.status == "compile_error" and "nonexistent" in result.error
+    assert len(result.eager_ms) >= 5 and not result.compiled_ms  # the eager baseline survives
+
+
+def test_timeout_ends_the_trial_and_its_group(tiny_resnet, tmp_path):
+    result = _run(tmp_path, _spec(tiny_resnet, VariantSpec("default"), min_time_s=60.0, max_time_s=60.0), 1.0)
+    assert result.status == "timeout" and not launcher._LIVE
+
+
+def test_missing_checkpoint_is_an_error(tiny_resnet, tmp_path):
+    model, image = tiny_resnet
+    spec = _spec(
+        (model.__class__(**{**model.__dict__, "checkpoint": str(tmp_path / "nope")}), image), VariantSpec("default")
+    )
+    result = _run(tmp_path, spec)
+    assert result.status == "error" and "nope" in result.error
+
+
+def test_a_segfaulting_trial_is_recorded_as_crashed(tiny_resnet, tmp_path):
+    """A real SIGSEGV sent to the trial process this test's launcher started, by its PID, mid-run."""
+    spec = _spec(tiny_resnet, VariantSpec("default"), min_time_s=60.0, max_time_s=60.0)
+
+    def segfault_our_trial():
+        deadline = time.time() + 120
+        while time.time() < deadline and not launcher._LIVE:
+            time.sleep(0.05)
+        time.sleep(3)  # let it load and start
+        for process in list(launcher._LIVE):
+            os.kill(process.pid, signal.SIGSEGV)
+
+    killer = threading.Thread(target=segfault_our_trial)
+    killer.start()
+    result = _run(tmp_path, spec)
+    killer.join()
+    assert result.status == "crashed" and "SIGSEGV" in result.error
+
+
+def test_exit_statuses_name_their_cause():
+    assert launcher.exit_status(-9, oom_killed=True)[0] == "oom"
+    status, why = launcher.exit_status(-9, oom_killed=False)
+    assert status == "killed" and "not by the OOM killer" in why
+    assert launcher.exit_status(-11, oom_killed=False) == ("crashed", "ended by signal 11 (SIGSEGV)")
+    assert launcher.exit_status(3, oom_killed=False) == ("crashed", "exited with 3")
+    assert launcher.oom_kills() >= 0
+
+
+def test_failed_first_trial_is_not_repeated(tiny_resnet, tmp_path):
+    """The warm replicates of a run whose cold trial timed out are recorded without starting a process."""
+    specs = [
+        _spec(tiny_resnet, VariantSpec("default"), replicate=r, cache="cold" if r == 0 else "warm") for r in range(3)
+    ]
+    done = {specs[0].trial_id: TrialResult.failed(specs[0].trial_id, "timeout", "trial exceeded 1 s")}
+    seen = []
+    results = launcher.run_trials(specs, {"current": "/nonexistent/python"}, tmp_path, 60, done,
+                                  lambda spec, result, resumed: seen.append((spec.trial_id, resumed)))  # fmt: skip
+    assert [r.status for r in results] == ["timeout"] * 3 and "not run" in results[1].error
+    assert seen == [(specs[0].trial_id, True), (specs[1].trial_id, False), (specs[2].trial_id, False)]
+
+
+def test_oom_is_recognised_through_the_exception_chain():
+    try:
+        try:
+            raise MemoryError
+        except MemoryError as inner:
+            raise RuntimeError("backend='inductor' raised") from inner
+    except RuntimeError as outer:
+        assert trial.classify_error(outer, "compile") == "oom"
+    assert trial.classify_error(RuntimeError("DefaultCPUAllocator: can't allocate memory"), "run") == "oom"
+    assert trial.classify_error(ValueError("bad"), "compile") == "compile_error"
+    assert trial.classify_error(ValueError("bad"), "run") == "error"
+
+
+@pytest.mark.parametrize(("mode", "cudagraphs"), [("default", False), ("reduce-overhead", True), ("max-autotune", True),
+                                                  ("max-autotune-no-cudagraphs", False)])  # fmt: skip
+def test_cuda_graph_variants_are_marked_and_warmed_up(mode, cudagraphs):
+    """max-autotune turns CUDA graphs on too; with warmup_iters 0 graph recording would be timed (CPU-checkable)."""
+    variant = VariantSpec(mode, mode=mode)
+    assert trial.uses_cudagraphs(variant, "cuda") is cudagraphs and trial.uses_cudagraphs(variant, "cpu") is False
+    assert trial.warmup_calls(variant, TimingSpec(device="cuda", warmup_iters=0)) == (3 if cudagraphs else 0)
+    assert trial.uses_cudagraphs(VariantSpec("x", inductor={"triton.cudagraphs": True}), "cuda:1")
+
+
+def test_tf32_tolerance():
+    assert trial.reduced_float32(TimingSpec(device="cuda", cudnn_allow_tf32=True))
+    assert not trial.reduced_float32(TimingSpec(device="cpu"))
+    assert trial.reduced_float32(TimingSpec(device="cpu", float32_matmul_precision="high"))
+    assert checks.numeric_tolerance(1e-3, "float32", reduced_float32=True) == checks.numeric_tolerance(1e-3, "float16")
+    assert checks.numeric_tolerance(1e-3, "float32") == 1e-3
+
+
+def test_a_capped_trials_memory_is_its_whole_process_group(tmp_path):
+    """The launcher's memory reading sums the group a trial leads (its compile workers too), PSS: a child holding
+    300 MiB in a group this test starts reads as at least that."""
+    code = "import subprocess, sys, time\nx = bytearray(300 * 2**20)\nx[::4096] = b'x' * len(x[::4096])\ntime.sleep(30)"
+    holder = launcher.subprocess.Popen([sys.executable, "-c", code], start_new_session=True)
+    try:
+        deadline = time.time() + 30
+        reading = 0.0
+        while time.time() < deadline and reading < 300:
+            reading = launcher.group_memory_mib(holder.pid)
+            time.sleep(0.2)
+        assert reading >= 300
+    finally:
+        launcher.end_group(holder)
