@@ -39,14 +39,11 @@ def main() -> None:
     parser.add_argument("--min-time-s", type=float, default=2.0)
     parser.add_argument("--out", type=Path, default=None, help="write every number as JSON here")
     args = parser.parse_args()
-    card = models.get_card(args.model)
     work = Path(tempfile.mkdtemp(prefix="compilebench-coverage-"))
-    folder = work / card.slug("full")
-    models.build_checkpoint(models.recipe(card, "full", 0, str(folder)), folder)
+    spec = models.random_checkpoint(args.model, "full", work)
     image = work / "image.jpg"
     image.write_bytes(fallback_image())
     timing = TimingSpec(min_iters=args.min_iters, min_time_s=args.min_time_s, warmup_iters=2)
-    spec = models.model_spec(card, str(folder))
     cache = work / "inductor-cache"
     invocations = []
     started = time.time()

@@ -54,13 +54,10 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3, help="rounds per order")
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args()
-    card = models.get_card(args.model)
     work = Path(tempfile.mkdtemp(prefix="compilebench-order-"))
-    folder = work / card.slug("full")
-    models.build_checkpoint(models.recipe(card, "full", 0, str(folder)), folder)
+    spec = models.random_checkpoint(args.model, "full", work)
     image = work / "image.jpg"
     image.write_bytes(fallback_image())
-    spec = models.model_spec(card, str(folder))
     timing = TimingSpec(min_iters=3, min_time_s=0.0, warmup_iters=0)
     orders = {"default->freezing": ["default", "freezing"], "freezing->default": ["freezing", "default"]}
     compile_s: dict[str, dict[str, list[float]]] = {order: {v: [] for v in VARIANTS} for order in orders}

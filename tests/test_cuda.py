@@ -23,12 +23,9 @@ pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA d
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory):
     root = tmp_path_factory.mktemp("cuda")
-    card = models.get_card("microsoft/resnet-50")
-    folder = root / "resnet"
-    models.build_checkpoint(models.recipe(card, "tiny", 0, str(folder)), folder)
     image = root / "image.jpg"
     Image.new("RGB", (640, 480), (120, 80, 40)).save(image)
-    return models.model_spec(card, str(folder)), str(image), root
+    return models.random_checkpoint("microsoft/resnet-50", "tiny", root), str(image), root
 
 
 def _trial(tiny, variant: VariantSpec, **timing) -> TrialSpec:

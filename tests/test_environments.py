@@ -54,11 +54,13 @@ def compared(compared_project):
 
 @pytest.fixture(scope="module")
 def calibrated(compared, tmp_path_factory):
-    """A copy of that project after an A/A invocation (the same environment compared with itself)."""
+    """A copy of that project after an A/A invocation (the same environment compared with itself), one process a
+    side: the margins come from the ratios, which one process gives."""
     source, env, _ = compared
     root = tmp_path_factory.mktemp("aa") / "project"
     shutil.copytree(source, root, symlinks=True)
-    set_params(root, compare=["current", "current"], **{"benchmark.compile_cache": "shared"})
+    set_params(root, compare=["current", "current"], **{"benchmark.compile_cache": "shared", "benchmark.replicates": 1,
+                                                          "benchmark.cold_replicates": 0})  # fmt: skip
     for stage in ("load_models", "benchmark", "aggregate"):
         _stage(stage, root, env)
     return root, env

@@ -70,12 +70,10 @@ def test_a_detection_trial_checks_its_boxes(tmp_path, image_640x480):
     """DETR (the doc's detection family) through a trial: a pixel mask among its inputs, top boxes compared by IoU."""
     from compilebench import models
 
-    card = models.get_card("facebook/detr-resnet-50")
-    folder = tmp_path / card.slug("tiny")
-    models.build_checkpoint(models.recipe(card, "tiny", 0, str(folder)), folder)
+    spec = models.random_checkpoint("facebook/detr-resnet-50", "tiny", tmp_path)
     image = tmp_path / "image.jpg"
     image_640x480.save(image)
-    result = _run(tmp_path, _spec((models.model_spec(card, str(folder)), str(image)), VariantSpec("default")))
+    result = _run(tmp_path, _spec((spec, str(image)), VariantSpec("default")))
     assert result.status == "ok", result.error
     assert result.task_check.startswith("top-10 boxes") and result.task_agreement == 1.0
     assert set(result.input_shapes) == {"pixel_values", "pixel_mask"}

@@ -313,6 +313,14 @@ def model_spec(card: Card, checkpoint: str) -> ModelSpec:
     )
 
 
+def random_checkpoint(hub_id: str, scale: str, root: Path, seed: int = 0) -> ModelSpec:
+    """Build a registered model's checkpoint with random weights under `root`; what a trial needs to run it."""
+    card = get_card(hub_id)
+    folder = root / card.slug(scale)
+    build_checkpoint(recipe(card, scale, seed, str(folder)), folder)
+    return model_spec(card, str(folder))
+
+
 def count_params(model: Any) -> int:
     """Number of parameters (buffers excluded)."""
     return sum(parameter.numel() for parameter in model.parameters())
