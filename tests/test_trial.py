@@ -1,10 +1,13 @@
 """Trials with real torch.compile on a tiny model of a real class, each in its own process started by the launcher."""
 
+import json
 import os
 import signal
+import subprocess
 import sys
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
@@ -195,3 +198,50 @@ def test_a_capped_trials_memory_is_its_whole_process_group(tmp_path):
         assert reading >= 300
     finally:
         launcher.end_group(holder)
+
+
+LAUNCH = """
+import json, sys
+from pathlib import Path
+from compilebench import launcher
+from compilebench.records import TrialSpec
+spec = TrialSpec.from_dict(json.loads(Path(sys.argv[1]).read_text()))
+launcher.run_trial_process(spec, sys.executable, Path(sys.argv[2]), None, 600.0)
+"""
+
+
+def _running(pid: int) -> bool:
+    """Whether `pid` is a live process (not gone, not a zombie waiting to be reaped)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+@pytest.mark.slow
+def test_a_trial_does_not_outlive_its_killed_launcher(tiny_resnet, tmp_path):
+    """kill -9 of the process that launched a trial (the benchmark) ends the trial too, not minutes later."""
+    spec = _spec(tiny_resnet, VariantSpec("eager", compile=False), min_time_s=300.0, max_time_s=300.0)
+    spec_path = tmp_path / "spec.json"
+    spec_path.write_text(json.dumps(spec.to_dict()))
+    launching = subprocess.Popen([sys.executable, "-c", LAUNCH, str(spec_path), str(tmp_path / "work")],
+                                 start_new_session=True)  # fmt: skip
+    children = Path(f"/proc/{launching.pid}/task/{launching.pid}/children")
+    trial_pid, deadline = None, time.time() + 120
+    while trial_pid is None and time.time() < deadline:
+        listed = children.read_text().split() if children.exists() else []
+        trial_pid = int(listed[0]) if listed else None
+        time.sleep(0.1)
+    assert trial_pid is not None, "the launcher started no trial"
+    time.sleep(8)  # the trial is past its imports, timing for minutes
+    assert _running(trial_pid)
+    os.kill(launching.pid, signal.SIGKILL)
+    launching.wait()
+    try:
+        deadline = time.time() + 20
+        while _running(trial_pid) and time.time() < deadline:
+            time.sleep(0.1)
+        assert not _running(trial_pid), "the trial outlived its launcher"
+    finally:
+        if _running(trial_pid):
+            os.kill(trial_pid, signal.SIGKILL)  # started by the launcher this test started

@@ -34,6 +34,7 @@ from pathlib import Path
 from compilebench.records import (
     CACHE_COLD,
     CACHE_SHARED,
+    LAUNCHER_PID,
     STATUS_OK,
     Plan,
     TrialResult,
@@ -105,6 +106,7 @@ def trial_environment(cache_dir: Path | None) -> dict[str, str]:
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(SRC_ROOT), env.get("PYTHONPATH")]))
     env["HF_HUB_OFFLINE"] = "1"  # checkpoints are local folders; never wait on an unreachable Hub
     env["PYTHONUNBUFFERED"] = "1"
+    env[LAUNCHER_PID] = str(os.getpid())  # the trial ends itself if this process dies (trial.end_with_launcher)
     if cache_dir is not None:
         env.update(TORCHINDUCTOR_CACHE_DIR=str(cache_dir), TRITON_CACHE_DIR=str(cache_dir / "triton"))
     return env

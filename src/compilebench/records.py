@@ -18,6 +18,7 @@ STATUS_OK = "ok"
 # How a trial can end: ok, or a failure that is data (kept in results and MLflow, left out of speedup tables).
 STATUSES = ("ok", "accuracy_fail", "invalid", "compile_error", "error", "oom", "killed", "timeout", "crashed")
 CACHE_COLD, CACHE_WARM, CACHE_SHARED = "cold", "warm", "shared"
+LAUNCHER_PID = "COMPILEBENCH_LAUNCHER_PID"  # set for a trial process: the process it must not outlive
 
 
 def _build(cls: type, raw: dict[str, Any]) -> Any:

@@ -22,9 +22,12 @@ from __future__ import annotations
 
 import argparse
 import copy
+import ctypes
 import json
 import logging
 import os
+import signal
+import sys
 import time
 import traceback
 from pathlib import Path
@@ -32,7 +35,7 @@ from typing import Any
 
 from compilebench import checks, fingerprint, models, timing
 from compilebench.files import write_json
-from compilebench.records import CompileHealth, TimingSpec, TrialResult, TrialSpec, VariantSpec
+from compilebench.records import LAUNCHER_PID, CompileHealth, TimingSpec, TrialResult, TrialSpec, VariantSpec
 
 LOGGER = logging.getLogger(__name__)
 
@@ -320,7 +323,25 @@ def compile_only(spec: TrialSpec) -> TrialResult:
     return TrialResult(trial_id=spec.trial_id, status="ok", compile_s=compile_s, variant_dtype=dtype_name)
 
 
+PR_SET_PDEATHSIG = 1  # prctl(2): the signal this process gets when its parent dies
+
+
+def end_with_launcher() -> None:
+    """On Linux, have the kernel end this trial when its launcher dies (a `kill -9` of the benchmark); otherwise it
+    would run on unseen, for minutes. Its compile workers exit when it does (their pipe to it closes)."""
+    expected = os.environ.get(LAUNCHER_PID)
+    if not expected or not sys.platform.startswith("linux"):
+        return
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    except (OSError, AttributeError):
+        return
+    if os.getppid() != int(expected):  # the launcher died before the request took effect
+        os._exit(1)
+
+
 def main() -> None:
+    end_with_launcher()
     parser = argparse.ArgumentParser(description="Run one trial in this process.")
     parser.add_argument("spec", type=Path)
     parser.add_argument("out", type=Path)
