@@ -143,7 +143,14 @@ def test_store_down_loses_nothing_and_sync_logs_exactly_once(loaded, server):
         experiment_names=["compilebench"], filter_string=f"tags.`compilebench.invocation` = '{invocation}'"
     )
     assert len(parent) == 1
-    assert {a.path for a in mlflow.artifacts.list_artifacts(run_id=parent["run_id"].iloc[0])} >= {"summary"}
+    parent_id = parent["run_id"].iloc[0]
+    assert {a.path for a in mlflow.artifacts.list_artifacts(run_id=parent_id)} >= {"summary"}
+    synced = mlflow.get_run(parent_id)  # created by sync, yet named, described and tagged as the benchmark would
+    assert synced.data.params["suite"] == "smoke" and synced.data.params["models"] == MODELS[0]
+    assert synced.data.tags["machine"] and synced.data.tags["machine_fingerprint"]
+    assert synced.data.metrics, "the aggregate metrics reached the parent"
+    history = mlflow.MlflowClient(server.uri)
+    assert all(len(history.get_metric_history(parent_id, key)) == 1 for key in synced.data.metrics)  # synced twice
 
 
 def test_identical_machines_share_one_server_and_no_password_is_printed(loaded, server):

@@ -154,7 +154,9 @@ def finish(config: Config, records: list[runs.RunRecord], invocation_id: str, tr
     write_jsonl(config.paths.results, [record.to_dict() for record in records])
     failed = [f"{r.model_id} bs{r.batch_size} {r.variant} [{r.environment}]: {r.status}" for r in records
               if r.status != STATUS_OK]  # fmt: skip
-    run_info = {"invocation_id": invocation_id, "experiment": tracking.EXPERIMENT, "failed_runs": failed, **extra}
+    parent = {"name": tracker.parent_name, "params": tracker.parent_params, "tags": tracker.parent_tags}  # for sync
+    run_info = {"invocation_id": invocation_id, "experiment": tracking.EXPERIMENT, "failed_runs": failed,
+                "parent": parent, **extra}  # fmt: skip
     write_json(config.paths.run_info, run_info)
     tracker.log_parent(finish_failed=bool(failed))
     if failed:

@@ -30,7 +30,9 @@ def main() -> None:
         LOGGER.error("nothing to sync: %s", error)
         sys.exit(2)
     invocation = run_info["invocation_id"]
-    tracker = tracking.Tracker(config.paths.tracking_uri, invocation, f"{config.suite} (synced)")
+    parent = run_info.get("parent", {})  # made here if the store was down all along: as the benchmark names it
+    tracker = tracking.Tracker(config.paths.tracking_uri, invocation, parent.get("name") or f"{config.suite} (synced)",
+                               parent.get("params"), parent.get("tags"))  # fmt: skip
     try:
         before = tracking.count_invocation_runs(config.paths.tracking_uri, invocation)
     except Exception as error:  # the store is still down: say so, change nothing

@@ -314,7 +314,11 @@ def log_files(mlflow_client: MlflowClient, run_id: str, paths: list[Path], artif
 
 
 def log_metrics(mlflow_client: MlflowClient, run_id: str, metrics: dict[str, Any]) -> None:
-    """Add metrics to an existing run."""
+    """Log the metrics the run does not already hold with these values (a second sync adds no history)."""
+    held = mlflow_client.get_run(run_id).data.metrics
+    metrics = {key: value for key, value in metrics.items() if held.get(key) != value}
+    if not metrics:
+        return
     mlflow_client.log_batch(run_id, metrics=_metrics(metrics, int(time.time() * 1000)))
 
 
