@@ -126,3 +126,7 @@ def test_cache_without_safetensors_is_refused(tmp_path):
     done, root = _materialise_in_fresh_process(tmp_path, cache, "hub")
     assert done.returncode == 2 and "no safetensors" in done.stderr
     assert not any(root.iterdir())
+    fallen_back, _ = _materialise_in_fresh_process(tmp_path, cache, "auto")  # says why it did not use the cache
+    assert fallen_back.returncode == 0 and "no safetensors" in fallen_back.stderr, fallen_back.stderr[-2000:]
+    assert "not in the local HF cache" not in fallen_back.stderr
+    assert json.loads(fallen_back.stdout.splitlines()[-1])["weights_source"] == "random-init"

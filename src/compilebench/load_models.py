@@ -137,12 +137,10 @@ def materialise(card: models.Card, root: Path, scale: str, weights: str, seed: i
         except Exception as error:  # hub errors come as many types (offline, missing revision, HTTP)
             if weights == WEIGHTS_HUB:
                 raise LoadError(f"{card.hub_id}: models.weights is 'hub' but the Hub failed: {error}") from None
-            LOGGER.warning(
-                "%s: Hub %s (%s); building the published architecture with random weights",
-                card.hub_id,
-                "unreachable and not in the local HF cache" if not online else "failed",
-                type(error).__name__,
-            )
+            hub = "failed" if online else "unreachable and not in the local HF cache"
+            # our own refusal of what the cache holds (no safetensors) is said as such, not as "unreachable"
+            why = str(error) if isinstance(error, LoadError) else f"Hub {hub} ({type(error).__name__})"
+            LOGGER.warning("%s: %s; building the published architecture with random weights", card.hub_id, why)
             shutil.rmtree(tmp, ignore_errors=True)
     elif weights == WEIGHTS_HUB:
         raise LoadError(f"{card.hub_id}: models.weights is 'hub' but the suite's scale is tiny (no Hub checkpoint)")
