@@ -48,11 +48,6 @@ COLUMNS = [
 ]  # fmt: skip
 
 
-def read_results(path: str | Path) -> list[dict[str, Any]]:
-    """The benchmark's result rows (one per run; raw per-process samples kept)."""
-    return read_jsonl(path)
-
-
 def with_keys(frame: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
     """`frame` with every key column present and no NaN in them (pandas drops NaN keys when grouping or merging)."""
     frame = frame.copy()
@@ -227,7 +222,7 @@ def check(config) -> None:
     failed = [
         f"{row['model_id']} bs{row['batch_size']} {row['variant']} [{row['environment']}]: {row['status']} "
         f"{row.get('error') or ''}"
-        for row in read_results(config.paths.results)
+        for row in read_jsonl(config.paths.results)
         if row["status"] != STATUS_OK
     ]
     for line in failed:
@@ -247,7 +242,7 @@ def main() -> None:
         if args.from_mlflow:
             from_mlflow(config)
             return
-        rows = read_results(config.paths.results)
+        rows = read_jsonl(config.paths.results)
         run_info = json.loads(Path(config.paths.run_info).read_text())
     except (OSError, json.JSONDecodeError) as error:
         LOGGER.error("%s", error)

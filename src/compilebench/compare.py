@@ -41,10 +41,6 @@ METRICS = (
 CELL = ("model_id", "label", "task", "batch_size", "variant")
 
 
-def _median(values: list[float]) -> float:
-    return statistics.median(values)
-
-
 def process_values(row: dict[str, Any], metric: str) -> list[float]:
     """One value per measured process of a run for `metric` (empty where the run has none); a row read back
     from MLflow carries them as `process_values`."""
@@ -53,11 +49,11 @@ def process_values(row: dict[str, Any], metric: str) -> list[float]:
     processes = [p for p in row.get("process_results") or () if p.get("eager_ms")]
     compiled = [p for p in processes if p.get("compiled_ms")]
     if metric == "eager_latency":
-        return [_median(p["eager_ms"]) for p in processes]
+        return [statistics.median(p["eager_ms"]) for p in processes]
     if metric == "compiled_latency":
-        return [_median(p["compiled_ms"]) for p in compiled]
+        return [statistics.median(p["compiled_ms"]) for p in compiled]
     if metric == "speedup":
-        return [_median(p["eager_ms"]) / _median(p["compiled_ms"]) for p in compiled]
+        return [statistics.median(p["eager_ms"]) / statistics.median(p["compiled_ms"]) for p in compiled]
     if metric == "compile_cold":
         return [p["compile_s"] for p in compiled if p["cache"] in (CACHE_COLD, CACHE_SHARED) and p.get("compile_s")]
     if metric == "compile_warm":

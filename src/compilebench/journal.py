@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from compilebench.files import write_json
-from compilebench.records import TrialResult
+from compilebench.records import TrialResult, trial_stem
 
 INVOCATION_FILE = "invocation.json"
 RESULTS_DIR = "results"
@@ -27,10 +27,6 @@ RESULTS_DIR = "results"
 def stable_hash(payload: Any) -> str:
     """A short hash of JSON-able data, independent of key order."""
     return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()[:16]
-
-
-def _stem(trial_id: str) -> str:
-    return trial_id.replace("/", "__")
 
 
 def open_journal(folder: Path, invocation_key: str, fresh: bool = False) -> tuple[str, dict[str, TrialResult], bool]:
@@ -53,7 +49,7 @@ def open_journal(folder: Path, invocation_key: str, fresh: bool = False) -> tupl
 
 def save_trial(folder: Path, result: TrialResult) -> None:
     """Record one completed trial (atomically: whole in the journal or absent)."""
-    write_json(folder / RESULTS_DIR / f"{_stem(result.trial_id)}.json", result.to_dict(), indent=None)
+    write_json(folder / RESULTS_DIR / f"{trial_stem(result.trial_id)}.json", result.to_dict(), indent=None)
 
 
 def close_journal(folder: Path) -> None:

@@ -40,6 +40,7 @@ from compilebench.records import (
     TrialResult,
     TrialSpec,
     read_json,
+    trial_stem,
 )
 
 LOGGER = logging.getLogger(__name__)
@@ -116,7 +117,7 @@ def run_trial_process(
     spec: TrialSpec, python: str, workdir: Path, cache_dir: Path | None, timeout_s: float, *flags: str
 ) -> TrialResult:
     """One trial in a fresh process of `python`; a timeout, crash or kill becomes the result's status."""
-    stem = spec.trial_id.replace("/", "__") + ("-".join(("", *flags)) if flags else "")
+    stem = trial_stem(spec.trial_id) + ("-".join(("", *flags)) if flags else "")
     spec_path, out_path, log_path = (workdir / f"{stem}.{suffix}" for suffix in ("spec.json", "out.json", "log"))
     workdir.mkdir(parents=True, exist_ok=True)
     out_path.unlink(missing_ok=True)

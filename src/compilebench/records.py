@@ -239,6 +239,11 @@ class Plan:
         )
 
 
+def trial_stem(trial_id: str) -> str:
+    """A trial id (environment/model/batch/variant/replicate) as one file name."""
+    return trial_id.replace("/", "__")
+
+
 def read_json(path: str | Path) -> Any:
     """A JSON file's content."""
     return json.loads(Path(path).read_text())
