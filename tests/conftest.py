@@ -69,6 +69,42 @@ def tiny_resnet(tmp_path_factory, image_640x480):
     return models.random_checkpoint("microsoft/resnet-50", "tiny", root), str(image)
 
 
+def write_own_checkpoints(root: Path) -> dict[str, Path]:
+    """Tiny checkpoints of three classes that are not among the doc's 12, one per task, as a user's fine-tune would
+    be saved (`save_pretrained` of the model and its image processor): a Swin classifier, a YOLOS detector and a
+    DPT segmenter. By folder name."""
+    import torch
+    import transformers as tf
+
+    torch.manual_seed(0)
+    built = {
+        "swin-tiny-cls": (
+            tf.SwinForImageClassification(tf.SwinConfig(image_size=64, patch_size=4, embed_dim=16, depths=[1, 1],
+                                                        num_heads=[2, 2], window_size=4, num_labels=10)),
+            tf.ViTImageProcessor(size={"height": 64, "width": 64}),
+        ),
+        "yolos-tiny-det": (
+            tf.YolosForObjectDetection(tf.YolosConfig(hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                                                      intermediate_size=64, image_size=[64, 96],
+                                                      num_detection_tokens=10, num_labels=5)),
+            tf.YolosImageProcessor(size={"shortest_edge": 64, "longest_edge": 96}),
+        ),
+        "dpt-tiny-seg": (
+            tf.DPTForSemanticSegmentation(tf.DPTConfig(hidden_size=32, num_hidden_layers=4, num_attention_heads=2,
+                                                       intermediate_size=64, image_size=64, patch_size=16,
+                                                       neck_hidden_sizes=[8, 16, 32, 32], fusion_hidden_size=16,
+                                                       backbone_out_indices=[0, 1, 2, 3], num_labels=6)),
+            tf.DPTImageProcessor(size={"height": 64, "width": 64}),
+        ),
+    }  # fmt: skip
+    folders = {}
+    for name, (model, processor) in built.items():
+        folders[name] = root / name
+        model.save_pretrained(folders[name])
+        processor.save_pretrained(folders[name])
+    return folders
+
+
 SECRETS = {
     "HF_TOKEN": "hf_SECRETtoken123",
     "AWS_SECRET_ACCESS_KEY": "awsSECRETkey456",

@@ -17,7 +17,14 @@ pytestmark = pytest.mark.xdist_group("test_bad_inputs")  # its module fixtures r
 # (stage, params changes as dotted keys, extra environment, text the error must contain)
 CASES = [
     ("fetch_image", {"benchmark.min_iters": "ten"}, {}, "benchmark.min_iters"),
-    ("load_models", {"suites.smoke.models": ["acme/not-a-model"]}, {}, "acme/not-a-model"),
+    (
+        "load_models",
+        {"suites.smoke.models": ["acme/not-a-model"], "suites.smoke.scale": "full"},
+        {},
+        "acme/not-a-model: no card, and the Hub",
+    ),
+    ("load_models", {"suites.smoke.models": ["/no/such/model"], "suites.smoke.scale": "full"}, {}, "/no/such/model"),
+    ("fetch_image", {"image.file": "/no/such/image.jpg"}, {}, "image.file '/no/such/image.jpg': does not exist"),
     ("benchmark", {"variants.default.inductor": {"no_such_option": True}}, {}, "no_such_option"),
     ("aggregate", {"suite": "nope"}, {}, "suite"),
     ("plot", {"plot.dpi": 0}, {}, "plot.dpi"),

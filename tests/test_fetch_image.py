@@ -91,3 +91,37 @@ def test_non_http_scheme_refused():
 
 def test_fallback_is_deterministic():
     assert hashlib.sha256(fallback_image()).digest() == hashlib.sha256(fallback_image()).digest()
+
+
+@pytest.fixture
+def image_files(tmp_path):
+    """The same bytes as the server's, as local files (and a folder)."""
+    for name, data in FILES.items():
+        (tmp_path / name.lstrip("/")).write_bytes(data)
+    (tmp_path / "a-folder").mkdir()
+    return tmp_path
+
+
+def test_a_local_file_is_used_instead_of_the_url_and_recorded(image_files):
+    digest = hashlib.sha256(JPEG).hexdigest()
+    data, meta = fetch(_closed_port_url(), digest, 10_000_000, 40_000_000, 5.0, False, str(image_files / "cats.jpg"))
+    assert data == JPEG  # not the fallback, although the url is unreachable and fallback is off
+    assert meta["image_source"] == "file" and meta["url"] is None
+    assert meta["file"] == str((image_files / "cats.jpg").resolve()) and meta["sha256_pinned"] is True
+
+
+@pytest.mark.parametrize(("name", "kwargs", "needle"), [
+    ("missing.jpg", {}, "does not exist"),
+    ("a-folder", {}, "is a folder"),
+    ("text.jpg", {}, "not a readable image"),
+    ("truncated.jpg", {}, "not a readable image"),
+    ("bomb.jpg", {"max_pixels": 1_000_000}, "image.max_pixels=1000000"),
+    ("cats.jpg", {"max_bytes": 1000}, "image.max_bytes=1000"),
+    ("cats.jpg", {"sha256": "0" * 64}, "does not match image.sha256"),
+])  # fmt: skip
+def test_bad_local_files_are_errors(image_files, name, kwargs, needle):
+    args = {"sha256": None, "max_bytes": 10_000_000, "max_pixels": 40_000_000, **kwargs}
+    with pytest.raises(FetchError, match=needle.replace("(", r"\(")) as error:
+        fetch(_closed_port_url(), args["sha256"], args["max_bytes"], args["max_pixels"], 5.0, True,
+              str(image_files / name))  # fmt: skip
+    assert name in str(error.value)  # the message names the file

@@ -47,6 +47,7 @@ from compilebench.records import (
 )
 
 LOGGER = logging.getLogger(__name__)
+CARRIED_CHECKPOINTS = "carried.json"  # in an exported plan: manifest entries of the models without a card
 
 EXPORT_CONTEXT = "export.json"
 
@@ -232,15 +233,31 @@ def measure(config: Config, selection: dict, manifest: list[dict], image_meta: d
 def export(config: Config, folder: Path) -> None:
     """A plan another machine can run with only torch and transformers: trials, checkpoint recipes, image, harness."""
     suite = config.selected
-    checkpoints = {model_id: f"checkpoints/{plan.slug(model_id)}" for model_id in suite.models}
-    selection = plan.selection(config, checkpoints, environments.project_pins(Path.cwd()))
+    paths = {model_id: f"checkpoints/{plan.slug(model_id)}" for model_id in suite.models}
+    carded = [model_id for model_id in suite.models if model_id in models.registry()]
+    loaded = {spec["model_id"]: spec for spec in read_json(config.paths.selection)["models"]} if (
+        len(carded) < len(suite.models) and Path(config.paths.selection).exists()) else {}  # fmt: skip
+    specs = []
+    for model_id in suite.models:
+        if model_id in carded:
+            specs.append(models.model_spec(models.get_card(model_id), paths[model_id]))
+        elif model_id in loaded:  # no card, so no recipe: the plan carries the checkpoint load_models made
+            specs.append(replace(ModelSpec.from_dict(loaded[model_id]), checkpoint=paths[model_id]))
+        else:
+            raise FileNotFoundError(f"{model_id} has no card, so the plan must carry its checkpoint: run "
+                                    "`dvc repro load_models` first")  # fmt: skip
+    selection = plan.selection(config, specs, environments.project_pins(Path.cwd()))
     trials = plan_trials(config.benchmark, selection, "image.jpg")
-    recipes = [
-        models.recipe(models.get_card(model_id), suite.scale, config.models.seed, path)
-        for model_id, path in checkpoints.items()
-    ]
+    recipes = [models.recipe(models.get_card(model_id), suite.scale, config.models.seed, paths[model_id])
+               for model_id in carded]  # fmt: skip
     invocation_id = uuid.uuid4().hex
     folder.mkdir(parents=True, exist_ok=True)
+    uncarded = set(suite.models) - set(carded)
+    carried = [entry for entry in read_json(config.paths.manifest) if entry["model_id"] in uncarded] if uncarded else []
+    for entry in carried:
+        shutil.rmtree(folder / paths[entry["model_id"]], ignore_errors=True)
+        shutil.copytree(entry["path"], folder / paths[entry["model_id"]])
+    write_json(folder / CARRIED_CHECKPOINTS, carried)
     write_json(folder / "plan.json", Plan(invocation_id, tuple(trials), tuple(recipes)).to_dict())
     image = Path(config.paths.image)
     if not image.exists():
@@ -289,7 +306,8 @@ def ingest(config: Config, folder: Path) -> None:
         {"suite": selection["suite"], "machine": machine, "machine_fingerprint": first.environment.get(
             "machine_fingerprint"), "environments": ",".join(info), "ingested_from": str(folder)},
     )  # fmt: skip
-    checkpoints = read_json(folder / "results" / "checkpoints.json")
+    checkpoints = read_json(folder / "results" / "checkpoints.json") + (
+        read_json(folder / CARRIED_CHECKPOINTS) if (folder / CARRIED_CHECKPOINTS).exists() else [])  # fmt: skip
     measured = [spec for spec in exported.trials if spec.trial_id in results]  # the plan as far as it ran
     recorder = Recorder(measured, info, model_infos(checkpoints), run_context, tracker, None)
     for spec in measured:

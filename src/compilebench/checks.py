@@ -103,8 +103,21 @@ def detection_agreement(
     return (iou >= MIN_BOX_IOU).float().mean().item()
 
 
+TASK_OUTPUTS = {  # what each task's check reads from a model output
+    "image-classification": ("logits",),
+    "semantic-segmentation": ("logits",),
+    "instance-segmentation": ("class_queries_logits", "masks_queries_logits"),
+    "universal-segmentation": ("class_queries_logits", "masks_queries_logits"),
+    "object-detection": ("logits", "pred_boxes"),
+    "zero-shot-object-detection": ("logits", "pred_boxes"),
+}
+
+
 def task_agreement(task: str, reference: Any, candidate: Any, dtype: str = "float32") -> tuple[bool, float, str]:
     """(passed, agreement, what was compared) for the task's own reading of the output."""
+    missing = [name for name in TASK_OUTPUTS.get(task, ()) if getattr(reference, name, None) is None]
+    if missing:
+        raise ValueError(f"no {task} check for a {type(reference).__name__}: it has no {missing}")
     if task == "image-classification":
         strict = dtype == "float32"
         agreement = top5_agreement(reference.logits, candidate.logits, strict=strict)

@@ -30,10 +30,17 @@ _SHA256 = re.compile(r"^[0-9a-f]{64}$")
 _DEVICE = re.compile(r"^(cpu|cuda(:\d+)?)$")
 _PACKAGE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 _VERSION = re.compile(r"^[0-9][0-9A-Za-z.+!-]*$")
+_HUB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*(/[A-Za-z0-9][A-Za-z0-9._-]*)?$")
+LOCAL_PREFIXES = ("/", "./", "../", "~")  # how a suite names a local checkpoint folder (anything else is a Hub id)
 
 
 class ConfigError(ValueError):
     """A params file that does not match the schema; the message names the key and what is allowed."""
+
+
+def is_local(model_id: str) -> bool:
+    """Whether a suite's model entry names a local checkpoint folder rather than a Hub id."""
+    return model_id.startswith(LOCAL_PREFIXES)
 
 
 def _require(condition: bool, message: str) -> None:
@@ -74,6 +81,7 @@ class Paths:
 @dataclass
 class Image:
     url: str = "http://images.cocodataset.org/val2017/000000039769.jpg"  # the doc's benchmark image
+    file: str | None = None  # a local image file benchmarked instead of `url` (same checks); null = use `url`
     sha256: str | None = None  # hex digest the download must match; null = not pinned (digest is recorded)
     max_bytes: int = 10_000_000  # refuse larger downloads, bytes
     max_pixels: int = 40_000_000  # refuse larger decoded images (decompression bombs), pixels
@@ -83,8 +91,9 @@ class Image:
     def __post_init__(self) -> None:
         _require(
             self.url.startswith(("http://", "https://")),
-            f"`image.url` must start with http:// or https://, got {self.url!r}",
+            f"`image.url` must start with http:// or https://, got {self.url!r} (a local file goes in `image.file`)",
         )
+        _require(self.file is None or bool(self.file.strip()), "`image.file` must be a path or null, got ''")
         _require(
             self.sha256 is None or bool(_SHA256.match(self.sha256)),
             f"`image.sha256` must be 64 lowercase hex characters or null, got {self.sha256!r}",
@@ -98,11 +107,17 @@ class Image:
 class Models:
     weights: str = "auto"  # auto: Hub or local HF cache, else random-init | hub: fail when offline | random-init
     seed: int = 0  # RNG seed for random-init weights
+    text_queries: list[str] = field(default_factory=lambda: ["a photo of a cat", "a photo of a dog"])  # zero-shot
+    #                  detection models without a card (a card holds its own)
 
     def __post_init__(self) -> None:
         _require(
             self.weights in WEIGHTS_CHOICES,
             f"`models.weights` must be one of {WEIGHTS_CHOICES}, got {self.weights!r}",
+        )
+        _require(
+            bool(self.text_queries) and all(isinstance(q, str) and q.strip() for q in self.text_queries),
+            f"`models.text_queries` must be a non-empty list of non-empty strings, got {self.text_queries!r}",
         )
 
 
@@ -175,7 +190,7 @@ class Environment:
 
 @dataclass
 class Suite:
-    models: list[str] = field(default_factory=list)  # Hub ids of registered model cards
+    models: list[str] = field(default_factory=list)  # carded Hub ids, any image checkpoint's Hub id, local folders
     batch_sizes: list[int] = field(default_factory=lambda: [1])  # images per forward pass
     variants: list[str] = field(default_factory=lambda: [EAGER, "default"])  # keys of `variants`; eager required
     scale: str = "full"  # full: the published architecture | tiny: the card's small config (smoke tests)
@@ -300,7 +315,16 @@ class Config:
             raise ConfigError(str(error)) from None
         _require(bool(suite.models), f"`suites.{name}.models` must name at least one model")
         for model_id in suite.models:
-            _require(model_id in known, f"`suites.{name}.models`: unknown model {model_id!r}; registered: {known}")
+            _require(
+                model_id in known or is_local(model_id) or bool(_HUB_ID.match(model_id)),
+                f"`suites.{name}.models`: {model_id!r} is neither a Hub id (owner/name) nor a local folder (a path "
+                f"starting with {' '.join(LOCAL_PREFIXES)}); carded: {known}",
+            )
+            _require(
+                suite.scale == "full" or model_id in known,
+                f"`suites.{name}.models`: {model_id!r} has no card, and `scale: {suite.scale}` builds a card's small "
+                f"config; use `scale: full` for it (carded: {known})",
+            )
         _require(
             len(set(suite.models)) == len(suite.models), f"`suites.{name}.models` lists a model twice: {suite.models}"
         )

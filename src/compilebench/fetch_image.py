@@ -1,6 +1,9 @@
-"""Stage fetch_image: the image the published benchmark used (COCO val2017 000000039769, 640x480).
+"""Stage fetch_image: the image the published benchmark used (COCO val2017 000000039769, 640x480), or your own.
 
     python -m compilebench.fetch_image            # reads params.yaml; writes paths.image and paths.image_meta
+
+`image.file` set: that local file is used instead of the download, with the same checks (size cap, pixel cap,
+pinned sha256, a non-image is an error); input size drives latency for detection and segmentation.
 
 Downloads over http(s) with a timeout and a size cap, checks the pinned sha256 (when set) and that the bytes decode
 to an image of bounded size. Only when the network is unreachable, and only if `image.allow_fallback`, it writes a
@@ -30,6 +33,7 @@ LOGGER = logging.getLogger(__name__)
 FALLBACK_SIZE = (640, 480)  # width, height of the published image
 SOURCE_DOWNLOAD = "download"
 SOURCE_FALLBACK = "embedded-fallback"
+SOURCE_FILE = "file"
 
 
 class FetchError(RuntimeError):
@@ -72,7 +76,7 @@ def check_image(data: bytes, max_pixels: int) -> tuple[int, int]:
     except FetchError:
         raise
     except Exception as error:  # PIL raises several types for undecodable data
-        raise FetchError(f"downloaded bytes are not a readable image: {type(error).__name__}: {error}") from None
+        raise FetchError(f"the bytes are not a readable image: {type(error).__name__}: {error}") from None
     return width, height
 
 
@@ -97,28 +101,49 @@ def fallback_image() -> bytes:
     return buffer.getvalue()
 
 
-def fetch(url: str, sha256: str | None, max_bytes: int, max_pixels: int, timeout_s: float, allow_fallback: bool):
-    """The image bytes and their provenance record."""
-    try:
-        data = download(url, max_bytes, timeout_s)
-        source = SOURCE_DOWNLOAD
-    except NetworkUnreachable as error:
-        if not allow_fallback:
-            raise FetchError(f"{error}; image.allow_fallback is false, so there is no image to benchmark") from None
-        LOGGER.warning("%s: using the embedded deterministic 640x480 fallback image", error)
-        data, source = fallback_image(), SOURCE_FALLBACK
+def read_file(path: str, max_bytes: int) -> bytes:
+    """The bytes of a local image file, refusing a missing file, a folder or more than `max_bytes`."""
+    file = Path(path).expanduser()
+    if not file.is_file():
+        raise FetchError(f"image.file {path!r}: {'is a folder' if file.is_dir() else 'does not exist'}; "
+                         "give an image file (JPEG, PNG, ...) or null to use image.url")  # fmt: skip
+    size = file.stat().st_size
+    if size > max_bytes:
+        raise FetchError(f"image.file {path!r}: {size} bytes, more than image.max_bytes={max_bytes}")
+    return file.read_bytes()
+
+
+def fetch(url: str, sha256: str | None, max_bytes: int, max_pixels: int, timeout_s: float, allow_fallback: bool,
+          file: str | None = None):  # fmt: skip
+    """The image bytes and their provenance record: a local `file` when given, else the download of `url`."""
+    origin = url
+    if file is not None:
+        data, source, origin = read_file(file, max_bytes), SOURCE_FILE, str(Path(file).expanduser().resolve())
+    else:
+        try:
+            data = download(url, max_bytes, timeout_s)
+            source = SOURCE_DOWNLOAD
+        except NetworkUnreachable as error:
+            if not allow_fallback:
+                raise FetchError(f"{error}; image.allow_fallback is false, so there is no image to benchmark") from None
+            LOGGER.warning("%s: using the embedded deterministic 640x480 fallback image", error)
+            data, source = fallback_image(), SOURCE_FALLBACK
     digest = sha256_hex(data)
-    if source == SOURCE_DOWNLOAD:
+    if source != SOURCE_FALLBACK:
         if sha256 is not None and digest != sha256:
-            raise FetchError(f"{url}: sha256 {digest} does not match image.sha256 {sha256}")
+            raise FetchError(f"{origin}: sha256 {digest} does not match image.sha256 {sha256}")
         if sha256 is None:
-            LOGGER.warning("image.sha256 is not set: downloaded %s has sha256 %s; pin it in params.yaml", url, digest)
-    width, height = check_image(data, max_pixels)
+            LOGGER.warning("image.sha256 is not set: %s has sha256 %s; pin it in params.yaml", origin, digest)
+    try:
+        width, height = check_image(data, max_pixels)
+    except FetchError as error:
+        raise FetchError(f"{origin if source != SOURCE_FALLBACK else 'fallback image'}: {error}") from None
     meta: dict[str, Any] = {
         "image_source": source,
-        "url": url,
+        "url": url if file is None else None,
+        "file": origin if file is not None else None,
         "sha256": digest,
-        "sha256_pinned": sha256 is not None and source == SOURCE_DOWNLOAD,
+        "sha256_pinned": sha256 is not None and source != SOURCE_FALLBACK,
         "width": width,
         "height": height,
         "bytes": len(data),
@@ -130,7 +155,8 @@ def main() -> None:
     config = stage_config()
     try:
         cfg = config.image
-        data, meta = fetch(cfg.url, cfg.sha256, cfg.max_bytes, cfg.max_pixels, cfg.timeout_s, cfg.allow_fallback)
+        data, meta = fetch(cfg.url, cfg.sha256, cfg.max_bytes, cfg.max_pixels, cfg.timeout_s, cfg.allow_fallback,
+                           cfg.file)  # fmt: skip
     except FetchError as error:
         LOGGER.error("%s", error)
         sys.exit(2)

@@ -8,6 +8,11 @@ it, the published architecture is built from the model card with random weights 
 `save_pretrained` (latency depends on architecture and input shape, not on weight values). The benchmark loads
 every folder with `from_pretrained(folder)` and `AutoImageProcessor.from_pretrained(folder)` either way.
 
+A model without a card (any image checkpoint's Hub id, or a local folder: see `checkpoints`) is checked first: its
+task and class come from its config, and what cannot run is refused naming the model, before any timing. A local
+folder is linked as it is (`config_origin: local:<path>`); a Hub checkpoint is fetched configs first, then its
+safetensors. With no card there is nothing to build offline, so such a Hub id needs the Hub or the HF cache.
+
 A folder whose source has not changed (same card, scale, weights choice, seed and Hub reachability) is kept, not
 rebuilt; folders of models no longer selected are removed. The selection (paths.selection) holds what the
 benchmark measures: the models with their checkpoints, the batch sizes, the selected variants and the compared
@@ -30,9 +35,10 @@ from typing import Any
 
 from tqdm import tqdm
 
-from compilebench import environments, models, plan
-from compilebench.config import stage_config
+from compilebench import checkpoints, environments, models, plan
+from compilebench.config import is_local, stage_config
 from compilebench.files import write_json
+from compilebench.records import ModelSpec
 
 LOGGER = logging.getLogger(__name__)
 
@@ -102,16 +108,6 @@ def from_card(card: models.Card, folder: Path, scale: str, seed: int) -> dict[st
     }
 
 
-def meta_param_count(card: models.Card, folder: Path) -> int:
-    """Parameter count of the checkpoint's architecture, built on the meta device (no memory, no weights)."""
-    import torch
-    from transformers import AutoConfig
-
-    config = AutoConfig.from_pretrained(folder)
-    with torch.device("meta"):
-        return models.count_params(models.model_class(card)(config))
-
-
 def source_key(card: models.Card, scale: str, weights: str, seed: int, online: bool) -> str:
     """What a checkpoint folder depends on: the card's bytes, scale, weights choice, seed, Hub reachability."""
     card_sha = hashlib.sha256(Path(card.path).read_bytes()).hexdigest()
@@ -155,7 +151,7 @@ def materialise(card: models.Card, root: Path, scale: str, weights: str, seed: i
         "revision": card.revision,
         **provenance,
         "seed": seed if provenance["weights_source"] == WEIGHTS_RANDOM else None,
-        "param_count": meta_param_count(card, tmp),
+        "param_count": count_params_meta(card.model_class, tmp),
         "card": Path(card.path).name,
         "card_sha256": hashlib.sha256(Path(card.path).read_bytes()).hexdigest(),
     }
@@ -165,6 +161,117 @@ def materialise(card: models.Card, root: Path, scale: str, weights: str, seed: i
     return entry
 
 
+def materialise_uncarded(model_id: str, root: Path, weights: str, online: bool) -> dict[str, Any]:
+    """A model without a card: a local folder linked as it is, or a Hub checkpoint (safetensors only), each checked
+    (task from its config, processor config, weights, no remote code) before it is kept; its manifest entry."""
+    if weights == WEIGHTS_RANDOM:
+        raise LoadError(
+            f"{model_id}: models.weights is 'random-init', which builds a card's architecture; this "
+            f"model has no card (carded: {models.registered_ids()}): use weights auto or hub"
+        )
+    local = is_local(model_id)
+    source = checkpoints.local_folder(model_id) if local else None
+    if local:
+        info = checkpoints.inspect(source, model_id)
+        key = f"local|{source}|{checkpoints.digest(source)}"
+    else:
+        source, info, revision = hub_snapshot(model_id, online)
+        key = f"hub|{model_id}|{revision}"
+    folder = root / checkpoints.slug(model_id)
+    recorded = folder / SOURCE_FILE
+    if recorded.exists() and json.loads(recorded.read_text()).get("key") == key:
+        return json.loads(recorded.read_text())["entry"]
+    tmp = root / (folder.name + ".partial")
+    shutil.rmtree(tmp, ignore_errors=True)
+    link_tree(source, tmp)
+    entry = {
+        "model_id": model_id,
+        "label": checkpoints.label(model_id),
+        "task": info.task,
+        "model_class": info.model_class,
+        "scale": "full",
+        "path": str(folder),
+        "revision": None if local else "main",
+        "weights_source": "local" if local else WEIGHTS_HUB,
+        "config_origin": f"local:{source}" if local else f"hub:{model_id}@main",
+        "resolved_revision": None if local else source.name,
+        "seed": None,
+        "param_count": count_params_meta(info.model_class, tmp),
+        "card": None,
+        "card_sha256": None,
+    }
+    (tmp / SOURCE_FILE).write_text(json.dumps({"key": key, "entry": entry}, indent=1))
+    shutil.rmtree(folder, ignore_errors=True)
+    os.replace(tmp, folder)
+    return entry
+
+
+def hub_snapshot(model_id: str, online: bool) -> tuple[Path, checkpoints.CheckpointInfo, str]:
+    """A Hub checkpoint without a card, from the Hub or the local HF cache: its configs first (checked before any
+    weights are fetched), then its safetensors; the snapshot folder, what it is, and its resolved revision."""
+    from huggingface_hub import snapshot_download
+
+    try:
+        configs = Path(snapshot_download(model_id, allow_patterns=["*.json"], local_files_only=not online))
+        checkpoints.inspect(configs, model_id, need_weights=False)
+        snapshot = Path(snapshot_download(model_id, allow_patterns=HUB_PATTERNS, local_files_only=not online))
+    except checkpoints.CheckpointError:
+        raise
+    except Exception as error:  # hub errors come as many types (offline, unknown repo, HTTP)
+        where = "the Hub failed" if online else "the Hub is unreachable and it is not in the local HF cache"
+        raise LoadError(
+            f"{model_id}: no card, and {where} ({type(error).__name__}: {error}); only the doc's 12 "
+            "carded models can be built offline (a local checkpoint folder works too)"
+        ) from None
+    if problem := checkpoints.weights_problem(snapshot, model_id):
+        raise LoadError(problem)
+    return snapshot, checkpoints.inspect(snapshot, model_id), snapshot.name
+
+
+def count_params_meta(model_class_name: str, folder: Path) -> int:
+    """Parameter count of a checkpoint's architecture, built on the meta device (no memory, no weights)."""
+    import torch
+    from transformers import AutoConfig
+
+    config = AutoConfig.from_pretrained(folder)
+    with torch.device("meta"):
+        return models.count_params(models.transformers_class(model_class_name)(config))
+
+
+def uncarded_spec(entry: dict[str, Any], text_queries: list[str]) -> ModelSpec:
+    """What a trial needs to run a model without a card: zero-shot detectors get the params' text queries, padded
+    to the text model's length (its tokenizer, which the folder must hold, makes the ids)."""
+    folder = Path(entry["path"])
+    zero_shot = entry["task"] == "zero-shot-object-detection"
+    if zero_shot and not models.has_tokenizer(folder):
+        raise LoadError(
+            f"{entry['model_id']}: a zero-shot detector without a card needs its tokenizer in the "
+            f"checkpoint (one of {list(models.TOKENIZER_FILES)}) to turn models.text_queries into ids"
+        )
+    text_config = json.loads((folder / checkpoints.CONFIG_FILE).read_text()).get("text_config") or {}
+    return ModelSpec(
+        model_id=entry["model_id"],
+        label=entry["label"],
+        task=entry["task"],
+        model_class=entry["model_class"],
+        checkpoint=entry["path"],
+        text_queries=tuple(text_queries) if zero_shot else (),
+        text_max_length=int(text_config.get("max_position_embeddings", 16)),
+    )
+
+
+def check_labels(specs: list[ModelSpec]) -> None:
+    """Tables and figures name models by label: two selected models may not share one."""
+    seen: dict[str, str] = {}
+    for spec in specs:
+        if spec.label in seen:
+            raise LoadError(
+                f"{seen[spec.label]} and {spec.model_id} would both be labelled {spec.label!r} in "
+                "tables and figures: rename one of the folders"
+            )
+        seen[spec.label] = spec.model_id
+
+
 def main() -> None:
     config = stage_config(compiles=True)
     suite, root = config.selected, Path(config.paths.checkpoints)
@@ -172,14 +279,21 @@ def main() -> None:
     online = config.models.weights != WEIGHTS_RANDOM and suite.scale == "full" and hub_reachable()
     if config.models.weights != WEIGHTS_RANDOM and suite.scale == "full":
         LOGGER.info("Hugging Face Hub %s", "reachable" if online else "unreachable: only the local HF cache is used")
-    manifest = []
+    manifest, specs = [], []
     try:
         for model_id in tqdm(suite.models, desc="load_models", unit="model"):
-            card = models.get_card(model_id)
-            entry = materialise(card, root, suite.scale, config.models.weights, config.models.seed, online)
+            if model_id in models.registry():
+                card = models.get_card(model_id)
+                entry = materialise(card, root, suite.scale, config.models.weights, config.models.seed, online)
+                spec = models.model_spec(card, entry["path"])
+            else:
+                entry = materialise_uncarded(model_id, root, config.models.weights, online)
+                spec = uncarded_spec(entry, config.models.text_queries)
             LOGGER.info("%s: %s, %.2fM params", model_id, entry["weights_source"], entry["param_count"] / 1e6)
             manifest.append(entry)
-    except (LoadError, models.CardError) as error:
+            specs.append(spec)
+        check_labels(specs)
+    except (LoadError, models.CardError, checkpoints.CheckpointError) as error:
         LOGGER.error("%s", error)
         sys.exit(2)
     kept = {Path(entry["path"]).name for entry in manifest}
@@ -187,8 +301,7 @@ def main() -> None:
         if folder.is_dir() and folder.name not in kept:
             shutil.rmtree(folder)  # a model no longer selected
     write_json(config.paths.manifest, manifest)
-    checkpoints = {entry["model_id"]: entry["path"] for entry in manifest}
-    write_json(config.paths.selection, plan.selection(config, checkpoints, environments.project_pins(Path.cwd())))
+    write_json(config.paths.selection, plan.selection(config, specs, environments.project_pins(Path.cwd())))
 
 
 if __name__ == "__main__":

@@ -177,7 +177,8 @@ def get_card(model_id: str) -> Card:
     return cards[model_id]
 
 
-def _transformers_attr(name: str) -> Any:
+def transformers_class(name: str) -> Any:
+    """A class of the installed transformers, by name; a CardError naming the version when it has none."""
     import transformers
 
     if not hasattr(transformers, name):
@@ -195,7 +196,7 @@ def config_fields(card: Card, scale: str = "full") -> dict[str, Any]:
 
 def build_config(card: Card, scale: str = "full") -> Any:
     """The architecture config: class defaults, then the card's fields (then the tiny fields at tiny scale)."""
-    return _transformers_attr(card.config_class)(**config_fields(card, scale))
+    return transformers_class(card.config_class)(**config_fields(card, scale))
 
 
 def processor_kwargs(card: Card, scale: str = "full") -> dict[str, Any]:
@@ -210,7 +211,7 @@ def processor_from(class_name: str, kwargs: dict[str, Any]) -> Any:
     """An image processor of `class_name`, its PIL backend where there is one (it needs no torchvision)."""
     import transformers
 
-    cls = getattr(transformers, class_name + "Pil", None) or _transformers_attr(class_name)
+    cls = getattr(transformers, class_name + "Pil", None) or transformers_class(class_name)
     return cls(**kwargs)
 
 
@@ -221,7 +222,7 @@ def build_processor(card: Card, scale: str = "full") -> Any:
 
 def model_class(card: Card | ModelSpec) -> Any:
     """The transformers model class of a card or a model spec."""
-    return _transformers_attr(card.model_class)
+    return transformers_class(card.model_class)
 
 
 def random_model(card: Card, scale: str, seed: int) -> Any:
@@ -233,8 +234,8 @@ def _random_model(model_class_name: str, config_class_name: str, fields: dict[st
     import torch
 
     torch.manual_seed(seed)
-    config = _transformers_attr(config_class_name)(**fields)
-    return _transformers_attr(model_class_name)(config).eval()
+    config = transformers_class(config_class_name)(**fields)
+    return transformers_class(model_class_name)(config).eval()
 
 
 def recipe(card: Card, scale: str, seed: int, folder: str) -> CheckpointRecipe:
@@ -294,7 +295,7 @@ def load_processor(folder: Path) -> Any:
         import transformers
 
         if not hasattr(transformers, name):
-            return _transformers_attr(name.removesuffix("Pil")).from_pretrained(folder)
+            return transformers_class(name.removesuffix("Pil")).from_pretrained(folder)
     return AutoImageProcessor.from_pretrained(folder)
 
 

@@ -13,6 +13,7 @@ import random
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from compilebench import checkpoints
 from compilebench.records import (
     CACHE_COLD,
     CACHE_SHARED,
@@ -44,8 +45,8 @@ def environment_labels(names: list[str]) -> list[str]:
 
 
 def slug(model_id: str) -> str:
-    """A model id as one path component."""
-    return model_id.replace("/", "--")
+    """A model id as one path component (a local folder's path too)."""
+    return checkpoints.slug(model_id)
 
 
 def slots(models: list[ModelSpec], batch_sizes: list[int], variants: list[VariantSpec]) -> list[Slot]:
@@ -97,20 +98,20 @@ def trials(
     return ordered
 
 
-def selection(config: Any, checkpoints: dict[str, str], project_pins: dict[str, str]) -> dict[str, Any]:
+def selection(config: Any, specs: list[ModelSpec], project_pins: dict[str, str]) -> dict[str, Any]:
     """What the benchmark measures: models and their checkpoint folders, batch sizes, variants, environments.
 
-    `config` is the params (config.Config), `checkpoints` the folder of each selected model, `project_pins` the
-    project's own pins that each environment's pins go over.
+    `config` is the params (config.Config), `specs` each selected model with its checkpoint folder, `project_pins`
+    the project's own pins that each environment's pins go over.
     """
-    from compilebench import environments, models
+    from compilebench import environments
 
     suite = config.selected
     return {
         "suite": config.suite,
         "scale": suite.scale,
         "batch_sizes": list(suite.batch_sizes),
-        "models": [asdict(models.model_spec(models.get_card(m), checkpoints[m])) for m in suite.models],
+        "models": [asdict(spec) for spec in specs],
         "variants": [asdict(VariantSpec(name=name, **asdict(config.variants[name]))) for name in suite.variants],
         "environments": [
             {"label": label, "name": name, "pins": environments.resolve(project_pins, config.environments[name].pins)}

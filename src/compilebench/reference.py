@@ -185,6 +185,8 @@ def verdict(measured: pd.Series, published: pd.DataFrame) -> dict:
     device = str(measured.get("device", ""))
     on_gpu = device.startswith("cuda")
     result["comparison"] = "CPU" if not on_gpu else None
+    if not (published["model_id"] == measured["model_id"]).any():
+        return {**result, "verdict": "not comparable", "reason": "no published numbers: not one of the doc's models"}
     if measured["status"] != "ok":
         return {**result, "verdict": "not comparable", "reason": f"measured status {measured['status']}"}
     if scenario is None:
