@@ -37,8 +37,9 @@ from PIL import Image  # noqa: E402
 from compilebench.fetch_image import fallback_image  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
-# Timing settings that keep tiny models quick; validity (max_cv) has tests of its own, here the plumbing is tested.
-QUICK = {"min_iters": 3, "min_time_s": 0.2, "max_time_s": 5.0, "warmup_iters": 1, "memory_iters": 1, "max_cv": 10.0,
+# Timing settings that keep tiny models quick. Validity is off (max_cv): it has tests of its own, and on 2 cores a
+# parallel test run stalls a 1 ms call for 200 ms now and then; here the plumbing is tested.
+QUICK = {"min_iters": 3, "min_time_s": 0.2, "max_time_s": 5.0, "warmup_iters": 1, "memory_iters": 1, "max_cv": 1e6,
          "replicates": 1, "cold_replicates": 0, "compile_cache": "shared"}  # fmt: skip
 
 

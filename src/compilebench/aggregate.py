@@ -42,7 +42,8 @@ COLUMNS = [
     "latency_ms_mean", "latency_ms_median", "latency_ms_median_ci_low", "latency_ms_median_ci_high",
     "latency_ms_p90", "latency_ms_std", "count", "speedup", "speedup_ci_low", "speedup_ci_high",
     "speedup_ci_method", "speedup_verdict", "improvement_pct", "cv", "process_cv", "eager_cv", "compile_s",
-    "compile_s_warm", "break_even_calls", "break_even_calls_warm", "peak_mem_mib", "eager_peak_mem_mib",
+    "compile_s_warm", "break_even_calls", "break_even_calls_warm", "deploy", "first_inference_s",
+    "first_inference_s_warm", "eager_first_inference_s", "startup_s", "load_s", "peak_mem_mib", "eager_peak_mem_mib",
     "reserved_mem_mib", "max_rel_diff", "task_agreement", "graph_count", "graph_break_count", "recompile_count",
     "machine_fingerprint", "environment_key", "error",
 ]  # fmt: skip

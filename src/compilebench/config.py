@@ -23,6 +23,7 @@ DTYPES = ("float32", "bfloat16", "float16")
 WEIGHTS_CHOICES = ("auto", "hub", "random-init")
 COMPILE_CACHES = ("cold", "shared")
 SCALES = ("full", "tiny")
+DEPLOYS = ("jit", "artifacts", "aoti", "regional")
 MATMUL_PRECISIONS = ("highest", "high", "medium")
 EAGER = "eager"
 CURRENT = "current"
@@ -130,6 +131,9 @@ class Variant:
     fullgraph: bool = False  # torch.compile(fullgraph=...); True fails on any graph break
     dtype: str | None = None  # compiled model's dtype; null = benchmark.dtype (eager always uses benchmark.dtype)
     channels_last: bool = False  # compiled model and 4-d inputs in channels_last memory format
+    deploy: str = "jit"  # how a fresh process gets its compiled model: jit (torch.compile; warm = local inductor
+    #   cache) | artifacts (warm = empty cache + portable cache artifacts) | aoti (AOTInductor package: cold builds,
+    #   warm loads) | regional (torch.compile of each repeated block only)
 
     def check(self, name: str) -> None:
         """Validate this variant; `name` is its key under `variants`."""
@@ -145,6 +149,11 @@ class Variant:
         _require(
             self.dtype is None or self.dtype in DTYPES,
             f"`variants.{name}.dtype` must be null or one of {DTYPES}, got {self.dtype!r}",
+        )
+        _require(self.deploy in DEPLOYS, f"`variants.{name}.deploy` must be one of {DEPLOYS}, got {self.deploy!r}")
+        _require(
+            self.deploy != "aoti" or (self.mode == "default" and not self.dynamic),
+            f"`variants.{name}`: deploy aoti takes no compile mode or dynamic shapes (its options go in `inductor`)",
         )
         _require(
             name != EAGER or (self.dtype is None and not self.channels_last),

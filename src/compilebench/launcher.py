@@ -34,6 +34,9 @@ from pathlib import Path
 from compilebench.records import (
     CACHE_COLD,
     CACHE_SHARED,
+    DEPLOY_AOTI,
+    DEPLOY_ARTIFACTS,
+    DEPLOY_DIR_ENV,
     LAUNCHER_PID,
     STATUS_OK,
     Plan,
@@ -101,9 +104,12 @@ def log_tail(path: Path) -> str:
     return " | ".join(line.strip() for line in lines[-LOG_TAIL_LINES:])
 
 
-def trial_environment(cache_dir: Path | None) -> dict[str, str]:
-    """The environment variables of a trial process: our package importable, no Hub, its own inductor cache."""
+def trial_environment(cache_dir: Path | None, deploy_dir: Path | None = None) -> dict[str, str]:
+    """The environment variables of a trial process: our package importable, no Hub, its own inductor cache, its
+    run's folder for portable artifacts or an AOTInductor package."""
     env = dict(os.environ)
+    if deploy_dir is not None:
+        env[DEPLOY_DIR_ENV] = str(deploy_dir)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(SRC_ROOT), env.get("PYTHONPATH")]))
     env["HF_HUB_OFFLINE"] = "1"  # checkpoints are local folders; never wait on an unreachable Hub
     env["PYTHONUNBUFFERED"] = "1"
@@ -114,7 +120,13 @@ def trial_environment(cache_dir: Path | None) -> dict[str, str]:
 
 
 def run_trial_process(
-    spec: TrialSpec, python: str, workdir: Path, cache_dir: Path | None, timeout_s: float, *flags: str
+    spec: TrialSpec,
+    python: str,
+    workdir: Path,
+    cache_dir: Path | None,
+    timeout_s: float,
+    *flags: str,
+    deploy_dir: Path | None = None,
 ) -> TrialResult:
     """One trial in a fresh process of `python`; a timeout, crash or kill becomes the result's status."""
     stem = trial_stem(spec.trial_id) + ("-".join(("", *flags)) if flags else "")
@@ -130,7 +142,7 @@ def run_trial_process(
             stdout=log,
             stderr=subprocess.STDOUT,
             start_new_session=True,
-            env=trial_environment(cache_dir),
+            env=trial_environment(cache_dir, deploy_dir),
         )
         _LIVE.add(process)
         cap_mib = spec.timing.memory_limit_mib if not spec.timing.device.startswith("cuda") else 0.0
@@ -231,6 +243,24 @@ def not_repeated(spec: TrialSpec, first: TrialResult) -> TrialResult:
     )
 
 
+def trial_folders(spec: TrialSpec, workdir: Path) -> tuple[Path | None, Path]:
+    """A trial's inductor cache folder (None: the user's) and its run's deploy folder. A cold trial starts both
+    empty (also after an interruption). A warm trial reuses the cold trial's cache, except where the run carries
+    its compile over in the deploy folder (portable artifacts, an AOTInductor package): then it starts on an empty
+    cache of its own, as a fresh machine would."""
+    deploy_dir = workdir / "deploy" / spec.cache_key
+    if spec.cache == CACHE_SHARED:
+        return None, deploy_dir
+    cache_dir = workdir / "inductor-cache" / spec.cache_key
+    if spec.cache == CACHE_COLD:
+        shutil.rmtree(cache_dir, ignore_errors=True)
+        shutil.rmtree(deploy_dir, ignore_errors=True)
+    elif spec.variant.deploy in (DEPLOY_ARTIFACTS, DEPLOY_AOTI):
+        cache_dir = workdir / "inductor-cache-empty" / spec.cache_key / f"r{spec.replicate}"
+        shutil.rmtree(cache_dir, ignore_errors=True)
+    return cache_dir, deploy_dir
+
+
 def run_trials(
     trials: list[TrialSpec],
     pythons: dict[str, str],
@@ -250,10 +280,9 @@ def run_trials(
         elif spec.cache_key in first_failure:
             result = not_repeated(spec, first_failure[spec.cache_key])
         else:
-            cache_dir = None if spec.cache == CACHE_SHARED else workdir / "inductor-cache" / spec.cache_key
-            if cache_dir is not None and spec.cache == CACHE_COLD:
-                shutil.rmtree(cache_dir, ignore_errors=True)  # cold means empty, also after an interruption
-            result = run_trial_process(spec, pythons[spec.environment], workdir / "trials", cache_dir, timeout_s)
+            cache_dir, deploy_dir = trial_folders(spec, workdir)
+            result = run_trial_process(spec, pythons[spec.environment], workdir / "trials", cache_dir, timeout_s,
+                                       deploy_dir=deploy_dir)  # fmt: skip
         if result.status in NOT_REPEATED:
             first_failure.setdefault(spec.cache_key, result)
         results.append(result)

@@ -7,7 +7,8 @@
 Per environment, device and batch size, like the doc: 1. duration, eager vs each compiled variant (mean ms per
 model); 2. percentage improvement, (eager - compiled) / eager * 100. Beyond the doc: 3. per device, measured speedup
 with its 95% CI beside the published speedup of each GPU; 4. with two or more environments, B / A per metric with
-95% CIs and the A/A margin. Then `report.md`. Everything is logged to the parent MLflow run.
+95% CIs and the A/A margin; 5. time to first inference in a fresh process against steady-state latency. Then
+`report.md`. Everything is logged to the parent MLflow run.
 """
 
 from __future__ import annotations
@@ -76,6 +77,34 @@ def improvement_figure(rows: pd.DataFrame, title: str, width_in: float) -> plt.F
 
 
 GPU_MARKERS = {"A100": "^", "V100": "s", "T4": "o"}
+
+
+def startup_figure(rows: pd.DataFrame, title: str, width_in: float) -> plt.Figure:
+    """Per model: time to first inference in a fresh process (x) against steady-state latency (y), for eager and
+    each variant, cold (filled) and warm (hollow, joined to cold): what a deployer trades."""
+    labels = list(dict.fromkeys(rows["label"]))
+    fig, axes = plt.subplots(1, len(labels), figsize=(width_in, 4.0), squeeze=False)
+    colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    for ax, label in zip(axes[0], labels, strict=True):
+        group = rows[rows["label"] == label]
+        first = group.iloc[0]
+        ax.scatter([first["eager_first_inference_s"]], [first["eager_latency_ms_median"]], color="black", marker="D",
+                   label="eager")  # fmt: skip
+        for index, (_, row) in enumerate(group.iterrows()):
+            colour = colours[index % len(colours)]
+            cold, warm, latency = row["first_inference_s"], row["first_inference_s_warm"], row["latency_ms_median"]
+            ax.scatter([cold], [latency], color=colour, label=row["variant"])
+            if pd.notna(warm):
+                ax.scatter([warm], [latency], facecolors="none", edgecolors=colour)
+                ax.plot([cold, warm], [latency, latency], color=colour, linewidth=0.8)
+        ax.set_xscale("log")
+        ax.set_xlabel("time to first inference, fresh process (s)")
+        ax.set_title(label, fontsize=9)
+    axes[0][0].set_ylabel("steady-state latency, median (ms)")
+    axes[0][-1].legend(fontsize=7, title="filled: cold, hollow: warm", title_fontsize=7)
+    fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    return fig
 
 
 def speedup_vs_published_figure(verdicts: pd.DataFrame, device: str, width_in: float) -> plt.Figure:
@@ -210,6 +239,9 @@ def main() -> None:
         )
         written.append(save_figure(improvement_figure(rows, "Percentage improvement" + suffix, width),
                                    out_dir / f"improvement_{stem}.png", dpi))  # fmt: skip
+        if rows["first_inference_s"].notna().any():
+            written.append(save_figure(startup_figure(rows, "Start-up against steady state" + suffix, width),
+                                       out_dir / f"startup_{stem}.png", dpi))  # fmt: skip
     for device in sorted(verdicts.loc[verdicts["status"] == "ok", "device_name"].unique()):
         written.append(save_figure(speedup_vs_published_figure(verdicts, device, width),
                                    out_dir / f"speedup_vs_published_{_slug(device)}.png", dpi))  # fmt: skip

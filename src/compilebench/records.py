@@ -19,6 +19,11 @@ STATUS_OK = "ok"
 STATUSES = ("ok", "accuracy_fail", "invalid", "compile_error", "error", "oom", "killed", "timeout", "crashed")
 CACHE_COLD, CACHE_WARM, CACHE_SHARED = "cold", "warm", "shared"
 LAUNCHER_PID = "COMPILEBENCH_LAUNCHER_PID"  # set for a trial process: the process it must not outlive
+# How a fresh process gets its compiled model (VariantSpec.deploy), and where a run keeps what it carries over.
+DEPLOY_JIT, DEPLOY_ARTIFACTS, DEPLOY_AOTI, DEPLOY_REGIONAL = "jit", "artifacts", "aoti", "regional"
+DEPLOY_DIR_ENV = "COMPILEBENCH_DEPLOY_DIR"  # set for a trial process: its run's artifacts / package folder
+ARTIFACTS_FILE = "cache-artifacts.bin"  # torch.compiler.save_cache_artifacts() of the run's cold process
+AOTI_PACKAGE = "model.pt2"  # the run's AOTInductor package
 
 
 def _build(cls: type, raw: dict[str, Any]) -> Any:
@@ -64,6 +69,7 @@ class VariantSpec:
     fullgraph: bool = False
     dtype: str | None = None  # the compiled model's dtype; None = the trial's dtype
     channels_last: bool = False
+    deploy: str = "jit"  # jit | artifacts | aoti | regional (see trial.compiled_module)
 
     @classmethod
     def from_dict(cls, raw: dict[str, Any]) -> VariantSpec:
@@ -161,6 +167,8 @@ class TrialResult:
     input_shapes: dict[str, list[int]] = field(default_factory=dict)
     text_source: str = "none"
     num_threads: int = 0
+    startup_s: float | None = None  # process start to the harness ready: interpreter, torch and transformers imports
+    load_s: float | None = None  # checkpoint and processor loaded, inputs made, on the device
     eager_first_call_s: float | None = None
     eager_peak_mem_mib: float | None = None
     eager_mem_delta_mib: float | None = None

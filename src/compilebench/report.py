@@ -118,6 +118,34 @@ def environment_table(results: list[dict[str, Any]]) -> pd.DataFrame:
     )
 
 
+def startup_table(summary: pd.DataFrame) -> pd.DataFrame:
+    """Per model and way of deploying: time to first inference in a fresh process (cold, warm) against the
+    steady-state latency, and the calls after which compiling has paid for itself, eager first."""
+    rows = []
+    for (environment, device, batch, label), group in summary.groupby(
+        ["environment", "device_name", "batch_size", "label"], sort=False
+    ):
+        first = group.iloc[0]
+        rows.append({"environment": environment, "device": device, "batch": batch, "model": label,
+                     "variant": "eager", "deploy": "none", "first inference s (cold)":
+                     _fmt(first.get("eager_first_inference_s"), 1), "first inference s (warm)": "",
+                     "latency ms": _fmt(first.get("eager_latency_ms_median"), 2), "speedup": "",
+                     "break-even calls (cold / warm)": "", "status": "ok"})  # fmt: skip
+        for _, row in group.iterrows():
+            ok = row["status"] == "ok"
+            rows.append({"environment": environment, "device": device, "batch": batch, "model": label,
+                         "variant": row["variant"], "deploy": row.get("deploy") or "jit",
+                         "first inference s (cold)": _fmt(row.get("first_inference_s"), 1),
+                         "first inference s (warm)": _fmt(row.get("first_inference_s_warm"), 1),
+                         "latency ms": _fmt(row["latency_ms_median"], 2) if ok else "",
+                         "speedup": _interval(row["speedup"], row["speedup_ci_low"], row["speedup_ci_high"]) if ok
+                         else "", "break-even calls (cold / warm)": " / ".join(
+                             _fmt(row.get(key), 0) or "never" for key in ("break_even_calls", "break_even_calls_warm")
+                         ) if ok else "", "status": row["status"] if ok else f"{row['status']}: "
+                         f"{str(row.get('error') or '')[:160]}"})  # fmt: skip
+    return pd.DataFrame(rows)
+
+
 def render(
     results: list[dict[str, Any]],
     summary: pd.DataFrame,
@@ -177,6 +205,19 @@ def render(
             "come first.",
             "",
             _table(comparison_table(compared)),
+        ]
+    if "first_inference_s" in summary and summary["first_inference_s"].notna().any():
+        lines += [
+            "## Start-up: time to first inference in a fresh process",
+            "",
+            "What a restarted or scaled-out service waits before its first answer: interpreter and imports, loading "
+            "the checkpoint, then eager's first call, or compiling (building or loading a package) and the first "
+            "compiled call. Cold: on an empty inductor cache. Warm: `jit` and `regional` on the local cache a cold "
+            "process left; `artifacts` on an empty cache plus the cold process's portable cache artifacts; `aoti` "
+            "loading the package the cold process built. Medians over processes; break-even: calls until the "
+            "compile time is saved back (never: compiled is not faster).",
+            "",
+            _table(startup_table(summary)),
         ]
     ok = verdicts[verdicts["status"] == "ok"]
     lines += [

@@ -98,6 +98,7 @@ class RunRecord:
     error: str | None
     replicates: int  # processes planned
     processes: int  # processes that measured
+    deploy: str = "jit"  # how a fresh process got the compiled model: jit | artifacts | aoti | regional; eager: none
     text_source: str | None = None
     input_shapes: str | None = None  # JSON
     num_threads: int | None = None
@@ -132,6 +133,13 @@ class RunRecord:
     compile_s_warm: float | None = None  # ... on the cache a cold process left (median of warm processes)
     break_even_calls: float | None = None  # cold compile / time saved per call
     break_even_calls_warm: float | None = None
+    # Time to first inference in a fresh process: interpreter and imports, load, then compile (or build or load a
+    # package) and the first call; what a restarted or scaled-out service waits. Medians over processes.
+    first_inference_s: float | None = None  # compiled: on an empty cache (cold); eager: eager's first call
+    first_inference_s_warm: float | None = None  # compiled: warm (local cache, artifacts or a built package)
+    eager_first_inference_s: float | None = None  # a compiled run's processes, had they served eager instead
+    startup_s: float | None = None  # interpreter and imports (median over processes)
+    load_s: float | None = None  # checkpoint, processor and inputs (median over processes)
     peak_mem_mib: float | None = None
     mem_delta_mib: float | None = None
     compile_peak_mem_mib: float | None = None
@@ -223,11 +231,12 @@ def _identity(spec: TrialSpec, environment: EnvironmentInfo, model: ModelInfo, c
         "dynamic": variant.dynamic,
         "fullgraph": variant.fullgraph,
         "channels_last": variant.channels_last,
+        "deploy": variant.deploy if variant.compile else "none",
     }
 
 
 def _measured_facts(results: list[TrialResult]) -> dict[str, Any]:
-    """What every process of a run saw alike: the environment, threads, inputs."""
+    """What every process of a run saw alike (the environment, threads, inputs), and its start-up and load times."""
     measured = [result for result in results if result.environment]
     if not measured:
         return {}
@@ -237,7 +246,16 @@ def _measured_facts(results: list[TrialResult]) -> dict[str, Any]:
         "num_threads": first.num_threads,
         "text_source": first.text_source,
         "input_shapes": json.dumps(first.input_shapes),
+        "startup_s": _median([result.startup_s for result in measured]),
+        "load_s": _median([result.load_s for result in measured]),
     }
+
+
+def first_inference_s(result: TrialResult, first_call_s: float | None) -> float | None:
+    """Time to a first output in a fresh process: start-up and imports, load, then `first_call_s` (eager's first
+    call, or the compiled model's: compile, build or load, and call)."""
+    parts = (result.startup_s, result.load_s, first_call_s)
+    return None if any(part is None for part in parts) else sum(parts)
 
 
 def _process_row(spec: TrialSpec, result: TrialResult) -> dict[str, Any]:
@@ -250,6 +268,8 @@ def _process_row(spec: TrialSpec, result: TrialResult) -> dict[str, Any]:
         "wall_s": result.wall_s,
         "compile_s": result.compile_s,
         "first_call_s": result.eager_first_call_s,
+        "startup_s": result.startup_s,
+        "load_s": result.load_s,
         "peak_mem_mib": result.peak_mem_mib,
         "eager_ms": list(result.eager_ms),
         "compiled_ms": list(result.compiled_ms),
@@ -299,8 +319,9 @@ def compiled_run(
         record.update(_latency_fields(compiled, spec.batch_size))
         paired = stats.summarize_ms([value for process in eager for value in process])
         speedup = stats.speedup_estimate(list(zip(eager, compiled, strict=True)))
-        cold = [r.compile_s for s, r in measured if s.cache in (CACHE_COLD, CACHE_SHARED)]
-        warm = [r.compile_s for s, r in measured if s.cache not in (CACHE_COLD, CACHE_SHARED)]
+        cold_results = [r for s, r in measured if s.cache in (CACHE_COLD, CACHE_SHARED)]
+        warm_results = [r for s, r in measured if s.cache not in (CACHE_COLD, CACHE_SHARED)]
+        cold, warm = [r.compile_s for r in cold_results], [r.compile_s for r in warm_results]
         eager_median, compiled_median = paired["latency_ms_median"], record["latency_ms_median"]
         record.update(
             eager_latency_ms_mean=paired["latency_ms_mean"],
@@ -314,6 +335,9 @@ def compiled_run(
             improvement_pct=stats.improvement_pct(paired["latency_ms_mean"], record["latency_ms_mean"]),
             compile_s=_median(cold),
             compile_s_warm=_median(warm),
+            first_inference_s=_median([first_inference_s(r, r.compile_s) for r in cold_results]),
+            first_inference_s_warm=_median([first_inference_s(r, r.compile_s) for r in warm_results]),
+            eager_first_inference_s=_median([first_inference_s(r, r.eager_first_call_s) for _, r in measured]),
             peak_mem_mib=_median([r.peak_mem_mib for _, r in measured]),
             mem_delta_mib=_median([r.mem_delta_mib for _, r in measured]),
             compile_peak_mem_mib=_median([r.compile_peak_mem_mib for _, r in measured]),
@@ -368,6 +392,7 @@ def eager_run(
         "dynamic": None,
         "fullgraph": False,
         "channels_last": False,
+        "deploy": "none",
         "run_uid": run_uid(context.invocation_id, spec, EAGER),
         "variant": EAGER,
         "variant_dtype": spec.timing.dtype,
@@ -377,6 +402,7 @@ def eager_run(
         "processes": len(measured),
         "process_results": tuple(_process_row(s, r) for s, r in trials),
         "first_call_s": _median([r.eager_first_call_s for r in results]),
+        "first_inference_s": _median([first_inference_s(r, r.eager_first_call_s) for r in results]),
         "peak_mem_mib": _median([r.eager_peak_mem_mib for r in results]),
         "mem_delta_mib": _median([r.eager_mem_delta_mib for r in results]),
         "eager_peak_mem_mib": _median([r.eager_peak_mem_mib for r in results]),

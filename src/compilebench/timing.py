@@ -8,6 +8,7 @@ peak RSS (VmHWM), reset per phase. Statistics of the samples live in `stats`.
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -40,6 +41,17 @@ def time_call_ms(fn: Callable[[], Any], device: str) -> tuple[Any, float]:
     begin = time.perf_counter_ns()
     out = fn()
     return out, (time.perf_counter_ns() - begin) / 1e6
+
+
+def process_age_s() -> float | None:
+    """Seconds since this process started (Linux: /proc/self/stat against CLOCK_BOOTTIME, 10 ms ticks); None
+    elsewhere."""
+    try:
+        fields = Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()
+        started_s = int(fields[19]) / os.sysconf("SC_CLK_TCK")  # field 22, starttime, in clock ticks since boot
+        return time.clock_gettime(time.CLOCK_BOOTTIME) - started_s
+    except (OSError, ValueError, IndexError, AttributeError):
+        return None
 
 
 def time_first_call_s(fn: Callable[[], Any], device: str) -> tuple[Any, float]:

@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import copy
 import ctypes
+import dataclasses
 import json
 import logging
 import os
@@ -35,7 +36,22 @@ from typing import Any
 
 from compilebench import checks, fingerprint, models, timing
 from compilebench.files import write_json
-from compilebench.records import LAUNCHER_PID, CompileHealth, TimingSpec, TrialResult, TrialSpec, VariantSpec
+from compilebench.records import (
+    AOTI_PACKAGE,
+    ARTIFACTS_FILE,
+    CACHE_COLD,
+    CACHE_WARM,
+    DEPLOY_AOTI,
+    DEPLOY_ARTIFACTS,
+    DEPLOY_DIR_ENV,
+    DEPLOY_REGIONAL,
+    LAUNCHER_PID,
+    CompileHealth,
+    TimingSpec,
+    TrialResult,
+    TrialSpec,
+    VariantSpec,
+)
 
 LOGGER = logging.getLogger(__name__)
 
@@ -170,6 +186,75 @@ def caller(module: Any, inputs: dict[str, Any], cudagraphs: bool) -> Any:
     return lambda: module(**inputs)
 
 
+def deploy_folder() -> Path:
+    """Where a run's portable artifacts or AOTInductor package live, shared by its cold and warm processes."""
+    folder = os.environ.get(DEPLOY_DIR_ENV)
+    if not folder:
+        raise RuntimeError(f"{DEPLOY_DIR_ENV} is not set: the launcher gives artifacts and aoti trials a folder")
+    return Path(folder)
+
+
+def repeated_blocks(model: Any) -> list[Any]:
+    """The model's repeated blocks: the items of every ModuleList of two or more modules of one class the model
+    defines (transformer layers, ResNet and Swin stages; not torch's own Linear or LayerNorm), outermost only."""
+    import torch
+
+    blocks: list[Any] = []
+    inside: set[int] = set()
+    for module in model.modules():
+        if id(module) in inside or not isinstance(module, torch.nn.ModuleList) or len(module) < 2:
+            continue
+        kinds = {type(m) for m in module}
+        if len(kinds) == 1 and not next(iter(kinds)).__module__.startswith("torch."):
+            blocks.extend(module)
+            inside.update(id(sub) for block in module for sub in block.modules())
+    return blocks
+
+
+def save_artifacts(folder: Path) -> None:
+    """The cold process's compile, as portable cache artifacts another process loads into an empty cache."""
+    import torch
+
+    saved = torch.compiler.save_cache_artifacts()
+    if saved is None:
+        raise RuntimeError("torch.compiler.save_cache_artifacts() saved nothing (no compile was cached)")
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / ARTIFACTS_FILE).write_bytes(saved[0])
+
+
+def compiled_module(model: Any, inputs: dict[str, Any], variant: VariantSpec, cache: str, folder: Path | None) -> Any:
+    """The compiled model as a fresh process gets it under `variant.deploy` (timed by the caller up to the first
+    output): jit and artifacts compile with torch.compile (artifacts first loads the cold process's portable cache
+    artifacts, on a warm trial); regional compiles each repeated block in place; aoti exports and packages on the
+    cold trial, and every trial loads the package."""
+    import torch
+
+    options = {"mode": variant.mode, "dynamic": variant.dynamic, "fullgraph": variant.fullgraph}
+    if variant.deploy == DEPLOY_REGIONAL:
+        blocks = repeated_blocks(model)
+        if not blocks:
+            raise ValueError(f"{type(model).__name__} has no repeated block (no ModuleList of one class) to compile")
+        for block in blocks:
+            block.compile(**options)
+        return model
+    if variant.deploy == DEPLOY_AOTI:
+        package = folder / AOTI_PACKAGE
+        if cache == CACHE_COLD or not package.exists():
+            folder.mkdir(parents=True, exist_ok=True)
+            exported = torch.export.export(model, args=(), kwargs=inputs, strict=False)
+            torch._inductor.aoti_compile_and_package(
+                exported, package_path=str(package), inductor_configs=dict(variant.inductor)
+            )
+        runner = torch._inductor.aoti_load_package(str(package))
+        return lambda **kwargs: runner(**kwargs)
+    if variant.deploy == DEPLOY_ARTIFACTS and cache == CACHE_WARM:
+        artifacts = folder / ARTIFACTS_FILE
+        if not artifacts.exists():
+            raise FileNotFoundError(f"{artifacts}: the cold trial of this run left no cache artifacts")
+        torch.compiler.load_cache_artifacts(artifacts.read_bytes())
+    return torch.compile(model, **options)
+
+
 def compile_health(first: dict[str, Any] | None = None) -> CompileHealth:
     """Graphs, graph breaks with reasons and inductor's pattern counters since the last reset (recompiles: graphs
     added after `first`, the health read right after the first call)."""
@@ -200,10 +285,14 @@ def run_compiled(spec: TrialSpec, loaded: dict[str, Any], eager: Any, reference:
     counters.clear()
     with inductor_config.patch(variant.inductor):  # read at every (re)compile inside it
         state["phase"] = "compile"
-        module = torch.compile(model, mode=variant.mode, dynamic=variant.dynamic, fullgraph=variant.fullgraph)
-        call = caller(module, inputs, cudagraphs)
         timing.reset_peak_memory(device)
-        output, compile_s = timing.time_first_call_s(call, device)
+        started = time.perf_counter()
+        module = compiled_module(model, inputs, variant, spec.cache, deploy_folder())
+        call = caller(module, inputs, cudagraphs)
+        output, _ = timing.time_first_call_s(call, device)
+        compile_s = time.perf_counter() - started  # everything before the first output: build or load, compile, call
+        if variant.deploy == DEPLOY_ARTIFACTS and spec.cache == CACHE_COLD:
+            save_artifacts(deploy_folder())
         state["phase"] = "run"
         compile_peak = timing.peak_memory_mib(device)
         first = compile_health()
@@ -221,6 +310,8 @@ def run_compiled(spec: TrialSpec, loaded: dict[str, Any], eager: Any, reference:
             timing_spec.target_ci_halfwidth,
         )  # fmt: skip
         health = compile_health({"graph_count": first.graph_count})
+        if variant.deploy == DEPLOY_AOTI:  # a package runs no dynamo graph, and is compiled all the same
+            health = dataclasses.replace(health, fell_back_to_eager=False)
     tolerance = checks.numeric_tolerance(timing_spec.rtol, dtype_name, reduced_float32(timing_spec))
     problems = []
     if numeric["max_rel_diff"] > tolerance:
@@ -263,8 +354,11 @@ def run_trial(spec: TrialSpec) -> TrialResult:
         set_numerics(timing_spec)
         known["environment"] = fingerprint.collect(device)
         known["num_threads"] = torch.get_num_threads()
+        known["startup_s"] = timing.process_age_s()
         with torch.no_grad():
+            started = time.perf_counter()
             loaded = load(spec)
+            known["load_s"] = time.perf_counter() - started
             loaded["task"] = spec.model.task
             known.update(input_shapes=loaded["input_shapes"], text_source=loaded["text_source"])
             limit_device_memory(timing_spec.memory_limit_mib, device)
