@@ -313,6 +313,7 @@ def prime(
                 cache_dir,
                 timeout_s,
                 "--compile-only",
+                deploy_dir=workdir / "deploy" / spec.cache_key,
             )
             for spec in first
         ]

@@ -24,6 +24,7 @@ import matplotlib
 
 matplotlib.use("Agg")  # files only, no display
 import matplotlib.pyplot as plt
+import matplotlib.ticker
 import numpy as np
 import pandas as pd
 
@@ -98,6 +99,8 @@ def startup_figure(rows: pd.DataFrame, title: str, width_in: float) -> plt.Figur
                 ax.scatter([warm], [latency], facecolors="none", edgecolors=colour)
                 ax.plot([cold, warm], [latency, latency], color=colour, linewidth=0.8)
         ax.set_xscale("log")
+        ax.xaxis.set_major_formatter(matplotlib.ticker.FormatStrFormatter("%g"))
+        ax.xaxis.set_minor_formatter(matplotlib.ticker.FormatStrFormatter("%g"))
         ax.set_xlabel("time to first inference, fresh process (s)")
         ax.set_title(label, fontsize=9)
     axes[0][0].set_ylabel("steady-state latency, median (ms)")

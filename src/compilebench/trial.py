@@ -222,7 +222,7 @@ def save_artifacts(folder: Path) -> None:
     (folder / ARTIFACTS_FILE).write_bytes(saved[0])
 
 
-def compiled_module(model: Any, inputs: dict[str, Any], variant: VariantSpec, cache: str, folder: Path | None) -> Any:
+def compiled_module(model: Any, inputs: dict[str, Any], variant: VariantSpec, cache: str) -> Any:
     """The compiled model as a fresh process gets it under `variant.deploy` (timed by the caller up to the first
     output): jit and artifacts compile with torch.compile (artifacts first loads the cold process's portable cache
     artifacts, on a warm trial); regional compiles each repeated block in place; aoti exports and packages on the
@@ -238,6 +238,7 @@ def compiled_module(model: Any, inputs: dict[str, Any], variant: VariantSpec, ca
             block.compile(**options)
         return model
     if variant.deploy == DEPLOY_AOTI:
+        folder = deploy_folder()
         package = folder / AOTI_PACKAGE
         if cache == CACHE_COLD or not package.exists():
             folder.mkdir(parents=True, exist_ok=True)
@@ -248,7 +249,7 @@ def compiled_module(model: Any, inputs: dict[str, Any], variant: VariantSpec, ca
         runner = torch._inductor.aoti_load_package(str(package))
         return lambda **kwargs: runner(**kwargs)
     if variant.deploy == DEPLOY_ARTIFACTS and cache == CACHE_WARM:
-        artifacts = folder / ARTIFACTS_FILE
+        artifacts = deploy_folder() / ARTIFACTS_FILE
         if not artifacts.exists():
             raise FileNotFoundError(f"{artifacts}: the cold trial of this run left no cache artifacts")
         torch.compiler.load_cache_artifacts(artifacts.read_bytes())
@@ -287,7 +288,7 @@ def run_compiled(spec: TrialSpec, loaded: dict[str, Any], eager: Any, reference:
         state["phase"] = "compile"
         timing.reset_peak_memory(device)
         started = time.perf_counter()
-        module = compiled_module(model, inputs, variant, spec.cache, deploy_folder())
+        module = compiled_module(model, inputs, variant, spec.cache)
         call = caller(module, inputs, cudagraphs)
         output, _ = timing.time_first_call_s(call, device)
         compile_s = time.perf_counter() - started  # everything before the first output: build or load, compile, call
@@ -408,9 +409,7 @@ def compile_only(spec: TrialSpec) -> TrialResult:
             cudagraphs = uses_cudagraphs(spec.variant, spec.timing.device)
             with inductor_config.patch(spec.variant.inductor):
                 state["phase"] = "compile"
-                module = torch.compile(
-                    model, mode=spec.variant.mode, dynamic=spec.variant.dynamic, fullgraph=spec.variant.fullgraph
-                )
+                module = compiled_module(model, inputs, spec.variant, spec.cache)
                 _, compile_s = timing.time_first_call_s(caller(module, inputs, cudagraphs), spec.timing.device)
     except Exception as error:  # the trial boundary
         return TrialResult.failed(spec.trial_id, classify_error(error, state["phase"]), _message(error))
