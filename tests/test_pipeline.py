@@ -49,8 +49,16 @@ def test_outputs_and_tables(project):
     assert metrics["runs_ok"] == 2 and f"{OTHER}_default_speedup_geomean" in metrics
     assert metrics["compared_cells"] == 2 and "verdict_informational" in metrics
     figures = sorted(p.name.split("_")[0] for p in (root / "data/plots").glob("*.png"))
-    assert figures == ["comparison.png", "duration", "duration", "improvement", "improvement", "speedup", "startup",
-                       "startup"]
+    assert figures == [
+        "comparison.png",
+        "duration",
+        "duration",
+        "improvement",
+        "improvement",
+        "speedup",
+        "startup",
+        "startup",
+    ]
     verdicts = pd.read_csv(root / "data/results/verdicts.csv")
     assert set(verdicts["verdict"]) == {"informational"}  # a CPU run is never judged against the doc's GPUs
     assert verdicts["published_speedup_A100"].notna().all()
