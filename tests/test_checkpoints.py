@@ -180,3 +180,18 @@ def test_own_models_run_through_the_pipeline_like_the_twelve(own_project, own, i
     report = (root / "data/report/report.md").read_text()
     assert all(name in report for name in own)
     assert sorted(p.name for p in (root / "data/plots").glob("speedup_*.png"))  # figures drawn for them
+
+
+@pytest.mark.slow
+def test_an_exported_plan_carries_the_checkpoints_without_a_card(own_project, own, tmp_path):
+    """A GPU box builds carded models from recipes; a model without a card travels as its checkpoint folder."""
+    root = own_project[0]
+    run_ok([sys.executable, "-m", "compilebench.benchmark", "--export", str(tmp_path / "plan")], root, project_env())
+    plan = json.loads((tmp_path / "plan" / "plan.json").read_text())
+    carried = json.loads((tmp_path / "plan" / "carried.json").read_text())
+    assert plan["recipes"] == [] and sorted(entry["label"] for entry in carried) == sorted(own)
+    for entry in carried:
+        folder = tmp_path / "plan" / "checkpoints" / checkpoints.slug(entry["model_id"])
+        assert (folder / "model.safetensors").read_bytes() == (own[entry["label"]] / "model.safetensors").read_bytes()
+    trial_models = {trial["model"]["checkpoint"] for trial in plan["trials"]}
+    assert trial_models == {f"checkpoints/{checkpoints.slug(str(folder))}" for folder in own.values()}
