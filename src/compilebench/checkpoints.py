@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from compilebench.config import is_local
+from compilebench.models import REMOTE_CODE_KEYS
 
 CONFIG_FILE = "config.json"
 PROCESSOR_FILE = "preprocessor_config.json"
@@ -34,7 +35,6 @@ TASK_TABLES = {
     "object-detection": "MODEL_FOR_OBJECT_DETECTION_MAPPING_NAMES",
     "zero-shot-object-detection": "MODEL_FOR_ZERO_SHOT_OBJECT_DETECTION_MAPPING_NAMES",
 }
-REMOTE_CODE_KEYS = ("auto_map", "trust_remote_code", "custom_pipelines")
 PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".ckpt")  # weights formats that unpickle (and so can run code) when loaded
 
 

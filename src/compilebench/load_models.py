@@ -119,11 +119,8 @@ def materialise(card: models.Card, root: Path, scale: str, weights: str, seed: i
     first); its manifest entry."""
     folder = root / card.slug(scale)
     key = source_key(card, scale, weights, seed, online)
-    recorded = folder / SOURCE_FILE
-    if recorded.exists():
-        previous = json.loads(recorded.read_text())
-        if previous.get("key") == key:
-            return previous["entry"]
+    if (kept := kept_entry(folder, key)) is not None:
+        return kept
     tmp = root / (card.slug(scale) + ".partial")
     shutil.rmtree(tmp, ignore_errors=True)
     provenance = None
@@ -155,6 +152,21 @@ def materialise(card: models.Card, root: Path, scale: str, weights: str, seed: i
         "card": Path(card.path).name,
         "card_sha256": hashlib.sha256(Path(card.path).read_bytes()).hexdigest(),
     }
+    return publish(tmp, folder, key, entry)
+
+
+def kept_entry(folder: Path, key: str) -> dict[str, Any] | None:
+    """The manifest entry of a checkpoint folder built from the same source (`key`), or None: build it again."""
+    recorded = folder / SOURCE_FILE
+    if not recorded.exists():
+        return None
+    previous = json.loads(recorded.read_text())
+    return previous["entry"] if previous.get("key") == key else None
+
+
+def publish(tmp: Path, folder: Path, key: str, entry: dict[str, Any]) -> dict[str, Any]:
+    """Record what built the complete folder `tmp`, then put it in place of `folder` (a reader never sees half a
+    checkpoint); its manifest entry."""
     (tmp / SOURCE_FILE).write_text(json.dumps({"key": key, "entry": entry}, indent=1))
     shutil.rmtree(folder, ignore_errors=True)
     os.replace(tmp, folder)
@@ -170,17 +182,16 @@ def materialise_uncarded(model_id: str, root: Path, weights: str, online: bool) 
             f"model has no card (carded: {models.registered_ids()}): use weights auto or hub"
         )
     local = is_local(model_id)
-    source = checkpoints.local_folder(model_id) if local else None
     if local:
+        source = checkpoints.local_folder(model_id)
         info = checkpoints.inspect(source, model_id)
         key = f"local|{source}|{checkpoints.digest(source)}"
     else:
-        source, info, revision = hub_snapshot(model_id, online)
-        key = f"hub|{model_id}|{revision}"
+        source, info = hub_snapshot(model_id, online)
+        key = f"hub|{model_id}|{source.name}"  # the snapshot folder is named by the resolved commit
     folder = root / checkpoints.slug(model_id)
-    recorded = folder / SOURCE_FILE
-    if recorded.exists() and json.loads(recorded.read_text()).get("key") == key:
-        return json.loads(recorded.read_text())["entry"]
+    if (kept := kept_entry(folder, key)) is not None:
+        return kept
     tmp = root / (folder.name + ".partial")
     shutil.rmtree(tmp, ignore_errors=True)
     link_tree(source, tmp)
@@ -200,15 +211,12 @@ def materialise_uncarded(model_id: str, root: Path, weights: str, online: bool) 
         "card": None,
         "card_sha256": None,
     }
-    (tmp / SOURCE_FILE).write_text(json.dumps({"key": key, "entry": entry}, indent=1))
-    shutil.rmtree(folder, ignore_errors=True)
-    os.replace(tmp, folder)
-    return entry
+    return publish(tmp, folder, key, entry)
 
 
-def hub_snapshot(model_id: str, online: bool) -> tuple[Path, checkpoints.CheckpointInfo, str]:
+def hub_snapshot(model_id: str, online: bool) -> tuple[Path, checkpoints.CheckpointInfo]:
     """A Hub checkpoint without a card, from the Hub or the local HF cache: its configs first (checked before any
-    weights are fetched), then its safetensors; the snapshot folder, what it is, and its resolved revision."""
+    weights are fetched), then its safetensors (checked too); the snapshot folder and what it is."""
     from huggingface_hub import snapshot_download
 
     try:
@@ -223,9 +231,7 @@ def hub_snapshot(model_id: str, online: bool) -> tuple[Path, checkpoints.Checkpo
             f"{model_id}: no card, and {where} ({type(error).__name__}: {error}); only the doc's 12 "
             "carded models can be built offline (a local checkpoint folder works too)"
         ) from None
-    if problem := checkpoints.weights_problem(snapshot, model_id):
-        raise LoadError(problem)
-    return snapshot, checkpoints.inspect(snapshot, model_id), snapshot.name
+    return snapshot, checkpoints.inspect(snapshot, model_id)
 
 
 def count_params_meta(model_class_name: str, folder: Path) -> int:
