@@ -58,6 +58,21 @@ def test_detection_agreement_looks_at_top_scoring_boxes_only():
     assert checks.detection_agreement(logits, boxes, logits, moved, background_last=True, top=2) == 0.5
 
 
+def test_identical_zero_area_boxes_agree_and_distant_ones_do_not():
+    """Random-init OWL-ViT boxes saturate to 0 / 1 (zero area, no IoU): on an H100 its outputs matched eager to
+    1e-6 and the IoU rule still failed every box. Coordinates within BOX_ATOL agree; a moved point does not."""
+    logits = torch.tensor([[[3.0], [2.0], [1.0]]])
+    boxes = torch.tensor([[[0.0, 1.0, 0.0, 1.0], [0.0, 0.0, 0.0, 0.0], [1.0, 0.0, 1.0, 0.0]]])
+    assert checks.box_iou_cxcywh(boxes, boxes).max().item() == 0.0  # why IoU alone cannot judge them
+    nudged = boxes + 1e-4
+    assert checks.detection_agreement(logits, boxes, logits, nudged, background_last=False, top=3) == 1.0
+    moved = boxes.clone()
+    moved[0, 1] = torch.tensor([0.5, 0.5, 0.0, 0.0])
+    assert checks.detection_agreement(logits, boxes, logits, moved, background_last=False, top=3) == pytest.approx(
+        2 / 3
+    )
+
+
 @pytest.mark.parametrize(
     ("task", "output"),
     [
