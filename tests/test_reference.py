@@ -117,6 +117,8 @@ H100 = {"device": "cuda", "device_name": "NVIDIA H100 80GB HBM3"}
         (_measured(1.4, 1.6, **H100), "reproduced"),  # overlaps 1.75 (median of 2.0 and 1.5) +-10%
         (_measured(2.1, 2.3, **H100), "better"),
         (_measured(0.7, 0.9, **H100), "worse"),
+        (_measured(1.30, 20.24, **H100), "inconclusive"),  # overlaps the band, but would overlap almost anything
+        (_measured(2.0, 30.0, **H100), "better"),  # wide, yet wholly above the band
         (_measured(1.4, 1.6), "informational"),  # a CPU run is never judged against the doc's GPUs
         (_measured(0.7, 0.9), "informational"),
         (_measured(0.9, 1.1, batch_size=4, **H100), "published-OOM"),

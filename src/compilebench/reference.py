@@ -11,9 +11,10 @@ Anomalies are flagged by code and excluded from verdicts. Verdict rules (also in
 - the same GPU model as a published one (A100, V100, T4 in the device name): the reference is that GPU's speedup,
   and absolute ms are compared too (`same-GPU`);
 - another GPU: the reference is the median of the published GPUs' speedups (`cross-GPU`);
-- then, with the band [reference / (1 + TOLERANCE), reference * (1 + TOLERANCE)]: the measured 95% CI overlaps it:
-  `reproduced`; lies wholly above it: `better`; wholly below: `worse`. The band does not widen when the doc's
-  GPUs disagree with each other.
+- then, with the band [reference / (1 + TOLERANCE), reference * (1 + TOLERANCE)]: the measured 95% CI lies wholly
+  above it: `better`; wholly below: `worse`; overlaps it: `reproduced`, unless the CI is wider than the band itself
+  (high / low > (1 + TOLERANCE)^2: two processes, say): then `inconclusive`, since so wide a CI overlaps almost any
+  reference. The band does not widen when the doc's GPUs disagree with each other, nor when the measurement is loose.
 """
 
 from __future__ import annotations
@@ -163,12 +164,15 @@ def measured_as_doc(row: pd.Series) -> bool:
 
 
 def band_verdict(ci_low: float, ci_high: float, reference_speedup: float) -> str:
-    """reproduced / better / worse: the measured CI against the band of +-TOLERANCE around the reference."""
+    """reproduced / better / worse / inconclusive: the measured CI against the band of +-TOLERANCE around the
+    reference; a CI wider than the band cannot reproduce it."""
     low, high = reference_speedup / (1 + TOLERANCE), reference_speedup * (1 + TOLERANCE)
     if ci_low > high:
         return "better"
     if ci_high < low:
         return "worse"
+    if ci_high / ci_low > (1 + TOLERANCE) ** 2:
+        return "inconclusive"
     return "reproduced"
 
 

@@ -227,8 +227,9 @@ def render(
         "compiled calls; its 95% CI comes from the spread between processes. Published speedup = the doc's eager / "
         "compiled ms (torch 2.0.1 for `default`, the nightly tables for `reduce-overhead`). On the same GPU model the "
         "reference is that GPU's speedup (and absolute ms are compared); on another GPU the median of the published "
-        f"GPUs (cross-GPU); `reproduced` when the CI overlaps the reference ±{TOLERANCE:.0%}, `better` / `worse` "
-        "when it lies wholly above / below. A CPU run is `informational`: the doc measured GPUs only.",
+        f"GPUs (cross-GPU); `reproduced` when the CI overlaps the reference ±{TOLERANCE:.0%} and is no wider than "
+        "that band (`inconclusive` when wider), `better` / `worse` when it lies wholly above / below. A CPU run is "
+        "`informational`: the doc measured GPUs only.",
         "",
         _table(verdict_table(verdicts)),
         "Verdicts: " + ", ".join(f"{k} {v}" for k, v in verdicts["verdict"].value_counts().items()) + ".",
