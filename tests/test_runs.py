@@ -1,5 +1,7 @@
 """From trial results to runs, on hand-made results: statistics over processes, cold and warm compiles, status."""
 
+from dataclasses import replace
+
 import pytest
 
 from compilebench import runs, stats
@@ -54,6 +56,21 @@ def test_a_compiled_run_pools_its_processes():
     assert eager.count == 18 and eager.latency_ms_median == 11.0 and eager.compile is False
     assert [p["cache"] for p in compiled.process_results] == ["cold", "warm", "warm"]
     assert compiled.environment_freeze == ("torch==2.13.0",) and compiled.run_uid.endswith("bs2/default")
+
+
+def test_a_shared_cache_process_is_warm_when_every_graph_came_from_the_cache():
+    """On the H100 (shared cache, the launcher's way) the first process of ResNet-50 compiled in 12.6 s and the
+    second, all FX-graph cache hits, in 3.5 s: reporting their mean as the cold compile mixed the two."""
+    specs = [_spec(0, "shared"), _spec(1, "shared")]
+    counters = ({"fxgraph_cache_miss": 1}, {"fxgraph_cache_hit": 1, "async_compile_cache_hit": 24})
+    results = [
+        (spec, replace(_result(spec, [10.0] * 6, [5.0] * 6, compile_s), health=CompileHealth(1, inductor_counters=c)))
+        for spec, compile_s, c in zip(specs, (12.6, 3.5), counters, strict=True)
+    ]
+    compiled = _records(results)["default"]
+    assert compiled.compile_s == 12.6 and compiled.compile_s_warm == 3.5
+    mixed = {"fxgraph_cache_hit": 1, "fxgraph_cache_miss": 1}  # one graph of two compiled: still a cold compile
+    assert runs.compiled_cold(specs[1], replace(results[1][1], health=CompileHealth(2, inductor_counters=mixed)))
 
 
 def test_one_failed_process_fails_the_run_and_names_it():
