@@ -132,6 +132,12 @@ def test_verdict_rules(measured, expected):
     assert reference.verdict(measured, PUBLISHED)["verdict"] == expected
 
 
+def test_a_failed_run_is_not_judged_but_keeps_the_docs_figures_beside_it():
+    failed = reference.verdict(_measured(1.4, 1.6, status="invalid", **H100), PUBLISHED)
+    assert failed["verdict"] == "not comparable" and failed["reason"] == "measured status invalid"
+    assert failed["published_speedup_A100"] == 2.0 and failed["published_speedup_V100"] == 1.5
+
+
 def test_same_gpu_is_judged_against_that_gpus_row_with_absolute_ms():
     on_a100 = reference.verdict(_measured(1.4, 1.6, device="cuda", device_name="NVIDIA A100-SXM4-40GB"), PUBLISHED)
     assert on_a100["comparison"] == "same-GPU (A100)" and on_a100["reference_speedup"] == 2.0
