@@ -45,7 +45,7 @@ COLUMNS = [
     "compile_s_warm", "break_even_calls", "break_even_calls_warm", "deploy", "first_inference_s",
     "first_inference_s_warm", "eager_first_inference_s", "startup_s", "load_s", "peak_mem_mib", "eager_peak_mem_mib",
     "reserved_mem_mib", "max_rel_diff", "task_agreement", "graph_count", "graph_break_count", "recompile_count",
-    "machine_fingerprint", "environment_key", "error",
+    "serve_batch_sizes", "serve_graphs", "serve_recompiles", "machine_fingerprint", "environment_key", "error",
 ]  # fmt: skip
 
 

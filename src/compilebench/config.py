@@ -24,6 +24,7 @@ WEIGHTS_CHOICES = ("auto", "hub", "random-init")
 COMPILE_CACHES = ("cold", "shared")
 SCALES = ("full", "tiny")
 DEPLOYS = ("jit", "artifacts", "aoti", "regional")
+DYNAMICS = (True, False, None, "batch", "batch-unbacked")  # variants.*.dynamic (records.DYNAMIC_BATCH*)
 MATMUL_PRECISIONS = ("highest", "high", "medium")
 EAGER = "eager"
 CURRENT = "current"
@@ -127,13 +128,17 @@ class Variant:
     compile: bool = True  # false = the eager baseline
     mode: str = "default"  # torch.compile mode
     inductor: dict[str, Any] = field(default_factory=dict)  # torch._inductor.config values set while compiling
-    dynamic: bool | None = False  # torch.compile(dynamic=...); False = one static graph per batch size
+    dynamic: bool | str | None = False  # torch.compile(dynamic=...): false = static shapes, null = torch's default
+    #   (a dim becomes dynamic when it changes), true = every dim; or dim 0 of every input marked dynamic: `batch`
+    #   (torch._dynamo.mark_dynamic: sizes 0 and 1 still get their own graph) | `batch-unbacked` (mark_unbacked)
     fullgraph: bool = False  # torch.compile(fullgraph=...); True fails on any graph break
     dtype: str | None = None  # compiled model's dtype; null = benchmark.dtype (eager always uses benchmark.dtype)
     channels_last: bool = False  # compiled model and 4-d inputs in channels_last memory format
     deploy: str = "jit"  # how a fresh process gets its compiled model: jit (torch.compile; warm = local inductor
     #   cache) | artifacts (warm = empty cache + portable cache artifacts) | aoti (AOTInductor package: cold builds,
     #   warm loads) | regional (torch.compile of each repeated block only)
+    serve: bool = False  # each process first serves every batch size of the suite, smallest first, on the one
+    #   compiled model: first call, graphs and recompiles at each size; then it times its own batch size
 
     def check(self, name: str) -> None:
         """Validate this variant; `name` is its key under `variants`."""
@@ -151,6 +156,14 @@ class Variant:
             f"`variants.{name}.dtype` must be null or one of {DTYPES}, got {self.dtype!r}",
         )
         _require(self.deploy in DEPLOYS, f"`variants.{name}.deploy` must be one of {DEPLOYS}, got {self.deploy!r}")
+        _require(
+            self.dynamic in DYNAMICS,
+            f"`variants.{name}.dynamic` must be one of true, false, null, batch, batch-unbacked; got {self.dynamic!r}",
+        )
+        _require(
+            not self.serve or (self.compile and self.deploy == "jit"),
+            f"`variants.{name}.serve` needs a compiled variant with deploy jit (a package or region serves no sizes)",
+        )
         _require(
             self.deploy != "aoti" or (self.mode == "default" and not self.dynamic),
             f"`variants.{name}`: deploy aoti takes no compile mode or dynamic shapes (its options go in `inductor`)",

@@ -74,6 +74,7 @@ def trials(
     """All trials of an invocation in run order: rounds of replicates, runs shuffled, environments interleaved."""
     rng = random.Random(seed)
     ordered, block = [], rng.randrange(len(labels))
+    sizes = tuple(sorted({slot.batch_size for slot in slots_}))  # what a `serve` variant's model meets, in order
     for replicate in range(replicates):
         cache = CACHE_SHARED if shared_cache else (CACHE_COLD if replicate < cold_replicates else CACHE_WARM)
         round_slots = list(slots_)
@@ -92,6 +93,7 @@ def trials(
                         cache=cache,
                         image=image,
                         timing=timing,
+                        serve_batch_sizes=sizes if slot.variant.serve else (),
                     )
                 )
             block += 1

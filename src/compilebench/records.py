@@ -22,6 +22,9 @@ LAUNCHER_PID = "COMPILEBENCH_LAUNCHER_PID"  # set for a trial process: the proce
 # How a fresh process gets its compiled model (VariantSpec.deploy), and where a run keeps what it carries over.
 DEPLOY_JIT, DEPLOY_ARTIFACTS, DEPLOY_AOTI, DEPLOY_REGIONAL = "jit", "artifacts", "aoti", "regional"
 DEPLOY_DIR_ENV = "COMPILEBENCH_DEPLOY_DIR"  # set for a trial process: its run's artifacts / package folder
+# VariantSpec.dynamic beside true / false / None: torch.compile(dynamic=None) with dim 0 of every input marked dynamic
+# (torch._dynamo.mark_dynamic: sizes 0 and 1 still specialise) or unbacked (mark_unbacked: no specialisation at all)
+DYNAMIC_BATCH, DYNAMIC_BATCH_UNBACKED = "batch", "batch-unbacked"
 ARTIFACTS_FILE = "cache-artifacts.bin"  # torch.compiler.save_cache_artifacts() of the run's cold process
 AOTI_PACKAGE = "model.pt2"  # the run's AOTInductor package
 
@@ -65,11 +68,12 @@ class VariantSpec:
     compile: bool = True
     mode: str = "default"
     inductor: dict[str, Any] = field(default_factory=dict)  # torch._inductor.config values set while compiling
-    dynamic: bool | None = False
+    dynamic: bool | str | None = False  # torch.compile(dynamic=...), or DYNAMIC_BATCH(_UNBACKED): the batch dim
     fullgraph: bool = False
     dtype: str | None = None  # the compiled model's dtype; None = the trial's dtype
     channels_last: bool = False
     deploy: str = "jit"  # jit | artifacts | aoti | regional (see trial.compiled_module)
+    serve: bool = False  # the process first serves each batch size of the suite, smallest first (trial.serve_sizes)
 
     @classmethod
     def from_dict(cls, raw: dict[str, Any]) -> VariantSpec:
@@ -113,6 +117,7 @@ class TrialSpec:
     cache: str  # cold (a fresh, empty inductor cache) | warm (the cold trial's cache) | shared (the user's)
     image: str
     timing: TimingSpec
+    serve_batch_sizes: tuple[int, ...] = ()  # a `serve` variant: every batch size the one compiled model meets
 
     @property
     def run_key(self) -> tuple[str, str, int, str]:
@@ -133,6 +138,7 @@ class TrialSpec:
         raw["model"] = ModelSpec.from_dict(raw["model"])
         raw["variant"] = VariantSpec.from_dict(raw["variant"])
         raw["timing"] = TimingSpec.from_dict(raw["timing"])
+        raw["serve_batch_sizes"] = tuple(raw.get("serve_batch_sizes", ()))
         return _build(cls, raw)
 
 
@@ -146,11 +152,13 @@ class CompileHealth:
     recompile_count: int = 0
     fell_back_to_eager: bool = False
     inductor_counters: dict[str, int] = field(default_factory=dict)
+    recompile_reasons: tuple[str, ...] = ()  # the guards that failed, as dynamo words them (first line each)
 
     @classmethod
     def from_dict(cls, raw: dict[str, Any]) -> CompileHealth:
         raw = dict(raw)
         raw["graph_break_reasons"] = tuple(raw.get("graph_break_reasons", ()))
+        raw["recompile_reasons"] = tuple(raw.get("recompile_reasons", ()))
         return _build(cls, raw)
 
 
@@ -187,6 +195,8 @@ class TrialResult:
     task_check: str | None = None
     task_agreement: float | None = None
     health: CompileHealth | None = None
+    serve_first_call_s: tuple[float, ...] = ()  # a `serve` variant: first call at each of serve_batch_sizes
+    serve_graph_counts: tuple[int, ...] = ()  # dynamo graphs after each of those first calls
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -196,6 +206,8 @@ class TrialResult:
         raw = dict(raw)
         raw["eager_ms"] = tuple(raw.get("eager_ms", ()))
         raw["compiled_ms"] = tuple(raw.get("compiled_ms", ()))
+        raw["serve_first_call_s"] = tuple(raw.get("serve_first_call_s", ()))
+        raw["serve_graph_counts"] = tuple(raw.get("serve_graph_counts", ()))
         if raw.get("health") is not None:
             raw["health"] = CompileHealth.from_dict(raw["health"])
         return _build(cls, raw)

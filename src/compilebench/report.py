@@ -146,6 +146,44 @@ def startup_table(summary: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def dynamic_batch_table(summary: pd.DataFrame) -> pd.DataFrame:
+    """For models with a `serve` variant: each compiled variant's latency and speedup at every batch size, its graphs,
+    recompiles and cold compile time in all. A variant without `serve` compiles a graph per size, in a process per
+    size: its compile time is their sum."""
+    if "serve_batch_sizes" not in summary or summary["serve_batch_sizes"].isna().all():
+        return pd.DataFrame()
+    sizes = sorted(summary["batch_size"].unique())
+    served_labels = set(summary.loc[summary["serve_batch_sizes"].notna(), "label"])
+    rows = []
+    keys = ["environment", "device_name", "label", "variant"]
+    for (environment, device, label, variant), runs_ in summary[summary["label"].isin(served_labels)].groupby(
+        keys, sort=False
+    ):
+        serve = runs_["serve_batch_sizes"].notna().any()
+        serves = runs_["serve_batch_sizes"].dropna().iloc[0] if serve else "its batch size"
+        row = {"environment": environment, "device": device, "model": label, "variant": variant,
+               "one process serves": serves}  # fmt: skip
+        for size in sizes:
+            at = runs_[runs_["batch_size"] == size]
+            if at.empty:
+                row[f"batch {size}: ms (speedup)"] = ""
+                continue
+            run = at.iloc[0]
+            row[f"batch {size}: ms (speedup)"] = (
+                f"{_fmt(run['latency_ms_median'])} ({_fmt(run['speedup'])}x)"
+                if run["status"] == "ok"
+                else run["status"]
+            )
+        compile_s = runs_["compile_s"].dropna()
+        row["graphs"] = _fmt(runs_["serve_graphs"].max(), 0) if serve else _fmt(runs_["graph_count"].sum(), 0)
+        row["recompiles"] = _fmt(runs_["serve_recompiles"].max(), 0) if serve else "0"
+        row["compile s in all (cold)"] = _fmt(compile_s.median() if serve else compile_s.sum(), 1)
+        errors = runs_.loc[runs_["status"] != "ok", "error"].dropna()
+        row["status"] = "ok" if errors.empty else str(errors.iloc[0])[:160]
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
 def render(
     results: list[dict[str, Any]],
     summary: pd.DataFrame,
@@ -218,6 +256,21 @@ def render(
             "compile time is saved back (never: compiled is not faster).",
             "",
             _table(startup_table(summary)),
+        ]
+    dynamic = dynamic_batch_table(summary)
+    if not dynamic.empty:
+        lines += [
+            "## Dynamic batch: one compiled model serving every batch size",
+            "",
+            "A `serve` variant's every process first calls its one compiled model at each batch size of the suite, "
+            "smallest first, as a server meets them, then times its own batch size: graphs and recompiles are "
+            "dynamo's own count after serving them all, compile time is the time to the first answer at every size. "
+            "`serve-static`: static shapes; `serve-auto`: torch's default (a size that changes becomes dynamic at "
+            "the recompile); `serve-dynamic`: the batch dim marked dynamic (sizes 0 and 1 still specialise); "
+            "`serve-unbacked`: marked unbacked (no specialisation). Beside them, `default` compiles one static "
+            "graph per batch size, in a process per size. Latency: median ms; speedup against eager at that size.",
+            "",
+            _table(dynamic),
         ]
     ok = verdicts[verdicts["status"] == "ok"]
     lines += [

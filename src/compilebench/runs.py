@@ -155,6 +155,12 @@ class RunRecord:
     recompile_count: int | None = None
     fell_back_to_eager: bool | None = None
     inductor_counters: dict[str, int] = field(default_factory=dict)
+    recompile_reasons: tuple[str, ...] = ()  # guard failures, as dynamo words them
+    # A `serve` variant: the one compiled model met every batch size of the suite, smallest first, in each process.
+    serve_batch_sizes: str | None = None  # e.g. "1,4,16"
+    serve_first_call_s: tuple[float | None, ...] = ()  # first call at each of them (median of cold processes)
+    serve_graphs: int | None = None  # dynamo graphs once every size was served (max over processes)
+    serve_recompiles: int | None = None  # graphs added after the first size (max over processes)
     warmup_calls: int | None = None
     process_results: tuple[dict[str, Any], ...] = ()  # per process: trial id, cache, compile time, raw samples
 
@@ -283,6 +289,8 @@ def _process_row(spec: TrialSpec, result: TrialResult) -> dict[str, Any]:
         "peak_mem_mib": result.peak_mem_mib,
         "eager_ms": list(result.eager_ms),
         "compiled_ms": list(result.compiled_ms),
+        "serve_first_call_s": list(result.serve_first_call_s),
+        "serve_graph_counts": list(result.serve_graph_counts),
     }
 
 
@@ -377,7 +385,19 @@ def compiled_run(
             recompile_count=max(h.recompile_count for h in healths),
             fell_back_to_eager=any(h.fell_back_to_eager for h in healths),
             inductor_counters=healths[0].inductor_counters,
+            recompile_reasons=tuple(dict.fromkeys(reason for h in healths for reason in h.recompile_reasons)),
         )  # fmt: skip
+    served = [(s, r) for s, r in trials if r.serve_graph_counts]
+    if served:
+        cold = [r for s, r in served if compiled_cold(s, r)]
+        record.update(
+            serve_batch_sizes=",".join(str(size) for size in spec.serve_batch_sizes),
+            serve_first_call_s=tuple(
+                _median([r.serve_first_call_s[i] for r in cold]) for i in range(len(spec.serve_batch_sizes))
+            ),
+            serve_graphs=max(r.serve_graph_counts[-1] for _, r in served),
+            serve_recompiles=max(r.serve_graph_counts[-1] - r.serve_graph_counts[0] for _, r in served),
+        )
     return RunRecord(**record)
 
 

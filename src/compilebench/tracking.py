@@ -36,17 +36,20 @@ HTTP_DEFAULTS = {"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "2", "MLFLOW_HTTP_REQUEST_TI
 QUIET = {"MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT": "true"}
 PARAM_KEYS = (
     "model_id", "label", "task", "batch_size", "variant", "compile", "compile_mode", "inductor_options", "dynamic",
-    "fullgraph", "deploy", "dtype", "variant_dtype", "channels_last", "scale", "suite", "environment",
-    "environment_name", "environment_key", "environment_pins", "weights_source", "config_origin", "resolved_revision",
-    "image_source", "image_sha256", "text_source", "input_shapes", "num_threads", "replicates", "machine", "git_commit",
+    "fullgraph", "deploy", "serve_batch_sizes", "dtype", "variant_dtype", "channels_last", "scale", "suite",
+    "environment", "environment_name", "environment_key", "environment_pins", "weights_source", "config_origin",
+    "resolved_revision", "image_source", "image_sha256", "text_source", "input_shapes", "num_threads", "replicates",
+    "machine", "git_commit",
     "invocation_id", "run_uid", "task_check", "fell_back_to_eager", "latency_ci_method", "speedup_ci_method",
     *fingerprint.RUN_FIELDS,
 )  # fmt: skip
 TAG_KEYS = ("status", "label", "variant", "task", "device_name", "machine", "machine_fingerprint", "environment",
             "torch_version", "transformers_version", "suite", "weights_source", "speedup_verdict")  # fmt: skip
-RAW_KEYS = ("process_results", "graph_break_reasons", "inductor_counters", "environment_freeze", "error")
+RAW_KEYS = ("process_results", "graph_break_reasons", "inductor_counters", "environment_freeze", "error",
+            "recompile_reasons", "serve_first_call_s")  # fmt: skip
 HEALTH_KEYS = ("graph_count", "graph_break_count", "graph_break_reasons", "recompile_count", "fell_back_to_eager",
-               "inductor_counters")  # fmt: skip
+               "inductor_counters", "recompile_reasons", "serve_batch_sizes", "serve_first_call_s", "serve_graphs",
+               "serve_recompiles")  # fmt: skip
 EXPERIMENT = "compilebench"  # every pipeline invocation logs here
 EXPERIMENT_KIND_TAG, EXPERIMENT_KIND = "mlflow.experimentKind", "custom_model_development"  # the UI's "training runs"
 _CREDENTIALS = re.compile(r"(//)[^/@\s]+@")  # user:password@ in a URI

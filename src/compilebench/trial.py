@@ -45,6 +45,8 @@ from compilebench.records import (
     DEPLOY_ARTIFACTS,
     DEPLOY_DIR_ENV,
     DEPLOY_REGIONAL,
+    DYNAMIC_BATCH,
+    DYNAMIC_BATCH_UNBACKED,
     LAUNCHER_PID,
     CompileHealth,
     TimingSpec,
@@ -55,6 +57,7 @@ from compilebench.records import (
 
 LOGGER = logging.getLogger(__name__)
 
+BATCH_DYNAMICS = (DYNAMIC_BATCH, DYNAMIC_BATCH_UNBACKED)
 CUDAGRAPH_WARMUP = 3  # calls before timing a CUDA-graph variant: warm-up run, recording, a first replay
 OOM_MARKERS = ("out of memory", "outofmemory", "can't allocate memory", "cannot allocate memory", "memoryerror")
 
@@ -153,6 +156,7 @@ def load(spec: TrialSpec) -> dict[str, Any]:
     return {
         "model": model,
         "inputs": convert_inputs(inputs, device, dtype, channels_last=False),
+        "batched": lambda size: models.forward_inputs(model, models.batch_inputs(single, size)),  # for `serve`
         "text_source": text_source,
         "input_shapes": {key: list(value.shape) for key, value in inputs.items()},
     }
@@ -229,7 +233,8 @@ def compiled_module(model: Any, inputs: dict[str, Any], variant: VariantSpec, ca
     cold trial, and every trial loads the package."""
     import torch
 
-    options = {"mode": variant.mode, "dynamic": variant.dynamic, "fullgraph": variant.fullgraph}
+    dynamic = None if variant.dynamic in BATCH_DYNAMICS else variant.dynamic  # batch: marked on the inputs
+    options = {"mode": variant.mode, "dynamic": dynamic, "fullgraph": variant.fullgraph}
     if variant.deploy == DEPLOY_REGIONAL:
         blocks = repeated_blocks(model)
         if not blocks:
@@ -256,6 +261,49 @@ def compiled_module(model: Any, inputs: dict[str, Any], variant: VariantSpec, ca
     return torch.compile(model, **options)
 
 
+def mark_batch_dynamic(inputs: dict[str, Any], how: str) -> dict[str, Any]:
+    """Dim 0 of every input tensor marked dynamic (`batch`) or unbacked (`batch-unbacked`)."""
+    import torch
+
+    mark = torch._dynamo.mark_dynamic if how == DYNAMIC_BATCH else torch._dynamo.decorators.mark_unbacked
+    for value in inputs.values():
+        if isinstance(value, torch.Tensor) and value.dim() > 0:
+            mark(value, 0)
+    return inputs
+
+
+def serve_sizes(
+    spec: TrialSpec, loaded: dict[str, Any], module: Any, inputs: dict[str, Any], dtype_name: str, cudagraphs: bool
+) -> tuple[Any, list[float], list[int]]:
+    """The one compiled model's first call at each of the suite's batch sizes, smallest first, as a server meets
+    them: (the output at the trial's own batch size, first-call seconds, dynamo graphs after each call)."""
+    import torch
+    from torch._dynamo.utils import counters
+
+    output, first_call_s, graphs = None, [], []
+    for size in spec.serve_batch_sizes:
+        sized = inputs if size == spec.batch_size else convert_inputs(
+            loaded["batched"](size), spec.timing.device, getattr(torch, dtype_name), spec.variant.channels_last
+        )  # fmt: skip
+        if spec.variant.dynamic in BATCH_DYNAMICS:
+            mark_batch_dynamic(sized, spec.variant.dynamic)
+        out, seconds = timing.time_first_call_s(caller(module, sized, cudagraphs), spec.timing.device)
+        first_call_s.append(seconds)
+        graphs.append(int(counters["stats"].get("unique_graphs", 0)))
+        if size == spec.batch_size:
+            output = out
+        del out
+    return output, first_call_s, graphs
+
+
+def recompile_reasons() -> tuple[str, ...]:
+    """The guard failures that made dynamo recompile since the last reset, first line each (at most 20)."""
+    from torch._dynamo.utils import guard_failures
+
+    reasons = [str(reason).splitlines()[0][:300] for failures in guard_failures.values() for reason in failures]
+    return tuple(reasons[:20])
+
+
 def compile_health(first: dict[str, Any] | None = None) -> CompileHealth:
     """Graphs, graph breaks with reasons and inductor's pattern counters since the last reset (recompiles: graphs
     added after `first`, the health read right after the first call)."""
@@ -270,13 +318,14 @@ def compile_health(first: dict[str, Any] | None = None) -> CompileHealth:
         recompile_count=graphs - first["graph_count"] if first else 0,
         fell_back_to_eager=graphs == 0,
         inductor_counters={key: int(value) for key, value in counters["inductor"].items()},
+        recompile_reasons=recompile_reasons(),
     )
 
 
 def run_compiled(spec: TrialSpec, loaded: dict[str, Any], eager: Any, reference: Any, state: dict) -> dict[str, Any]:
     """Compile the variant, time its first call, check it, warm up, measure memory, time it paired with eager."""
     import torch
-    from torch._dynamo.utils import counters
+    from torch._dynamo.utils import counters, guard_failures
     from torch._inductor import config as inductor_config
 
     variant, timing_spec, device = spec.variant, spec.timing, spec.timing.device
@@ -284,14 +333,21 @@ def run_compiled(spec: TrialSpec, loaded: dict[str, Any], eager: Any, reference:
     cudagraphs = uses_cudagraphs(variant, device)
     torch._dynamo.reset()
     counters.clear()
+    guard_failures.clear()
     with inductor_config.patch(variant.inductor):  # read at every (re)compile inside it
         state["phase"] = "compile"
         timing.reset_peak_memory(device)
         started = time.perf_counter()
         module = compiled_module(model, inputs, variant, spec.cache)
         call = caller(module, inputs, cudagraphs)
-        output, _ = timing.time_first_call_s(call, device)
-        compile_s = time.perf_counter() - started  # everything before the first output: build or load, compile, call
+        serve_first_s, serve_graphs = [], []
+        if spec.serve_batch_sizes:
+            output, serve_first_s, serve_graphs = serve_sizes(spec, loaded, module, inputs, dtype_name, cudagraphs)
+        else:
+            if variant.dynamic in BATCH_DYNAMICS:
+                mark_batch_dynamic(inputs, variant.dynamic)
+            output, _ = timing.time_first_call_s(call, device)
+        compile_s = time.perf_counter() - started  # everything before the first output (at every served size)
         if variant.deploy == DEPLOY_ARTIFACTS and spec.cache == CACHE_COLD:
             save_artifacts(deploy_folder())
         state["phase"] = "run"
@@ -335,6 +391,8 @@ def run_compiled(spec: TrialSpec, loaded: dict[str, Any], eager: Any, reference:
         "task_check": compared,
         "task_agreement": agreement,
         "health": health,
+        "serve_first_call_s": tuple(serve_first_s),
+        "serve_graph_counts": tuple(serve_graphs),
         **numeric,
     }
 
