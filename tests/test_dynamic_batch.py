@@ -83,3 +83,52 @@ def test_the_run_record_carries_sizes_graphs_and_recompiles(served):
     assert record.serve_first_call_s == result.serve_first_call_s  # one cold process: its own first calls
     row = record.to_dict()
     assert row["serve_recompiles"] == 2 and row["recompile_reasons"]
+    spec, result = served["serve-unbacked"]
+    [failed] = [r for r in runs.run_records([spec], {spec.trial_id: result}, environment, models_info, context)
+                if r.variant == "serve-unbacked"]  # fmt: skip
+    assert failed.serve_batch_sizes == "1,4,16"  # what it had to serve, whether or not it got through
+    assert (failed.serve_graphs is None) is (result.status != "ok")
+
+
+def test_the_report_table_sums_a_graph_per_size_and_takes_a_serving_process_whole():
+    """`default` compiled each size in its own process (compile times add up); a `serve` run's every process
+    compiled for all sizes (its compile time is already the whole)."""
+    import pandas as pd
+
+    from compilebench import report
+
+    def run(variant, size, compile_s, serve=None, graphs=None, recompiles=None, status="ok", error=None):
+        return {"environment": "current", "device_name": "cpu-x", "label": "ResNet", "variant": variant,
+                "batch_size": size, "latency_ms_median": 10.0 * size, "speedup": 1.5, "status": status,
+                "error": error, "compile_s": compile_s, "graph_count": 1, "serve_batch_sizes": serve,
+                "serve_graphs": graphs, "serve_recompiles": recompiles}  # fmt: skip
+
+    summary = pd.DataFrame(
+        [run("default", size, 20.0) for size in (1, 4, 16)]
+        + [run("serve-dynamic", size, 50.0 + size, "1,4,16", 3, 2) for size in (1, 4, 16)]
+        + [run("serve-unbacked", 1, None, "1,4,16", status="compile_error", error="AssertionError: stride")]
+    )
+    table = report.dynamic_batch_table(summary).set_index("variant")
+    assert table.loc["default", "compile s in all (cold)"] == "60.0" and table.loc["default", "graphs"] == "3"
+    assert table.loc["serve-dynamic", "compile s in all (cold)"] == "54.0"  # the median of 51, 54, 66
+    assert table.loc["serve-dynamic", "recompiles"] == "2" and table.loc["serve-dynamic", "batch 4: ms (speedup)"] == (
+        "40.00 (1.50x)"
+    )
+    assert table.loc["serve-unbacked", "batch 1: ms (speedup)"] == "compile_error"
+    assert table.loc["serve-unbacked", "status"].startswith("AssertionError")
+    assert table.loc["serve-unbacked", "one process serves"] == "1,4,16"
+    assert table.loc["serve-unbacked", "graphs"] == table.loc["serve-unbacked", "compile s in all (cold)"] == ""
+    assert report.dynamic_batch_table(summary[summary["variant"] == "default"]).empty  # no serve run: no table
+
+
+def test_priming_a_serve_run_compiles_every_size_into_the_shared_cache(tmp_path, tiny_resnet):
+    """`launcher --prime` (a GPU machine's first pass) compiles what the trial will meet: all three sizes."""
+    model, image = tiny_resnet
+    spec = TrialSpec(trial_id="current/tiny-resnet/bs4/serve-static/r0", environment="current", model=model,
+                     batch_size=4, variant=SERVE["serve-static"], replicate=0, cache="shared", image=image,
+                     timing=TIMING, serve_batch_sizes=SIZES)  # fmt: skip
+    cache = tmp_path / "shared-cache"
+    [(key, result)] = launcher.prime([spec], {"current": sys.executable}, tmp_path, cache, 600, workers=1)
+    assert key == spec.cache_key and result.status == "ok" and result.compile_s > 0
+    graphs = [path for path in (cache / "fxgraph").rglob("*") if path.is_file()]
+    assert len(graphs) >= 3, graphs  # a static graph for each of 1, 4 and 16

@@ -175,9 +175,12 @@ def dynamic_batch_table(summary: pd.DataFrame) -> pd.DataFrame:
                 else run["status"]
             )
         compile_s = runs_["compile_s"].dropna()
-        row["graphs"] = _fmt(runs_["serve_graphs"].max(), 0) if serve else _fmt(runs_["graph_count"].sum(), 0)
-        row["recompiles"] = _fmt(runs_["serve_recompiles"].max(), 0) if serve else "0"
-        row["compile s in all (cold)"] = _fmt(compile_s.median() if serve else compile_s.sum(), 1)
+        if compile_s.empty:  # no process compiled: nothing to count
+            row.update({"graphs": "", "recompiles": "", "compile s in all (cold)": ""})
+        else:
+            row["graphs"] = _fmt(runs_["serve_graphs"].max(), 0) if serve else _fmt(runs_["graph_count"].sum(), 0)
+            row["recompiles"] = _fmt(runs_["serve_recompiles"].max(), 0) if serve else "0"
+            row["compile s in all (cold)"] = _fmt(compile_s.median() if serve else compile_s.sum(), 1)
         errors = runs_.loc[runs_["status"] != "ok", "error"].dropna()
         row["status"] = "ok" if errors.empty else str(errors.iloc[0])[:160]
         rows.append(row)

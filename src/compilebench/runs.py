@@ -387,11 +387,12 @@ def compiled_run(
             inductor_counters=healths[0].inductor_counters,
             recompile_reasons=tuple(dict.fromkeys(reason for h in healths for reason in h.recompile_reasons)),
         )  # fmt: skip
+    if spec.serve_batch_sizes:  # what it was to serve, also when no process got through
+        record["serve_batch_sizes"] = ",".join(str(size) for size in spec.serve_batch_sizes)
     served = [(s, r) for s, r in trials if r.serve_graph_counts]
     if served:
         cold = [r for s, r in served if compiled_cold(s, r)]
         record.update(
-            serve_batch_sizes=",".join(str(size) for size in spec.serve_batch_sizes),
             serve_first_call_s=tuple(
                 _median([r.serve_first_call_s[i] for r in cold]) for i in range(len(spec.serve_batch_sizes))
             ),

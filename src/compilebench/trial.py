@@ -468,7 +468,14 @@ def compile_only(spec: TrialSpec) -> TrialResult:
             with inductor_config.patch(spec.variant.inductor):
                 state["phase"] = "compile"
                 module = compiled_module(model, inputs, spec.variant, spec.cache)
-                _, compile_s = timing.time_first_call_s(caller(module, inputs, cudagraphs), spec.timing.device)
+                if spec.serve_batch_sizes:  # every size's graph, as the trial will meet them
+                    started = time.perf_counter()
+                    serve_sizes(spec, loaded, module, inputs, dtype_name, cudagraphs)
+                    compile_s = time.perf_counter() - started
+                else:
+                    if spec.variant.dynamic in BATCH_DYNAMICS:
+                        mark_batch_dynamic(inputs, spec.variant.dynamic)
+                    _, compile_s = timing.time_first_call_s(caller(module, inputs, cudagraphs), spec.timing.device)
     except Exception as error:  # the trial boundary
         return TrialResult.failed(spec.trial_id, classify_error(error, state["phase"]), _message(error))
     return TrialResult(trial_id=spec.trial_id, status="ok", compile_s=compile_s, variant_dtype=dtype_name)
