@@ -296,6 +296,19 @@ def serve_sizes(
     return output, first_call_s, graphs
 
 
+def first_answers(
+    spec: TrialSpec, loaded: dict[str, Any], module: Any, inputs: dict[str, Any], dtype_name: str, cudagraphs: bool
+) -> tuple[Any, list[float], list[int]]:
+    """The compiled model's first call: at every served size for a `serve` variant (see serve_sizes), else at the
+    trial's batch size alone, its batch dim marked first where the variant asks (then no per-size lists)."""
+    if spec.serve_batch_sizes:
+        return serve_sizes(spec, loaded, module, inputs, dtype_name, cudagraphs)
+    if spec.variant.dynamic in BATCH_DYNAMICS:
+        mark_batch_dynamic(inputs, spec.variant.dynamic)
+    output, _ = timing.time_first_call_s(caller(module, inputs, cudagraphs), spec.timing.device)
+    return output, [], []
+
+
 def recompile_reasons() -> tuple[str, ...]:
     """The guard failures that made dynamo recompile since the last reset, first line each (at most 20)."""
     from torch._dynamo.utils import guard_failures
@@ -340,13 +353,7 @@ def run_compiled(spec: TrialSpec, loaded: dict[str, Any], eager: Any, reference:
         started = time.perf_counter()
         module = compiled_module(model, inputs, variant, spec.cache)
         call = caller(module, inputs, cudagraphs)
-        serve_first_s, serve_graphs = [], []
-        if spec.serve_batch_sizes:
-            output, serve_first_s, serve_graphs = serve_sizes(spec, loaded, module, inputs, dtype_name, cudagraphs)
-        else:
-            if variant.dynamic in BATCH_DYNAMICS:
-                mark_batch_dynamic(inputs, variant.dynamic)
-            output, _ = timing.time_first_call_s(call, device)
+        output, serve_first_s, serve_graphs = first_answers(spec, loaded, module, inputs, dtype_name, cudagraphs)
         compile_s = time.perf_counter() - started  # everything before the first output (at every served size)
         if variant.deploy == DEPLOY_ARTIFACTS and spec.cache == CACHE_COLD:
             save_artifacts(deploy_folder())
@@ -468,14 +475,9 @@ def compile_only(spec: TrialSpec) -> TrialResult:
             with inductor_config.patch(spec.variant.inductor):
                 state["phase"] = "compile"
                 module = compiled_module(model, inputs, spec.variant, spec.cache)
-                if spec.serve_batch_sizes:  # every size's graph, as the trial will meet them
-                    started = time.perf_counter()
-                    serve_sizes(spec, loaded, module, inputs, dtype_name, cudagraphs)
-                    compile_s = time.perf_counter() - started
-                else:
-                    if spec.variant.dynamic in BATCH_DYNAMICS:
-                        mark_batch_dynamic(inputs, spec.variant.dynamic)
-                    _, compile_s = timing.time_first_call_s(caller(module, inputs, cudagraphs), spec.timing.device)
+                started = time.perf_counter()
+                first_answers(spec, loaded, module, inputs, dtype_name, cudagraphs)  # every size it will serve
+                compile_s = time.perf_counter() - started
     except Exception as error:  # the trial boundary
         return TrialResult.failed(spec.trial_id, classify_error(error, state["phase"]), _message(error))
     return TrialResult(trial_id=spec.trial_id, status="ok", compile_s=compile_s, variant_dtype=dtype_name)
