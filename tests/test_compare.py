@@ -62,3 +62,17 @@ def test_values_read_back_from_mlflow_are_used_as_they_are():
     assert compare.process_values(row, "speedup") == [2.0, 2.2]
     with pytest.raises(ValueError, match="unknown metric"):
         compare.process_values(_row("x", [1.0], [1.0]), "bogus")
+
+
+def test_compile_times_go_cold_or_warm_by_what_each_process_found_in_its_cache():
+    """With a shared cache (a GPU machine's plan) the process row says whether its graphs came from the cache;
+    a row written before that was recorded goes by its cache: `cold` and `shared` as cold."""
+    shared = [{"eager_ms": [10.0], "compiled_ms": [5.0], "compile_s": s, "cache": "shared", "cold_compile": cold}
+              for s, cold in ((12.6, True), (3.5, False))]  # fmt: skip
+    assert compare.process_values({"process_results": shared}, "compile_cold") == [12.6]
+    assert compare.process_values({"process_results": shared}, "compile_warm") == [3.5]
+    older = [{**process, "cache": cache} for process, cache in zip(shared, ("shared", "warm"), strict=True)]
+    for process in older:
+        del process["cold_compile"]
+    assert compare.process_values({"process_results": older}, "compile_cold") == [12.6]
+    assert compare.process_values({"process_results": older}, "compile_warm") == [3.5]

@@ -69,6 +69,7 @@ def test_a_shared_cache_process_is_warm_when_every_graph_came_from_the_cache():
     ]
     compiled = _records(results)["default"]
     assert compiled.compile_s == 12.6 and compiled.compile_s_warm == 3.5
+    assert [p["cold_compile"] for p in compiled.process_results] == [True, False]  # what compare reads
     mixed = {"fxgraph_cache_hit": 1, "fxgraph_cache_miss": 1}  # one graph of two compiled: still a cold compile
     assert runs.compiled_cold(specs[1], replace(results[1][1], health=CompileHealth(2, inductor_counters=mixed)))
 

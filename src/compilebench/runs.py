@@ -279,6 +279,7 @@ def _process_row(spec: TrialSpec, result: TrialResult) -> dict[str, Any]:
         "trial_id": result.trial_id,
         "replicate": spec.replicate,
         "cache": spec.cache,
+        "cold_compile": compiled_cold(spec, result),
         "status": result.status,
         "started_at": result.started_at,
         "wall_s": result.wall_s,
