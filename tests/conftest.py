@@ -47,7 +47,7 @@ QUICK = {"min_iters": 3, "min_time_s": 0.2, "max_time_s": 5.0, "warmup_iters": 1
 
 
 def pytest_sessionfinish(session, exitstatus):
-    if not hasattr(session.config, "workerinput"):  # the controller, after every worker is done
+    if not hasattr(session.config, "workerinput"):  # the controller (it made the cache), after every worker is done
         shutil.rmtree(_INDUCTOR_CACHE, ignore_errors=True)
 
 
@@ -81,23 +81,24 @@ def write_own_checkpoints(root: Path) -> dict[str, Path]:
     import transformers as tf
 
     torch.manual_seed(0)
-    built = {
+    built = {  # one block or two layers each: the class and its task are the point, and each layer costs compile time
         "swin-tiny-cls": (
-            tf.SwinForImageClassification(tf.SwinConfig(image_size=64, patch_size=4, embed_dim=16, depths=[1, 1],
-                                                        num_heads=[2, 2], window_size=4, num_labels=10)),
+            tf.SwinForImageClassification(tf.SwinConfig(image_size=64, patch_size=4, embed_dim=16, depths=[1],
+                                                        num_heads=[2], window_size=4, num_labels=10)),
             tf.ViTImageProcessor(size={"height": 64, "width": 64}),
         ),
         "yolos-tiny-det": (
-            tf.YolosForObjectDetection(tf.YolosConfig(hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+            tf.YolosForObjectDetection(tf.YolosConfig(hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
                                                       intermediate_size=64, image_size=[64, 96],
                                                       num_detection_tokens=10, num_labels=5)),
             tf.YolosImageProcessor(size={"shortest_edge": 64, "longest_edge": 96}),
         ),
         "dpt-tiny-seg": (
-            tf.DPTForSemanticSegmentation(tf.DPTConfig(hidden_size=32, num_hidden_layers=4, num_attention_heads=2,
-                                                       intermediate_size=64, image_size=64, patch_size=16,
-                                                       neck_hidden_sizes=[8, 16, 32, 32], fusion_hidden_size=16,
-                                                       backbone_out_indices=[0, 1, 2, 3], num_labels=6)),
+            tf.DPTForSemanticSegmentation(tf.DPTConfig(hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
+                                                       intermediate_size=32, image_size=64, patch_size=16,
+                                                       neck_hidden_sizes=[8, 16], reassemble_factors=[4, 2],
+                                                       fusion_hidden_size=8, backbone_out_indices=[0, 1],
+                                                       num_labels=6)),
             tf.DPTImageProcessor(size={"height": 64, "width": 64}),
         ),
     }  # fmt: skip
