@@ -1,9 +1,11 @@
-"""Bad input through the real stage commands: a clear error naming what was wrong, exit 2, nothing written to results
-or the MLflow store. Config and download cases are checked in-process (test_config, test_fetch_image); here, one
-case per stage command, and the cases only a command shows (a device, a store, a file the stage cannot use)."""
+"""Bad input to the stage commands: a clear error naming what was wrong, exit 2, nothing written to results or the
+MLflow store. One case per stage runs the real command in a process of its own; the others call the same `main()`
+in this process, in the project's folder (config and download cases are in test_config and test_fetch_image)."""
 
+import importlib
 import os
 import shutil
+import signal
 import subprocess
 import sys
 
@@ -14,7 +16,8 @@ from compilebench import environments
 
 pytestmark = pytest.mark.xdist_group("test_bad_inputs")  # its module fixtures run once
 
-# (stage, params changes as dotted keys, extra environment, text the error must contain)
+# (stage, params changes as dotted keys, extra environment, text the error must contain); the first case of each
+# stage runs as a command
 CASES = [
     ("fetch_image", {"benchmark.min_iters": "ten"}, {}, "benchmark.min_iters"),
     (
@@ -42,6 +45,25 @@ def _run(root, stage, env, *args):
                           capture_output=True, text=True, timeout=300)  # fmt: skip
 
 
+def _main(monkeypatch, caplog, root, stage, env, *args) -> tuple[int, str]:
+    """The stage's `main()` in this process, as its command would run it: in `root`, with `args` and `env`; its exit
+    status and what it logged. Signal handlers a stage installs are put back."""
+    module = importlib.import_module(f"compilebench.{stage}")
+    monkeypatch.chdir(root)
+    monkeypatch.setattr(sys, "argv", [f"compilebench.{stage}", *args])
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    handlers = {number: signal.getsignal(number) for number in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        with pytest.raises(SystemExit) as exited:
+            module.main()
+    finally:
+        for number, handler in handlers.items():
+            signal.signal(number, handler)
+    return exited.value.code, caplog.text
+
+
 def _files(root):
     return {p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file() and "__pycache__" not in p.parts}
 
@@ -55,8 +77,13 @@ def prepared(tmp_path_factory):
     return root
 
 
+COMMANDS = {next(needle for stage_, *_, needle in CASES if stage_ == stage) for stage, *_ in CASES}  # one a stage
+
+
 @pytest.mark.parametrize(("stage", "changes", "extra_env", "needle"), CASES, ids=[f"{c[0]}-{c[3]}" for c in CASES])
-def test_bad_input_is_a_clear_error_and_writes_nothing(tmp_path, prepared, stage, changes, extra_env, needle):
+def test_bad_input_is_a_clear_error_and_writes_nothing(
+    tmp_path, prepared, monkeypatch, caplog, stage, changes, extra_env, needle
+):
     if stage == "benchmark" and "selection.json" not in needle:
         root = tmp_path / "project"  # its inputs exist: the bad part is the one under test
         shutil.copytree(prepared, root, symlinks=True)
@@ -67,10 +94,14 @@ def test_bad_input_is_a_clear_error_and_writes_nothing(tmp_path, prepared, stage
     env = {**project_env(), "HF_HOME": str(tmp_path / "empty-hf-home")}
     set_params(root, **{k: v.replace("{root}", str(root)) if isinstance(v, str) else v for k, v in changes.items()})
     before = _files(root)
-    done = _run(root, stage, {**env, **extra_env}, *args)
-    assert done.returncode == 2, done.stderr[-2000:]
-    assert needle in done.stderr, done.stderr[-2000:]
-    assert "Traceback" not in done.stderr  # a message, not a crash
+    if needle in COMMANDS:
+        done = _run(root, stage, {**env, **extra_env}, *args)
+        status, said = done.returncode, done.stderr
+        assert "Traceback" not in said  # a message, not a crash
+    else:  # an unexpected exception fails the test as a crash would
+        status, said = _main(monkeypatch, caplog, root, stage, extra_env, *args)
+    assert status == 2, said[-2000:]
+    assert needle in said, said[-2000:]
     assert _files(root) == before  # nothing written: no result, no store, no half-built environment
 
 
