@@ -13,7 +13,8 @@ from conftest import OTHER, make_project, project_env, run_ok, set_params
 
 from compilebench import environments
 
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("compared_project")]
+pytestmark = pytest.mark.slow
+COMPARED = pytest.mark.xdist_group("compared_project")  # the tests on the shared project run where it was built
 
 
 def test_pins_resolve_over_the_projects(repo_root):
@@ -66,6 +67,7 @@ def calibrated(compared, tmp_path_factory):
     return root, env
 
 
+@COMPARED
 def test_each_environment_runs_in_its_own_interpreter(compared):
     _, _, rows = compared
     by_env = {row["environment"]: row for row in rows if row["variant"] == "default"}
@@ -81,6 +83,7 @@ def test_each_environment_runs_in_its_own_interpreter(compared):
     assert all(row["status"] == "ok" for row in rows), [(r["variant"], r["status"], r["error"]) for r in rows]
 
 
+@COMPARED
 def test_processes_alternate_in_a_balanced_order(compared):
     _, _, rows = compared
     processes = sorted(
@@ -95,6 +98,7 @@ def test_processes_alternate_in_a_balanced_order(compared):
     assert [cache for _, _, cache in processes] == ["cold", "cold", "warm", "warm"]
 
 
+@COMPARED
 def test_the_comparison_table_reads_b_against_a(compared):
     root, _, _ = compared
     table = pd.read_csv(root / "data/results/comparison.csv")
@@ -110,6 +114,7 @@ def test_the_comparison_table_reads_b_against_a(compared):
     assert (root / "data/plots/comparison.png").exists()
 
 
+@COMPARED
 def test_an_aa_invocation_calibrates_the_machine(calibrated):
     root, _ = calibrated
     calibrations = json.loads((root / "data/calibration.json").read_text())
@@ -120,6 +125,7 @@ def test_an_aa_invocation_calibrates_the_machine(calibrated):
     assert set(table["candidate"]) == {"current#2"}
 
 
+@COMPARED
 def test_the_store_compares_versions_across_invocations(calibrated):
     root, env = calibrated
     _stage("aggregate", root, env, "--from-mlflow")
@@ -149,16 +155,19 @@ print(json.dumps(shapes))
 """
 
 
-def test_published_processors_give_the_same_inputs_under_transformers_4(repo_root, compared, tmp_path):
+def test_published_processors_give_the_same_inputs_under_transformers_4(repo_root, image_640x480, tmp_path):
     """Processor configs written here (transformers 5) read in 4.57.6 give the published input shapes, all 12."""
-    root, env, _ = compared
+    env = project_env()
     pins = environments.resolve(environments.project_pins(repo_root), {"transformers": "4.57.6"})
     python = environments.build(OTHER, pins, repo_root / ".compilebench" / "environments").python
-    script, image = tmp_path / "shapes.py", str(root / "data/image/input.jpg")
+    script, image = tmp_path / "shapes.py", tmp_path / "input.jpg"
     script.write_text(SHAPES)
-    written = run_ok([sys.executable, str(script), str(tmp_path), image, "write"], root, env)  # transformers 5
+    image_640x480.save(image)
+    written = run_ok([sys.executable, str(script), str(tmp_path), str(image), "write"], tmp_path, env)  # transformers 5
     read = run_ok(
-        [python, str(script), str(tmp_path), image, "read"], root, {**env, "PYTHONPATH": str(repo_root / "src")}
+        [python, str(script), str(tmp_path), str(image), "read"],
+        tmp_path,
+        {**env, "PYTHONPATH": str(repo_root / "src")},
     )
     shapes_5, shapes_4 = (json.loads(done.stdout.splitlines()[-1]) for done in (written, read))
     assert shapes_4 == shapes_5 and len(shapes_4) == 12
