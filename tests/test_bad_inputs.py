@@ -77,7 +77,8 @@ def prepared(tmp_path_factory):
     return root
 
 
-COMMANDS = {next(needle for stage_, *_, needle in CASES if stage_ == stage) for stage, *_ in CASES}  # one a stage
+# Each stage's first case runs its command.
+COMMANDS = {next(needle for stage_, *_, needle in CASES if stage_ == stage) for stage, *_ in CASES}
 
 
 @pytest.mark.parametrize(("stage", "changes", "extra_env", "needle"), CASES, ids=[f"{c[0]}-{c[3]}" for c in CASES])
