@@ -77,8 +77,7 @@ def prepared(tmp_path_factory):
     return root
 
 
-# Each stage's first case runs its command.
-COMMANDS = {next(needle for stage_, *_, needle in CASES if stage_ == stage) for stage, *_ in CASES}
+COMMAND_CASE = {stage: needle for stage, *_, needle in reversed(CASES)}  # each stage's first case, by its needle
 
 
 @pytest.mark.parametrize(("stage", "changes", "extra_env", "needle"), CASES, ids=[f"{c[0]}-{c[3]}" for c in CASES])
@@ -95,7 +94,7 @@ def test_bad_input_is_a_clear_error_and_writes_nothing(
     env = {**project_env(), "HF_HOME": str(tmp_path / "empty-hf-home")}
     set_params(root, **{k: v.replace("{root}", str(root)) if isinstance(v, str) else v for k, v in changes.items()})
     before = _files(root)
-    if needle in COMMANDS:
+    if COMMAND_CASE[stage] == needle:
         done = _run(root, stage, {**env, **extra_env}, *args)
         status, said = done.returncode, done.stderr
         assert "Traceback" not in said  # a message, not a crash
