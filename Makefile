@@ -54,12 +54,14 @@ lint: $(STAMP)
 	ruff format --check src tests benchmarks
 	ruff check src tests benchmarks
 
-$(STAMP): requirements.txt constraints.txt pyproject.toml
+# uv installs (from pip's own sources) where it can be had, pip otherwise: src/compilebench/installer.py.
+INSTALL   := $(PYTHON) src/compilebench/installer.py $(PYTHON)
+$(STAMP): requirements.txt constraints.txt pyproject.toml src/compilebench/installer.py
 	test -x $(PYTHON) || python3 -m venv $(VENV)
-	$(PYTHON) -m pip install --quiet --upgrade pip
-	$(PYTHON) -m pip install --quiet $$(grep '^torch==' constraints.txt)
-	$(PYTHON) -m pip install --quiet -c constraints.txt -r requirements.txt
-	$(PYTHON) -m pip install --quiet -c constraints.txt --no-deps --no-build-isolation -e .
+	$(PYTHON) -m pip install --quiet $$(grep '^uv==' requirements.txt) || echo "make: no uv; pip installs (slower)"
+	$(INSTALL) $$(grep '^torch==' constraints.txt)
+	$(INSTALL) -c constraints.txt -r requirements.txt
+	$(INSTALL) -c constraints.txt --no-deps --no-build-isolation -e .
 	touch $@
 
 .dvc/config:  # a clone has .dvc/ committed; a copy without git gets a repository first

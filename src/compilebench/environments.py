@@ -26,6 +26,8 @@ from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 
+from compilebench import installer
+
 LOGGER = logging.getLogger(__name__)
 
 CURRENT = "current"
@@ -83,15 +85,17 @@ def environment_key(pins: dict[str, str], python_version: str) -> str:
     return hashlib.sha256(payload.encode()).hexdigest()[:12]
 
 
-def _pip(python: Path, args: list[str], log: Path, name: str) -> None:
-    """Run pip in an environment's interpreter; its output goes to `log`; an error names the environment."""
+def _install(python: Path, args: list[str], log: Path, name: str) -> None:
+    """Install into an environment (uv from pip's sources, or its own pip: `installer`); the output goes to `log`;
+    an error names the environment."""
+    command = installer.install_command(python, args)
     with open(log, "a") as handle:
-        handle.write(f"$ pip {' '.join(args)}\n")
+        handle.write(f"$ {' '.join(command)}\n")
         handle.flush()
-        done = subprocess.run([str(python), "-m", "pip", *args], stdout=handle, stderr=subprocess.STDOUT)
+        done = subprocess.run(command, stdout=handle, stderr=subprocess.STDOUT)
     if done.returncode != 0:
         tail = " | ".join(log.read_text(errors="replace").strip().splitlines()[-6:])
-        raise StackError(f"environment {name!r}: `pip {' '.join(args)}` failed: {tail}")
+        raise StackError(f"environment {name!r}: `pip install {' '.join(args)}` failed: {tail}")
 
 
 FREEZE_CODE = (
@@ -146,11 +150,13 @@ def current(root: Path) -> Stack:
 
 
 def _build(name: str, pins: dict[str, str], folder: Path, python: Path) -> None:
-    """Create the venv and install torch first, alone (as `make` does), then the rest under the pins."""
-    subprocess.run([sys.executable, "-m", "venv", str(folder)], check=True)
+    """Create the venv and install torch first, alone (as `make` does), then the rest under the pins. A venv that
+    uv fills needs no pip of its own (its package list is read without pip)."""
+    own_pip = [] if installer.find_uv(sys.executable) is None else ["--without-pip"]
+    subprocess.run([sys.executable, "-m", "venv", *own_pip, str(folder)], check=True)
     log = folder / "build.log"
     if "torch" in pins:
-        _pip(python, ["install", "--quiet", f"torch=={pins['torch']}"], log, name)
+        _install(python, [f"torch=={pins['torch']}"], log, name)
     constraints = folder / "constraints.txt"
     constraints.write_text("".join(f"{package}=={version}\n" for package, version in pins.items()))
     requirements = [f"{package}=={pins[package]}" if package in pins else package
@@ -158,10 +164,10 @@ def _build(name: str, pins: dict[str, str], folder: Path, python: Path) -> None:
     extra = [
         f"{package}=={version}" for package, version in pins.items() if package not in map(normalize, TRIAL_PACKAGES)
     ]
-    _pip(python, ["install", "--quiet", "-c", str(constraints), *requirements, *extra], log, name)
+    _install(python, ["-c", str(constraints), *requirements, *extra], log, name)
     wrong = mismatches(pins, installed_versions(str(python), list(pins)))
     if wrong:
-        raise StackError(f"environment {name!r}: pip installed {', '.join(wrong)}")
+        raise StackError(f"environment {name!r}: the install gave {', '.join(wrong)}")
 
 
 def build(name: str, pins: dict[str, str], cache_root: Path) -> Stack:

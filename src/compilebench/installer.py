@@ -1,0 +1,86 @@
+"""Package installs, for the project's own venv (`make`) and for the environments it compares: uv where the venv
+has it, pip otherwise.
+
+    python src/compilebench/installer.py VENV_PYTHON [pip install arguments...]
+
+uv installs the same pins as pip several times faster (here: the project's packages in 15 s instead of 80 s), but it
+does not read pip's configuration. A machine whose pip is pointed at local wheels, mirrors or a global constraint
+file gets the same sources under uv: pip's `find-links`, `index-url`, `extra-index-url` and `constraint` settings
+(its config files and PIP_* variables, as `pip config list` reports them) become uv's flags, with pip's rule of
+taking the best match across all indexes. Standard library only: `make` runs this file before anything is installed.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+# pip's settings that say where packages come from, and the uv flag each becomes.
+SOURCE_FLAGS = {
+    "find-links": "--find-links",
+    "index-url": "--index-url",
+    "extra-index-url": "--extra-index-url",
+    "constraint": "--constraint",
+}
+_SETTING = re.compile(r"^(?P<section>[^.]*)\.(?P<key>[a-z-]+)=(?P<quote>['\"])(?P<value>.*)(?P=quote)$")
+# pip's own order of precedence: its environment variables, then the install command's section, then global.
+_PRECEDENCE = (":env:", "install", "global")
+
+
+def pip_sources(config_list: str) -> dict[str, list[str]]:
+    """pip's package-source settings from `pip config list` output, each key from its highest-precedence section;
+    a value holding several entries (whitespace-separated, as pip allows) is split into them."""
+    found: dict[str, dict[str, list[str]]] = {}
+    for line in config_list.splitlines():
+        match = _SETTING.match(line.strip())
+        if match and match["key"] in SOURCE_FLAGS:
+            found.setdefault(match["key"], {})[match["section"]] = match["value"].split()
+    return {
+        key: next(sections[section] for section in _PRECEDENCE + tuple(sections) if section in sections)
+        for key, sections in found.items()
+    }
+
+
+def uv_flags(sources: dict[str, list[str]]) -> list[str]:
+    """uv flags that install as pip would: from pip's sources, the best match across indexes, and compiled to
+    bytecode (uv does not by default; where PYTHONDONTWRITEBYTECODE is set, every process would recompile torch)."""
+    flags = ["--compile-bytecode", "--index-strategy", "unsafe-best-match"]
+    for key, values in sources.items():
+        if key == "index-url":
+            values = values[:1]  # one default index, as in pip
+        for value in values:
+            flags += [SOURCE_FLAGS[key], value]
+    return flags
+
+
+def find_uv(python: str | Path) -> str | None:
+    """The uv next to an interpreter (the project's venv pins it), else one on PATH, else None."""
+    beside = Path(python).parent / "uv"
+    return str(beside) if beside.is_file() else shutil.which("uv")
+
+
+def install_command(target: str | Path, args: list[str], runner: str | Path = sys.executable) -> list[str]:
+    """The command installing `args` (pip install arguments) into the environment of interpreter `target`: uv with
+    pip's sources (read by `runner`'s pip), or `target`'s own pip where no uv is found."""
+    uv = find_uv(runner)
+    if uv is None:
+        return [str(target), "-m", "pip", "install", "--quiet", *args]
+    listed = subprocess.run([str(runner), "-m", "pip", "config", "list"], capture_output=True, text=True)
+    sources = pip_sources(listed.stdout) if listed.returncode == 0 else {}
+    return [uv, "pip", "install", "--quiet", "--python", str(target), *uv_flags(sources), *args]
+
+
+def main() -> None:
+    if len(sys.argv) < 3:
+        sys.exit(
+            "usage: python installer.py VENV_PYTHON PIP_INSTALL_ARGS...  (e.g. .venv/bin/python -r requirements.txt)"
+        )
+    target = sys.argv[1]
+    sys.exit(subprocess.run(install_command(target, sys.argv[2:], runner=target)).returncode)
+
+
+if __name__ == "__main__":
+    main()
