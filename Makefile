@@ -58,8 +58,8 @@ lint: $(STAMP)
 INSTALL   := $(PYTHON) src/compilebench/installer.py $(PYTHON)
 $(STAMP): requirements.txt constraints.txt pyproject.toml src/compilebench/installer.py
 	test -x $(PYTHON) || python3 -m venv $(VENV)
-	$(PYTHON) -m pip install --quiet $$(grep '^uv==' requirements.txt) || echo "make: no uv; pip installs (slower)"
-	$(INSTALL) $$(grep '^torch==' constraints.txt)
+	$(PYTHON) -m pip install --quiet $$(grep -o '^uv==[^ ]*' requirements.txt) || echo "make: no uv; pip installs (slower)"
+	$(INSTALL) $$(grep -o '^torch==[^ ]*' constraints.txt)
 	$(INSTALL) -c constraints.txt -r requirements.txt
 	$(INSTALL) -c constraints.txt --no-deps --no-build-isolation -e .
 	touch $@
