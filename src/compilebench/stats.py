@@ -20,7 +20,6 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import stats as scipy_stats
 
 CONFIDENCE = 0.95
 BETWEEN = "between-process t"
@@ -123,6 +122,14 @@ def median_bootstrap_ci(
     return float(low), float(high)
 
 
+def t_quantile(probability: float, dof: float) -> float:
+    """Student's t quantile. scipy.stats is imported here, not with the module: a trial process times with these
+    statistics but never needs a t-interval, and the import costs it half a second of start-up."""
+    from scipy import stats as scipy_stats
+
+    return float(scipy_stats.t.ppf(probability, dof))
+
+
 def geometric_interval(values: list[float], confidence: float = CONFIDENCE) -> Estimate:
     """The geometric mean of positive per-process values, with a t-interval on their logs (P - 1 df)."""
     logs = np.log(np.asarray(values, dtype=float))
@@ -131,7 +138,7 @@ def geometric_interval(values: list[float], confidence: float = CONFIDENCE) -> E
     center = float(logs.mean())
     if logs.size == 1:
         return Estimate(math.exp(center), math.nan, math.nan, 1, SINGLE)
-    half = float(scipy_stats.t.ppf((1 + confidence) / 2, logs.size - 1) * logs.std(ddof=1) / math.sqrt(logs.size))
+    half = float(t_quantile((1 + confidence) / 2, logs.size - 1) * logs.std(ddof=1) / math.sqrt(logs.size))
     return Estimate(math.exp(center), math.exp(center - half), math.exp(center + half), int(logs.size), BETWEEN)
 
 
@@ -175,7 +182,7 @@ def ratio_estimate(baseline: list[float], candidate: list[float], confidence: fl
         dof = a.size + b.size - 2
     else:
         return Estimate(math.exp(center), math.nan, math.nan, processes, SINGLE)
-    half = float(scipy_stats.t.ppf((1 + confidence) / 2, dof)) * se
+    half = t_quantile((1 + confidence) / 2, dof) * se
     return Estimate(math.exp(center), math.exp(center - half), math.exp(center + half), processes, BETWEEN)
 
 
