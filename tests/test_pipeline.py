@@ -3,6 +3,7 @@ tiny models), read back from MLflow; what DVC re-runs after which edit; each sta
 modules it imports."""
 
 import ast
+import contextlib
 import json
 import subprocess
 from pathlib import Path
@@ -25,11 +26,11 @@ def project(compared_project):
 
 
 def _changed(root: Path) -> set[str]:
-    """The stages `dvc status` says would run: DVC's own status, asked in this process (the command's answer without
-    its second of start-up, a dozen times)."""
+    """The stages `dvc status` says would run: DVC's own status, asked in this process from the project's folder, as
+    the command does (its answer without its second of start-up, a dozen times)."""
     from dvc.repo import Repo
 
-    with Repo(str(root)) as repo:
+    with contextlib.chdir(root), Repo() as repo:
         return set(repo.status())
 
 
@@ -37,7 +38,7 @@ def _commit(root: Path) -> None:
     """`dvc commit -f`, in this process: the workspace as it is becomes the recorded state."""
     from dvc.repo import Repo
 
-    with Repo(str(root)) as repo:
+    with contextlib.chdir(root), Repo() as repo:
         repo.commit(force=True)
 
 
