@@ -12,6 +12,7 @@ taking the best match across all indexes. Standard library only: `make` runs thi
 
 from __future__ import annotations
 
+import functools
 import re
 import shutil
 import subprocess
@@ -68,9 +69,15 @@ def install_command(target: str | Path, args: list[str], runner: str | Path = sy
     uv = find_uv(runner)
     if uv is None:
         return [str(target), "-m", "pip", "install", "--quiet", *args]
-    listed = subprocess.run([str(runner), "-m", "pip", "config", "list"], capture_output=True, text=True)
-    sources = pip_sources(listed.stdout) if listed.returncode == 0 else {}
-    return [uv, "pip", "install", "--quiet", "--python", str(target), *uv_flags(sources), *args]
+    return [uv, "pip", "install", "--quiet", "--python", str(target), *uv_flags(configured_sources(str(runner))), *args]
+
+
+@functools.cache
+def configured_sources(runner: str) -> dict[str, list[str]]:
+    """pip's package sources as `runner`'s pip reports them; asked once per process (an environment's build installs
+    twice, torch first)."""
+    listed = subprocess.run([runner, "-m", "pip", "config", "list"], capture_output=True, text=True)
+    return pip_sources(listed.stdout) if listed.returncode == 0 else {}
 
 
 def main() -> None:
