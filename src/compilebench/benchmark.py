@@ -206,7 +206,7 @@ def measure(config: Config, selection: dict, manifest: list[dict], image_meta: d
     info = {label: runs.EnvironmentInfo(label, s.name, s.key, s.pins, s.freeze) for label, s in stacks.items()}
     machine = config.runner.machine or socket.gethostname()
     run_context = context(config, selection, invocation_id, image_meta, machine)
-    where = fingerprint.collect("cpu")  # the orchestrating machine; each trial records where it ran
+    where = fingerprint.host()  # the orchestrating machine (no torch import); each trial records where it ran
     tracker = tracking.Tracker(
         config.paths.tracking_uri, invocation_id, f"{selection['suite']} on {machine}",
         parent_params(selection, config.benchmark, run_context, where),

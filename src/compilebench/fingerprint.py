@@ -132,11 +132,12 @@ def numerics() -> dict[str, str]:
     }
 
 
-def collect(device: str) -> dict[str, str]:
-    """Everything a trial records about where it ran, as flat strings, with the machine fingerprint."""
+def host() -> dict[str, str]:
+    """The CPU machine this process runs on, with its fingerprint, without importing torch: what the benchmark stage
+    records of the machine that orchestrates (its trials record their own, with `collect`)."""
     info = cpuinfo()
     fields: dict[str, str] = {
-        "device": device,
+        "device": "cpu",
         "cpu_model": cpu_model(info),
         "cpu_microcode": info.get("microcode", "unknown"),
         "cpu_flags_sha": hashlib.sha256(" ".join(sorted(info.get("flags", "").split())).encode()).hexdigest()[:12],
@@ -145,14 +146,18 @@ def collect(device: str) -> dict[str, str]:
         "memory_gib": memory_gib(),
         "platform": platform.platform(),
         "hostname": platform.node(),
-        **library_versions(),
-        **numerics(),
     }
+    fields["device_name"] = fields["cpu_model"]
+    fields["machine_fingerprint"] = fingerprint(fields)
+    return fields
+
+
+def collect(device: str) -> dict[str, str]:
+    """Everything a trial records about where it ran, as flat strings, with the machine fingerprint."""
+    fields = {**host(), "device": device, **library_versions(), **numerics()}
     if device.startswith("cuda"):
         fields.update(gpu_facts(device))
         fields["device_name"] = fields["gpu_name"]
-    else:
-        fields["device_name"] = fields["cpu_model"]
     fields["machine_fingerprint"] = fingerprint(fields)
     return fields
 

@@ -1,0 +1,32 @@
+"""Where a result was measured: the orchestrating machine's record (no torch) agrees with a trial's."""
+
+import json
+import subprocess
+import sys
+
+from compilebench import fingerprint
+
+NO_TORCH = """
+import json, sys
+from compilebench import fingerprint
+print(json.dumps(fingerprint.host()))
+assert "torch" not in sys.modules and "transformers" not in sys.modules, "host() imported torch"
+"""
+
+
+def test_the_host_record_is_a_trials_without_torch():
+    """The benchmark stage records its machine without torch's 2 s import; a trial on the same machine, which has
+    imported torch, records the same hardware and so the same fingerprint."""
+    done = subprocess.run([sys.executable, "-c", NO_TORCH], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    host = json.loads(done.stdout)
+    trial = fingerprint.collect("cpu")
+    assert {key: trial[key] for key in host} == host
+    assert trial["torch_version"] and trial["transformers_version"]  # what only a trial records
+
+
+def test_the_fingerprint_tells_hardware_apart_and_ignores_names():
+    record = fingerprint.host()
+    assert fingerprint.fingerprint({**record, "hostname": "another-name"}) == record["machine_fingerprint"]
+    assert fingerprint.fingerprint({**record, "cpu_count": "999"}) != record["machine_fingerprint"]
+    assert fingerprint.fingerprint({**record, "gpu_name": "NVIDIA H100"}) != record["machine_fingerprint"]
