@@ -1,8 +1,8 @@
 """Shared fixtures: the repo root, the embedded 640x480 image, a project copy on tiny models, a tiny checkpoint.
 
-Hermetic: the tests and every process they start compile into a session-local inductor cache (set here, before
-anything imports torch), never into the user's. Tests that measure cold compiles give their trials empty caches of
-their own (the launcher does); the others share this one, so a tiny model compiles cold once per test run.
+Hermetic: the tests and every process they start compile into a session-local inductor cache and temp folder (set
+here, before anything imports torch), never into the user's. Tests that measure cold compiles give their trials empty
+caches of their own (the launcher does); the others share this one, so a tiny model compiles cold once per test run.
 """
 
 from __future__ import annotations
@@ -28,6 +28,10 @@ if "COMPILEBENCH_TEST_INDUCTOR_CACHE" not in os.environ:
 _INDUCTOR_CACHE = os.environ["COMPILEBENCH_TEST_INDUCTOR_CACHE"]
 os.environ["TORCHINDUCTOR_CACHE_DIR"] = _INDUCTOR_CACHE
 os.environ["TRITON_CACHE_DIR"] = str(Path(_INDUCTOR_CACHE) / "triton")
+# torch keeps precompiled C++ headers in TMPDIR/torchinductor_USER whatever TORCHINDUCTOR_CACHE_DIR says: the temp
+# folder of every process the tests start is in the session's folder too (pytest's own tmp_path folders are not).
+os.makedirs(Path(_INDUCTOR_CACHE) / "tmp", exist_ok=True)
+os.environ["TMPDIR"] = str(Path(_INDUCTOR_CACHE) / "tmp")
 # Inductor probes the CPU's vector ISAs by compiling and loading six C++ programs into each new cache, about 7 s of
 # every cold compile here; the tests count graphs and cache hits, not those seconds, so they take the ISAs /proc/cpuinfo
 # names. The pipeline itself (and every number it reports) keeps the probe.

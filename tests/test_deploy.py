@@ -66,6 +66,16 @@ def test_portable_artifacts_serve_a_second_process_on_an_empty_cache(deployed):
     assert (workdir / "inductor-cache-empty" / warm_spec.cache_key / "r1").is_dir()
 
 
+def test_a_cold_process_builds_its_precompiled_header_in_its_own_folder(deployed):
+    """torch keeps the precompiled header of its C++ kernels in the temp folder, not in its inductor cache: a cold
+    process's temp folder is in its own cache folder, so every cold process builds one (none finds an earlier's)."""
+    workdir, by_id = deployed
+    for name in ("artifacts", "regional"):
+        key = by_id[f"current/tiny-resnet/bs1/{name}/r0"][0].cache_key
+        temp = workdir / "inductor-cache" / key / "tmp"
+        assert list(temp.glob("torchinductor_*/precompiled_headers/*.h.[gp]ch")), name
+
+
 def test_an_aoti_package_built_by_one_process_is_loaded_by_another(deployed):
     workdir, _ = deployed
     (cold_spec, _), (_, warm) = _pair(deployed, "aoti")

@@ -9,8 +9,9 @@ weights, published architecture), runs every trial with this interpreter, and ap
 OUT_DIR/trials.jsonl as it completes (flushed to disk: a killed run resumes where it stopped). Bring OUT_DIR back and
 `python -m compilebench.benchmark --ingest OUT_DIR` logs it, exactly once, with that machine's device and versions.
 
-A trial process gets its own process group and, unless the cache is `shared`, its own inductor cache folder:
-empty for a cold trial, the cold trial's for a warm one. A hang past the timeout ends the process group (the
+A trial process gets its own process group and, unless the cache is `shared`, its own cache folder (inductor's,
+triton's, and the temp folder where torch keeps precompiled C++ headers): empty for a cold trial, the cold trial's
+for a warm one. A hang past the timeout ends the process group (the
 trial and its compile workers, by the group id this launcher created). An exit by SIGKILL is an `oom` only when
 the kernel's OOM-kill counters rose meanwhile; otherwise it is `killed`. Standard library only.
 """
@@ -104,9 +105,21 @@ def log_tail(path: Path) -> str:
     return " | ".join(line.strip() for line in lines[-LOG_TAIL_LINES:])
 
 
+def cache_variables(cache_dir: Path) -> dict[str, str]:
+    """The variables that put all of a process's compile caches in `cache_dir` (its temp folder made here).
+
+    Besides inductor's and triton's caches, the temp folder: torch 2.13 keeps the precompiled header of its C++
+    kernels in TMPDIR/torchinductor_USER, outside TORCHINDUCTOR_CACHE_DIR. Left there, the first cold process on a
+    machine builds it (about 5 s of a tiny model's compile here) and every later "cold" one reuses it, so which
+    environment of a comparison went first would show as a difference in cold compile time."""
+    (cache_dir / "tmp").mkdir(parents=True, exist_ok=True)
+    return {"TORCHINDUCTOR_CACHE_DIR": str(cache_dir), "TRITON_CACHE_DIR": str(cache_dir / "triton"),
+            "TMPDIR": str(cache_dir / "tmp")}  # fmt: skip
+
+
 def trial_environment(cache_dir: Path | None, deploy_dir: Path | None = None) -> dict[str, str]:
-    """The environment variables of a trial process: our package importable, no Hub, its own inductor cache, its
-    run's folder for portable artifacts or an AOTInductor package."""
+    """The environment variables of a trial process: our package importable, no Hub, its own compile caches (see
+    `cache_variables`), its run's folder for portable artifacts or an AOTInductor package."""
     env = dict(os.environ)
     if deploy_dir is not None:
         env[DEPLOY_DIR_ENV] = str(deploy_dir)
@@ -115,7 +128,7 @@ def trial_environment(cache_dir: Path | None, deploy_dir: Path | None = None) ->
     env["PYTHONUNBUFFERED"] = "1"
     env[LAUNCHER_PID] = str(os.getpid())  # the trial ends itself if this process dies (trial.end_with_launcher)
     if cache_dir is not None:
-        env.update(TORCHINDUCTOR_CACHE_DIR=str(cache_dir), TRITON_CACHE_DIR=str(cache_dir / "triton"))
+        env.update(cache_variables(cache_dir))
     return env
 
 
@@ -409,7 +422,7 @@ def main() -> None:
         if any(spec.cache != CACHE_SHARED for spec in trials):
             parser.error("--prime needs a plan exported with benchmark.compile_cache=shared")
         cache = out / "shared-cache"
-        os.environ.update(TORCHINDUCTOR_CACHE_DIR=str(cache), TRITON_CACHE_DIR=str(cache / "triton"))
+        os.environ.update(cache_variables(cache))  # the trials after the prime find all it compiled
         primed_before = {json.loads(line)["cache_key"] for line in _lines(out / "prime.jsonl")}
         pending = [s for s in trials if s.trial_id not in done and s.cache_key not in primed_before]
         primed = prime(pending, pythons, out / "work", cache, args.timeout_s, args.prime)
