@@ -11,9 +11,9 @@ OUT_DIR/trials.jsonl as it completes (flushed to disk: a killed run resumes wher
 
 A trial process gets its own process group and, unless the cache is `shared`, its own cache folder (inductor's,
 triton's, and the temp folder where torch keeps precompiled C++ headers): empty for a cold trial, the cold trial's
-for a warm one. A hang past the timeout ends the process group (the
-trial and its compile workers, by the group id this launcher created). An exit by SIGKILL is an `oom` only when
-the kernel's OOM-kill counters rose meanwhile; otherwise it is `killed`. Standard library only.
+for a warm one. A hang past the timeout ends the process group (the trial and its compile workers, by the group id
+this launcher created). An exit by SIGKILL is an `oom` only when the kernel's OOM-kill counters rose meanwhile;
+otherwise it is `killed`. Standard library only.
 """
 
 from __future__ import annotations
