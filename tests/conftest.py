@@ -50,6 +50,35 @@ QUICK = {"min_iters": 3, "min_time_s": 0.2, "max_time_s": 5.0, "warmup_iters": 1
          "replicates": 1, "cold_replicates": 0, "compile_cache": "shared"}  # fmt: skip
 
 
+# The xdist groups (each runs whole on one worker), costliest first: CPU seconds of a fresh clone's `make test`,
+# most of it compiling and starting processes. xdist hands a worker the next group, in collection order, when its
+# current one is nearly done (pyproject: --no-loadscope-reorder); longest first, the two workers end together.
+COSTLIEST_FIRST = (
+    "compared_project",  # ~170 (with the transformers 4.57.6 environment's build)
+    "test_reliability",  # ~115
+    "test_trial",  # ~115
+    "deploy",  # ~95
+    "own_checkpoints",  # ~85
+    "dynamic-batch",  # ~65
+    "test_bad_inputs",  # ~25; then the other tests, a few seconds each
+)
+
+
+def xdist_group(item: pytest.Item) -> str | None:
+    marker = item.get_closest_marker("xdist_group")
+    if marker is None:
+        return None
+    return marker.args[0] if marker.args else marker.kwargs.get("name")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    def rank(item: pytest.Item) -> int:
+        group = xdist_group(item)
+        return COSTLIEST_FIRST.index(group) if group in COSTLIEST_FIRST else len(COSTLIEST_FIRST)
+
+    items.sort(key=rank)  # stable: each group's tests keep their order
+
+
 def pytest_sessionfinish(session, exitstatus):
     if not hasattr(session.config, "workerinput"):  # the controller (it made the cache), after every worker is done
         shutil.rmtree(_INDUCTOR_CACHE, ignore_errors=True)
