@@ -117,24 +117,37 @@ def test_kill_9_mid_benchmark_resumes_without_duplicates(loaded):
     set_params(root, **{"benchmark.replicates": 1})
 
 
-def test_store_down_loses_nothing_and_sync_logs_exactly_once(loaded, server):
+@pytest.fixture(scope="module")
+def synced(loaded, server):
+    """An invocation of "machine-a" run while the server is down, then logged by `sync` once it is back up (twice,
+    so the second must log nothing): the stages' outputs, and the runs that reached the server that way."""
     root, env = loaded
     # No retries of a refused call (a user's own setting, which the stages keep): the outcome is the same, sooner.
     env = {**env, "MLFLOW_TRACKING_URI": server.uri, "MLFLOW_HTTP_REQUEST_MAX_RETRIES": "0"}
-    server.stop()
-    down = _stage("benchmark", root, env)  # finishes although every log call fails
+    set_params(root, **{"runner.machine": "machine-a"})
+    try:
+        server.stop()
+        down = _stage("benchmark", root, env)  # finishes although every log call fails
+        rows = [json.loads(line) for line in (root / "data/results/runs.jsonl").read_text().splitlines()]
+        _stage("aggregate", root, env)  # also finishes with the store down
+        failed_sync = subprocess.run([sys.executable, "-m", "compilebench.sync"], cwd=root, env=env,
+                                     capture_output=True)  # fmt: skip
+        server.start()
+        syncs = [_stage("sync", root, env) for _ in range(2)]
+    finally:
+        set_params(root, **{"runner.machine": ""})
+        if server.process.poll() is not None:
+            server.start()
+    return down, rows, failed_sync, syncs
+
+
+def test_store_down_loses_nothing_and_sync_logs_exactly_once(synced, server):
+    down, rows, failed_sync, (first, second) = synced
     assert "not logged to MLflow" in down.stderr
-    rows = [json.loads(line) for line in (root / "data/results/runs.jsonl").read_text().splitlines()]
     assert len(rows) == RUNS_PER_INVOCATION
     assert all(r["status"] == "ok" for r in rows), [(r["variant"], r["status"], r["error"]) for r in rows]
-    _stage("aggregate", root, env)  # also finishes with the store down
-    failed_sync = subprocess.run([sys.executable, "-m", "compilebench.sync"], cwd=root, env=env, capture_output=True)
     assert failed_sync.returncode == 1  # says the store is still down
-
-    server.start()
-    first = _stage("sync", root, env)
     assert f"{RUNS_PER_INVOCATION} run(s) newly logged, 0 were already" in first.stderr
-    second = _stage("sync", root, env)
     assert f"0 run(s) newly logged, {RUNS_PER_INVOCATION} were already" in second.stderr
     children = _children(server.uri)
     invocation = rows[0]["invocation_id"]
@@ -146,26 +159,28 @@ def test_store_down_loses_nothing_and_sync_logs_exactly_once(loaded, server):
     assert len(parent) == 1
     parent_id = parent["run_id"].iloc[0]
     assert {a.path for a in mlflow.artifacts.list_artifacts(run_id=parent_id)} >= {"summary"}
-    synced = mlflow.get_run(parent_id)  # created by sync, yet named, described and tagged as the benchmark would
-    assert synced.data.params["suite"] == "smoke" and synced.data.params["models"] == MODELS[0]
-    assert synced.data.tags["machine"] and synced.data.tags["machine_fingerprint"]
-    assert synced.data.metrics, "the aggregate metrics reached the parent"
+    synced_run = mlflow.get_run(parent_id)  # created by sync, yet named, described and tagged as the benchmark would
+    assert synced_run.data.params["suite"] == "smoke" and synced_run.data.params["models"] == MODELS[0]
+    assert synced_run.data.tags["machine"] == "machine-a" and synced_run.data.tags["machine_fingerprint"]
+    assert synced_run.data.metrics, "the aggregate metrics reached the parent"
     history = mlflow.MlflowClient(server.uri)
-    assert all(len(history.get_metric_history(parent_id, key)) == 1 for key in synced.data.metrics)  # synced twice
+    assert all(len(history.get_metric_history(parent_id, key)) == 1 for key in synced_run.data.metrics)  # synced twice
 
 
-def test_identical_machines_share_one_server_and_no_password_is_printed(loaded, server):
-    """Two machines with the same hardware and versions (only their names differ) log into one server, one of them
-    with a password in the store's URI: every stage and the store's tables still work, and nothing prints it."""
+def test_identical_machines_share_one_server_and_no_password_is_printed(loaded, server, synced):
+    """Two machines with the same hardware and versions (only their names differ) log into one server: machine-a's
+    runs came by `sync` (the fixture above), machine-b logs directly with a password in the store's URI. Every stage
+    and the store's tables still work on both, and nothing prints the password."""
     root, env = loaded
-    if server.process.poll() is not None:
-        server.start()
-    for machine, uri in (("machine-a", server.uri), ("machine-b", server.uri.replace("//", "//bench:pwSECRET42@"))):
-        set_params(root, **{"runner.machine": machine})
+    set_params(root, **{"runner.machine": "machine-b"})
+    uri = server.uri.replace("//", "//bench:pwSECRET42@")
+    try:
         for stage in ("benchmark", "aggregate"):
             done = _stage(stage, root, {**env, "MLFLOW_TRACKING_URI": uri})
             assert "pwSECRET42" not in done.stdout + done.stderr, stage
             assert "View run" not in done.stdout  # MLflow's own link lines (they carry the URI) are off
+    finally:
+        set_params(root, **{"runner.machine": ""})
     env = {**env, "MLFLOW_TRACKING_URI": server.uri}
     _stage("plot", root, env)
     _stage("aggregate", root, env, "--from-mlflow")
@@ -175,7 +190,6 @@ def test_identical_machines_share_one_server_and_no_password_is_printed(loaded, 
     per_machine = all_runs[all_runs["machine"].isin(["machine-a", "machine-b"])].groupby("machine").size()
     assert per_machine.to_dict() == {"machine-a": 1, "machine-b": 1}  # one compiled run per machine in the summary
     assert all_runs["machine_fingerprint"].nunique() == 1  # the same hardware
-    set_params(root, **{"runner.machine": ""})
 
 
 FRESH_STORE = """
