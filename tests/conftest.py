@@ -50,17 +50,17 @@ QUICK = {"min_iters": 3, "min_time_s": 0.2, "max_time_s": 5.0, "warmup_iters": 1
          "replicates": 1, "cold_replicates": 0, "compile_cache": "shared"}  # fmt: skip
 
 
-# The xdist groups (each runs whole on one worker), costliest first: CPU seconds of a fresh clone's `make test`,
+# The xdist groups (each runs whole on one worker), costliest first: seconds on a worker at a3e4c6c, in the workspace,
 # most of it compiling and starting processes. xdist hands a worker the next group, in collection order, when its
 # current one is nearly done (pyproject: --no-loadscope-reorder); longest first, the two workers end together.
 COSTLIEST_FIRST = (
-    "compared_project",  # ~170 (with the transformers 4.57.6 environment's build)
-    "test_reliability",  # ~115
-    "test_trial",  # ~115
-    "deploy",  # ~95
-    "own_checkpoints",  # ~85
-    "dynamic-batch",  # ~65
-    "test_bad_inputs",  # ~25; then the other tests, a few seconds each
+    "compared_project",  # 145 (and about 25 more in a fresh clone, which builds the transformers 4.57.6 environment)
+    "test_reliability",  # 130
+    "test_trial",  # 110
+    "deploy",  # 95
+    "own_checkpoints",  # 90
+    "dynamic-batch",  # 70
+    "test_bad_inputs",  # 25; then the other tests, a few seconds each
 )
 
 
