@@ -26,12 +26,12 @@ from pathlib import Path
 if "COMPILEBENCH_TEST_INDUCTOR_CACHE" not in os.environ:
     os.environ["COMPILEBENCH_TEST_INDUCTOR_CACHE"] = tempfile.mkdtemp(prefix="compilebench-tests-inductor-")
 _INDUCTOR_CACHE = os.environ["COMPILEBENCH_TEST_INDUCTOR_CACHE"]
-os.environ["TORCHINDUCTOR_CACHE_DIR"] = _INDUCTOR_CACHE
-os.environ["TRITON_CACHE_DIR"] = str(Path(_INDUCTOR_CACHE) / "triton")
-# torch keeps precompiled C++ headers in TMPDIR/torchinductor_USER whatever TORCHINDUCTOR_CACHE_DIR says: the temp
-# folder of every process the tests start is in the session's folder too (pytest's own tmp_path folders are not).
-os.makedirs(Path(_INDUCTOR_CACHE) / "tmp", exist_ok=True)
-os.environ["TMPDIR"] = str(Path(_INDUCTOR_CACHE) / "tmp")
+# Inductor's and triton's caches, and the temp folder (where torch keeps precompiled C++ headers, whatever
+# TORCHINDUCTOR_CACHE_DIR says), as the launcher sets them for a trial: every process the tests start uses the
+# session's folder (pytest's own tmp_path folders are not in it). The launcher imports no torch.
+from compilebench.launcher import cache_variables  # noqa: E402
+
+os.environ.update(cache_variables(Path(_INDUCTOR_CACHE)))
 # Inductor probes the CPU's vector ISAs by compiling and loading six C++ programs into each new cache, about 7 s of
 # every cold compile here; the tests count graphs and cache hits, not those seconds, so they take the ISAs /proc/cpuinfo
 # names. The pipeline itself (and every number it reports) keeps the probe.
