@@ -182,7 +182,7 @@ def test_dvc_reruns_exactly_what_changed(project, what, file, change, expected):
         path.write_text(before)  # the file as recorded: nothing else changed unless a stage ran
         if ran:
             _commit(root)  # back to the recorded state
-            assert _changed(root) == set()
+    assert _changed(root) == set()
 
 
 def test_a_typo_in_params_fails_dvc_repro(project):
