@@ -29,6 +29,8 @@ _INDUCTOR_CACHE = os.environ["COMPILEBENCH_TEST_INDUCTOR_CACHE"]
 # Inductor's and triton's caches, and the temp folder (where torch keeps precompiled C++ headers, whatever
 # TORCHINDUCTOR_CACHE_DIR says), as the launcher sets them for a trial: every process the tests start uses the
 # session's folder (pytest's own tmp_path folders are not in it). The launcher imports no torch.
+from cxx_cache import counts, install  # noqa: E402 (the standard library only)
+
 from compilebench.launcher import cache_variables  # noqa: E402
 
 os.environ.update(cache_variables(Path(_INDUCTOR_CACHE)))
@@ -36,12 +38,21 @@ os.environ.update(cache_variables(Path(_INDUCTOR_CACHE)))
 # every cold compile here; the tests count graphs and cache hits, not those seconds, so they take the ISAs /proc/cpuinfo
 # names. The pipeline itself (and every number it reports) keeps the probe.
 os.environ["TORCHINDUCTOR_VEC_ISA_OK"] = "1"
+# A cold trial compiles its kernels and precompiled header with g++ again, byte for byte what an earlier cold trial of
+# the same model compiled; inductor's compiler (`CXX`, read when torch is imported) is a compiler cache for the test
+# run (tests/cxx_cache.py), so g++ does each distinct compile once. Inductor's caches stay as cold as the tests say.
+_CXX_CACHE = Path(_INDUCTOR_CACHE) / "cxx"
+if "COMPILEBENCH_TEST_CXX" not in os.environ and shutil.which(os.environ.get("CXX", "g++")):
+    os.environ["COMPILEBENCH_TEST_CXX"] = shutil.which(os.environ.get("CXX", "g++"))
+    os.environ["CXX"] = str(install(_CXX_CACHE, os.environ["COMPILEBENCH_TEST_CXX"]))
 
 import pytest  # noqa: E402 (after the cache is set: imports below may pull in torch)
 import yaml  # noqa: E402
 from PIL import Image  # noqa: E402
 
 from compilebench.fetch_image import fallback_image  # noqa: E402
+
+_CXX_COUNTS = pytest.StashKey[dict]()
 
 ROOT = Path(__file__).resolve().parents[1]
 # Timing settings that keep tiny models quick. Validity is off (max_cv): it has tests of its own, and on 2 cores a
@@ -81,7 +92,16 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 def pytest_sessionfinish(session, exitstatus):
     if not hasattr(session.config, "workerinput"):  # the controller (it made the cache), after every worker is done
+        if (_CXX_CACHE / "g++").exists():
+            session.config.stash[_CXX_COUNTS] = counts(_CXX_CACHE)
         shutil.rmtree(_INDUCTOR_CACHE, ignore_errors=True)
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    if _CXX_COUNTS in config.stash:
+        found = config.stash[_CXX_COUNTS]
+        terminalreporter.write_line(f"compiler cache (tests/cxx_cache.py): {found['miss']} compiles by g++, "
+                                    f"{found['hit']} byte-identical ones reused")  # fmt: skip
 
 
 @pytest.fixture(scope="session")
