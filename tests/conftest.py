@@ -42,9 +42,10 @@ os.environ["TORCHINDUCTOR_VEC_ISA_OK"] = "1"
 # the same model compiled; inductor's compiler (`CXX`, read when torch is imported) is a compiler cache for the test
 # run (tests/cxx_cache.py), so g++ does each distinct compile once. Inductor's caches stay as cold as the tests say.
 _CXX_CACHE = Path(_INDUCTOR_CACHE) / "cxx"
-if "COMPILEBENCH_TEST_CXX" not in os.environ and shutil.which(os.environ.get("CXX", "g++")):
-    os.environ["COMPILEBENCH_TEST_CXX"] = shutil.which(os.environ.get("CXX", "g++"))
-    os.environ["CXX"] = str(install(_CXX_CACHE, os.environ["COMPILEBENCH_TEST_CXX"]))
+_REAL_CXX = shutil.which(os.environ.get("CXX", "g++"))
+if "COMPILEBENCH_TEST_CXX" not in os.environ and _REAL_CXX:  # the controller; its workers and children inherit both
+    os.environ["COMPILEBENCH_TEST_CXX"] = _REAL_CXX
+    os.environ["CXX"] = str(install(_CXX_CACHE, _REAL_CXX))
 
 import pytest  # noqa: E402 (after the cache is set: imports below may pull in torch)
 import yaml  # noqa: E402

@@ -4,13 +4,15 @@ Tests that check cold compiles give each trial process an empty inductor cache, 
 compiled again by g++ in every such process, and each builds its precompiled header again (5-6 s here). Those seconds
 are not what the tests check (they count graphs, cache hits and statuses), so `conftest.py` points inductor's `CXX`
 at `install()`'s script, which calls this module: a compile of one source file into one output is looked up by the
-compiler, its arguments (with the source, output and `-include`d header by content, not path) and the source's bytes;
+compiler, its arguments (the source, output and `-include`d header by content, not path; torch's headers and
+libraries by torch's build, so a comparison's second environment reuses the first's) and the source's bytes;
 a hit copies the stored output where the compiler would have written it, a miss runs the real compiler and stores
 what it wrote. Everything else (`--version`, preprocessing, links of several objects) goes to the real compiler
 untouched. Inductor still generates, writes and loads every kernel into each trial's own cache; only g++'s work on a
 byte-identical source is not repeated. The store lives in the session's folder and goes with it.
 
-Standard library only: the script starts Python without site-packages (`-S`), about 20 ms a call.
+Standard library only: the script starts Python without site-packages (`-S`), about 40 ms a call here (a hit, all
+told), against 0.4-0.9 s for g++ to compile one of inductor's kernels and 5-6 s for a precompiled header.
 """
 
 from __future__ import annotations
