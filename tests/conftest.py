@@ -41,6 +41,7 @@ os.environ["TORCHINDUCTOR_VEC_ISA_OK"] = "1"
 # A cold trial compiles its kernels and precompiled header with g++ again, byte for byte what an earlier cold trial of
 # the same model compiled; inductor's compiler (`CXX`, read when torch is imported) is a compiler cache for the test
 # run (tests/cxx_cache.py), so g++ does each distinct compile once. Inductor's caches stay as cold as the tests say.
+# COMPILEBENCH_TEST_CXX set beforehand (`COMPILEBENCH_TEST_CXX=off make test`) leaves the compiler as it is.
 _CXX_CACHE = Path(_INDUCTOR_CACHE) / "cxx"
 _REAL_CXX = shutil.which(os.environ.get("CXX", "g++"))
 if "COMPILEBENCH_TEST_CXX" not in os.environ and _REAL_CXX:  # the controller; its workers and children inherit both
