@@ -94,7 +94,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 def pytest_sessionfinish(session, exitstatus):
     if not hasattr(session.config, "workerinput"):  # the controller (it made the cache), after every worker is done
-        if (_CXX_CACHE / "g++").exists():
+        if "CXX" in os.environ and Path(os.environ["CXX"]).parent == _CXX_CACHE:  # the cache was installed
             session.config.stash[_CXX_COUNTS] = counts(_CXX_CACHE)
         shutil.rmtree(_INDUCTOR_CACHE, ignore_errors=True)
 
@@ -102,7 +102,8 @@ def pytest_sessionfinish(session, exitstatus):
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
     if _CXX_COUNTS in config.stash:
         found = config.stash[_CXX_COUNTS]
-        terminalreporter.write_line(f"compiler cache (tests/cxx_cache.py): {found['miss']} compiles by g++, "
+        compiler = Path(os.environ["CXX"]).name
+        terminalreporter.write_line(f"compiler cache (tests/cxx_cache.py): {found['miss']} compiles by {compiler}, "
                                     f"{found['hit']} byte-identical ones reused")  # fmt: skip
 
 

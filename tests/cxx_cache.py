@@ -127,7 +127,9 @@ def counts(folder: Path) -> dict[str, int]:
 def install(folder: Path, compiler: str) -> Path:
     """Write the executable that inductor calls as its compiler (into `folder`, with its store); return its path."""
     folder.mkdir(parents=True, exist_ok=True)
-    script = folder / "g++"  # by this name: inductor treats a compiler as gcc (and precompiles headers) by its name
+    # By the real compiler's name: inductor decides by the name whether a compiler is gcc or clang (and with it the
+    # flags, and whether to precompile headers), so the script must not change which one it looks like.
+    script = folder / Path(compiler).name
     script.write_text(
         f"#!{sys.executable} -S\n"
         "import sys\n"

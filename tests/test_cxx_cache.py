@@ -50,6 +50,12 @@ def test_an_included_header_counts_by_its_content(tmp_path):
     assert key(tmp_path / "a2", "#define VALUE 1\n") != key(tmp_path / "b2", "#define VALUE 2\n")
 
 
+def test_the_script_carries_the_compilers_name(tmp_path):
+    """Inductor tells gcc from clang by the compiler's name: the cache must not change which one it looks like."""
+    assert install(tmp_path / "cxx", GXX).name == Path(GXX).name
+    assert install(tmp_path / "cxx", "/usr/bin/clang++").name == "clang++"
+
+
 def test_what_it_cannot_key_goes_to_the_compiler(tmp_path):
     (tmp_path / "beside.h").write_text("#define VALUE 7\n")
     (tmp_path / "k.cpp").write_text('#include "beside.h"\n' + ANSWER)
