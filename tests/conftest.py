@@ -63,17 +63,19 @@ QUICK = {"min_iters": 3, "min_time_s": 0.2, "max_time_s": 5.0, "warmup_iters": 1
          "replicates": 1, "cold_replicates": 0, "compile_cache": "shared"}  # fmt: skip
 
 
-# The xdist groups (each runs whole on one worker), costliest first: seconds on a worker at a3e4c6c, in the workspace,
-# most of it compiling and starting processes. xdist hands a worker the next group, in collection order, when its
-# current one is nearly done (pyproject: --no-loadscope-reorder); longest first, the two workers end together.
-COSTLIEST_FIRST = (
-    "compared_project",  # 145 (and about 25 more in a fresh clone, which builds the transformers 4.57.6 environment)
-    "test_reliability",  # 130
-    "test_trial",  # 110
-    "deploy",  # 95
-    "own_checkpoints",  # 90
-    "dynamic-batch",  # 70
-    "test_bad_inputs",  # 25; then the other tests, a few seconds each
+# The xdist groups (each runs whole on one worker), in the order they are handed out (pyproject turns off xdist's
+# reordering). A worker gets the next group as soon as no more than two of its tests are pending, so a group can wait
+# behind another's long last test, and "costliest first" left one worker 9 s behind the other on average (22 s at the
+# 90th percentile): `python benchmarks/xdist_order.py` replays xdist's policy over real runs' per-test seconds and
+# scores every order. Seconds on a worker in the workspace at b84d95a, two runs:
+HAND_OUT_ORDER = (
+    "compared_project",  # 174, 183 (and about 25 more in a fresh clone, which builds the transformers 4.57.6 stack)
+    "test_reliability",  # 155, 162
+    "test_trial",  # 119, 142
+    "own_checkpoints",  # 95, 107
+    "test_bad_inputs",  # 28, 30
+    "deploy",  # 76, 92
+    "dynamic-batch",  # 55, 61; then the other tests, 65 s and 76 s in all, a few seconds each
 )
 
 
@@ -87,7 +89,7 @@ def xdist_group(item: pytest.Item) -> str | None:
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     def rank(item: pytest.Item) -> int:
         group = xdist_group(item)
-        return COSTLIEST_FIRST.index(group) if group in COSTLIEST_FIRST else len(COSTLIEST_FIRST)
+        return HAND_OUT_ORDER.index(group) if group in HAND_OUT_ORDER else len(HAND_OUT_ORDER)
 
     items.sort(key=rank)  # stable: each group's tests keep their order
 
