@@ -65,9 +65,10 @@ QUICK = {"min_iters": 3, "min_time_s": 0.2, "max_time_s": 5.0, "warmup_iters": 1
 
 # The xdist groups (each runs whole on one worker), in the order they are handed out (pyproject turns off xdist's
 # reordering). A worker gets the next group as soon as no more than two of its tests are pending, so a group can wait
-# behind another's long last test, and "costliest first" left one worker 9 s behind the other on average (22 s at the
-# 90th percentile): `python benchmarks/xdist_order.py` replays xdist's policy over real runs' per-test seconds and
-# scores every order. Seconds on a worker in the workspace at b84d95a, two runs:
+# behind another's long last test: "costliest first" left one worker 33 s and 32 s behind the other in two runs.
+# `python benchmarks/xdist_order.py RUN.xml` replays xdist's policy over real runs' per-test seconds and scores every
+# order (this one: 0.7 s behind a perfect split on average, costliest first 9 s). Seconds on a worker in the
+# workspace at b84d95a, two runs:
 HAND_OUT_ORDER = (
     "compared_project",  # 174, 183 (and about 25 more in a fresh clone, which builds the transformers 4.57.6 stack)
     "test_reliability",  # 155, 162
