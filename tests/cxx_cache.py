@@ -48,6 +48,12 @@ def _torch_by_build(path: str) -> str:
 
 def cache_key(compiler: str, args: list[str]) -> str | None:
     """The key of a compile of one source into one output, or None where the call is not one (it is passed on)."""
+    keyed = _key_and_output(compiler, args)
+    return None if keyed is None else keyed[0]
+
+
+def _key_and_output(compiler: str, args: list[str]) -> tuple[str, Path] | None:
+    """`cache_key`, and the output it keyed (the last `-o`, which the compiler writes), or None."""
     if PASS_THROUGH_FLAGS.intersection(args):
         return None
     parts, sources, output = [compiler], [], None
@@ -78,11 +84,14 @@ def cache_key(compiler: str, args: list[str]) -> str | None:
     if b'#include "' in text:
         return None  # it includes a file beside it, whose bytes this key would not cover
     parts.append(hashlib.sha256(text).hexdigest())
-    return hashlib.sha256("\0".join(parts).encode()).hexdigest()
+    return hashlib.sha256("\0".join(parts).encode()).hexdigest(), Path(output)
 
 
 def _place(source: Path, target: Path) -> None:
-    """Copy `source` to `target` atomically (a unique temporary name beside it, then a rename)."""
+    """Copy `source` to `target` atomically (a unique temporary name beside it, then a rename). Not
+    `compilebench.files.write_atomic`: that reads the whole file into memory and fsyncs it, for results that must
+    survive a power loss; these are copies in a store that goes with the test run, executable as a compiler leaves
+    them."""
     handle, temporary = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
     os.close(handle)
     try:
@@ -96,10 +105,10 @@ def _place(source: Path, target: Path) -> None:
 
 def compile_cached(compiler: str, store: Path, args: list[str]) -> int:
     """Run `compiler args` through the store; the exit status the compiler gave (or would have)."""
-    key = cache_key(compiler, args)
-    if key is None:
+    keyed = _key_and_output(compiler, args)
+    if keyed is None:
         return subprocess.call([compiler, *args])
-    output = Path(args[args.index("-o") + 1])
+    key, output = keyed
     stored = store / key[:2] / key
     if stored.is_file():
         _place(stored, output)
