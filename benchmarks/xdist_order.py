@@ -40,8 +40,13 @@ class Test:
 
 def read_junit(path: Path) -> list[Test]:
     """The tests of one run in report order (a group's tests in their collection order: one worker runs them)."""
+    try:
+        root = ET.parse(path).getroot()
+    except (OSError, ET.ParseError) as error:
+        message = f"{path}: not a junit XML file that can be read ({error}); write one with pytest --junitxml"
+        raise SystemExit(message) from None
     tests = []
-    for case in ET.parse(path).getroot().iter("testcase"):
+    for case in root.iter("testcase"):
         name = case.get("name", "")
         tests.append(Test(name.rpartition("@")[2] if "@" in name else None, float(case.get("time", 0))))
     if not tests:
