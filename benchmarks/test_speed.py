@@ -71,9 +71,9 @@ def pair_ratios(runs: list[Run]) -> list[float]:
     return ratios
 
 
-def resolve(commit: str) -> str | None:
-    """The full hash of `commit` in this repository, or None where it names no commit."""
-    done = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--verify", "--quiet", f"{commit}^{{commit}}"],
+def resolve(commit: str, repo: Path = ROOT) -> str | None:
+    """The full hash of `commit` in `repo` (this one), or None where it names no commit."""
+    done = subprocess.run(["git", "-C", str(repo), "rev-parse", "--verify", "--quiet", f"{commit}^{{commit}}"],
                           capture_output=True, text=True)  # fmt: skip
     return done.stdout.strip() if done.returncode == 0 else None
 

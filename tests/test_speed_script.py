@@ -2,6 +2,7 @@
 is run by hand, as the README says)."""
 
 import importlib.util
+import subprocess
 import sys
 
 from conftest import ROOT
@@ -31,6 +32,11 @@ def test_each_run_pairs_with_the_next_of_the_other_side():
     assert speed.pair_ratios([_run("B", 300.0)]) == []
 
 
-def test_commits_resolve_to_hashes_and_a_name_of_none_to_nothing():
-    assert speed.resolve("HEAD") == speed.resolve(speed.resolve("HEAD")[:12]) and len(speed.resolve("HEAD")) == 40
-    assert speed.resolve("no-such-commit") is None
+def test_commits_resolve_to_hashes_and_a_name_of_none_to_nothing(tmp_path):
+    git = ["git", "-C", str(tmp_path), "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run([*git, "init", "-q"], check=True)
+    assert speed.resolve("HEAD", tmp_path) is None  # a repository without commits
+    subprocess.run([*git, "commit", "-q", "--allow-empty", "-m", "one"], check=True)
+    full = subprocess.run([*git, "rev-parse", "HEAD"], check=True, capture_output=True, text=True).stdout.strip()
+    assert speed.resolve("HEAD", tmp_path) == speed.resolve(full[:8], tmp_path) == full
+    assert speed.resolve("no-such-commit", tmp_path) is None
