@@ -7,6 +7,7 @@ caches of their own (the launcher does); the others share this one, so a tiny mo
 
 from __future__ import annotations
 
+import atexit
 import http.server
 import io
 import json
@@ -25,6 +26,8 @@ from pathlib import Path
 # the controller removes it at the end. Nothing is left in the temp folder, nothing reaches the user's cache.
 if "COMPILEBENCH_TEST_INDUCTOR_CACHE" not in os.environ:
     os.environ["COMPILEBENCH_TEST_INDUCTOR_CACHE"] = tempfile.mkdtemp(prefix="compilebench-tests-inductor-")
+    # Also where pytest ends before its session does (a usage error): the session's end removes it first.
+    atexit.register(shutil.rmtree, os.environ["COMPILEBENCH_TEST_INDUCTOR_CACHE"], ignore_errors=True)
 _INDUCTOR_CACHE = os.environ["COMPILEBENCH_TEST_INDUCTOR_CACHE"]
 # Inductor's and triton's caches, and the temp folder (where torch keeps precompiled C++ headers, whatever
 # TORCHINDUCTOR_CACHE_DIR says), as the launcher sets them for a trial: every process the tests start uses the
