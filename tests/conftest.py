@@ -23,10 +23,10 @@ from contextlib import contextmanager
 from pathlib import Path
 
 # One inductor cache per test run: the controller makes it and every xdist worker (a child) inherits the variable;
-# the controller removes it at the end. Nothing is left in the temp folder, nothing reaches the user's cache.
+# the controller removes it as it exits, after every worker, also where pytest ends before a session (a usage error).
+# Nothing is left in the temp folder, nothing reaches the user's cache.
 if "COMPILEBENCH_TEST_INDUCTOR_CACHE" not in os.environ:
     os.environ["COMPILEBENCH_TEST_INDUCTOR_CACHE"] = tempfile.mkdtemp(prefix="compilebench-tests-inductor-")
-    # Also where pytest ends before its session does (a usage error): the session's end removes it first.
     atexit.register(shutil.rmtree, os.environ["COMPILEBENCH_TEST_INDUCTOR_CACHE"], ignore_errors=True)
 _INDUCTOR_CACHE = os.environ["COMPILEBENCH_TEST_INDUCTOR_CACHE"]
 # Inductor's and triton's caches, and the temp folder (where torch keeps precompiled C++ headers, whatever
@@ -99,10 +99,9 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 
 def pytest_sessionfinish(session, exitstatus):
-    if not hasattr(session.config, "workerinput"):  # the controller (it made the cache), after every worker is done
-        if "CXX" in os.environ and Path(os.environ["CXX"]).parent == _CXX_CACHE:  # the cache was installed
-            session.config.stash[_CXX_COUNTS] = counts(_CXX_CACHE)
-        shutil.rmtree(_INDUCTOR_CACHE, ignore_errors=True)
+    controller = not hasattr(session.config, "workerinput")  # after every worker is done
+    if controller and "CXX" in os.environ and Path(os.environ["CXX"]).parent == _CXX_CACHE:  # the cache was installed
+        session.config.stash[_CXX_COUNTS] = counts(_CXX_CACHE)
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
