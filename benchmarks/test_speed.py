@@ -20,7 +20,6 @@ import json
 import os
 import re
 import shutil
-import signal
 import statistics
 import subprocess
 import sys
@@ -28,6 +27,8 @@ import tempfile
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
+
+from compilebench import launcher
 
 ROOT = Path(__file__).resolve().parents[1]
 ISSUE_BASELINE = "de73ddf"  # main when the test-speed issue was filed: about 760 s with set-up, 230 tests
@@ -92,8 +93,7 @@ def run_make_test(label: str, commit: str, workdir: Path) -> Run:
         try:
             returncode = process.wait()
         except BaseException:
-            os.killpg(process.pid, signal.SIGKILL)  # the session this started, by its leader's PID
-            process.wait()
+            launcher.end_group(process)  # the session this started, by its leader's PID
             raise
     wall_s, cpu_s = time.perf_counter() - started, machine_cpu_s() - cpu_before
     shutil.rmtree(clone / ".venv", ignore_errors=True)
