@@ -84,7 +84,7 @@ def run_make_test(label: str, commit: str, workdir: Path) -> Run:
     clone, scratch = workdir / f"{label}-{commit[:8]}-{time.time_ns()}", Path(tempfile.mkdtemp(dir=workdir))
     subprocess.run(["git", "clone", "--quiet", str(ROOT), str(clone)], check=True)
     subprocess.run(["git", "-C", str(clone), "checkout", "--quiet", commit], check=True)
-    env = {**os.environ, "TMPDIR": str(scratch), "TORCHINDUCTOR_CACHE_DIR": str(scratch / "inductor")}
+    env = {**os.environ, **launcher.cache_variables(scratch)}  # its temp folder and compile caches, all empty
     log = workdir / f"{clone.name}.log"
     cpu_before, started = machine_cpu_s(), time.perf_counter()
     with log.open("w") as out:
