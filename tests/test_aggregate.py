@@ -6,7 +6,7 @@ import json
 import pandas as pd
 import pytest
 
-from compilebench import aggregate, tracking
+from compilebench import aggregate, compare, stats, tracking
 
 KEYS = {"environment": "current", "model_id": "m", "label": "M", "task": "t", "batch_size": 1, "device": "cpu",
         "device_name": "x", "torch_version": "2.13", "transformers_version": "5"}  # fmt: skip
@@ -37,6 +37,7 @@ def _store_row(torch_version, invocation, medians, start):
             "transformers_version": "5.0", "device_name": "cpu-x", "device": "cpu", "machine_fingerprint": "f",
             "invocation_id": invocation, "start_time": start,
             "process_values": {"compiled_latency": medians, "eager_latency": [10.0, 10.1, 9.9]}}  # fmt: skip
+    # an older store's unpaired lists: across invocations nothing pairs anyway
 
 
 def test_versions_across_invocations_are_ordered_by_version_and_not_interleaved():
@@ -46,32 +47,37 @@ def test_versions_across_invocations_are_ordered_by_version_and_not_interleaved(
         _store_row("2.9.1", "i1", [5.0, 5.02, 4.98], 1),
         _store_row("2.13.0+cpu", "i0", [9.0, 9.0, 9.0], 0),  # an older rerun of the same stack: the newest counts
     ]
-    versions = aggregate.version_rows(rows, calibrations={"f|cpu": {"deltas": {"compiled_latency": 0.03}}})
+    record = compare.record_noise(None, "aa", {"compiled_latency": stats.Noise(0.01, 10)}, {})
+    versions = aggregate.version_rows(rows, calibrations={"f|cpu": record}, margin=0.05)
     assert [(r["baseline_versions"].split()[1], r["candidate_versions"].split()[1]) for r in versions] == [
         ("2.9.1", "2.13.0+cpu"), ("2.13.0+cpu", "2.14.0")]  # fmt: skip
     assert (
         versions[0]["compiled_latency_verdict"] == "equivalent" and versions[1]["compiled_latency_verdict"] == "slower"
     )
     assert not any(r["interleaved"] for r in versions) and all(r["calibrated"] for r in versions)
+    assert all(r["compiled_latency_method"] == stats.UNPAIRED for r in versions)  # separate invocations: Welch
 
 
-def test_an_aa_invocation_writes_its_margins_and_later_comparisons_use_them(tmp_path):
-    def row(environment, key, compiled):
+def test_each_invocation_adds_its_blocks_to_the_machines_noise_and_later_ones_use_it(tmp_path):
+    def row(environment, key, compiled, invocation):
         processes = [{"eager_ms": [10.0] * 3, "compiled_ms": [c] * 3, "compile_s": 2.0, "cache": "warm",
-                      "peak_mem_mib": 50.0} for c in compiled]  # fmt: skip
+                      "peak_mem_mib": 50.0, "block": f"default/r{i}"} for i, c in enumerate(compiled)]  # fmt: skip
         identity = {"environment": environment, "environment_key": key, "variant": "default", "compile": True}
-        return {**KEYS, **identity, "status": "ok", "machine_fingerprint": "f", "invocation_id": "i",
+        return {**KEYS, **identity, "status": "ok", "machine_fingerprint": "f", "invocation_id": invocation,
                 "process_results": processes}  # fmt: skip
 
     calibration = tmp_path / "calibration.json"
-    aa = [row("current", "k", [5.0, 5.1, 4.9]), row("current#2", "k", [5.1, 5.0, 5.2])]
-    compared, measured = aggregate.comparison(aa, ["current", "current#2"], calibration)
-    assert measured is not None and not compared[0]["calibrated"]
-    calibration.write_text(json.dumps({"f|cpu": measured}))
-    ab = [row("current", "k", [5.0, 5.1, 4.9]), row("new", "k2", [5.6, 5.7, 5.5])]
-    compared, measured = aggregate.comparison(ab, ["current", "new"], calibration)
-    assert measured is None and compared[0]["calibrated"] and compared[0]["compiled_latency_verdict"] == "slower"
-    reversed_order, _ = aggregate.comparison(ab, ["new", "current"], calibration)
+    aa = [row("current", "k", [5.0, 5.1, 4.9], "i1"), row("current#2", "k", [5.1, 5.0, 5.2], "i1")]
+    compared, record = aggregate.comparison(aa, ["current", "current#2"], calibration, margin=0.05)
+    assert record is not None and not compared[0]["calibrated"]
+    assert record["invocations"]["i1"]["aa"] and record["invocations"]["i1"]["noise"]["compiled_latency"][1] == 2
+    calibration.write_text(json.dumps({"f|cpu": record}))
+    ab = [row("current", "k", [5.0, 5.1, 4.9], "i2"), row("new", "k2", [5.6, 5.7, 5.5], "i2")]
+    compared, record = aggregate.comparison(ab, ["current", "new"], calibration, margin=0.05)
+    assert compared[0]["calibrated"] and compared[0]["compiled_latency_verdict"] == "slower"
+    assert compared[0]["compiled_latency_dof"] == 4  # its own 2 df pooled with the A/A's 2
+    assert set(record["invocations"]) == {"i1", "i2"}  # accumulated, not overwritten
+    reversed_order, _ = aggregate.comparison(ab, ["new", "current"], calibration, margin=0.05)
     assert reversed_order[0]["baseline"] == "new"  # the baseline is compare's first, whatever order runs finished
 
 
@@ -86,6 +92,7 @@ def test_process_values_survive_the_mlflow_round_trip(tmp_path, monkeypatch):
            "process_results": processes, "environment_freeze": ["torch==2.13.0"]}  # fmt: skip
     tracking.log_child(client, parent, **tracking.run_payload(row))
     [read] = aggregate.store_rows(tracking.search_children(uri, tracking.EXPERIMENT))
-    assert read["process_values"]["compiled_latency"] == [5.1] and read["process_values"]["compile_cold"] == [3.0]
+    assert read["process_values"]["compiled_latency"] == {"p0": 5.1} and read["process_values"]["compile_cold"] == {
+        "p0": 3.0}  # fmt: skip
     assert read["batch_size"] == 1 and read["compile"] is True
-    assert pytest.approx(read["process_values"]["speedup"][0]) == 10.1 / 5.1
+    assert pytest.approx(read["process_values"]["speedup"]["p0"]) == 10.1 / 5.1

@@ -8,9 +8,10 @@ from compilebench import compare, stats
 def _row(environment, eager, compiled, key="k1", status="ok", breaks=0, invocation="inv", **extra):
     caches = zip(eager, compiled, (20.0, 3.0, 3.2), ("cold", "warm", "warm"), strict=False)
     processes = [
-        {"eager_ms": [e] * 5, "compiled_ms": [c] * 5, "compile_s": cs, "cache": cache, "peak_mem_mib": 100.0}
-        for e, c, cs, cache in caches
-    ]
+        {"eager_ms": [e] * 5, "compiled_ms": [c] * 5, "compile_s": cs, "cache": cache, "peak_mem_mib": 100.0,
+         "block": f"default/r{i}"}
+        for i, (e, c, cs, cache) in enumerate(caches)
+    ]  # fmt: skip
     return {"model_id": "org/m", "label": "M", "task": "t", "batch_size": 1, "variant": "default", "compile": True,
             "environment": environment, "environment_key": key, "status": status, "graph_break_count": breaks,
             "invocation_id": invocation, "process_results": processes, **extra}  # fmt: skip
@@ -18,22 +19,58 @@ def _row(environment, eager, compiled, key="k1", status="ok", breaks=0, invocati
 
 def test_b_slower_than_a_is_flagged_with_its_ratio():
     a = _row("current", [10.0, 10.1, 9.9], [5.0, 5.05, 4.95])
-    b = _row("torch-new", [10.0, 10.1, 9.9], [6.0, 6.06, 5.94], key="k2")
-    [row] = compare.comparison_rows([a, b], deltas={"compiled_latency": 0.03, "speedup": 0.03})
-    assert row["compiled_latency_ratio"] == pytest.approx(1.2) and row["compiled_latency_verdict"] == "slower"
-    assert row["speedup_verdict"] == "lower" and row["verdict"] == "slower"
+    b = _row("torch-new", [10.0, 10.1, 9.9], [6.0, 6.1, 5.9], key="k2")
+    [row] = compare.comparison_rows([a, b], noise=None)
+    assert row["compiled_latency_ratio"] == pytest.approx(1.2, rel=1e-3) and row["compiled_latency_verdict"] == "slower"
+    assert row["compiled_latency_method"] == stats.PAIRED and row["compiled_latency_blocks"] == 3
+    assert row["compiled_latency_relevance"] == stats.BEYOND_MARGIN and row["margin"] == 0.05
+    assert row["speedup_verdict"] == "lower" and row["verdict"] == "slower" and row["p_adjusted"] < 0.05
     assert row["eager_latency_ratio"] == pytest.approx(1.0)
-    assert row["interleaved"] and row["calibrated"] and row["candidate"] == "torch-new"
+    assert row["interleaved"] and not row["calibrated"] and row["candidate"] == "torch-new"
     assert compare.flagged([row]) == [row]
 
 
-def test_without_calibration_nothing_is_equivalent():
+def test_equivalent_needs_the_90_percent_interval_inside_the_margin():
     a = _row("current", [10.0, 10.1, 9.9], [5.0, 5.05, 4.95])
-    b = _row("current#2", [10.05, 10.0, 9.95], [5.02, 5.0, 4.98])
-    [row] = compare.comparison_rows([a, b], deltas=None)
-    assert row["compiled_latency_verdict"] == stats.INCONCLUSIVE and not row["calibrated"]
-    [row] = compare.comparison_rows([a, b], deltas={"compiled_latency": 0.05})
-    assert row["compiled_latency_verdict"] == stats.EQUIVALENT
+    b = _row("current#2", [10.05, 10.0, 9.95], [5.02, 5.03, 4.98])
+    [row] = compare.comparison_rows([a, b], noise=None, margin=0.05)
+    assert row["compiled_latency_verdict"] == stats.EQUIVALENT and row["verdict"] == stats.EQUIVALENT
+    [row] = compare.comparison_rows([a, b], noise=None, margin=0.001)  # a margin no interval fits inside
+    assert row["compiled_latency_relevance"] != stats.EQUIVALENT
+
+
+def test_the_headline_is_holm_adjusted_across_cells():
+    """Ten cells, one with p under 5% (about 1%): significant alone, not for the family of ten."""
+    rows = []
+    for index in range(10):
+        shift = (1.10, 1.12, 1.14) if index == 0 else (1.0, 1.0, 1.0)
+        a = {**_row("current", [10.0] * 3, [5.0, 5.1, 4.9]), "label": f"M{index}", "model_id": f"org/m{index}"}
+        b = {**_row("new", [10.0] * 3, [5.0 * shift[0], 5.1 * shift[1], 4.9 * shift[2]], key="k2"),
+             "label": f"M{index}", "model_id": f"org/m{index}"}  # fmt: skip
+        rows += [a, b]
+    compared = compare.comparison_rows(rows, noise=None)
+    first = next(row for row in compared if row["label"] == "M0")
+    assert first["compiled_latency_p"] < 0.05 and first["compiled_latency_verdict"] == "slower"
+    assert first["p_adjusted"] > 0.05 and first["verdict"] != "slower"
+
+
+def test_a_series_compares_each_stack_with_the_previous_and_names_the_first_step():
+    a = _row("2.12", [10.0, 10.1, 9.9], [5.0, 5.05, 4.95])
+    b = _row("2.13", [10.0, 10.1, 9.9], [5.01, 5.04, 4.96], key="k2")
+    c = _row("2.14", [10.0, 10.1, 9.9], [6.0, 6.1, 5.9], key="k3")
+    compared = compare.comparison_rows([a, b, c], noise=None, labels=["2.12", "2.13", "2.14"])
+    pairs = {(row["baseline"], row["candidate"], row["reference"]) for row in compared}
+    assert pairs == {("2.12", "2.13", "first"), ("2.12", "2.14", "first"), ("2.13", "2.14", "previous")}
+    [step] = [s for s in compare.series_steps(compared, ["2.12", "2.13", "2.14"]) if s["variant"] == "default"]
+    assert step["step"] == "2.13 -> 2.14" and step["verdict"] == "slower" and step["ratio"] > 1.15
+
+
+def test_disturbed_processes_are_left_out_of_the_pairs():
+    a = _row("current", [10.0, 10.1, 9.9], [5.0, 5.05, 4.95])
+    b = _row("new", [10.0, 10.1, 9.9], [5.0, 9.0, 4.95], key="k2")
+    b["process_results"][1]["disturbed"] = True
+    [row] = compare.comparison_rows([a, b], noise=None)
+    assert row["compiled_latency_blocks"] == 2 and row["compiled_latency_ratio"] == pytest.approx(1.0)
 
 
 def test_health_changes_come_first():
@@ -41,25 +78,35 @@ def test_health_changes_come_first():
     b = _row("new", [10.0] * 3, [5.0] * 3, key="k2", breaks=2)
     other_a = {**_row("current", [10.0] * 3, [5.0] * 3), "label": "A-first"}
     other_b = {**_row("new", [10.0] * 3, [5.0] * 3, key="k2"), "label": "A-first"}
-    rows = compare.comparison_rows([other_a, a, other_b, b], deltas=None)
+    rows = compare.comparison_rows([other_a, a, other_b, b], noise=None)
     assert rows[0]["health_change"] == "graph breaks 0 -> 2" and rows[1]["health_change"] == ""
     failed = compare.health_changes(a, {**b, "status": "compile_error"})
     assert "status ok -> compile_error" in failed
 
 
-def test_aa_calibration_sets_each_metrics_margin():
+def test_the_machines_noise_record_accumulates_and_never_counts_an_invocation_twice():
     a = _row("current", [10.0, 10.1, 9.9], [5.0, 5.05, 4.95])
     b = _row("current#2", [10.3, 10.2, 10.4], [5.0, 5.1, 5.0])
     assert compare.is_aa([a, b]) and not compare.is_aa([a, {**b, "environment_key": "k2"}])
-    compared = compare.comparison_rows([a, b], deltas=None)
-    deltas = compare.calibration(compared)
-    assert deltas["eager_latency"] == pytest.approx(abs(compared[0]["eager_latency_ratio"] - 1), rel=0.05)
-    assert set(deltas) >= {"eager_latency", "compiled_latency", "speedup", "peak_memory"}
+    measured = compare.noise_measured(compare.comparison_rows([a, b], noise=None))
+    assert measured["eager_latency"].dof == 2 and measured["speedup"].dof == 2 and "compile_cold" not in measured
+    record = compare.record_noise(None, "inv1", measured, {"aa": True})
+    record = compare.record_noise(record, "inv2", measured, {"aa": False})
+    record = compare.record_noise(record, "inv2", measured, {"aa": False})  # judged again: replaced, not added
+    pooled = compare.machine_noise(record)
+    assert pooled["eager_latency"].dof == 4 and pooled["eager_latency"].ss == pytest.approx(2 * measured[
+        "eager_latency"].ss)  # fmt: skip
+    assert compare.machine_noise(record, leave_out="inv2")["eager_latency"].dof == 2
+    assert compare.machine_noise({"deltas": {"speedup": 0.1}}) == {}  # a version-1 margin holds no variance
+    invalid = compare.noise_measured(compare.comparison_rows([a, {**b, "status": "invalid"}], noise=None))
+    assert invalid == {}  # an invalid run adds nothing
 
 
 def test_values_read_back_from_mlflow_are_used_as_they_are():
-    row = {"process_values": {"speedup": [2.0, 2.2]}, "process_results": None}
-    assert compare.process_values(row, "speedup") == [2.0, 2.2]
+    row = {"process_values": {"speedup": {"default/r0": 2.0, "default/r1": 2.2}}, "process_results": None}
+    assert compare.process_values(row, "speedup") == {"default/r0": 2.0, "default/r1": 2.2}
+    older = {"process_values": {"speedup": [2.0, 2.2]}, "process_results": None}  # before blocks: cannot pair
+    assert compare.process_values(older, "speedup") == {"p0": 2.0, "p1": 2.2}
     with pytest.raises(ValueError, match="unknown metric"):
         compare.process_values(_row("x", [1.0], [1.0]), "bogus")
 
@@ -69,10 +116,10 @@ def test_compile_times_go_cold_or_warm_by_what_each_process_found_in_its_cache()
     a row written before that was recorded goes by its cache: `cold` and `shared` as cold."""
     shared = [{"eager_ms": [10.0], "compiled_ms": [5.0], "compile_s": s, "cache": "shared", "cold_compile": cold}
               for s, cold in ((12.6, True), (3.5, False))]  # fmt: skip
-    assert compare.process_values({"process_results": shared}, "compile_cold") == [12.6]
-    assert compare.process_values({"process_results": shared}, "compile_warm") == [3.5]
+    assert list(compare.process_values({"process_results": shared}, "compile_cold").values()) == [12.6]
+    assert list(compare.process_values({"process_results": shared}, "compile_warm").values()) == [3.5]
     older = [{**process, "cache": cache} for process, cache in zip(shared, ("shared", "warm"), strict=True)]
     for process in older:
         del process["cold_compile"]
-    assert compare.process_values({"process_results": older}, "compile_cold") == [12.6]
-    assert compare.process_values({"process_results": older}, "compile_warm") == [3.5]
+    assert list(compare.process_values({"process_results": older}, "compile_cold").values()) == [12.6]
+    assert list(compare.process_values({"process_results": older}, "compile_warm").values()) == [3.5]

@@ -1,15 +1,16 @@
 """Stage aggregate: this invocation's runs as tables: eager vs compiled, environments compared, against the doc.
 
     python -m compilebench.aggregate                 # writes summary, verdicts, comparison, metrics (DVC outputs)
-    python -m compilebench.aggregate --check         # exit 3 if any run of paths.results did not end ok
+    python -m compilebench.aggregate --check         # exit 3 if any run did not end ok, 4 if a headline changed
     python -m compilebench.aggregate --from-mlflow   # every run of the MLflow store: paths.store/runs.csv and
                                                      # versions.csv (across invocations: not interleaved)
 
 1. summary: compiled runs beside their eager baseline, per environment.
 2. verdicts: each compiled run against the published numbers (rules in `reference`).
-3. comparison: with two or more environments, each against the first, interleaved in this invocation (`compare`);
-   verdicts need the A/A margin of this machine (paths.calibration). An invocation that compares an environment
-   with itself (compare: [current, current]) is such a calibration: its margins are written to paths.calibration.
+3. comparison: with two or more environments, each against the first (and, in a series, the one before it),
+   paired by block in this invocation (`compare`), judged against `margin` with this machine's noise record
+   (paths.calibration), to which every comparison, an A/A run (compare: [current, current]) included, adds its
+   blocks.
 The DVC pipeline's tables come from this invocation only. The MLflow store (other machines, other invocations) is
 read by --from-mlflow, whose output DVC does not track, since the store changes without DVC seeing it.
 """
@@ -33,6 +34,7 @@ from compilebench.files import write_atomic, write_json
 from compilebench.records import STATUS_OK, read_jsonl
 
 LOGGER = logging.getLogger(__name__)
+QUIET_VERDICTS = ("equivalent", "inconclusive")  # a headline that says nothing changed
 
 KEYS = ["environment", "model_id", "label", "task", "batch_size", "device", "device_name", "machine",
         "torch_version", "transformers_version"]  # fmt: skip
@@ -114,35 +116,25 @@ def write_csv(frame: pd.DataFrame, path: str | Path) -> None:
     write_atomic(path, frame.to_csv(index=False))
 
 
-def read_calibrations(path: str | Path) -> dict[str, Any]:
-    """Every A/A calibration recorded on this project, by machine fingerprint and device."""
-    path = Path(path)
-    return json.loads(path.read_text()) if path.exists() else {}
-
-
 def comparison(
-    rows: list[dict[str, Any]], labels: list[str], calibration_path: str | Path
-) -> tuple[list[dict], dict | None]:
-    """This invocation's environments compared, in `compare`'s order (judged with this machine's A/A margins, if
-    any), and the new margins when the invocation is itself an A/A calibration."""
+    rows: list[dict[str, Any]], labels: list[str], calibration_path: str | Path, margin: float
+) -> tuple[list[dict], dict[str, Any] | None]:
+    """This invocation's environments compared, in `compare`'s order, judged with this machine's noise record (every
+    earlier invocation's contribution, not this one's), and the machine's record with this invocation's blocks
+    added (None when nothing was compared)."""
     if not rows:
         return [], None
-    calibrations = read_calibrations(calibration_path)
+    invocation = rows[0]["invocation_id"]
     key = compare.calibration_key(rows[0])
-    previous = calibrations.get(key)
-    compared = compare.comparison_rows(rows, previous["deltas"] if previous else None, labels)
-    if not compared or not compare.is_aa(rows):
+    record = compare.load_calibrations(calibration_path).get(key)
+    noise = compare.machine_noise(record, leave_out=invocation)
+    compared = compare.comparison_rows(rows, noise, labels, margin)
+    measured = compare.noise_measured(compared)
+    if not measured:
         return compared, None
-    measured = {
-        "deltas": compare.calibration(compared),
-        "invocation_id": rows[0]["invocation_id"],
-        "recorded_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-        "cells": len(compared),
-        "machine": rows[0].get("machine"),
-        "device_name": rows[0].get("device_name"),
-        "version": compare.CALIBRATION_VERSION,
-    }
-    return compared, measured
+    about = {"recorded_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "aa": compare.is_aa(rows), "cells": len(compared),
+             "machine": rows[0].get("machine"), "device_name": rows[0].get("device_name")}  # fmt: skip
+    return compared, compare.record_noise(record, invocation, measured, about)
 
 
 def comparison_frame(compared: list[dict[str, Any]]) -> pd.DataFrame:
@@ -171,7 +163,7 @@ def store_rows(frame: pd.DataFrame) -> list[dict[str, Any]]:
     return rows
 
 
-def version_rows(rows: list[dict[str, Any]], calibrations: dict[str, Any]) -> list[dict[str, Any]]:
+def version_rows(rows: list[dict[str, Any]], calibrations: dict[str, Any], margin: float) -> list[dict[str, Any]]:
     """Across invocations in the store: per (model, batch, variant, machine, device), each software stack against
     the previous one (ordered by torch, then transformers version); labelled not interleaved."""
     from packaging.version import InvalidVersion, Version
@@ -194,8 +186,8 @@ def version_rows(rows: list[dict[str, Any]], calibrations: dict[str, Any]) -> li
     for group in groups.values():
         ordered = sorted(group, key=lambda r: (version(r.get("torch_version")), version(r.get("transformers_version"))))
         for a, b in itertools.pairwise(ordered):
-            previous = calibrations.get(compare.calibration_key(b))
-            row = compare.compare_pair(a, b, previous["deltas"] if previous else None)
+            noise = compare.machine_noise(calibrations.get(compare.calibration_key(b)))
+            row = compare.compare_pair(a, b, noise, margin)
             row.update(
                 device_name=b.get("device_name"),
                 machine=b.get("machine"),
@@ -212,14 +204,16 @@ def from_mlflow(config) -> None:
     out = Path(config.paths.store)
     table = summarize(pd.DataFrame(rows))
     write_csv(table, out / "runs.csv")
-    versions = version_rows(rows, read_calibrations(config.paths.calibration))
+    versions = version_rows(rows, compare.load_calibrations(config.paths.calibration), config.margin)
     write_csv(comparison_frame(versions), out / "versions.csv")
     LOGGER.info("wrote %s (%d runs) and %s (%d comparisons across invocations, not interleaved)",
                 out / "runs.csv", len(table), out / "versions.csv", len(versions))  # fmt: skip
 
 
 def check(config) -> None:
-    """Exit 3 when some run of the last benchmark did not end ok (they are in the tables and the report)."""
+    """Exit 3 when some run of the last benchmark did not end ok (they are in the tables and the report); else exit 4
+    when a compared stack changed a headline (Holm-adjusted across cells: an A/A run exits 4 in at most 5% of
+    invocations), so a script can gate on "did it change?"."""
     failed = [
         f"{row['model_id']} bs{row['batch_size']} {row['variant']} [{row['environment']}]: {row['status']} "
         f"{row.get('error') or ''}"
@@ -228,7 +222,16 @@ def check(config) -> None:
     ]
     for line in failed:
         LOGGER.error("not ok: %s", line[:300])
-    sys.exit(3 if failed else 0)
+    if failed:
+        sys.exit(3)
+    comparison_path = Path(config.paths.comparison)
+    table = pd.read_csv(comparison_path) if comparison_path.exists() and comparison_path.stat().st_size else None
+    changed = [] if table is None or "verdict" not in table else [
+        row for _, row in table.iterrows() if row["verdict"] not in QUIET_VERDICTS]  # fmt: skip
+    for row in changed:
+        LOGGER.error("changed: %s bs%s %s: %s vs %s %s", row["label"], row["batch_size"], row["variant"],
+                     row["candidate"], row["baseline"], row["verdict"])  # fmt: skip
+    sys.exit(4 if changed else 0)
 
 
 def main() -> None:
@@ -256,14 +259,21 @@ def main() -> None:
     judged = reference.verdicts(table, reference.read_published(config.paths.reference))
     write_csv(judged, config.paths.verdicts)
     LOGGER.info("verdicts against the published numbers: %s", judged["verdict"].value_counts().to_dict())
-    compared, calibrated = comparison(rows, list(run_info.get("environments", {})), config.paths.calibration)
+    labels = list(run_info.get("environments", {}))
+    compared, record = comparison(rows, labels, config.paths.calibration, config.margin)
     write_csv(comparison_frame(compared), config.paths.comparison)
-    if calibrated is not None:
-        calibrations = read_calibrations(config.paths.calibration)
-        calibrations[compare.calibration_key(rows[0])] = calibrated
+    if record is not None:
+        calibrations = compare.load_calibrations(config.paths.calibration)
+        calibrations[compare.calibration_key(rows[0])] = record
         write_json(config.paths.calibration, calibrations)
-        LOGGER.info("A/A calibration of this machine recorded in %s: %s", config.paths.calibration,
-                    {k: round(v, 4) for k, v in calibrated["deltas"].items()})  # fmt: skip
+        noise = compare.machine_noise(record)
+        LOGGER.info("this machine's noise record (%s) now pools %d invocation(s): %s", config.paths.calibration,
+                    len(record["invocations"]), {m: f"sd {n.variance ** 0.5:.3f} ({n.dof} df)" for m, n in
+                                                 noise.items()})  # fmt: skip
+    for step in compare.series_steps(compared, labels) if len(labels) > 2 else []:
+        LOGGER.info("series: %s bs%s %s first changes at %s: %s %.3f [%.3f, %.3f]", step["label"], step["batch_size"],
+                    step["variant"], step["step"], step["metric"], step["ratio"], step["ci_low"],
+                    step["ci_high"])  # fmt: skip
     metrics = headline_metrics(table, compared)
     metrics.update(
         {f"verdict_{key.replace(' ', '_')}": int(value) for key, value in judged["verdict"].value_counts().items()}

@@ -26,13 +26,13 @@ import shutil
 import socket
 import sys
 import uuid
-from dataclasses import replace
+from dataclasses import fields, replace
 from pathlib import Path
 from typing import Any
 
 from tqdm import tqdm
 
-from compilebench import environments, fingerprint, journal, launcher, models, plan, runs, tracking
+from compilebench import adaptive, compare, environments, fingerprint, journal, launcher, models, plan, runs, tracking
 from compilebench.config import Benchmark, Config, stage_config
 from compilebench.files import write_json, write_jsonl
 from compilebench.records import (
@@ -53,23 +53,8 @@ EXPORT_CONTEXT = "export.json"
 
 
 def timing_spec(bench: Benchmark) -> TimingSpec:
-    """What a trial needs of `benchmark` params."""
-    return TimingSpec(
-        device=bench.device,
-        dtype=bench.dtype,
-        num_threads=bench.num_threads,
-        warmup_iters=bench.warmup_iters,
-        min_iters=bench.min_iters,
-        min_time_s=bench.min_time_s,
-        max_time_s=bench.max_time_s,
-        memory_iters=bench.memory_iters,
-        rtol=bench.rtol,
-        target_ci_halfwidth=bench.target_ci_halfwidth,
-        memory_limit_mib=bench.memory_limit_mib,
-        float32_matmul_precision=bench.float32_matmul_precision,
-        cudnn_allow_tf32=bench.cudnn_allow_tf32,
-        cudnn_benchmark=bench.cudnn_benchmark,
-    )
+    """What a trial needs of `benchmark` params: its fields, by name."""
+    return TimingSpec(**{spec_field.name: getattr(bench, spec_field.name) for spec_field in fields(TimingSpec)})
 
 
 def plan_trials(bench: Benchmark, selection: dict[str, Any], image: str) -> list[TrialSpec]:
@@ -114,6 +99,7 @@ def context(
         min_iters=config.benchmark.min_iters,
         min_time_s=config.benchmark.min_time_s,
         max_cv=config.benchmark.max_cv,
+        disturbed_cores=config.benchmark.disturbed_cores,
     )
 
 
@@ -128,13 +114,15 @@ def _result_line(spec: TrialSpec, result: TrialResult) -> str:
 
 
 class Recorder:
-    """Turns trial results into runs as they complete and logs each run once (the journal keeps the trials)."""
+    """Turns trial results into runs as they complete and logs each run once its blocks are final (the journal keeps
+    the trials): a model's runs wait while the adaptive loop may still add blocks to them."""
 
     def __init__(self, trials, environment_info, model_info, run_context, tracker, journal_dir: Path | None):
-        self.trials, self.environment_info, self.model_info = trials, environment_info, model_info
+        self.trials, self.environment_info, self.model_info = list(trials), environment_info, model_info
         self.context, self.tracker, self.journal_dir = run_context, tracker, journal_dir
         self.results: dict[str, TrialResult] = {}
         self.logged: set[str] = set()
+        self.open: set[tuple[str, int]] = set()  # (model id, batch size) that may still get blocks: not logged yet
 
     def records(self) -> list[runs.RunRecord]:
         return runs.run_records(self.trials, self.results, self.environment_info, self.model_info, self.context)
@@ -144,10 +132,37 @@ class Recorder:
             journal.save_trial(self.journal_dir, result)  # on disk before anything is logged
         self.results[spec.trial_id] = result
         LOGGER.info("%s%s", _result_line(spec, result), " (from the journal)" if resumed else "")
+        self.log_final()
+
+    def log_final(self) -> None:
+        """Log every complete run whose model gets no more blocks, once (by run uid)."""
         for record in self.records():
-            if record.run_uid not in self.logged:
-                self.tracker.log_run(**tracking.run_payload(record.to_dict()))  # exactly once, by run uid
+            if record.run_uid not in self.logged and (record.model_id, record.batch_size) not in self.open:
+                self.tracker.log_run(**tracking.run_payload(record.to_dict()))
                 self.logged.add(record.run_uid)
+
+
+def measure_adaptively(
+    config: Config, recorder: Recorder, labels: list[str], run: Any, noise_record: dict[str, Any]
+) -> list[dict[str, Any]]:
+    """Run the planned trials, then more blocks where the intervals are widest (`adaptive.extend`) until every run
+    meets its target or the budget or the cap runs out; log each model's runs once they are final. Returns, per
+    run, what its widest interval reached (for the report)."""
+    bench = config.benchmark
+    recorder.open = {(spec.model.model_id, spec.batch_size) for spec in recorder.trials}
+    pending = list(recorder.trials)
+    while pending:
+        run(pending)
+        rows = [record.to_dict() for record in recorder.records()]
+        noise = compare.machine_noise(noise_record.get(compare.calibration_key(rows[0])) if rows else None)
+        pending = adaptive.extend(recorder.trials, recorder.results, rows, labels, bench, noise, config.margin)
+        if pending:
+            LOGGER.info("adaptive: %d more trial(s) for %s", len(pending),
+                        sorted({f"{s.model.label} bs{s.batch_size} {s.variant.name}" for s in pending}))  # fmt: skip
+        recorder.trials += pending
+        recorder.open = {(spec.model.model_id, spec.batch_size) for spec in pending}
+        recorder.log_final()
+    return adaptive.shortfalls(rows, labels, bench, noise, config.margin)
 
 
 def finish(config: Config, records: list[runs.RunRecord], invocation_id: str, tracker, extra: dict) -> None:
@@ -222,10 +237,18 @@ def measure(config: Config, selection: dict, manifest: list[dict], image_meta: d
         progress.update(1)
 
     pythons = {label: stack.python for label, stack in stacks.items()}
-    launcher.run_trials(trials, pythons, journal_dir, config.runner.trial_timeout_s, done, on_result)
+
+    def run(pending: list[TrialSpec]) -> None:
+        progress.total = len(recorder.trials)
+        progress.refresh()
+        launcher.run_trials(pending, pythons, journal_dir, config.runner.trial_timeout_s, done, on_result)
+
+    reached = measure_adaptively(
+        config, recorder, list(stacks), run, compare.load_calibrations(config.paths.calibration)
+    )
     progress.close()
     extra = {"environments": {label: {"name": s.name, "key": s.key, "pins": s.pins} for label, s in stacks.items()},
-             "trials": len(trials)}  # fmt: skip
+             "trials": len(recorder.trials), "planned_trials": len(trials), "targets": reached}  # fmt: skip
     finish(config, recorder.records(), invocation_id, tracker, extra)
     journal.close_journal(journal_dir)
 

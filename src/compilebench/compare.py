@@ -1,65 +1,92 @@
-"""Environments compared: B against A per (model, batch size, variant), from per-process values; A/A calibration.
+"""Environments compared: B against A per (model, batch size, variant) and metric, from paired blocks; noise learnt.
 
-For each metric a run's processes each give one value (a median latency, a speedup, a compile time, a peak memory);
-the B/A ratio and its 95% interval come from those values (`stats.ratio_estimate`). A verdict needs the interval to
-clear a margin delta: the largest B/A deviation an A/A calibration (the same environment compared with itself,
-interleaved, on this machine) showed for that metric. Changes of compile health (a status that differs, graph
-breaks gained or lost, a fall-back to eager, recompiles) are listed first: they matter more than a few percent.
+For each metric a run's processes each give one value (a median latency, a speedup, a compile time, a peak memory).
+Inside one invocation the balanced order runs A and B of a cell one after the other in every block, so B / A is the
+mean of the per-block log differences, with a t-interval whose variance pools the cell's blocks with this machine's
+noise record (`machine_noise`: what every earlier comparison and A/A run on this machine and device measured, as a
+sum of squares with its degrees of freedom, never a maximum). A cell an F-test finds much noisier than the machine
+stands on its own blocks and is flagged. Rows of separate invocations cannot be paired: Welch's t, labelled so.
+
+Each (cell, metric) gets two answers: did it change (`{metric}_change`, a t-test at 5%) and does it matter
+(`{metric}_relevance` against the user's margin: `equivalent`, `beyond margin`, `undecided`), and one word
+(`{metric}_verdict`). The headline per row (`verdict`) uses Holm-adjusted p-values across the invocation's rows, so a
+comparison of many cells does not flag one by chance. With three or more stacks (a series, e.g. successive torch
+releases) each is compared with the first and with the previous one, and `series_steps` names the first step whose
+change is significant and beyond the margin. Changes of compile health (a status that differs, graph breaks gained or
+lost, a fall-back to eager, recompiles) are listed first: they matter more than a few percent.
 Pure functions over result rows (RunRecord dicts).
 """
 
 from __future__ import annotations
 
+import itertools
+import json
+import math
 import statistics
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from compilebench import stats
 from compilebench.records import CACHE_COLD, CACHE_SHARED, EAGER, STATUS_OK
 
-CALIBRATION_VERSION = 1
+CALIBRATION_VERSION = 2  # 1 held a margin (the largest A/A deviation): not used any more
+FIRST, PREVIOUS = "first", "previous"  # what a row compares B with: the baseline, or the stack before it in a series
 
 
 @dataclass(frozen=True)
 class Metric:
-    """One compared quantity: its name, how a process gives it, and the words for B above / below A."""
+    """One compared quantity: its name, the words for B above / below A, and which width target applies."""
 
     name: str
     above: str
     below: str
+    target: str | None  # key of benchmark.target (latency | speedup | compile), None: no target
     compiled_only: bool = False
 
 
 METRICS = (
-    Metric("eager_latency", "slower", "faster"),
-    Metric("compiled_latency", "slower", "faster", compiled_only=True),
-    Metric("speedup", "higher", "lower", compiled_only=True),
-    Metric("compile_cold", "slower", "faster", compiled_only=True),
-    Metric("compile_warm", "slower", "faster", compiled_only=True),
-    Metric("peak_memory", "more", "less"),
+    Metric("eager_latency", "slower", "faster", "latency"),
+    Metric("compiled_latency", "slower", "faster", "latency", compiled_only=True),
+    Metric("speedup", "higher", "lower", "speedup", compiled_only=True),
+    Metric("compile_cold", "slower", "faster", "compile", compiled_only=True),
+    Metric("compile_warm", "slower", "faster", "compile", compiled_only=True),
+    Metric("peak_memory", "more", "less", None),
 )
+METRIC_BY_NAME = {metric.name: metric for metric in METRICS}
 CELL = ("model_id", "label", "task", "batch_size", "variant")
 
 
-def process_values(row: dict[str, Any], metric: str) -> list[float]:
-    """One value per measured process of a run for `metric` (empty where the run has none); a row read back
-    from MLflow carries them as `process_values`."""
+def block_of(process: dict[str, Any], index: int) -> str:
+    """The block a process ran in (`variant/rN`: the same for A and B of a cell in one invocation); rows written
+    before blocks were recorded derive it from the trial id, older ones by position."""
+    if process.get("block"):
+        return process["block"]
+    trial_id = process.get("trial_id") or ""
+    return "/".join(trial_id.split("/")[-2:]) if trial_id.count("/") >= 4 else f"p{index}"
+
+
+def process_values(row: dict[str, Any], metric: str) -> dict[str, float]:
+    """One value per measured, undisturbed process of a run for `metric`, by block (empty where there is none).
+    A row read back from MLflow carries them as `process_values` (older stores: a list, which cannot be paired)."""
+    if metric not in METRIC_BY_NAME:
+        raise ValueError(f"unknown metric {metric!r}; known: {list(METRIC_BY_NAME)}")
     if row.get("process_values"):
-        return list(row["process_values"].get(metric, []))
-    processes = [p for p in row.get("process_results") or () if p.get("eager_ms")]
-    compiled = [p for p in processes if p.get("compiled_ms")]
+        stored = row["process_values"].get(metric, {})
+        return dict(stored) if isinstance(stored, dict) else {f"p{i}": v for i, v in enumerate(stored)}
+    processes = [(block_of(p, i), p) for i, p in enumerate(row.get("process_results") or ())]
+    processes = [(block, p) for block, p in processes if p.get("eager_ms") and not p.get("disturbed")]
+    compiled = [(block, p) for block, p in processes if p.get("compiled_ms")]
     if metric == "eager_latency":
-        return [statistics.median(p["eager_ms"]) for p in processes]
+        return {block: statistics.median(p["eager_ms"]) for block, p in processes}
     if metric == "compiled_latency":
-        return [statistics.median(p["compiled_ms"]) for p in compiled]
+        return {block: statistics.median(p["compiled_ms"]) for block, p in compiled}
     if metric == "speedup":
-        return [statistics.median(p["eager_ms"]) / statistics.median(p["compiled_ms"]) for p in compiled]
+        return {block: statistics.median(p["eager_ms"]) / statistics.median(p["compiled_ms"]) for block, p in compiled}
     if metric in ("compile_cold", "compile_warm"):
         cold = metric == "compile_cold"
-        return [p["compile_s"] for p in compiled if _cold_compile(p) is cold and p.get("compile_s")]
-    if metric == "peak_memory":
-        return [p["peak_mem_mib"] for p in processes if p.get("peak_mem_mib")]
-    raise ValueError(f"unknown metric {metric!r}; known: {[m.name for m in METRICS]}")
+        return {block: p["compile_s"] for block, p in compiled if _cold_compile(p) is cold and p.get("compile_s")}
+    return {block: p["peak_mem_mib"] for block, p in processes if p.get("peak_mem_mib")}
 
 
 def _cold_compile(process: dict[str, Any]) -> bool:
@@ -86,62 +113,134 @@ def health_changes(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
     return changes
 
 
-def compare_pair(a: dict[str, Any], b: dict[str, Any], deltas: dict[str, float] | None) -> dict[str, Any]:
-    """One row: B against A for each metric, with intervals and verdicts, and the compile-health changes."""
+def ratio_of(a: dict[str, Any], b: dict[str, Any], metric: str, noise: stats.Noise | None) -> stats.Ratio:
+    """B / A for one metric: paired by block inside one invocation, Welch's t across invocations."""
+    va, vb = process_values(a, metric), process_values(b, metric)
+    common = [block for block in va if block in vb]
+    if a.get("invocation_id") == b.get("invocation_id") and common:
+        return stats.paired_ratio([va[k] for k in common], [vb[k] for k in common], noise)
+    return stats.welch_ratio(list(va.values()), list(vb.values()))
+
+
+def compare_pair(
+    a: dict[str, Any], b: dict[str, Any], noise: dict[str, stats.Noise] | None, margin: float, reference: str = FIRST
+) -> dict[str, Any]:
+    """One row: B against A for each metric (ratio, 95% and 90% CIs, p, both answers, one word), health changes."""
     row: dict[str, Any] = {key: a.get(key) for key in CELL}
     row.update(
         baseline=a["environment"],
         candidate=b["environment"],
+        reference=reference,
         baseline_versions=f"torch {a.get('torch_version')} / transformers {a.get('transformers_version')}",
         candidate_versions=f"torch {b.get('torch_version')} / transformers {b.get('transformers_version')}",
         baseline_status=a["status"],
         candidate_status=b["status"],
         health_change="; ".join(health_changes(a, b)),
         interleaved=a.get("invocation_id") == b.get("invocation_id"),
-        calibrated=deltas is not None,
+        calibrated=bool(noise),
+        margin=margin,
     )
     for metric in METRICS:
         if metric.compiled_only and not a.get("compile"):
             continue
-        estimate = stats.ratio_estimate(process_values(a, metric.name), process_values(b, metric.name))
-        delta = deltas.get(metric.name) if deltas else None
+        ratio = ratio_of(a, b, metric.name, (noise or {}).get(metric.name))
+        changed, relevant = stats.change(ratio, metric.above, metric.below), stats.relevance(ratio, margin)
         row.update(
             {
-                f"{metric.name}_ratio": estimate.value,
-                f"{metric.name}_ci_low": estimate.low,
-                f"{metric.name}_ci_high": estimate.high,
-                f"{metric.name}_processes": estimate.processes,
-                f"{metric.name}_delta": delta,
-                f"{metric.name}_verdict": stats.calibrated_verdict(estimate, delta, metric.above, metric.below),
+                f"{metric.name}_ratio": ratio.value,
+                f"{metric.name}_ci_low": ratio.low,
+                f"{metric.name}_ci_high": ratio.high,
+                f"{metric.name}_ci90_low": ratio.low90,
+                f"{metric.name}_ci90_high": ratio.high90,
+                f"{metric.name}_halfwidth": ratio.halfwidth,
+                f"{metric.name}_p": ratio.p_value,
+                f"{metric.name}_blocks": ratio.blocks,
+                f"{metric.name}_dof": ratio.dof,
+                f"{metric.name}_method": ratio.method,
+                f"{metric.name}_noise": ratio.noise,
+                f"{metric.name}_noisy": ratio.noisy,
+                f"{metric.name}_cell_ss": ratio.cell_noise.ss,
+                f"{metric.name}_cell_dof": ratio.cell_noise.dof,
+                f"{metric.name}_change": changed,
+                f"{metric.name}_relevance": relevant,
+                f"{metric.name}_verdict": stats.verdict_of(changed, relevant),
             }
         )
-    headline = "compiled_latency" if a.get("compile") else "eager_latency"
-    row["verdict"] = row[f"{headline}_verdict"]
+    row["headline"] = headline_metric(row)
+    row["verdict"] = row[f"{row['headline']}_verdict"]
     return row
 
 
+def headline_metric(row: dict[str, Any]) -> str:
+    """What a row's one-word answer is about: compiled latency for a compiled variant, eager latency for eager."""
+    return "compiled_latency" if "compiled_latency_ratio" in row else "eager_latency"
+
+
+def adjust_headlines(compared: list[dict[str, Any]]) -> None:
+    """Holm-adjust the headline p-values across `compared` (in place): each row's `verdict` then says "changed"
+    only where it holds for the family, so the headline flags nothing by chance in more than 5% of invocations."""
+    adjusted = stats.holm([row[f"{row['headline']}_p"] for row in compared])
+    for row, p_value in zip(compared, adjusted, strict=True):
+        metric = METRIC_BY_NAME[row["headline"]]
+        ratio = row[f"{metric.name}_ratio"]
+        changed = stats.NOT_SIGNIFICANT
+        if not math.isnan(p_value) and p_value < stats.ALPHA:
+            changed = metric.above if ratio > 1 else metric.below
+        row.update(p_adjusted=p_value, verdict=stats.verdict_of(changed, row[f"{metric.name}_relevance"]))
+
+
 def comparison_rows(
-    rows: list[dict[str, Any]], deltas: dict[str, float] | None, labels: list[str] | None = None
+    rows: list[dict[str, Any]],
+    noise: dict[str, stats.Noise] | None,
+    labels: list[str] | None = None,
+    margin: float = 0.05,
 ) -> list[dict[str, Any]]:
-    """Every environment against the first of `labels` (the baseline: `compare`'s first), per (model, batch size,
-    variant), compile-health changes first."""
+    """Every environment against the first of `labels` (the baseline: `compare`'s first) and, in a series of three
+    or more, against the one before it; per (model, batch size, variant), compile-health changes first."""
     labels = labels or list(dict.fromkeys(row["environment"] for row in rows))
     if len(labels) < 2:
         return []
-    baseline, by_cell = labels[0], {}
+    pairs = [(labels[0], label, FIRST) for label in labels[1:]]
+    pairs += [(before, after, PREVIOUS) for before, after in itertools.pairwise(labels[1:])]
+    by_cell: dict[tuple, dict[str, dict[str, Any]]] = {}
     for row in rows:
         by_cell.setdefault(tuple(row[key] for key in CELL), {})[row["environment"]] = row
-    compared = []
-    for cell in by_cell.values():
-        if baseline not in cell:
-            continue
-        for label in labels[1:]:
-            if label in cell:
-                compared.append(compare_pair(cell[baseline], cell[label], deltas))
+    compared = [
+        compare_pair(cell[a], cell[b], noise, margin, reference)
+        for cell in by_cell.values()
+        for a, b, reference in pairs
+        if a in cell and b in cell
+    ]
+    adjust_headlines(compared)
     compared.sort(
-        key=lambda row: (row["health_change"] == "", row["variant"] == EAGER, row["label"], row["batch_size"])
-    )
+        key=lambda row: (row["health_change"] == "", row["reference"] != FIRST, row["variant"] == EAGER, row["label"],
+                         row["batch_size"])
+    )  # fmt: skip
     return compared
+
+
+def series_steps(compared: list[dict[str, Any]], labels: list[str]) -> list[dict[str, Any]]:
+    """In a series of stacks, per cell: the first step (a stack against the one before it) whose headline change is
+    significant and beyond the margin, the way one bisects a regression over releases; none when no step is."""
+    steps = list(itertools.pairwise(labels))
+    by_step = {(row["baseline"], row["candidate"], *(row[k] for k in CELL)): row for row in compared
+               if row["reference"] == PREVIOUS or row["baseline"] == labels[0]}  # fmt: skip
+    found = []
+    for cell in dict.fromkeys(tuple(row[k] for k in CELL) for row in compared):
+        for before, after in steps:
+            row = by_step.get((before, after, *cell))
+            if row is None:
+                continue
+            headline = row["headline"]
+            if row["verdict"] not in (stats.EQUIVALENT, stats.INCONCLUSIVE) and (
+                row[f"{headline}_relevance"] == stats.BEYOND_MARGIN
+            ):
+                found.append({**dict(zip(CELL, cell, strict=True)), "step": f"{before} -> {after}",
+                              "metric": headline, "ratio": row[f"{headline}_ratio"],
+                              "ci_low": row[f"{headline}_ci_low"], "ci_high": row[f"{headline}_ci_high"],
+                              "verdict": row["verdict"]})  # fmt: skip
+                break
+    return found
 
 
 def is_aa(rows: list[dict[str, Any]]) -> bool:
@@ -150,18 +249,59 @@ def is_aa(rows: list[dict[str, Any]]) -> bool:
     return len({row["environment"] for row in rows}) >= 2 and len(keys) == 1
 
 
-def calibration(compared: list[dict[str, Any]]) -> dict[str, float]:
-    """The margins an A/A comparison sets, per metric: the largest |log ratio| any of its cells showed."""
-    return {
-        metric.name: stats.calibration_delta([row.get(f"{metric.name}_ratio") for row in compared])
-        for metric in METRICS
-        if any(row.get(f"{metric.name}_ratio") is not None for row in compared)
-    }
+def noise_measured(compared: list[dict[str, Any]]) -> dict[str, stats.Noise]:
+    """What this invocation adds to the machine's noise record, per metric: each cell's paired blocks against the
+    baseline (their spread around the cell's own mean, so a real difference adds nothing), leaving out cells with
+    a run that is not ok (an `invalid` one included) and cells the F-test found noisier than the machine."""
+    total: dict[str, stats.Noise] = {}
+    for row in compared:
+        if row["reference"] != FIRST or row["baseline_status"] != STATUS_OK or row["candidate_status"] != STATUS_OK:
+            continue
+        for metric in METRICS:
+            if row.get(f"{metric.name}_method") != stats.PAIRED or row.get(f"{metric.name}_noisy"):
+                continue
+            cell = stats.Noise(float(row[f"{metric.name}_cell_ss"]), int(row[f"{metric.name}_cell_dof"]))
+            if cell.dof:
+                total[metric.name] = total.get(metric.name, stats.Noise()) + cell
+    return total
+
+
+def load_calibrations(path: str | Path) -> dict[str, Any]:
+    """Every machine's noise record in paths.calibration, by machine fingerprint and device ({} before the first)."""
+    path = Path(path)
+    return json.loads(path.read_text()) if path.exists() else {}
 
 
 def calibration_key(row: dict[str, Any]) -> str:
-    """Calibrations hold per machine (its fingerprint) and device."""
+    """Noise records hold per machine (its fingerprint) and device."""
     return f"{row.get('machine_fingerprint')}|{row.get('device')}"
+
+
+def machine_noise(record: dict[str, Any] | None, leave_out: str | None = None) -> dict[str, stats.Noise]:
+    """A machine's pooled noise per metric from its record in paths.calibration: the sum over every invocation that
+    contributed, except `leave_out` (the invocation being judged, which must not count its own blocks twice).
+    An older record (version 1, a margin) holds no variance and gives nothing."""
+    if not record or record.get("version") != CALIBRATION_VERSION:
+        return {}
+    total: dict[str, stats.Noise] = {}
+    for invocation, entry in record.get("invocations", {}).items():
+        if invocation == leave_out:
+            continue
+        for metric, (ss, dof) in entry["noise"].items():
+            total[metric] = total.get(metric, stats.Noise()) + stats.Noise(float(ss), int(dof))
+    return total
+
+
+def record_noise(
+    record: dict[str, Any] | None, invocation: str, measured: dict[str, stats.Noise], about: dict[str, Any]
+) -> dict[str, Any]:
+    """The machine's record with this invocation's contribution set (replacing an earlier one of the same
+    invocation: judging it again adds nothing twice); older records are started afresh."""
+    if not record or record.get("version") != CALIBRATION_VERSION:
+        record = {"version": CALIBRATION_VERSION, "invocations": {}}
+    invocations = dict(record["invocations"])
+    invocations[invocation] = {**about, "noise": {m: [n.ss, n.dof] for m, n in measured.items()}}
+    return {**record, "invocations": invocations}
 
 
 def flagged(compared: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -67,7 +67,7 @@ class Paths:
     )
     verdicts: str = "data/results/verdicts.csv"  # each compiled run against the published numbers
     comparison: str = "data/results/comparison.csv"  # environments compared in one invocation, interleaved
-    calibration: str = "data/calibration.json"  # A/A margins per machine (kept across runs; not a DVC output)
+    calibration: str = "data/calibration.json"  # noise of paired blocks per machine, pooled over runs; not DVC's
     store: str = "data/store"  # tables and figures read back from the MLflow store (not a DVC output)
     report: str = "data/report/report.md"  # the run's report, with its figures
     metrics: str = "data/results/metrics.json"  # dvc metrics
@@ -219,11 +219,31 @@ class Suite:
 
 
 @dataclass
+class Target:
+    """The 95% CI half-width a cell is measured to (0.05 = +-5%), per kind of metric; 0 = no target for that kind."""
+
+    speedup: float = 0.05  # speedup, and B/A of speedup
+    compile: float = 0.05  # cold and warm compile time
+    latency: float = 0.10  # eager and compiled latency
+
+    def __post_init__(self) -> None:
+        for key in ("speedup", "compile", "latency"):
+            value = getattr(self, key)
+            _require(0 <= value < 1, f"`benchmark.target.{key}` must be in [0, 1) (0.05 = +-5%), got {value}")
+
+
+@dataclass
 class Benchmark:
     device: str = "cpu"  # cpu | cuda | cuda:N
     dtype: str = "float32"  # float32 | bfloat16 | float16 (model and inputs)
     num_threads: int = 0  # torch intra-op threads; 0 = one per core
-    replicates: int = 3  # fresh processes per run (environment, model, batch size, variant)
+    replicates: int = 3  # blocks every run gets first: a fresh process per environment each (undisturbed ones)
+    max_replicates: int = 10  # blocks a run may get at most, when its intervals are still wider than `target`
+    budget_min: float = 11.0  # minutes of trial processes in all: the first `replicates` blocks always run, more
+    #                            (widest CIs first) only while they fit
+    target: Target = field(default_factory=Target)  # CI half-widths more blocks aim for, widest cells first
+    disturbed_cores: float = 0.25  # a process is disturbed (re-run in a new block) when other processes used more
+    #                                than this many cores on average while it timed, or the VM lost as much to steal
     cold_replicates: int = 1  # of them, how many compile on an empty inductor cache (the rest on its warm cache)
     seed: int = 0  # seed of the run order (shuffled per round; environments interleaved in balanced blocks)
     warmup_iters: int = 2  # untimed calls after the first call, per process (at least 3 for CUDA-graph variants)
@@ -252,6 +272,12 @@ class Benchmark:
         for key in ("min_iters", "memory_iters", "replicates"):
             _require(getattr(self, key) >= 1, f"`benchmark.{key}` must be >= 1, got {getattr(self, key)}")
         for key in ("min_time_s", "rtol", "target_ci_halfwidth", "max_cv", "memory_limit_mib"):
+            _require(getattr(self, key) >= 0, f"`benchmark.{key}` must be >= 0, got {getattr(self, key)}")
+        _require(
+            self.max_replicates >= self.replicates,
+            f"`benchmark.max_replicates` ({self.max_replicates}) must be >= `benchmark.replicates` ({self.replicates})",
+        )
+        for key in ("budget_min", "disturbed_cores"):
             _require(getattr(self, key) >= 0, f"`benchmark.{key}` must be >= 0, got {getattr(self, key)}")
         _require(
             self.cold_replicates <= self.replicates,
@@ -296,6 +322,7 @@ class Plot:
 class Config:
     suite: str = "cpu"  # key of `suites` that runs
     compare: list[str] = field(default_factory=lambda: [CURRENT])  # environments measured, interleaved
+    margin: float = 0.05  # a B/A change within +-margin does not matter (`equivalent`); judged, not measured
     paths: Paths = field(default_factory=Paths)
     image: Image = field(default_factory=Image)
     models: Models = field(default_factory=Models)
@@ -311,6 +338,7 @@ class Config:
             self.suite in self.suites,
             f"`suite` must be one of {sorted(self.suites)} (the keys of `suites`), got {self.suite!r}",
         )
+        _require(0 < self.margin < 1, f"`margin` must be in (0, 1) (0.05 = +-5%), got {self.margin}")
         _require(CURRENT in self.environments, f"`environments` must define `{CURRENT}`, the project's environment")
         for name, environment in self.environments.items():
             environment.check(name)

@@ -25,7 +25,6 @@ import matplotlib
 matplotlib.use("Agg")  # files only, no display
 import matplotlib.pyplot as plt
 import matplotlib.ticker
-import numpy as np
 import pandas as pd
 
 from compilebench import compare, reference, report, tracking
@@ -166,11 +165,12 @@ def comparison_figure(compared: pd.DataFrame, names: pd.Series, width_in: float)
         ratio = part[f"{metric.name}_ratio"].astype(float)
         low, high = part[f"{metric.name}_ci_low"].astype(float), part[f"{metric.name}_ci_high"].astype(float)
         ax.errorbar(ratio, range(len(cells)), xerr=[ratio - low, high - ratio], fmt="o", capsize=3)
-        delta = part[f"{metric.name}_delta"].astype(float).dropna()
-        if not delta.empty:
-            margin = float(delta.iloc[0])
-            ax.axvspan(np.exp(-margin), np.exp(margin), color="grey", alpha=0.2, label="A/A margin")
+        margin = part["margin"].astype(float).dropna() if "margin" in part else pd.Series(dtype=float)
+        if not margin.empty:
+            bound = 1 + float(margin.iloc[0])
+            ax.axvspan(1 / bound, bound, color="grey", alpha=0.2, label=f"margin ±{bound - 1:.0%}")
             ax.legend(fontsize=7)
+        ax.set_xscale("log")  # ratios: 0.5x and 2x equally far from 1
         ax.axvline(1.0, color="black", linewidth=0.8)
         ax.set_yticks(range(len(cells)), cells, fontsize=7)
         ax.invert_yaxis()

@@ -189,6 +189,7 @@ class TrialResult:
     eager_ms: tuple[float, ...] = ()  # eager latencies, paired with compiled_ms when a variant was compiled
     compiled_ms: tuple[float, ...] = ()
     timed_s: float | None = None
+    disturbance: dict[str, float] = field(default_factory=dict)  # how busy the machine was while it timed (timing.py)
     variant_dtype: str | None = None
     max_abs_diff: float | None = None
     max_rel_diff: float | None = None

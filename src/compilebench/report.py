@@ -102,8 +102,10 @@ def comparison_table(compared: pd.DataFrame) -> pd.DataFrame:
                 ratio = _interval(
                     row[f"{metric.name}_ratio"], row[f"{metric.name}_ci_low"], row[f"{metric.name}_ci_high"], 3
                 )
-                entry[metric.name.replace("_", " ")] = f"{ratio} {row[f'{metric.name}_verdict']}"
+                noisy = " (noisy cell)" if row.get(f"{metric.name}_noisy") is True else ""
+                entry[metric.name.replace("_", " ")] = f"{ratio} {row[f'{metric.name}_verdict']}{noisy}"
         entry["verdict"] = row["verdict"]
+        entry["blocks"] = row.get(f"{row.get('headline', 'compiled_latency')}_blocks")
         rows.append(entry)
     return pd.DataFrame(rows)
 
@@ -187,6 +189,44 @@ def dynamic_batch_table(summary: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def series_table(steps: list[dict[str, Any]]) -> pd.DataFrame:
+    """Per cell of a series of stacks, the first step that changed (compare.series_steps)."""
+    return pd.DataFrame(
+        [
+            {
+                "model": step["label"],
+                "batch": step["batch_size"],
+                "variant": step["variant"],
+                "first step that changed": step["step"],
+                "metric": step["metric"],
+                "B / A": _interval(step["ratio"], step["ci_low"], step["ci_high"], 3),
+                "verdict": step["verdict"],
+            }
+            for step in steps
+        ]
+    )
+
+
+def precision_table(reached: list[dict[str, Any]]) -> pd.DataFrame:
+    """Per run, its widest interval against its target, and the blocks it would still need (adaptive.shortfalls)."""
+    return pd.DataFrame(
+        [
+            {
+                "model": row["model_id"],
+                "batch": row["batch_size"],
+                "variant": row["variant"],
+                "widest": row["metric"],
+                "half-width": _fmt(row["halfwidth_pct"], 1, "%") or "no CI",
+                "target": _fmt(row["target_pct"], 0, "%"),
+                "blocks": row["blocks"],
+                "reached": "yes" if row["met"] else "no",
+                "more blocks needed": "" if row["met"] else (row["more_blocks"] or "unknown"),
+            }
+            for row in reached
+        ]
+    )
+
+
 def render(
     results: list[dict[str, Any]],
     summary: pd.DataFrame,
@@ -229,23 +269,51 @@ def render(
             _table(doc_layout(summary, environment, device, int(batch))),
         ]
     if not compared.empty:
+        margin = float(compared["margin"].iloc[0]) if "margin" in compared else math.nan
         calibrated = bool(compared["calibrated"].all()) if "calibrated" in compared else False
-        margin = (
-            "Verdicts need the 95% CI to clear the margin an A/A calibration of this machine measured "
-            "(`*_delta` columns of the CSV)."
+        noise = (
+            "Intervals pool each cell's blocks with this machine's noise record (paths.calibration: every earlier "
+            "comparison and A/A run on it); a cell much noisier than the machine stands alone and is flagged."
             if calibrated
-            else "**No A/A calibration of this machine yet**: verdicts only say whether the CI excludes 1.0, and "
-            "nothing is called equivalent. Run `dvc exp run -S 'compare=[current,current]'` once to calibrate."
+            else "**No noise record of this machine yet**: each cell's interval rests on its own blocks only (wide "
+            "with few). Every comparison adds its blocks to the record; `dvc exp run -S 'compare=[current,current]'` "
+            "(an A/A run) is a quick start."
         )
         lines += [
             "## Environments compared (interleaved in this invocation)",
             "",
-            "Ratios are B / A from per-process values (a median latency, a speedup, a compile time, a peak memory per "
-            "fresh process), with 95% CIs from Welch's t on their logarithms; compile cold: the first call of a "
-            f"process on an empty inductor cache, warm: on the cache it left. {margin} Changes of compile health "
-            "come first.",
+            "B / A per cell from paired blocks (A and B of a cell ran one after the other in every block): the mean "
+            "of the per-block log differences with its 95% CI. Two answers per metric: *did it change?* (a t-test "
+            f"at 5%: slower / faster, higher / lower, more / less) and *does it matter?* against a margin of "
+            f"±{margin:.0%} (`equivalent` when the 90% CI lies inside it; `beyond margin` when wholly outside). "
+            "The word shown is `equivalent` when it does not matter, the direction when the change is significant, "
+            "`inconclusive` otherwise; the headline (`verdict`) is Holm-adjusted across all cells, so an A/A run "
+            f"flags a headline in at most 5% of invocations. {noise} Compile cold: the first call of a process on an "
+            "empty inductor cache, warm: on the cache it left. Changes of compile health come first.",
             "",
             _table(comparison_table(compared)),
+        ]
+        series = list(run_info.get("environments") or environments)  # `compare`'s order: the baseline first
+        if len(series) > 2:
+            steps = compare.series_steps(compared.to_dict("records"), series)
+            lines += [
+                "### The series, step by step",
+                "",
+                "Each stack is compared with the one before it too; per cell, the first step whose headline change is "
+                "significant and beyond the margin:",
+                "",
+                _table(series_table(steps)),
+            ]
+    reached = run_info.get("targets") or []
+    if reached:
+        lines += [
+            "## Precision reached",
+            "",
+            "Each run got `benchmark.replicates` blocks, then more (widest intervals first) until its 95% CIs met "
+            "`benchmark.target`, or `benchmark.budget_min` or `benchmark.max_replicates` ran out. Per run, its "
+            "widest interval (B/A when stacks are compared) and, where short, about how many more blocks it needs:",
+            "",
+            _table(precision_table(reached)),
         ]
     if "first_inference_s" in summary and summary["first_inference_s"].notna().any():
         lines += [

@@ -37,6 +37,7 @@ class Context:
     min_iters: int
     min_time_s: float
     max_cv: float
+    disturbed_cores: float = 0.0  # a process whose machine was busier than this while it timed is left out; 0 = off
 
 
 @dataclass(frozen=True)
@@ -114,7 +115,9 @@ class RunRecord:
     latency_ms_max: float | None = None
     cv: float | None = None  # pooled samples' std / mean
     robust_cv: float | None = None  # pooled samples' IQR / 1.349 / median: the spread without the outliers
-    process_cv: float | None = None  # median over processes of their own robust cv (what validity judges)
+    process_cv: float | None = None  # median over processes of their own latency robust cv
+    pair_cv: float | None = None  # compiled: median over processes of the per-pair ratio's robust cv (validity)
+    disturbed_processes: int = 0  # processes left out: the machine was busy while they timed (process_results)
     latency_ms_median_ci_low: float | None = None
     latency_ms_median_ci_high: float | None = None
     latency_ci_method: str | None = None
@@ -191,6 +194,24 @@ def _run_status(results: list[TrialResult]) -> tuple[str, str | None]:
     return worst.status, f"{worst.trial_id}: {worst.error}{others}"
 
 
+def pair_ratios(result: TrialResult) -> list[float]:
+    """A process's per-pair ratios eager / compiled: what a speedup rests on (both arms move together in a level
+    shift of the machine, and the ratio cancels it)."""
+    return [e / c for e, c in zip(result.eager_ms, result.compiled_ms, strict=False) if c > 0]
+
+
+def process_cv(result: TrialResult, compiled: bool) -> float | None:
+    """The robust CV validity judges: of the per-pair ratio for a compiled run, of eager latency for an eager one."""
+    samples = pair_ratios(result) if compiled else list(result.eager_ms)
+    return stats.summarize_ms(samples).get("robust_cv") if samples else None
+
+
+def is_disturbed(result: TrialResult, limit_cores: float) -> bool:
+    """Whether other processes (or the VM's steal) took more than `limit_cores` while this process timed."""
+    busy = result.disturbance or {}
+    return limit_cores > 0 and max(busy.get("others_cores", 0.0), busy.get("steal_cores", 0.0)) > limit_cores
+
+
 def validity_problems(processes: list[TrialResult], context: Context, compiled: bool) -> list[str]:
     """Why an otherwise ok run is too thin or too noisy to report (empty when it is fine)."""
     problems = []
@@ -200,11 +221,24 @@ def validity_problems(processes: list[TrialResult], context: Context, compiled: 
             problems.append(f"{result.trial_id}: {count} iterations < benchmark.min_iters {context.min_iters}")
         if result.timed_s is not None and result.timed_s < context.min_time_s:
             problems.append(f"{result.trial_id}: timed {result.timed_s:.2f} s < benchmark.min_time_s")
-    cvs = [stats.summarize_ms(r.compiled_ms if compiled else r.eager_ms).get("robust_cv") for r in processes]
-    process_cv = _median(cvs)
-    if process_cv is not None and process_cv > context.max_cv:
-        problems.append(f"median process robust cv {process_cv:.3f} > benchmark.max_cv {context.max_cv}")
+    cv = _median([process_cv(result, compiled) for result in processes])
+    if cv is not None and cv > context.max_cv:
+        what = "per-pair ratio" if compiled else "latency"
+        problems.append(f"median process robust cv of the {what} {cv:.3f} > benchmark.max_cv {context.max_cv}")
     return problems
+
+
+def undisturbed(
+    trials: list[tuple[TrialSpec, TrialResult]], context: Context
+) -> tuple[list[tuple[TrialSpec, TrialResult]], list[str]]:
+    """The processes a run's statistics use: those the machine left alone while they timed (every one, with a
+    problem named, when none was)."""
+    clean = [(s, r) for s, r in trials if not is_disturbed(r, context.disturbed_cores)]
+    if clean or not trials:
+        return clean, []
+    return trials, [
+        f"every process was disturbed (others' CPU above benchmark.disturbed_cores {context.disturbed_cores})"
+    ]
 
 
 def _identity(spec: TrialSpec, environment: EnvironmentInfo, model: ModelInfo, context: Context) -> dict[str, Any]:
@@ -274,9 +308,10 @@ def first_inference_s(result: TrialResult, first_call_s: float | None) -> float 
     return None if any(part is None for part in parts) else sum(parts)
 
 
-def _process_row(spec: TrialSpec, result: TrialResult) -> dict[str, Any]:
+def _process_row(spec: TrialSpec, result: TrialResult, context: Context) -> dict[str, Any]:
     return {
         "trial_id": result.trial_id,
+        "block": f"{spec.variant.name}/r{spec.replicate}",  # A and B of a cell share it: compare pairs by it
         "replicate": spec.replicate,
         "cache": spec.cache,
         "cold_compile": compiled_cold(spec, result),
@@ -288,6 +323,8 @@ def _process_row(spec: TrialSpec, result: TrialResult) -> dict[str, Any]:
         "startup_s": result.startup_s,
         "load_s": result.load_s,
         "peak_mem_mib": result.peak_mem_mib,
+        "disturbance": dict(result.disturbance),
+        "disturbed": is_disturbed(result, context.disturbed_cores),
         "eager_ms": list(result.eager_ms),
         "compiled_ms": list(result.compiled_ms),
         "serve_first_call_s": list(result.serve_first_call_s),
@@ -319,7 +356,8 @@ def compiled_run(
     results = [result for _, result in trials]
     status, error = _run_status(results)
     variant_dtype = spec.variant.dtype or spec.timing.dtype
-    measured = [(s, r) for s, r in trials if r.compiled_ms and r.eager_ms and len(r.compiled_ms) == len(r.eager_ms)]
+    timed = [(s, r) for s, r in trials if r.compiled_ms and r.eager_ms and len(r.compiled_ms) == len(r.eager_ms)]
+    measured, disturbed_problems = undisturbed(timed, context)
     record: dict[str, Any] = {
         **_identity(spec, environment, model, context),
         **_measured_facts(results),
@@ -330,7 +368,8 @@ def compiled_run(
         "error": error,
         "replicates": len(trials),
         "processes": len(measured),
-        "process_results": tuple(_process_row(s, r) for s, r in trials),
+        "disturbed_processes": sum(is_disturbed(r, context.disturbed_cores) for _, r in trials),
+        "process_results": tuple(_process_row(s, r, context) for s, r in trials),
     }  # fmt: skip
     if measured:
         compiled = [list(r.compiled_ms) for _, r in measured]
@@ -374,7 +413,8 @@ def compiled_run(
             if compile_s is not None:
                 record[key] = stats.break_even_calls(compile_s, eager_median, compiled_median)
         if status == STATUS_OK:
-            problems = validity_problems([r for _, r in measured], context, compiled=True)
+            problems = disturbed_problems + validity_problems([r for _, r in measured], context, compiled=True)
+            record["pair_cv"] = _median([process_cv(r, compiled=True) for _, r in measured])
             if problems:
                 record.update(status="invalid", error="; ".join(problems))
     healths = [r.health for r in results if r.health is not None]
@@ -409,7 +449,7 @@ def eager_run(
     """The eager run of one (environment, model, batch size): every process's eager samples."""
     spec = trials[0][0]
     results = [result for _, result in trials]
-    measured = [(s, r) for s, r in trials if r.eager_ms]
+    measured, disturbed_problems = undisturbed([(s, r) for s, r in trials if r.eager_ms], context)
     load_failures = [r for r in results if r.status != STATUS_OK and r.eager_first_call_s is None]
     status, error = _run_status(load_failures) if load_failures else (STATUS_OK, None)
     if status == STATUS_OK and not measured:
@@ -432,7 +472,8 @@ def eager_run(
         "error": error,
         "replicates": len(trials),
         "processes": len(measured),
-        "process_results": tuple(_process_row(s, r) for s, r in trials),
+        "disturbed_processes": sum(is_disturbed(r, context.disturbed_cores) for _, r in trials),
+        "process_results": tuple(_process_row(s, r, context) for s, r in trials),
         "first_call_s": _median([r.eager_first_call_s for r in results]),
         "first_inference_s": _median([first_inference_s(r, r.eager_first_call_s) for r in results]),
         "peak_mem_mib": _median([r.eager_peak_mem_mib for r in results]),
@@ -443,7 +484,7 @@ def eager_run(
     if measured:
         record.update(_latency_fields([list(r.eager_ms) for _, r in measured], spec.batch_size))
         if status == STATUS_OK and eager_variant:
-            problems = validity_problems([r for _, r in measured], context, compiled=False)
+            problems = disturbed_problems + validity_problems([r for _, r in measured], context, compiled=False)
             if problems:
                 record.update(status="invalid", error="; ".join(problems))
     return RunRecord(**record)

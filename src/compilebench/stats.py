@@ -9,9 +9,14 @@ resamples 3 processes cannot do this: its interval stays within the range of the
 true value only 75% of the time (1 - 2 * 0.5**3). With a single process there is no between-process spread to
 measure: the interval is then a bootstrap of that process's pairs, and labelled `within-process` as a warning.
 
-Comparing two environments (B against A) uses the per-process estimates of both: Welch's t on the difference of
-their mean logarithms. A verdict needs the interval to clear a margin delta measured by an A/A calibration (the
-same environment compared with itself on this machine), not only 1.0.
+Comparing two environments (B against A) inside one invocation uses the blocks the balanced order makes: in each
+block A and B ran one after the other, so the difference of their log values cancels what the machine did to both.
+The mean difference gets a t-interval whose variance pools the cell's own blocks with this machine's noise (a
+pooled variance of such differences, learnt from earlier comparisons and A/A runs, with its degrees of freedom),
+unless an F-test finds the cell much noisier than the machine: then the cell stands on its own blocks, flagged.
+Two questions get two answers: *did it change?* (a t-test at 5%; the headline across cells Holm-adjusted) and *does
+it matter?* (equivalence within a user margin: the 90% interval inside +-margin, i.e. two one-sided tests).
+Rows from different invocations cannot be paired: Welch's t on the per-process values of each side.
 """
 
 from __future__ import annotations
@@ -27,8 +32,13 @@ WITHIN = "within-process bootstrap"
 SINGLE = "single value"
 NO_SIGNIFICANT_DIFFERENCE = "no significant difference"
 EQUIVALENT, INCONCLUSIVE = "equivalent", "inconclusive"
+BEYOND_MARGIN, UNDECIDED = "beyond margin", "undecided"  # does it matter: the 90% CI wholly beyond +-margin, or neither
+NOT_SIGNIFICANT = "not significant"  # did it change: no (p >= ALPHA)
+ALPHA = 0.05  # significance level of every "did it change" test
+NOISY_ALPHA = 0.01  # an F-test below this says a cell is noisier than the machine: it is not pooled, and flagged
+PAIRED = "paired blocks"  # how a B/A interval was made: differences within blocks of one invocation
+UNPAIRED = "welch"  # per-process values of separate invocations: no pairing possible
 IQR_PER_STD = 1.349  # the interquartile range of a normal distribution, in standard deviations
-MIN_DELTA = 0.005  # the smallest margin an A/A calibration may set (0.5%): below that, rounding noise
 
 
 @dataclass(frozen=True)
@@ -161,16 +171,117 @@ def median_estimate(samples: list[list[float]], confidence: float = CONFIDENCE) 
     return geometric_interval([float(np.median(s)) for s in samples], confidence)
 
 
-def ratio_estimate(baseline: list[float], candidate: list[float], confidence: float = CONFIDENCE) -> Estimate:
-    """Candidate / baseline of per-process values (B over A), with a t-interval on the difference of mean logs.
+def verdict(ci_low: float, ci_high: float) -> str:
+    """Eager vs compiled: `faster`, `slower`, or no significant difference when the CI contains 1.0."""
+    if ci_low > 1.0:
+        return "faster"
+    if ci_high < 1.0:
+        return "slower"
+    return NO_SIGNIFICANT_DIFFERENCE
 
-    Welch's interval when both sides have two or more processes; a pooled variance when one side has a single
-    process; no interval when neither can show its spread.
+
+@dataclass(frozen=True)
+class Noise:
+    """Noise of paired log differences: their sum of squares around each cell's mean, and its degrees of freedom.
+    Pooled by adding (what an A/A calibration and every comparison's blocks contribute to a machine's record)."""
+
+    ss: float = 0.0
+    dof: int = 0
+
+    @property
+    def variance(self) -> float:
+        return self.ss / self.dof if self.dof > 0 else math.nan
+
+    def __add__(self, other: Noise) -> Noise:
+        return Noise(self.ss + other.ss, self.dof + other.dof)
+
+
+def noise_of(differences: list[float]) -> Noise:
+    """A cell's own noise: the spread of its paired differences around their mean (n - 1 degrees of freedom)."""
+    values = np.asarray(differences, dtype=float)
+    if values.size < 2:
+        return Noise()
+    return Noise(float(((values - values.mean()) ** 2).sum()), int(values.size - 1))
+
+
+@dataclass(frozen=True)
+class Ratio:
+    """B / A with a 95% and a 90% interval, the p-value of "no change", and what the interval rests on."""
+
+    value: float
+    low: float  # 95%
+    high: float
+    low90: float  # 90%: the equivalence test's interval
+    high90: float
+    p_value: float
+    blocks: int  # paired blocks (or the smaller side's processes, unpaired)
+    dof: float
+    method: str  # PAIRED | UNPAIRED | SINGLE
+    noise: str = "none"  # the variance used: cell | cell+machine | machine | none
+    noisy: bool = False  # the F-test found the cell noisier than the machine (not pooled)
+    cell_noise: Noise = Noise()
+
+    @property
+    def has_interval(self) -> bool:
+        return math.isfinite(self.low) and math.isfinite(self.high)
+
+    @property
+    def halfwidth(self) -> float:
+        """Half the 95% interval's width on the log scale (0.049 = +-5%); infinite without an interval."""
+        return (math.log(self.high) - math.log(self.low)) / 2 if self.has_interval else math.inf
+
+
+def _ratio(center: float, se: float, dof: float, blocks: int, method: str, **extra) -> Ratio:
+    """A Ratio from a mean log difference, its standard error and degrees of freedom."""
+    from scipy import stats as scipy_stats
+
+    if not (se > 0 and dof > 0):
+        nan = math.nan
+        exact = se == 0 and dof > 0  # every block gave the same difference: a point, p by its sign
+        p_value = (0.0 if center else 1.0) if exact else nan
+        bound = (math.exp(center),) * 4 if exact else (nan,) * 4
+        return Ratio(math.exp(center), *bound, p_value, blocks, dof, method, **extra)
+    t95, t90 = t_quantile(0.975, dof), t_quantile(0.95, dof)
+    p_value = float(2 * scipy_stats.t.sf(abs(center) / se, dof))
+    return Ratio(math.exp(center), math.exp(center - t95 * se), math.exp(center + t95 * se),
+                 math.exp(center - t90 * se), math.exp(center + t90 * se), p_value, blocks, dof, method,
+                 **extra)  # fmt: skip
+
+
+def paired_ratio(a: list[float], b: list[float], machine: Noise | None = None) -> Ratio:
+    """B / A from per-block values (a[i] and b[i] ran in the same block), with this machine's noise as a prior.
+
+    The cell's own variance of log differences is pooled with `machine`'s unless an F-test (p < NOISY_ALPHA) says
+    the cell is noisier: then it stands alone and is flagged `noisy`. One block with no machine noise: no interval.
     """
+    diffs = np.log(np.asarray(b, dtype=float)) - np.log(np.asarray(a, dtype=float))
+    blocks = int(diffs.size)
+    if blocks == 0:
+        return Ratio(*(math.nan,) * 6, 0, 0, SINGLE)
+    center, own = float(diffs.mean()), noise_of(list(diffs))
+    usable = machine if machine is not None and machine.dof > 0 and machine.variance > 0 else None
+    noisy = False
+    if usable is not None and own.dof > 0:
+        from scipy import stats as scipy_stats
+
+        noisy = bool(scipy_stats.f.sf(own.variance / usable.variance, own.dof, usable.dof) < NOISY_ALPHA)
+    if usable is None or noisy:
+        pooled, source = own, "cell"
+    else:
+        pooled, source = own + usable, ("cell+machine" if own.dof else "machine")
+    if pooled.dof == 0:
+        return Ratio(math.exp(center), *(math.nan,) * 5, blocks, 0, SINGLE)
+    se = math.sqrt(pooled.variance / blocks)
+    return _ratio(center, se, pooled.dof, blocks, PAIRED, noise=source, noisy=noisy, cell_noise=own)
+
+
+def welch_ratio(baseline: list[float], candidate: list[float]) -> Ratio:
+    """B / A from per-process values that cannot be paired (separate invocations): Welch's t on the difference of
+    mean logs; a pooled variance when one side has a single process; no interval when neither shows its spread."""
     a, b = np.log(np.asarray(baseline, dtype=float)), np.log(np.asarray(candidate, dtype=float))
     processes = int(min(a.size, b.size))
     if a.size == 0 or b.size == 0:
-        return Estimate(math.nan, math.nan, math.nan, 0, SINGLE)
+        return Ratio(*(math.nan,) * 6, 0, 0, SINGLE)
     center = float(b.mean() - a.mean())
     if a.size >= 2 and b.size >= 2:
         var_a, var_b = a.var(ddof=1) / a.size, b.var(ddof=1) / b.size
@@ -181,41 +292,57 @@ def ratio_estimate(baseline: list[float], candidate: list[float], confidence: fl
         se = float(spread.std(ddof=1)) * math.sqrt(1 / a.size + 1 / b.size)
         dof = a.size + b.size - 2
     else:
-        return Estimate(math.exp(center), math.nan, math.nan, processes, SINGLE)
-    half = t_quantile((1 + confidence) / 2, dof) * se
-    return Estimate(math.exp(center), math.exp(center - half), math.exp(center + half), processes, BETWEEN)
+        return Ratio(math.exp(center), *(math.nan,) * 5, processes, 0, SINGLE)
+    return _ratio(center, se, float(dof), processes, UNPAIRED, noise="cell")
 
 
-def verdict(ci_low: float, ci_high: float) -> str:
-    """Eager vs compiled: `faster`, `slower`, or no significant difference when the CI contains 1.0."""
-    if ci_low > 1.0:
-        return "faster"
-    if ci_high < 1.0:
-        return "slower"
-    return NO_SIGNIFICANT_DIFFERENCE
-
-
-def calibrated_verdict(ratio: Estimate, delta: float | None, above: str, below: str) -> str:
-    """B/A ratio against a margin delta (log scale) from an A/A calibration.
-
-    `above` / `below`: the interval lies wholly above e^delta / below e^-delta; `equivalent`: wholly inside
-    [e^-delta, e^delta]; `inconclusive` otherwise. Without a calibration (delta None) only significance is judged
-    (the interval excludes 1.0), and nothing is called equivalent.
-    """
-    if not ratio.has_interval:
-        return INCONCLUSIVE
-    margin = delta or 0.0
-    low, high = math.log(ratio.low), math.log(ratio.high)
-    if low > margin:
-        return above
-    if high < -margin:
-        return below
-    if delta is not None and -margin <= low and high <= margin:
+def relevance(ratio: Ratio, margin: float) -> str:
+    """Does it matter, against a margin (0.05 = 5%): `equivalent` when the 90% interval lies inside
+    [1/(1+margin), 1+margin] (two one-sided tests at 5%), `beyond margin` when it lies wholly outside on one side,
+    else `undecided`."""
+    if not (math.isfinite(ratio.low90) and math.isfinite(ratio.high90)):
+        return UNDECIDED
+    bound = math.log1p(margin)
+    low, high = math.log(ratio.low90), math.log(ratio.high90)
+    if -bound < low and high < bound:
         return EQUIVALENT
-    return INCONCLUSIVE
+    if low > bound or high < -bound:
+        return BEYOND_MARGIN
+    return UNDECIDED
 
 
-def calibration_delta(aa_ratios: list[float]) -> float:
-    """The margin an A/A calibration sets: the largest |log ratio| its cells showed (never below MIN_DELTA)."""
-    logs = [abs(math.log(r)) for r in aa_ratios if r and math.isfinite(r) and r > 0]
-    return max([MIN_DELTA, *logs])
+def change(ratio: Ratio, above: str, below: str, p_value: float | None = None) -> str:
+    """Did it change: `above` / `below` when the p-value (or an adjusted one) is under ALPHA, else not significant."""
+    p_value = ratio.p_value if p_value is None else p_value
+    if math.isnan(p_value) or p_value >= ALPHA:  # NaN: no test possible
+        return NOT_SIGNIFICANT
+    return above if ratio.value > 1 else below
+
+
+def verdict_of(changed: str, relevant: str) -> str:
+    """One word per (cell, metric): `equivalent` when it does not matter (whatever a test says of a tiny change),
+    the direction of a significant change, else `inconclusive`."""
+    if relevant == EQUIVALENT:
+        return EQUIVALENT
+    return INCONCLUSIVE if changed == NOT_SIGNIFICANT else changed
+
+
+def holm(p_values: list[float]) -> list[float]:
+    """Holm-adjusted p-values (family-wise error at most the level), in the order given; NaN stays NaN."""
+    indexed = sorted((p, i) for i, p in enumerate(p_values) if not math.isnan(p))
+    adjusted = [math.nan] * len(p_values)
+    running, count = 0.0, len(indexed)
+    for rank, (p, i) in enumerate(indexed):
+        running = max(running, min(1.0, (count - rank) * p))
+        adjusted[i] = running
+    return adjusted
+
+
+def more_blocks(halfwidth: float, target: float, blocks: int) -> int | None:
+    """About how many more blocks an interval of `halfwidth` (log scale) from `blocks` needs to reach `target`
+    (the half-width shrinks with the square root of the blocks); None when it cannot be said (no interval yet)."""
+    if halfwidth <= target:
+        return 0
+    if not math.isfinite(halfwidth) or blocks < 1:
+        return None
+    return max(1, math.ceil(blocks * (halfwidth / target) ** 2) - blocks)

@@ -3,7 +3,8 @@
 Steady-state calls: CUDA events around the call on a GPU (read after a synchronize), `perf_counter_ns` on the CPU.
 A first call (compile time: seconds of host work) is timed on the host clock between two synchronizes, as the
 dynamo harness does. Memory: the allocator's peaks on CUDA (allocated and reserved); on the CPU, the process's
-peak RSS (VmHWM), reset per phase. Statistics of the samples live in `stats`.
+peak RSS (VmHWM), reset per phase. How busy the machine was while a process timed (other processes' CPU, the VM's
+steal, the load) is read from /proc around the timed window. Statistics of the samples live in `stats`.
 """
 
 from __future__ import annotations
@@ -124,6 +125,31 @@ def memory_peak_mib(call: Callable[[], Any], iters: int, device: str) -> tuple[f
     synchronize(device)
     peak = peak_memory_mib(device)
     return peak, max(peak - before, 0.0)
+
+
+def cpu_snapshot() -> tuple[float, float, float, float] | None:
+    """(monotonic s, the machine's busy CPU s, its steal s, this process's own CPU s) from /proc/stat and os.times;
+    None where /proc/stat is missing (not Linux)."""
+    try:
+        fields = Path("/proc/stat").read_text().splitlines()[0].split()
+    except OSError:
+        return None
+    ticks = [int(value) for value in fields[1:]]
+    user, nice, system, _idle, _iowait, irq, softirq, steal = (ticks + [0] * 8)[:8]
+    per_tick = os.sysconf("SC_CLK_TCK")
+    own = os.times()
+    return time.monotonic(), (user + nice + system + irq + softirq) / per_tick, steal / per_tick, own[0] + own[1]
+
+
+def disturbance(before: tuple | None, after: tuple | None) -> dict[str, float]:
+    """How busy the machine was between two `cpu_snapshot`s, in cores (CPU seconds per second): `others_cores`, the
+    CPU that processes other than this one used; `steal_cores`, what the hypervisor took; and the 1-minute load."""
+    if before is None or after is None or after[0] <= before[0]:
+        return {}
+    window = after[0] - before[0]
+    others = max((after[1] - before[1]) - (after[3] - before[3]), 0.0)
+    return {"window_s": window, "others_cores": others / window, "steal_cores": (after[2] - before[2]) / window,
+            "load_1m": os.getloadavg()[0]}  # fmt: skip
 
 
 def ci_narrow_enough(eager_ms: list[float], compiled_ms: list[float], target_halfwidth: float) -> bool:

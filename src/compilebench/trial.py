@@ -369,10 +369,14 @@ def run_compiled(spec: TrialSpec, loaded: dict[str, Any], eager: Any, reference:
         timing.reset_peak_memory(device)
         peak, delta = timing.memory_peak_mib(call, timing_spec.memory_iters, device)
         reserved = timing.peak_reserved_mib(device)
+        for _ in range(timing_spec.warmup_iters):  # eager's own warm-up, right before it is timed (after compiling)
+            eager()
+        before = timing.cpu_snapshot()
         eager_ms, compiled_ms, timed_s = timing.paired_samples(
             eager, call, device, timing_spec.min_iters, timing_spec.min_time_s, timing_spec.max_time_s,
             timing_spec.target_ci_halfwidth,
         )  # fmt: skip
+        busy = timing.disturbance(before, timing.cpu_snapshot())
         health = compile_health({"graph_count": first.graph_count})
         if variant.deploy == DEPLOY_AOTI:  # a package runs no dynamo graph, and is compiled all the same
             health = dataclasses.replace(health, fell_back_to_eager=False)
@@ -394,6 +398,7 @@ def run_compiled(spec: TrialSpec, loaded: dict[str, Any], eager: Any, reference:
         "eager_ms": tuple(eager_ms),
         "compiled_ms": tuple(compiled_ms),
         "timed_s": timed_s,
+        "disturbance": busy,
         "variant_dtype": dtype_name,
         "task_check": compared,
         "task_agreement": agreement,
@@ -447,12 +452,16 @@ def run_trial(spec: TrialSpec) -> TrialResult:
                     torch._dynamo.reset()
             if not spec.variant.compile or failure is not None:
                 state["phase"] = "run"
+                for _ in range(timing_spec.warmup_iters if failure else 0):  # warm again after a failed compile
+                    eager()
+                before = timing.cpu_snapshot()
                 samples, timed_s = timing.single_samples(
                     eager, device, timing_spec.min_iters, timing_spec.min_time_s, timing_spec.max_time_s
                 )
                 status, error_text = failure or ("ok", None)
                 measured = {"status": status, "error": error_text, "eager_ms": tuple(samples), "timed_s": timed_s,
-                            "warmup_calls": timing_spec.warmup_iters}  # fmt: skip
+                            "warmup_calls": timing_spec.warmup_iters,
+                            "disturbance": timing.disturbance(before, timing.cpu_snapshot())}  # fmt: skip
     except Exception as error:  # the trial boundary: what happened becomes the result
         LOGGER.exception("trial %s failed while %s", spec.trial_id, state["phase"])
         return TrialResult.failed(spec.trial_id, classify_error(error, state["phase"]), _message(error), **known)
