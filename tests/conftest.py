@@ -63,7 +63,10 @@ ROOT = Path(__file__).resolve().parents[1]
 # Timing settings that keep tiny models quick. Validity is off (max_cv): it has tests of its own, and on 2 cores a
 # parallel test run stalls a 1 ms call for 200 ms now and then; here the plumbing is tested.
 QUICK = {"min_iters": 3, "min_time_s": 0.2, "max_time_s": 5.0, "warmup_iters": 1, "memory_iters": 1, "max_cv": 1e6,
-         "replicates": 1, "cold_replicates": 0, "compile_cache": "shared"}  # fmt: skip
+         "replicates": 1, "cold_replicates": 0, "compile_cache": "shared",
+         "budget_min": 0, "disturbed_cores": 0}  # fmt: skip
+# budget_min 0: no blocks beyond `replicates`; disturbed_cores 0: the other xdist worker's trials do not count as
+# disturbance (the tests of the adaptive loop and of disturbance set their own)
 
 
 # The xdist groups (each runs whole on one worker), in the order they are handed out (pyproject turns off xdist's

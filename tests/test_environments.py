@@ -55,12 +55,12 @@ def compared(compared_project):
 
 @pytest.fixture(scope="module")
 def calibrated(compared, tmp_path_factory):
-    """A copy of that project after an A/A invocation (the same environment compared with itself), one process a
-    side: the margins come from the ratios, which one process gives."""
+    """A copy of that project after an A/A invocation (the same environment compared with itself), two blocks of
+    warm processes: one degree of freedom of noise per metric, added to the machine's record."""
     source, env, _ = compared
     root = tmp_path_factory.mktemp("aa") / "project"
     shutil.copytree(source, root, symlinks=True)
-    set_params(root, compare=["current", "current"], **{"benchmark.compile_cache": "shared", "benchmark.replicates": 1,
+    set_params(root, compare=["current", "current"], **{"benchmark.compile_cache": "shared", "benchmark.replicates": 2,
                                                           "benchmark.cold_replicates": 0})  # fmt: skip
     for stage in ("load_models", "benchmark", "aggregate"):
         _stage(stage, root, env)
@@ -76,9 +76,8 @@ def test_each_environment_runs_in_its_own_interpreter(compared):
     assert by_env[OTHER]["torch_version"].startswith("2.13.0")
     assert json.loads(by_env[OTHER]["environment_pins"])["transformers"] == "4.57.6"
     assert "transformers==4.57.6" in by_env[OTHER]["environment_freeze"]
-    assert not any(
-        line.startswith("mlflow==") for line in by_env[OTHER]["environment_freeze"]
-    )  # the trial's stack only
+    for label in ("current", OTHER):  # the trial's stack only, the baseline built by the same recipe
+        assert not any(line.startswith("mlflow==") for line in by_env[label]["environment_freeze"]), label
     assert by_env["current"]["environment_key"] != by_env[OTHER]["environment_key"]
     assert all(row["status"] == "ok" for row in rows), [(r["variant"], r["status"], r["error"]) for r in rows]
 
@@ -108,21 +107,32 @@ def test_the_comparison_table_reads_b_against_a(compared):
     for metric in ("eager_latency", "compiled_latency", "speedup", "compile_cold", "compile_warm", "peak_memory"):
         assert row[f"{metric}_ratio"] > 0, metric
     assert row["compiled_latency_ci_low"] <= row["compiled_latency_ratio"] <= row["compiled_latency_ci_high"]
-    assert row["verdict"] in ("slower", "faster", "inconclusive")  # no calibration in this project: never equivalent
+    assert row["compiled_latency_method"] == "paired blocks" and row["compiled_latency_blocks"] == 2
+    assert row["compiled_latency_ci90_low"] > row["compiled_latency_ci_low"]  # the 90% CI inside the 95% one
+    assert row["compiled_latency_relevance"] in ("equivalent", "beyond margin", "undecided") and row["margin"] == 0.05
+    assert not row["calibrated"]  # the first comparison on this machine: no noise record yet
     report = (root / "data/report/report.md").read_text()
-    assert "## Environments compared" in report and "No A/A calibration of this machine yet" in report
+    assert "## Environments compared" in report and "No noise record of this machine yet" in report
     assert (root / "data/plots/comparison.png").exists()
 
 
 @COMPARED
-def test_an_aa_invocation_calibrates_the_machine(calibrated):
+def test_every_comparison_adds_to_the_machines_noise_record(calibrated):
+    """The two-stack invocation recorded its blocks' noise; the A/A after it added its own beside it (not over it),
+    was judged with the first one's, and the baseline was a venv built by the same recipe as the candidate."""
     root, _ = calibrated
     calibrations = json.loads((root / "data/calibration.json").read_text())
-    [calibration] = calibrations.values()
-    assert set(calibration["deltas"]) >= {"eager_latency", "compiled_latency", "speedup"}
-    assert all(delta >= 0.005 for delta in calibration["deltas"].values())
+    [record] = calibrations.values()
+    assert record["version"] == 2 and len(record["invocations"]) == 2
+    aa = [entry for entry in record["invocations"].values() if entry["aa"]]
+    ab = [entry for entry in record["invocations"].values() if not entry["aa"]]
+    assert len(aa) == len(ab) == 1
+    ss, dof = ab[0]["noise"]["compiled_latency"]
+    assert dof == 1 and ss >= 0  # two blocks of one cell: one degree of freedom
     table = pd.read_csv(root / "data/results/comparison.csv")
-    assert set(table["candidate"]) == {"current#2"}
+    assert set(table["candidate"]) == {"current#2"} and table["calibrated"].all()
+    rows = [json.loads(line) for line in (root / "data/results/runs.jsonl").read_text().splitlines()]
+    assert not any(line.startswith("mlflow==") for row in rows for line in row["environment_freeze"])
 
 
 @COMPARED

@@ -4,7 +4,8 @@ A block of a run (model, batch size, variant) is one fresh process per compared 
 a balanced order (`plan.balanced_order`). Once the planned blocks are done, `extend` asks of every run how far its
 widest 95% interval is from its target (`benchmark.target`: speedup, compile time, latency; B/A when stacks are
 compared, the run's own interval otherwise) and adds a block to each run short of it, furthest first, while the
-blocks fit in `benchmark.budget_min` (minutes of trial processes in all, the planned blocks included) and a run has
+blocks fit in `benchmark.budget_min` (minutes of trial processes per compared environment, the planned blocks
+included) and a run has
 fewer than `benchmark.max_replicates`. A block re-runs cold when cold compile time is the widest interval; warm
 otherwise. A run with fewer undisturbed blocks than `replicates` gets a block first: a disturbed process is re-run,
 never silently dropped. It stops on width, never on significance, so the tests' error rates hold. Every decision is a
@@ -67,6 +68,16 @@ def _own_intervals(row: dict[str, Any]) -> dict[str, stats.Estimate]:
     return {name: stats.geometric_interval(list(compare.process_values(row, name).values())) for name in names}
 
 
+def _stopping_halfwidth(row: dict[str, Any], metric: str, noise: dict[str, stats.Noise] | None) -> float:
+    """What a compared cell's width is judged by: the half-width the machine's noise gives its blocks where the
+    machine has a record and the cell is not noisier than it (stats.expected_halfwidth); its own interval's
+    otherwise (no record yet, or a noisy cell standing alone)."""
+    machine = (noise or {}).get(metric)
+    if machine is None or machine.dof == 0 or row[f"{metric}_noisy"] or row[f"{metric}_method"] != stats.PAIRED:
+        return row[f"{metric}_halfwidth"]
+    return stats.expected_halfwidth(machine, int(row[f"{metric}_blocks"]))
+
+
 def widths(
     records: list[dict[str, Any]],
     labels: list[str],
@@ -83,8 +94,9 @@ def widths(
                 continue
             for metric in compare.METRICS:
                 if f"{metric.name}_ratio" in row:
-                    found.append(((row["model_id"], row["batch_size"], row["variant"]), metric.name,
-                                  row[f"{metric.name}_halfwidth"], row[f"{metric.name}_blocks"]))  # fmt: skip
+                    halfwidth = _stopping_halfwidth(row, metric.name, noise)
+                    slot = (row["model_id"], row["batch_size"], row["variant"])
+                    found.append((slot, metric.name, halfwidth, row[f"{metric.name}_blocks"]))
     else:
         for row in records:
             for name, estimate in _own_intervals(row).items():
@@ -161,7 +173,7 @@ def extend(
         by_slot.setdefault(slot_of(spec), []).append(spec)
     short = [slot for slot in by_slot if clean.get(slot, 0) < bench.replicates]
     ranked = short + sorted((s for s in worst if s not in short), key=lambda s: -worst[s].distance)
-    budget_s, spent_s = bench.budget_min * 60, sum(result.wall_s for result in results.values())
+    budget_s, spent_s = bench.budget_min * 60 * len(labels), sum(result.wall_s for result in results.values())
     added: list[TrialSpec] = []
     for slot in ranked:
         specs = by_slot[slot]

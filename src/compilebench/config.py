@@ -239,8 +239,8 @@ class Benchmark:
     num_threads: int = 0  # torch intra-op threads; 0 = one per core
     replicates: int = 3  # blocks every run gets first: a fresh process per environment each (undisturbed ones)
     max_replicates: int = 10  # blocks a run may get at most, when its intervals are still wider than `target`
-    budget_min: float = 11.0  # minutes of trial processes in all: the first `replicates` blocks always run, more
-    #                            (widest CIs first) only while they fit
+    budget_min: float = 10.0  # minutes of trial processes per compared environment: the first `replicates` blocks
+    #                            always run, more (widest CIs first) only while they fit
     target: Target = field(default_factory=Target)  # CI half-widths more blocks aim for, widest cells first
     disturbed_cores: float = 0.25  # a process is disturbed (re-run in a new block) when other processes used more
     #                                than this many cores on average while it timed, or the VM lost as much to steal

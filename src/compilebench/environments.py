@@ -2,9 +2,10 @@
 
     python -m compilebench.environments torch-2.14.1 [...]    # build (or find) environments named in params.yaml
 
-`current` is the project's own environment (the interpreter running the pipeline, pinned by constraints.txt and
-requirements.txt). Any other environment is a venv holding only what a trial process needs (torch, transformers
-and their companions; no mlflow, dvc or pandas), built on first use under `paths.environments` in a folder keyed by
+`current` alone is the project's own environment (the interpreter running the pipeline, pinned by constraints.txt and
+requirements.txt). Any other environment, and `current` too as soon as it is compared with anything, is a venv
+holding only what a trial process needs (torch, transformers and their companions; no mlflow, dvc or pandas), built
+by one recipe on first use under `paths.environments` in a folder keyed by
 its resolved pins and Python version, and reused afterwards. Two pipelines building the same environment wait for
 each other (a file lock). Its exact package list (`pip freeze`) goes with every run it measures. A build that
 cannot work (no such version, no wheel for this platform or Python) is an error naming the environment, raised
@@ -235,13 +236,18 @@ def check_device(stack: Stack, label: str, device: str) -> None:
 
 
 def stacks(selected: list[dict], root: Path, cache_root: Path) -> dict[str, Stack]:
-    """The interpreter of each compared environment (by label), `current` checked, the others built or reused."""
+    """The interpreter of each environment (by label), built or reused. Alone, `current` is the project's own
+    interpreter (checked against its pins); compared with anything (an A/A run included), it is built by the same
+    recipe as the others, a minimal venv from the project's pins, so an A/B differs only in what the user pinned
+    and not in the project's own tools (mlflow, dvc, pandas) sitting in one side's process."""
     built: dict[str, Stack] = {}
     by_label = {}
+    compared = len(selected) > 1
     for entry in selected:
         name = entry["name"]
         if name not in built:
-            built[name] = current(root) if name == CURRENT else build(name, entry["pins"], cache_root)
+            own = name == CURRENT and not compared
+            built[name] = current(root) if own else build(name, entry["pins"], cache_root)
         by_label[entry["label"]] = built[name]
     return by_label
 

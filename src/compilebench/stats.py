@@ -338,6 +338,15 @@ def holm(p_values: list[float]) -> list[float]:
     return adjusted
 
 
+def expected_halfwidth(machine: Noise, blocks: int) -> float:
+    """The 95% half-width (log scale) a paired interval of `blocks` blocks gets from this machine's noise alone: what
+    the adaptive loop stops on where the machine has a record. It does not look at the cell's own differences, so
+    stopping cannot favour cells whose first blocks happened to agree (which would flag equal stacks too often)."""
+    if machine.dof <= 0 or blocks < 1:
+        return math.inf
+    return t_quantile(0.975, machine.dof + blocks - 1) * math.sqrt(machine.variance / blocks)
+
+
 def more_blocks(halfwidth: float, target: float, blocks: int) -> int | None:
     """About how many more blocks an interval of `halfwidth` (log scale) from `blocks` needs to reach `target`
     (the half-width shrinks with the square root of the blocks); None when it cannot be said (no interval yet)."""

@@ -1,0 +1,137 @@
+"""The verdict rule's error rates: false flags on equal stacks and power for a real 10% change, through our own code.
+
+    python benchmarks/verdict_power.py                  # sigma from this machine's noise record, if it has one
+    python benchmarks/verdict_power.py --sigma 0.07 --trials 400 --cells 6
+
+Synthetic comparisons with a known answer, judged by compilebench's own verdict code (`compare.comparison_rows`:
+paired blocks, the machine's pooled noise, the F-test, equivalence against the margin, Holm across cells) and
+extended by its own stop rule (`adaptive.widths`: a block more to every cell whose 95% CI is wider than its target,
+up to `--max-blocks`). Per block, A and B of a cell share a drift of the machine (sd `--drift`, which pairing must
+cancel) and each process adds its own noise: the per-block log difference has sd `sigma` (per metric kind). Before
+each comparison, an A/A run of the same design gives the machine's noise record, as `compare=[current,current]` does.
+
+Printed per metric kind: the share of (cell, metric) verdicts that flag a change on equal stacks (target <= 0.05),
+the share of invocations whose Holm-adjusted headline flags anything, the share of cells where a real +10% is flagged
+slower (power; target >= 0.80 for speedup and compile time), how often equal stacks are called `equivalent`, and the
+blocks used. The last line is `fpr=<largest per-verdict false-flag rate> power10=<smallest power of speedup and
+compile time>`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import statistics
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from compilebench import adaptive, compare, fingerprint, stats
+
+DEFAULT_SIGMA = {"speedup": 0.07, "compile": 0.07, "latency": 0.10}  # sd of a per-block log difference, assumed
+KIND_METRIC = {"speedup": "speedup", "compile": "compile_warm", "latency": "compiled_latency"}
+TARGET = {"speedup": 0.05, "compile": 0.05, "latency": 0.10}  # params.yaml's benchmark.target defaults
+FLAGS = ("slower", "faster", "higher", "lower")
+
+
+def measured_sigma(calibration: Path) -> dict[str, float]:
+    """Per metric kind, the sd of a per-block log difference in this machine's noise record (where it has one)."""
+    key = f"{fingerprint.host()['machine_fingerprint']}|cpu"
+    noise = compare.machine_noise(compare.load_calibrations(calibration).get(key))
+    found = {}
+    for kind, metric in KIND_METRIC.items():
+        if metric in noise and noise[metric].dof >= 5:
+            found[kind] = math.sqrt(noise[metric].variance)
+    return found
+
+
+def rows(
+    seed: int, cells: int, blocks: list[int], metric: str, sigma: float, drift: float, truth: float, invocation: str
+) -> list[dict]:
+    """A and B rows of `cells` cells, per-block values in MLflow's form (process_values by block); a cell's draws
+    depend on (seed, cell) only, so a cell given more blocks keeps the values of the blocks it had."""
+    made = []
+    for cell in range(cells):
+        rng = np.random.default_rng([seed, cell])
+        values_a, values_b = {}, {}
+        for block in range(blocks[cell]):
+            shared = rng.normal(0, drift)
+            values_a[f"default/r{block}"] = math.exp(shared + rng.normal(0, sigma / math.sqrt(2)))
+            values_b[f"default/r{block}"] = truth * math.exp(shared + rng.normal(0, sigma / math.sqrt(2)))
+        for label, key, values in (("A", "k", values_a), ("B", "k2", values_b)):
+            made.append({"model_id": f"m{cell}", "label": f"M{cell}", "task": "t", "batch_size": 1,
+                         "variant": "default", "compile": True, "status": "ok", "environment": label,
+                         "environment_key": key, "invocation_id": invocation,
+                         "process_values": {metric: values}})  # fmt: skip
+    return made
+
+
+def one_comparison(rng, args, kind: str, sigma: float, truth: float, trial: int) -> tuple[list[dict], list[int]]:
+    """An A/A run for the machine's noise, then an adaptive comparison; its rows and the blocks each cell used."""
+    metric = KIND_METRIC[kind]
+    aa_rows = rows(int(rng.integers(1 << 31)), args.cells, [args.blocks] * args.cells, metric, sigma, args.drift, 1.0,
+                   f"aa{trial}")  # fmt: skip
+    aa = compare.comparison_rows(aa_rows, None, ["A", "B"], args.margin)
+    noise = compare.noise_measured(aa)
+    seed = int(rng.integers(1 << 31))
+    blocks = [args.blocks] * args.cells
+    while True:
+        made = rows(seed, args.cells, blocks, metric, sigma, args.drift, truth, f"ab{trial}")
+        widths = adaptive.widest(adaptive.widths(made, ["A", "B"], {kind: TARGET[kind]}, noise, args.margin))
+        short = [int(slot[0][1:]) for slot, width in widths.items() if not width.met]
+        short = [cell for cell in short if blocks[cell] < args.max_blocks]
+        if not short:
+            return compare.comparison_rows(made, noise, ["A", "B"], args.margin), blocks
+        for cell in short:
+            blocks[cell] += 1
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sigma", type=float, help="sd of a per-block log difference, every kind (default: measured)")
+    parser.add_argument("--calibration", type=Path, default=Path("data/calibration.json"))
+    parser.add_argument("--cells", type=int, default=6, help="cells per comparison (the default suite: 6)")
+    parser.add_argument("--blocks", type=int, default=3, help="first blocks per cell (benchmark.replicates)")
+    parser.add_argument("--max-blocks", type=int, default=10, help="benchmark.max_replicates")
+    parser.add_argument("--drift", type=float, default=0.15, help="sd of the machine's drift per block (log scale)")
+    parser.add_argument("--margin", type=float, default=0.05)
+    parser.add_argument("--trials", type=int, default=300, help="comparisons simulated per kind and truth")
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args()
+    measured = {} if args.sigma else measured_sigma(args.calibration)
+    rng = np.random.default_rng(args.seed)
+    fprs, powers = [], []
+    for kind in ("speedup", "compile", "latency"):
+        sigma = args.sigma or measured.get(kind, DEFAULT_SIGMA[kind])
+        source = "given" if args.sigma else ("this machine's noise record" if kind in measured else "assumed")
+        metric = KIND_METRIC[kind]
+        outcome = {}
+        for truth in (1.0, 1.1):
+            verdicts, headlines, used = [], [], []
+            for trial in range(args.trials):
+                compared, blocks = one_comparison(rng, args, kind, sigma, truth, trial)
+                verdicts += [row[f"{metric}_verdict"] for row in compared]
+                headlines.append(any(row["verdict"] in FLAGS for row in compared))
+                used += blocks
+            outcome[truth] = (verdicts, headlines, used)
+        aa, real = outcome[1.0], outcome[1.1]
+        fpr = sum(v in FLAGS for v in aa[0]) / len(aa[0])
+        headline = "headline (compiled latency) n/a"  # the headline of a compiled cell is its compiled latency
+        if metric == "compiled_latency":
+            headline = f"headline {sum(aa[1]) / len(aa[1]):.3f} per invocation"
+        power = sum(v in ("slower", "higher") for v in real[0]) / len(real[0])
+        print(f"{kind:8s} ({metric}, sigma {sigma:.3f}: {source}, target +-{TARGET[kind]:.0%}): "
+              f"A/A flags {fpr:.3f} per verdict, {headline}, "
+              f"equivalent {sum(v == stats.EQUIVALENT for v in aa[0]) / len(aa[0]):.2f}; "
+              f"+10% flagged {power:.3f}; blocks per cell {statistics.mean(aa[2]):.1f} "
+              f"(max {max(aa[2] + real[2])})")  # fmt: skip
+        fprs.append(fpr)
+        if kind in ("speedup", "compile"):
+            powers.append(power)
+    print(f"fpr={max(fprs):.3f} power10={min(powers):.3f}")
+    sys.exit(0)
+
+
+if __name__ == "__main__":
+    main()

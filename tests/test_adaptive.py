@@ -1,0 +1,143 @@
+"""The adaptive loop: more blocks to the widest cells within the budget and the cap, a disturbed process re-run, a cold
+block where cold compile is widest; on hand-made results, a real trial made busy on purpose, and a real `dvc repro`."""
+
+import json
+import subprocess
+import sys
+from dataclasses import replace
+from types import SimpleNamespace
+
+import pytest
+from conftest import make_project, project_env, run_ok, set_params
+
+from compilebench import adaptive, launcher, runs
+from compilebench.records import CompileHealth, ModelSpec, TimingSpec, TrialResult, TrialSpec, VariantSpec
+
+CONTEXT = runs.Context("inv", "s", "full", "vm", "abc", "embedded-fallback", "00", min_iters=3, min_time_s=0.1,
+                       max_cv=1e6, disturbed_cores=0.5)  # fmt: skip
+ENVIRONMENTS = {label: runs.EnvironmentInfo(label, "current", "k", {}, ()) for label in ("A", "B")}
+
+
+def _bench(**changes):
+    values = {"replicates": 2, "max_replicates": 5, "budget_min": 10.0, "disturbed_cores": 0.5,
+              "target": SimpleNamespace(speedup=0.05, compile=0.0, latency=0.0)}  # fmt: skip
+    return SimpleNamespace(**{**values, **changes})
+
+
+def _spec(label, model, replicate, cache="warm"):
+    spec_model = ModelSpec(model, model.upper(), "image-classification", "X", "ckpt")
+    return TrialSpec(f"{label}/{model}/bs1/default/r{replicate}", label, spec_model, 1, VariantSpec("default"),
+                     replicate, cache, "i.jpg", TimingSpec())  # fmt: skip
+
+
+def _result(spec, compiled_ms, compile_s=3.0, wall_s=10.0, **extra):
+    return TrialResult(spec.trial_id, "ok", environment={"device": "cpu", "machine_fingerprint": "f"},
+                       eager_ms=(10.0,) * 5, compiled_ms=(compiled_ms,) * 5, compile_s=compile_s, timed_s=1.0,
+                       eager_first_call_s=0.1, peak_mem_mib=1.0, health=CompileHealth(graph_count=1), wall_s=wall_s,
+                       max_abs_diff=0.0, max_rel_diff=0.0, task_agreement=1.0, **extra)  # fmt: skip
+
+
+def _state(spreads, blocks=2, **per_trial):
+    """Two stacks A and B, a model per spread: B's compiled latency moves by +-spread from block to block."""
+    trials, results = [], {}
+    for model, spread in spreads.items():
+        for replicate in range(blocks):
+            for label in ("A", "B"):
+                spec = _spec(label, model, replicate, "cold" if replicate == 0 else "warm")
+                wobble = 1 + (spread if replicate % 2 else -spread) if label == "B" else 1.0
+                trials.append(spec)
+                results[spec.trial_id] = _result(spec, 5.0 * wobble, **per_trial)
+    return trials, results, _records(trials, results)
+
+
+def _records(trials, results):
+    models = {spec.model.model_id: runs.ModelInfo("random-init", "card", 1) for spec in trials}
+    return [r.to_dict() for r in runs.run_records(trials, results, ENVIRONMENTS, models, CONTEXT)]
+
+
+def test_more_blocks_go_to_the_widest_cell_first_and_stop_at_the_budget():
+    trials, results, records = _state({"narrow": 0.03, "wild": 0.2})  # 8 trials of 10 s: 80 s spent
+    added = adaptive.extend(trials, results, records, ["A", "B"], _bench(budget_min=1.0), None, 0.05)  # 60 s each
+    assert [spec.model.model_id for spec in added] == ["wild", "wild", "narrow", "narrow"]  # the widest first
+    assert {spec.replicate for spec in added} == {2} and {spec.environment for spec in added} == {"A", "B"}
+    tight = adaptive.extend(trials, results, records, ["A", "B"], _bench(budget_min=50 / 60), None, 0.05)
+    assert [spec.model.model_id for spec in tight] == ["wild", "wild"]  # 80 s + a block of 20 s: one fits
+    assert adaptive.extend(trials, results, records, ["A", "B"], _bench(budget_min=40 / 60), None, 0.05) == []
+
+
+def test_the_cap_and_a_met_target_end_the_loop():
+    trials, results, records = _state({"wild": 0.2}, blocks=5)
+    assert adaptive.extend(trials, results, records, ["A", "B"], _bench(max_replicates=5), None, 0.05) == []
+    trials, results, records = _state({"steady": 0.0}, blocks=3)  # identical blocks: a zero-width interval
+    assert adaptive.extend(trials, results, records, ["A", "B"], _bench(), None, 0.05) == []
+    [reached] = adaptive.shortfalls(records, ["A", "B"], _bench(), None, 0.05)
+    assert reached["met"] and reached["more_blocks"] == 0
+
+
+def test_a_disturbed_block_is_re_run_and_a_failed_run_is_not_extended():
+    trials, results, records = _state({"steady": 0.0}, blocks=2)
+    busy = trials[-1]
+    results[busy.trial_id] = replace(results[busy.trial_id], disturbance={"others_cores": 1.2, "steal_cores": 0.0})
+    records = _records(trials, results)
+    added = adaptive.extend(trials, results, records, ["A", "B"], _bench(), None, 0.05)
+    assert [(spec.model.model_id, spec.replicate) for spec in added] == [("steady", 2), ("steady", 2)]
+    failed = [{**row, "status": "compile_error"} for row in records]
+    assert adaptive.extend(trials, results, failed, ["A", "B"], _bench(), None, 0.05) == []
+
+
+def test_a_cold_block_where_cold_compile_is_the_widest():
+    trials, results, records = _state({"m": 0.0}, blocks=2)
+    for spec in trials:  # cold compiles that disagree, everything else steady
+        if spec.cache == "cold":
+            results[spec.trial_id] = replace(
+                results[spec.trial_id], compile_s=20.0 if spec.environment == "A" else 30.0
+            )
+    records = _records(trials, results)
+    target = SimpleNamespace(speedup=0.05, compile=0.05, latency=0.0)
+    added = adaptive.extend(trials, results, records, ["A", "B"], _bench(target=target), None, 0.05)
+    assert added and all(spec.cache == "cold" for spec in added)
+    assert all(spec.cache == "warm" for spec in adaptive.extend(trials, results, records, ["A", "B"], _bench(
+        target=SimpleNamespace(speedup=0.05, compile=0.0, latency=0.10)), None, 0.05))  # fmt: skip
+
+
+@pytest.mark.slow
+def test_a_process_made_busy_on_purpose_is_recorded_as_disturbed(tiny_resnet, tmp_path):
+    """A busy loop (started here, ended by its PID) shares the cores while a real trial times: the trial records
+    the other processes' CPU, and the run leaves the process out."""
+    model, image = tiny_resnet
+    timing = TimingSpec(min_iters=5, min_time_s=1.5, max_time_s=5.0, warmup_iters=1, memory_iters=1, num_threads=1)
+    spec = TrialSpec("current/tiny/bs2/default/r0", "current", model, 2, VariantSpec("default"), 0, "shared", image,
+                     timing)  # fmt: skip
+    busy = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        result = launcher.run_trial_process(spec, sys.executable, tmp_path, None, 600.0)
+    finally:
+        busy.kill()
+        busy.wait()
+    assert result.status == "ok", result.error
+    assert result.disturbance["others_cores"] >= 0.7 and result.disturbance["window_s"] >= 1.5
+    assert runs.is_disturbed(result, 0.5) and not runs.is_disturbed(result, 0.0)  # 0 turns the check off
+
+
+@pytest.mark.slow
+def test_dvc_repro_adds_blocks_until_the_cap_and_reports_what_it_reached(tmp_path):
+    root = make_project(tmp_path, ["microsoft/resnet-50"], replicates=2, max_replicates=3, budget_min=30,
+                        cold_replicates=1, compile_cache="cold")  # fmt: skip
+    set_params(root, **{"benchmark.target.speedup": 0.001, "benchmark.target.compile": 0.0,
+                        "benchmark.target.latency": 0.0})  # fmt: skip
+    env = project_env()
+    run_ok(["git", "init", "-q"], root, env)
+    run_ok(["dvc", "init", "-q"], root, env)
+    done = run_ok(["dvc", "repro"], root, env)
+    assert "adaptive: 1 more trial(s)" in done.stdout + done.stderr
+    rows = [json.loads(line) for line in (root / "data/results/runs.jsonl").read_text().splitlines()]
+    compiled = next(row for row in rows if row["variant"] == "default")
+    assert [p["replicate"] for p in compiled["process_results"]] == [0, 1, 2]  # two planned, one added, the cap
+    assert [p["cache"] for p in compiled["process_results"]] == ["cold", "warm", "warm"]
+    info = json.loads((root / "data/results/run_info.json").read_text())
+    assert info["planned_trials"] == 2 and info["trials"] == 3
+    [reached] = info["targets"]
+    assert reached["blocks"] == 3 and not reached["met"] and reached["metric"] == "speedup"
+    report = (root / "data/report/report.md").read_text()
+    assert "## Precision reached" in report
+    assert subprocess.run(["dvc", "status"], cwd=root, env=env, capture_output=True, text=True).returncode == 0
