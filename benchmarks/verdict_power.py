@@ -6,9 +6,10 @@
 Synthetic comparisons with a known answer, judged by compilebench's own verdict code (`compare.comparison_rows`:
 paired blocks, the machine's pooled noise, the F-test, equivalence against the margin, Holm across cells) and
 extended by its own stop rule (`adaptive.widths`: a block more to every cell whose 95% CI is wider than its target,
-up to `--max-blocks`). Per block, A and B of a cell share a drift of the machine (sd `--drift`, which pairing must
-cancel) and each process adds its own noise: the per-block log difference has sd `sigma` (per metric kind). Before
-each comparison, an A/A run of the same design gives the machine's noise record, as `compare=[current,current]` does.
+widest first, while `--budget-min` minutes of `--trial-s` processes per stack and `--max-blocks` allow). Per block,
+A and B of a cell share a drift of the machine (sd `--drift`, which pairing must cancel) and each process adds its
+own noise: the per-block log difference has sd `sigma` (per metric kind). Before each comparison, `--history` A/A
+runs of the same design give each cell's noise record, as `compare=[current,current]` does.
 
 Printed per metric kind: the share of (cell, metric) verdicts that flag a change on equal stacks (target <= 0.05),
 the share of invocations whose Holm-adjusted headline flags anything, the share of cells where a real +10% is flagged
@@ -38,7 +39,7 @@ FLAGS = ("slower", "faster", "higher", "lower")
 def measured_sigma(calibration: Path) -> dict[str, float]:
     """Per metric kind, the sd of a per-block log difference in this machine's noise record (where it has one)."""
     key = f"{fingerprint.host()['machine_fingerprint']}|cpu"
-    noise = compare.machine_noise(compare.load_calibrations(calibration).get(key))
+    noise = compare.pooled_by_metric(compare.machine_noise(compare.load_calibrations(calibration).get(key)))
     found = {}
     for kind, metric in KIND_METRIC.items():
         if metric in noise and noise[metric].dof >= 5:
@@ -70,21 +71,29 @@ def rows(
 def one_comparison(rng, args, kind: str, sigma: float, truth: float, trial: int) -> tuple[list[dict], list[int]]:
     """An A/A run for the machine's noise, then an adaptive comparison; its rows and the blocks each cell used."""
     metric = KIND_METRIC[kind]
-    aa_rows = rows(int(rng.integers(1 << 31)), args.cells, [args.blocks] * args.cells, metric, sigma, args.drift, 1.0,
-                   f"aa{trial}")  # fmt: skip
-    aa = compare.comparison_rows(aa_rows, None, ["A", "B"], args.margin)
-    noise = compare.noise_measured(aa)
+    record = None
+    for earlier in range(args.history):  # the machine's noise record: earlier invocations of the same cells
+        aa_rows = rows(int(rng.integers(1 << 31)), args.cells, [args.blocks] * args.cells, metric, sigma, args.drift,
+                       1.0, f"aa{trial}-{earlier}")  # fmt: skip
+        measured = compare.noise_measured(compare.comparison_rows(aa_rows, None, ["A", "B"], args.margin))
+        record = compare.record_noise(record, f"aa{trial}-{earlier}", measured, {})
+    noise = compare.machine_noise(record)
     seed = int(rng.integers(1 << 31))
     blocks = [args.blocks] * args.cells
+    block_s = 2 * args.trial_s  # a block: one process per stack
+    budget_s, spent_s = 2 * args.budget_min * 60, args.cells * args.blocks * block_s
     while True:
         made = rows(seed, args.cells, blocks, metric, sigma, args.drift, truth, f"ab{trial}")
         widths = adaptive.widest(adaptive.widths(made, ["A", "B"], {kind: TARGET[kind]}, noise, args.margin))
-        short = [int(slot[0][1:]) for slot, width in widths.items() if not width.met]
-        short = [cell for cell in short if blocks[cell] < args.max_blocks]
-        if not short:
+        short = sorted((slot for slot, width in widths.items() if not width.met), key=lambda s: -widths[s].distance)
+        added = 0
+        for cell in (int(slot[0][1:]) for slot in short):  # widest first, while the budget and the cap allow
+            if blocks[cell] < args.max_blocks and spent_s + block_s <= budget_s:
+                blocks[cell] += 1
+                spent_s += block_s
+                added += 1
+        if not added:
             return compare.comparison_rows(made, noise, ["A", "B"], args.margin), blocks
-        for cell in short:
-            blocks[cell] += 1
 
 
 def main() -> None:
@@ -94,9 +103,12 @@ def main() -> None:
     parser.add_argument("--cells", type=int, default=6, help="cells per comparison (the default suite: 6)")
     parser.add_argument("--blocks", type=int, default=3, help="first blocks per cell (benchmark.replicates)")
     parser.add_argument("--max-blocks", type=int, default=10, help="benchmark.max_replicates")
+    parser.add_argument("--budget-min", type=float, default=10.0, help="benchmark.budget_min (per stack)")
+    parser.add_argument("--trial-s", type=float, default=20.0, help="seconds a trial process takes")
     parser.add_argument("--drift", type=float, default=0.15, help="sd of the machine's drift per block (log scale)")
     parser.add_argument("--margin", type=float, default=0.05)
     parser.add_argument("--trials", type=int, default=300, help="comparisons simulated per kind and truth")
+    parser.add_argument("--history", type=int, default=1, help="earlier invocations in the noise record (A/A runs)")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
     measured = {} if args.sigma else measured_sigma(args.calibration)

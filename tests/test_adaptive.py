@@ -116,7 +116,10 @@ def test_a_process_made_busy_on_purpose_is_recorded_as_disturbed(tiny_resnet, tm
         busy.wait()
     assert result.status == "ok", result.error
     assert result.disturbance["others_cores"] >= 0.7 and result.disturbance["window_s"] >= 1.5
+    assert result.compile_disturbance["window_s"] > 0  # the compile is watched too (its time is a measurement)
     assert runs.is_disturbed(result, 0.5) and not runs.is_disturbed(result, 0.0)  # 0 turns the check off
+    compiled_only = replace(result, disturbance={"others_cores": 0.0}, compile_disturbance={"others_cores": 0.9})
+    assert runs.is_disturbed(compiled_only, 0.5)
 
 
 @pytest.mark.slow

@@ -47,7 +47,7 @@ def test_versions_across_invocations_are_ordered_by_version_and_not_interleaved(
         _store_row("2.9.1", "i1", [5.0, 5.02, 4.98], 1),
         _store_row("2.13.0+cpu", "i0", [9.0, 9.0, 9.0], 0),  # an older rerun of the same stack: the newest counts
     ]
-    record = compare.record_noise(None, "aa", {"compiled_latency": stats.Noise(0.01, 10)}, {})
+    record = compare.record_noise(None, "aa", {"m|bs1|default": {"compiled_latency": stats.Noise(0.01, 10)}}, {})
     versions = aggregate.version_rows(rows, calibrations={"f|cpu": record}, margin=0.05)
     assert [(r["baseline_versions"].split()[1], r["candidate_versions"].split()[1]) for r in versions] == [
         ("2.9.1", "2.13.0+cpu"), ("2.13.0+cpu", "2.14.0")]  # fmt: skip
@@ -70,7 +70,8 @@ def test_each_invocation_adds_its_blocks_to_the_machines_noise_and_later_ones_us
     aa = [row("current", "k", [5.0, 5.1, 4.9], "i1"), row("current#2", "k", [5.1, 5.0, 5.2], "i1")]
     compared, record = aggregate.comparison(aa, ["current", "current#2"], calibration, margin=0.05)
     assert record is not None and not compared[0]["calibrated"]
-    assert record["invocations"]["i1"]["aa"] and record["invocations"]["i1"]["noise"]["compiled_latency"][1] == 2
+    assert record["invocations"]["i1"]["aa"] and record["invocations"]["i1"]["noise"]["m|bs1|default"][
+        "compiled_latency"][1] == 2  # fmt: skip
     calibration.write_text(json.dumps({"f|cpu": record}))
     ab = [row("current", "k", [5.0, 5.1, 4.9], "i2"), row("new", "k2", [5.6, 5.7, 5.5], "i2")]
     compared, record = aggregate.comparison(ab, ["current", "new"], calibration, margin=0.05)

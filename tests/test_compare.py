@@ -84,22 +84,28 @@ def test_health_changes_come_first():
     assert "status ok -> compile_error" in failed
 
 
-def test_the_machines_noise_record_accumulates_and_never_counts_an_invocation_twice():
+def test_the_machines_noise_record_accumulates_per_cell_and_never_counts_an_invocation_twice():
     a = _row("current", [10.0, 10.1, 9.9], [5.0, 5.05, 4.95])
     b = _row("current#2", [10.3, 10.2, 10.4], [5.0, 5.1, 5.0])
     assert compare.is_aa([a, b]) and not compare.is_aa([a, {**b, "environment_key": "k2"}])
-    measured = compare.noise_measured(compare.comparison_rows([a, b], noise=None))
-    assert measured["eager_latency"].dof == 2 and measured["speedup"].dof == 2 and "compile_cold" not in measured
-    record = compare.record_noise(None, "inv1", measured, {"aa": True})
-    record = compare.record_noise(record, "inv2", measured, {"aa": False})
-    record = compare.record_noise(record, "inv2", measured, {"aa": False})  # judged again: replaced, not added
-    pooled = compare.machine_noise(record)
+    [(cell, measured)] = compare.noise_measured(compare.comparison_rows([a, b], noise=None)).items()
+    assert cell == "org/m|bs1|default" and measured["eager_latency"].dof == 2 and "compile_cold" not in measured
+    record = compare.record_noise(None, "inv1", {cell: measured}, {"aa": True})
+    record = compare.record_noise(record, "inv2", {cell: measured}, {"aa": False})
+    record = compare.record_noise(record, "inv2", {cell: measured}, {"aa": False})  # judged again: replaced
+    pooled = compare.machine_noise(record)[cell]
     assert pooled["eager_latency"].dof == 4 and pooled["eager_latency"].ss == pytest.approx(2 * measured[
         "eager_latency"].ss)  # fmt: skip
-    assert compare.machine_noise(record, leave_out="inv2")["eager_latency"].dof == 2
+    assert compare.machine_noise(record, leave_out="inv2")[cell]["eager_latency"].dof == 2
+    assert compare.pooled_by_metric(compare.machine_noise(record))["eager_latency"].dof == 4
     assert compare.machine_noise({"deltas": {"speedup": 0.1}}) == {}  # a version-1 margin holds no variance
     invalid = compare.noise_measured(compare.comparison_rows([a, {**b, "status": "invalid"}], noise=None))
     assert invalid == {}  # an invalid run adds nothing
+    [row] = compare.comparison_rows([a, b], noise=compare.machine_noise(record))
+    assert row["calibrated"] and row["compiled_latency_noise"] == "cell+machine"
+    other = {**a, "model_id": "org/other"}, {**b, "model_id": "org/other"}
+    [row] = compare.comparison_rows(list(other), noise=compare.machine_noise(record))
+    assert not row["calibrated"] and row["compiled_latency_noise"] == "cell"  # another cell's noise is not used
 
 
 def test_values_read_back_from_mlflow_are_used_as_they_are():

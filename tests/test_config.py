@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from compilebench.config import ConfigError, load_config
+from compilebench.config import ConfigError, check_compile_paths, load_config, stage_config
 
 BAD_PARAMS = [
     # (override as dotted key -> value, text the error must contain)
@@ -94,6 +94,20 @@ def test_unknown_inductor_option_fails_where_torch_is_imported(tmp_path, repo_ro
     config = load_config(_write(tmp_path, repo_root, {"variants.freezing.inductor": {"no_such_option": True}}))
     with pytest.raises(ConfigError, match="no_such_option"):
         config.check_selected_variants()
+
+
+def test_a_project_path_with_a_space_is_refused_before_any_compile(tmp_path, repo_root, monkeypatch, caplog):
+    """Inductor hands the project's and the venv's paths to g++ unquoted: a stage that compiles refuses such a path
+    with exit 2 and why, where every compiled run would otherwise end compile_error."""
+    spaced = tmp_path / "my project"
+    spaced.mkdir()
+    (spaced / "params.yaml").write_text((repo_root / "params.yaml").read_text())
+    monkeypatch.chdir(spaced)
+    assert stage_config().suite == "cpu"  # a stage that does not compile runs there
+    with pytest.raises(SystemExit) as exited:
+        stage_config(compiles=True)
+    assert exited.value.code == 2 and "contains a space" in caplog.text and "my project" in caplog.text
+    check_compile_paths(tmp_path / "plain")  # no space: nothing to say
 
 
 def test_not_yaml_and_not_utf8(tmp_path):

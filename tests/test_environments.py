@@ -127,7 +127,7 @@ def test_every_comparison_adds_to_the_machines_noise_record(calibrated):
     aa = [entry for entry in record["invocations"].values() if entry["aa"]]
     ab = [entry for entry in record["invocations"].values() if not entry["aa"]]
     assert len(aa) == len(ab) == 1
-    ss, dof = ab[0]["noise"]["compiled_latency"]
+    ss, dof = ab[0]["noise"]["microsoft/resnet-50|bs1|default"]["compiled_latency"]
     assert dof == 1 and ss >= 0  # two blocks of one cell: one degree of freedom
     table = pd.read_csv(root / "data/results/comparison.csv")
     assert set(table["candidate"]) == {"current#2"} and table["calibrated"].all()

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from compilebench import models
+from compilebench import checkpoints, models
 
 # The doc's table labels for its 12 checkpoints (../shared/seeds/perf_torch_compile.zh.md).
 DOC_LABELS = {
@@ -111,6 +111,17 @@ def test_unreadable_card_is_a_clear_error(tmp_path):
     bad.write_text("hub_id: a/b\n")
     with pytest.raises(models.CardError, match="missing keys"):
         models.load_card(bad)
+    bad.write_bytes("label: Caf\u00e9\n".encode("latin-1"))  # not UTF-8: an error naming the file, no traceback
+    with pytest.raises(models.CardError, match=r"bad\.yaml: cannot be read \(a card is UTF-8 YAML\)"):
+        models.load_card(bad)
+
+
+def test_a_local_folder_with_a_long_name_gets_a_bounded_unique_slug(tmp_path):
+    """A folder name of 250 characters would make trial files longer than the 255 a file system takes."""
+    long_a, long_b = tmp_path / ("m" * 250), tmp_path / "other" / ("m" * 250)
+    slug_a, slug_b = checkpoints.slug(str(long_a)), checkpoints.slug(str(long_b))
+    assert len(slug_a) <= 90 and slug_a != slug_b  # the path's hash keeps two such folders apart
+    assert checkpoints.slug(str(tmp_path / "short")).startswith("local--short--")
 
 
 def test_models_command_lists_all_twelve(repo_root):

@@ -124,10 +124,11 @@ def test_holm_adjusts_a_family_of_p_values():
     assert stats.holm([0.5, 0.9]) == pytest.approx([1.0, 1.0])
 
 
-def test_more_blocks_follow_the_square_root_rule():
-    assert stats.more_blocks(0.10, 0.05, 4) == 12  # twice as wide: four times the blocks
-    assert stats.more_blocks(0.04, 0.05, 4) == 0
-    assert stats.more_blocks(math.inf, 0.05, 1) is None
+def test_more_blocks_follow_the_square_root_rule_and_the_falling_t():
+    assert stats.more_blocks(0.10, 0.05, 4, dof=1000) == 12  # twice as wide, t steady: four times the blocks
+    assert stats.more_blocks(0.10, 0.05, 4, dof=3) == 5  # t(3) = 3.18 falls to t(8) = 2.31 on the way
+    assert stats.more_blocks(0.04, 0.05, 4, dof=3) == 0
+    assert stats.more_blocks(math.inf, 0.05, 1, dof=0) is None
 
 
 def _processes(rng, truth, between_sd, within_sd, processes, pairs):

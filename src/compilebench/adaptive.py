@@ -36,6 +36,7 @@ class Width:
     halfwidth: float  # infinite without an interval
     target: float
     blocks: int
+    dof: float  # of the interval (the cell's noise record pooled in, where it has one)
 
     @property
     def met(self) -> bool:
@@ -49,7 +50,7 @@ class Width:
     @property
     def more(self) -> int | None:
         """About how many more blocks would reach the target (None: cannot tell yet)."""
-        return stats.more_blocks(self.halfwidth, self.target, self.blocks)
+        return stats.more_blocks(self.halfwidth, self.target, self.blocks, self.dof)
 
 
 def slot_of(spec: TrialSpec) -> Slot:
@@ -68,47 +69,46 @@ def _own_intervals(row: dict[str, Any]) -> dict[str, stats.Estimate]:
     return {name: stats.geometric_interval(list(compare.process_values(row, name).values())) for name in names}
 
 
-def _stopping_halfwidth(row: dict[str, Any], metric: str, noise: dict[str, stats.Noise] | None) -> float:
-    """What a compared cell's width is judged by: the half-width the machine's noise gives its blocks where the
-    machine has a record and the cell is not noisier than it (stats.expected_halfwidth); its own interval's
-    otherwise (no record yet, or a noisy cell standing alone)."""
-    machine = (noise or {}).get(metric)
+def _stopping_width(row: dict[str, Any], metric: str, noise: compare.CellNoise | None) -> tuple[float, float]:
+    """What a compared cell's width is judged by, (half-width, degrees of freedom): the half-width the cell's noise
+    record on this machine gives its blocks where it has one and the cell is not noisier than it now
+    (stats.expected_halfwidth); its own interval's otherwise (no record yet, or a noisy cell standing alone)."""
+    machine = (noise or {}).get(compare.cell_key(row), {}).get(metric)
+    blocks = int(row[f"{metric}_blocks"])
     if machine is None or machine.dof == 0 or row[f"{metric}_noisy"] or row[f"{metric}_method"] != stats.PAIRED:
-        return row[f"{metric}_halfwidth"]
-    return stats.expected_halfwidth(machine, int(row[f"{metric}_blocks"]))
+        return row[f"{metric}_halfwidth"], float(row[f"{metric}_dof"] or 0)
+    return stats.expected_halfwidth(machine, blocks), float(machine.dof + blocks - 1)
 
 
 def widths(
     records: list[dict[str, Any]],
     labels: list[str],
     targets: dict[str, float],
-    noise: dict[str, stats.Noise] | None,
+    noise: compare.CellNoise | None,
     margin: float,
 ) -> list[Width]:
     """Every targeted interval of every run: B/A against the baseline when stacks are compared, else the run's own.
     An eager row's widths count for every compiled run of its model (their processes time eager too)."""
-    found: list[tuple[tuple, str, float, int]] = []  # (model, batch, variant), metric, half-width, blocks
+    found: list[tuple[tuple, str, float, int, float]] = []  # (model, batch, variant), metric, half-width, blocks, dof
     if len(labels) >= 2:
         for row in compare.comparison_rows(records, noise, labels, margin):
             if row["reference"] != compare.FIRST:
                 continue
             for metric in compare.METRICS:
                 if f"{metric.name}_ratio" in row:
-                    halfwidth = _stopping_halfwidth(row, metric.name, noise)
+                    halfwidth, dof = _stopping_width(row, metric.name, noise)
                     slot = (row["model_id"], row["batch_size"], row["variant"])
-                    found.append((slot, metric.name, halfwidth, row[f"{metric.name}_blocks"]))
+                    found.append((slot, metric.name, halfwidth, row[f"{metric.name}_blocks"], dof))
     else:
         for row in records:
             for name, estimate in _own_intervals(row).items():
-                found.append(
-                    ((row["model_id"], row["batch_size"], row["variant"]), name, _log_halfwidth(estimate),
-                     estimate.processes)
-                )  # fmt: skip
+                slot = (row["model_id"], row["batch_size"], row["variant"])
+                found.append((slot, name, _log_halfwidth(estimate), estimate.processes, estimate.processes - 1))
     variants = {}
     for row in records:
         variants.setdefault((row["model_id"], row["batch_size"]), set()).add(row["variant"])
     result = []
-    for (model_id, batch, variant), name, halfwidth, blocks in found:
+    for (model_id, batch, variant), name, halfwidth, blocks, dof in found:
         target = targets.get(compare.METRIC_BY_NAME[name].target or "", 0.0)
         if target <= 0:
             continue
@@ -116,7 +116,7 @@ def widths(
         if variant == "eager" and len(variants.get((model_id, batch), ())) > 1:
             slots = sorted(variants[(model_id, batch)] - {"eager"})
         halfwidth = halfwidth if math.isfinite(halfwidth) else math.inf
-        result += [Width((model_id, batch, v), name, halfwidth, math.log1p(target), int(blocks)) for v in slots]
+        result += [Width((model_id, batch, v), name, halfwidth, math.log1p(target), int(blocks), dof) for v in slots]
     return result
 
 
@@ -156,7 +156,7 @@ def extend(
     records: list[dict[str, Any]],
     labels: list[str],
     bench: Any,
-    noise: dict[str, stats.Noise] | None,
+    noise: compare.CellNoise | None,
     margin: float,
 ) -> list[TrialSpec]:
     """The next blocks: for each run short of `replicates` clean blocks or of its target, furthest first, one more
@@ -196,7 +196,7 @@ def extend(
 
 
 def shortfalls(
-    records: list[dict[str, Any]], labels: list[str], bench: Any, noise: dict[str, stats.Noise] | None, margin: float
+    records: list[dict[str, Any]], labels: list[str], bench: Any, noise: compare.CellNoise | None, margin: float
 ) -> list[dict[str, Any]]:
     """Per run, its widest interval against its target: reached or not, and about how many more blocks it needs."""
     targets = {"speedup": bench.target.speedup, "compile": bench.target.compile, "latency": bench.target.latency}

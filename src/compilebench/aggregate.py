@@ -267,9 +267,10 @@ def main() -> None:
         calibrations[compare.calibration_key(rows[0])] = record
         write_json(config.paths.calibration, calibrations)
         noise = compare.machine_noise(record)
-        LOGGER.info("this machine's noise record (%s) now pools %d invocation(s): %s", config.paths.calibration,
-                    len(record["invocations"]), {m: f"sd {n.variance ** 0.5:.3f} ({n.dof} df)" for m, n in
-                                                 noise.items()})  # fmt: skip
+        pooled = compare.pooled_by_metric(noise)
+        LOGGER.info("this machine's noise record (%s): %d cell(s) from %d invocation(s); over all cells %s",
+                    config.paths.calibration, len(noise), len(record["invocations"]),
+                    {m: f"sd {n.variance ** 0.5:.3f} ({n.dof} df)" for m, n in pooled.items()})  # fmt: skip
     for step in compare.series_steps(compared, labels) if len(labels) > 2 else []:
         LOGGER.info("series: %s bs%s %s first changes at %s: %s %.3f [%.3f, %.3f]", step["label"], step["batch_size"],
                     step["variant"], step["step"], step["metric"], step["ratio"], step["ci_low"],

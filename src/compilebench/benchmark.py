@@ -154,7 +154,8 @@ def measure_adaptively(
     while pending:
         run(pending)
         rows = [record.to_dict() for record in recorder.records()]
-        noise = compare.machine_noise(noise_record.get(compare.calibration_key(rows[0])) if rows else None)
+        record = noise_record.get(compare.calibration_key(rows[0])) if rows else None
+        noise = compare.machine_noise(record, leave_out=recorder.context.invocation_id)
         pending = adaptive.extend(recorder.trials, recorder.results, rows, labels, bench, noise, config.margin)
         if pending:
             LOGGER.info("adaptive: %d more trial(s) for %s", len(pending),

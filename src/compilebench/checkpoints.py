@@ -57,12 +57,17 @@ def local_folder(model_id: str) -> Path:
     return Path(model_id).expanduser().resolve()
 
 
+SLUG_NAME_CHARS = 64  # of a local folder's name in its slug: trial files add ~100 characters to it, and 255 is the cap
+
+
 def slug(model_id: str) -> str:
     """One path component for a model entry: `owner--name` for a Hub id; `local--<folder>--<hash of its path>`
-    for a local folder, so that two folders of the same name do not meet."""
+    for a local folder, so that two folders of the same name do not meet (the name cut to SLUG_NAME_CHARS: the
+    hash keeps it unique, and a file system takes 255 bytes a name)."""
     if is_local(model_id):
         folder = local_folder(model_id)
-        return f"local--{folder.name}--{hashlib.sha256(str(folder).encode()).hexdigest()[:8]}"
+        name = folder.name[:SLUG_NAME_CHARS]
+        return f"local--{name}--{hashlib.sha256(str(folder).encode()).hexdigest()[:8]}"
     return model_id.replace("/", "--")
 
 

@@ -2,10 +2,12 @@
 
 For each metric a run's processes each give one value (a median latency, a speedup, a compile time, a peak memory).
 Inside one invocation the balanced order runs A and B of a cell one after the other in every block, so B / A is the
-mean of the per-block log differences, with a t-interval whose variance pools the cell's blocks with this machine's
-noise record (`machine_noise`: what every earlier comparison and A/A run on this machine and device measured, as a
-sum of squares with its degrees of freedom, never a maximum). A cell an F-test finds much noisier than the machine
-stands on its own blocks and is flagged. Rows of separate invocations cannot be paired: Welch's t, labelled so.
+mean of the per-block log differences, with a t-interval whose variance pools the cell's blocks with the cell's noise
+record on this machine (`machine_noise`: what every earlier comparison and A/A run of that cell on this machine and
+device measured, as a sum of squares with its degrees of freedom, never a maximum). Per cell, not per machine: on a
+2-core VM the spread of SegFormer's speedup was six times ResNet-50's, and one pooled variance would make the one
+too sure and the other too shy. A cell an F-test finds much noisier than its record stands on its own blocks and is
+flagged. Rows of separate invocations cannot be paired: Welch's t, labelled so.
 
 Each (cell, metric) gets two answers: did it change (`{metric}_change`, a t-test at 5%) and does it matter
 (`{metric}_relevance` against the user's margin: `equivalent`, `beyond margin`, `undecided`), and one word
@@ -31,6 +33,7 @@ from compilebench import stats
 from compilebench.records import CACHE_COLD, CACHE_SHARED, EAGER, STATUS_OK
 
 CALIBRATION_VERSION = 2  # 1 held a margin (the largest A/A deviation): not used any more
+CellNoise = dict[str, dict[str, stats.Noise]]  # cell_key -> metric -> noise of its paired differences
 FIRST, PREVIOUS = "first", "previous"  # what a row compares B with: the baseline, or the stack before it in a series
 
 
@@ -113,6 +116,11 @@ def health_changes(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
     return changes
 
 
+def cell_key(row: dict[str, Any]) -> str:
+    """A cell in a noise record: model, batch size and variant (what one row of a comparison is about)."""
+    return f"{row['model_id']}|bs{row['batch_size']}|{row['variant']}"
+
+
 def ratio_of(a: dict[str, Any], b: dict[str, Any], metric: str, noise: stats.Noise | None) -> stats.Ratio:
     """B / A for one metric: paired by block inside one invocation, Welch's t across invocations."""
     va, vb = process_values(a, metric), process_values(b, metric)
@@ -123,9 +131,11 @@ def ratio_of(a: dict[str, Any], b: dict[str, Any], metric: str, noise: stats.Noi
 
 
 def compare_pair(
-    a: dict[str, Any], b: dict[str, Any], noise: dict[str, stats.Noise] | None, margin: float, reference: str = FIRST
+    a: dict[str, Any], b: dict[str, Any], noise: CellNoise | None, margin: float, reference: str = FIRST
 ) -> dict[str, Any]:
-    """One row: B against A for each metric (ratio, 95% and 90% CIs, p, both answers, one word), health changes."""
+    """One row: B against A for each metric (ratio, 95% and 90% CIs, p, both answers, one word), health changes;
+    `noise`: the machine's record (the cell's own entry is used)."""
+    known = (noise or {}).get(cell_key(a), {})
     row: dict[str, Any] = {key: a.get(key) for key in CELL}
     row.update(
         baseline=a["environment"],
@@ -137,13 +147,13 @@ def compare_pair(
         candidate_status=b["status"],
         health_change="; ".join(health_changes(a, b)),
         interleaved=a.get("invocation_id") == b.get("invocation_id"),
-        calibrated=bool(noise),
+        calibrated=bool(known),
         margin=margin,
     )
     for metric in METRICS:
         if metric.compiled_only and not a.get("compile"):
             continue
-        ratio = ratio_of(a, b, metric.name, (noise or {}).get(metric.name))
+        ratio = ratio_of(a, b, metric.name, known.get(metric.name))
         changed, relevant = stats.change(ratio, metric.above, metric.below), stats.relevance(ratio, margin)
         row.update(
             {
@@ -191,7 +201,7 @@ def adjust_headlines(compared: list[dict[str, Any]]) -> None:
 
 def comparison_rows(
     rows: list[dict[str, Any]],
-    noise: dict[str, stats.Noise] | None,
+    noise: CellNoise | None,
     labels: list[str] | None = None,
     margin: float = 0.05,
 ) -> list[dict[str, Any]]:
@@ -249,11 +259,11 @@ def is_aa(rows: list[dict[str, Any]]) -> bool:
     return len({row["environment"] for row in rows}) >= 2 and len(keys) == 1
 
 
-def noise_measured(compared: list[dict[str, Any]]) -> dict[str, stats.Noise]:
-    """What this invocation adds to the machine's noise record, per metric: each cell's paired blocks against the
-    baseline (their spread around the cell's own mean, so a real difference adds nothing), leaving out cells with
-    a run that is not ok (an `invalid` one included) and cells the F-test found noisier than the machine."""
-    total: dict[str, stats.Noise] = {}
+def noise_measured(compared: list[dict[str, Any]]) -> CellNoise:
+    """What this invocation adds to the machine's noise record, per cell and metric: its paired blocks against the
+    baseline (their spread around the cell's own mean, so a real difference adds nothing), leaving out cells with a
+    run that is not ok (an `invalid` one included) and metrics the F-test found noisier than the cell's record."""
+    measured: CellNoise = {}
     for row in compared:
         if row["reference"] != FIRST or row["baseline_status"] != STATUS_OK or row["candidate_status"] != STATUS_OK:
             continue
@@ -262,8 +272,9 @@ def noise_measured(compared: list[dict[str, Any]]) -> dict[str, stats.Noise]:
                 continue
             cell = stats.Noise(float(row[f"{metric.name}_cell_ss"]), int(row[f"{metric.name}_cell_dof"]))
             if cell.dof:
-                total[metric.name] = total.get(metric.name, stats.Noise()) + cell
-    return total
+                per_cell = measured.setdefault(cell_key(row), {})
+                per_cell[metric.name] = per_cell.get(metric.name, stats.Noise()) + cell
+    return measured
 
 
 def load_calibrations(path: str | Path) -> dict[str, Any]:
@@ -277,31 +288,41 @@ def calibration_key(row: dict[str, Any]) -> str:
     return f"{row.get('machine_fingerprint')}|{row.get('device')}"
 
 
-def machine_noise(record: dict[str, Any] | None, leave_out: str | None = None) -> dict[str, stats.Noise]:
-    """A machine's pooled noise per metric from its record in paths.calibration: the sum over every invocation that
-    contributed, except `leave_out` (the invocation being judged, which must not count its own blocks twice).
+def machine_noise(record: dict[str, Any] | None, leave_out: str | None = None) -> CellNoise:
+    """A machine's noise per cell and metric from its record in paths.calibration: the sum over every invocation
+    that measured the cell, except `leave_out` (the invocation being judged, which must not count its blocks twice).
     An older record (version 1, a margin) holds no variance and gives nothing."""
     if not record or record.get("version") != CALIBRATION_VERSION:
         return {}
-    total: dict[str, stats.Noise] = {}
+    total: CellNoise = {}
     for invocation, entry in record.get("invocations", {}).items():
         if invocation == leave_out:
             continue
-        for metric, (ss, dof) in entry["noise"].items():
-            total[metric] = total.get(metric, stats.Noise()) + stats.Noise(float(ss), int(dof))
+        for cell, metrics in entry["noise"].items():
+            per_cell = total.setdefault(cell, {})
+            for metric, (ss, dof) in metrics.items():
+                per_cell[metric] = per_cell.get(metric, stats.Noise()) + stats.Noise(float(ss), int(dof))
     return total
 
 
-def record_noise(
-    record: dict[str, Any] | None, invocation: str, measured: dict[str, stats.Noise], about: dict[str, Any]
-) -> dict[str, Any]:
+def record_noise(record: dict[str, Any] | None, invocation: str, measured: CellNoise, about: dict) -> dict[str, Any]:
     """The machine's record with this invocation's contribution set (replacing an earlier one of the same
     invocation: judging it again adds nothing twice); older records are started afresh."""
     if not record or record.get("version") != CALIBRATION_VERSION:
         record = {"version": CALIBRATION_VERSION, "invocations": {}}
     invocations = dict(record["invocations"])
-    invocations[invocation] = {**about, "noise": {m: [n.ss, n.dof] for m, n in measured.items()}}
+    noise = {cell: {m: [n.ss, n.dof] for m, n in metrics.items()} for cell, metrics in measured.items()}
+    invocations[invocation] = {**about, "noise": noise}
     return {**record, "invocations": invocations}
+
+
+def pooled_by_metric(noise: CellNoise) -> dict[str, stats.Noise]:
+    """A record summed over its cells, per metric (what a log line or a power estimate reports)."""
+    total: dict[str, stats.Noise] = {}
+    for metrics in noise.values():
+        for metric, value in metrics.items():
+            total[metric] = total.get(metric, stats.Noise()) + value
+    return total
 
 
 def flagged(compared: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -434,6 +434,18 @@ def load_config(path: str | Path = "params.yaml", overrides: list[str] | None = 
         raise
 
 
+def check_compile_paths(*paths: Path) -> None:
+    """Refuse, before any work, paths torch's inductor cannot compile under: it hands include paths and cache
+    folders (the venv's and the project's) to the C++ compiler unquoted, so with a space in them every compiled
+    run would end `compile_error`."""
+    for path in paths:
+        _require(
+            not any(character.isspace() for character in str(path)),
+            f"{str(path)!r} contains a space: torch's inductor passes the venv's and the project's paths to the C++ "
+            "compiler unquoted, so every compiled run would fail; clone or move the project to a path without spaces",
+        )
+
+
 def stage_config(overrides: list[str] | None = None, compiles: bool = False) -> Config:
     """Every stage command's prologue: log to stderr, then validate params.yaml (and, for the stages that compile,
     the selected variants' inductor options); a bad params file is one clear error and exit 2, before any work."""
@@ -442,6 +454,7 @@ def stage_config(overrides: list[str] | None = None, compiles: bool = False) -> 
         config = load_config(overrides=overrides)
         if compiles:
             config.check_selected_variants()
+            check_compile_paths(Path.cwd(), Path(sys.prefix))
     except ConfigError as error:
         logging.getLogger("compilebench").error("%s", error)
         sys.exit(2)

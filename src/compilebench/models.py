@@ -96,9 +96,9 @@ class Card:
 def load_card(path: Path) -> Card:
     """Read and check one card file."""
     try:
-        raw = yaml.safe_load(path.read_text())
-    except (OSError, yaml.YAMLError) as error:
-        raise CardError(f"model card {path}: cannot be read: {error}") from None
+        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as error:
+        raise CardError(f"model card {path}: cannot be read (a card is UTF-8 YAML): {error}") from None
     if not isinstance(raw, dict):
         raise CardError(f"model card {path}: must be a YAML mapping, got {type(raw).__name__}")
     missing = [key for key in _REQUIRED if key not in raw]

@@ -190,6 +190,7 @@ class TrialResult:
     compiled_ms: tuple[float, ...] = ()
     timed_s: float | None = None
     disturbance: dict[str, float] = field(default_factory=dict)  # how busy the machine was while it timed (timing.py)
+    compile_disturbance: dict[str, float] = field(default_factory=dict)  # ... while it compiled (its first call)
     variant_dtype: str | None = None
     max_abs_diff: float | None = None
     max_rel_diff: float | None = None

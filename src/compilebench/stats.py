@@ -347,11 +347,17 @@ def expected_halfwidth(machine: Noise, blocks: int) -> float:
     return t_quantile(0.975, machine.dof + blocks - 1) * math.sqrt(machine.variance / blocks)
 
 
-def more_blocks(halfwidth: float, target: float, blocks: int) -> int | None:
-    """About how many more blocks an interval of `halfwidth` (log scale) from `blocks` needs to reach `target`
-    (the half-width shrinks with the square root of the blocks); None when it cannot be said (no interval yet)."""
+def more_blocks(halfwidth: float, target: float, blocks: int, dof: float, cap: int = 10_000) -> int | None:
+    """About how many more blocks an interval of `halfwidth` (log scale) from `blocks` blocks and `dof` degrees of
+    freedom needs to reach `target`: the same spread, a t quantile that falls as the degrees of freedom grow with
+    the blocks, the square root of the blocks; None when it cannot be said (no interval yet), `cap` at most."""
     if halfwidth <= target:
         return 0
-    if not math.isfinite(halfwidth) or blocks < 1:
+    if not math.isfinite(halfwidth) or blocks < 1 or dof < 1:
         return None
-    return max(1, math.ceil(blocks * (halfwidth / target) ** 2) - blocks)
+    spread = halfwidth / t_quantile(0.975, dof) * math.sqrt(blocks)  # the sd of one block's value
+    for more in range(1, cap + 1):
+        total = blocks + more
+        if t_quantile(0.975, dof + more) * spread / math.sqrt(total) <= target:
+            return more
+    return cap

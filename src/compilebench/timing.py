@@ -127,9 +127,29 @@ def memory_peak_mib(call: Callable[[], Any], iters: int, device: str) -> tuple[f
     return peak, max(peak - before, 0.0)
 
 
+def group_cpu_s() -> float:
+    """CPU seconds of every process in this process's group and of the children they reaped: the trial, its compile
+    workers and their g++ runs (the launcher starts each trial as the leader of a group of its own); this process
+    alone where /proc cannot be read."""
+    group, per_tick, total = os.getpgrp(), os.sysconf("SC_CLK_TCK"), 0
+    try:
+        entries = [entry for entry in Path("/proc").iterdir() if entry.name.isdigit()]
+    except OSError:
+        own = os.times()
+        return own[0] + own[1]
+    for entry in entries:
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue  # ended while we looked
+        if int(fields[2]) == group:  # pgrp; then utime, stime and the reaped children's (g++) cutime, cstime
+            total += sum(int(value) for value in fields[11:15])
+    return total / per_tick
+
+
 def cpu_snapshot() -> tuple[float, float, float, float] | None:
-    """(monotonic s, the machine's busy CPU s, its steal s, this process's own CPU s) from /proc/stat and os.times;
-    None where /proc/stat is missing (not Linux)."""
+    """(monotonic s, the machine's busy CPU s, its steal s, this trial's own CPU s: its process group's) from
+    /proc/stat and /proc/*/stat; None where /proc/stat is missing (not Linux)."""
     try:
         fields = Path("/proc/stat").read_text().splitlines()[0].split()
     except OSError:
@@ -137,13 +157,12 @@ def cpu_snapshot() -> tuple[float, float, float, float] | None:
     ticks = [int(value) for value in fields[1:]]
     user, nice, system, _idle, _iowait, irq, softirq, steal = (ticks + [0] * 8)[:8]
     per_tick = os.sysconf("SC_CLK_TCK")
-    own = os.times()
-    return time.monotonic(), (user + nice + system + irq + softirq) / per_tick, steal / per_tick, own[0] + own[1]
+    return time.monotonic(), (user + nice + system + irq + softirq) / per_tick, steal / per_tick, group_cpu_s()
 
 
 def disturbance(before: tuple | None, after: tuple | None) -> dict[str, float]:
     """How busy the machine was between two `cpu_snapshot`s, in cores (CPU seconds per second): `others_cores`, the
-    CPU that processes other than this one used; `steal_cores`, what the hypervisor took; and the 1-minute load."""
+    CPU that processes outside this trial's group used; `steal_cores`, what the hypervisor took; the 1-minute load."""
     if before is None or after is None or after[0] <= before[0]:
         return {}
     window = after[0] - before[0]

@@ -350,11 +350,13 @@ def run_compiled(spec: TrialSpec, loaded: dict[str, Any], eager: Any, reference:
     with inductor_config.patch(variant.inductor):  # read at every (re)compile inside it
         state["phase"] = "compile"
         timing.reset_peak_memory(device)
+        compiling = timing.cpu_snapshot()
         started = time.perf_counter()
         module = compiled_module(model, inputs, variant, spec.cache)
         call = caller(module, inputs, cudagraphs)
         output, serve_first_s, serve_graphs = first_answers(spec, loaded, module, inputs, dtype_name, cudagraphs)
         compile_s = time.perf_counter() - started  # everything before the first output (at every served size)
+        compile_busy = timing.disturbance(compiling, timing.cpu_snapshot())
         if variant.deploy == DEPLOY_ARTIFACTS and spec.cache == CACHE_COLD:
             save_artifacts(deploy_folder())
         state["phase"] = "run"
@@ -399,6 +401,7 @@ def run_compiled(spec: TrialSpec, loaded: dict[str, Any], eager: Any, reference:
         "compiled_ms": tuple(compiled_ms),
         "timed_s": timed_s,
         "disturbance": busy,
+        "compile_disturbance": compile_busy,
         "variant_dtype": dtype_name,
         "task_check": compared,
         "task_agreement": agreement,
