@@ -10,7 +10,7 @@ from types import SimpleNamespace
 import pytest
 from conftest import make_project, project_env, run_ok, set_params
 
-from compilebench import adaptive, launcher, runs
+from compilebench import adaptive, launcher, runs, stats
 from compilebench.records import CompileHealth, ModelSpec, TimingSpec, TrialResult, TrialSpec, VariantSpec
 
 CONTEXT = runs.Context("inv", "s", "full", "vm", "abc", "embedded-fallback", "00", min_iters=3, min_time_s=0.1,
@@ -144,3 +144,14 @@ def test_dvc_repro_adds_blocks_until_the_cap_and_reports_what_it_reached(tmp_pat
     report = (root / "data/report/report.md").read_text()
     assert "## Precision reached" in report
     assert subprocess.run(["dvc", "status"], cwd=root, env=env, capture_output=True, text=True).returncode == 0
+
+
+def test_a_thin_noise_record_does_not_stop_the_loop():
+    """One cold block a side: a record of 1 degree of freedom (however small its variance) does not say the cell's
+    cold compile is known; one of 4 or more does."""
+    trials, results, records = _state({"m": 0.0}, blocks=2)
+    target = SimpleNamespace(speedup=0.0, compile=0.05, latency=0.0)
+    thin = {"m|bs1|default": {"compile_cold": stats.Noise(1e-8, 1)}}
+    sure = {"m|bs1|default": {"compile_cold": stats.Noise(4 * 0.01**2, 4), "compile_warm": stats.Noise(4e-4, 4)}}
+    assert adaptive.extend(trials, results, records, ["A", "B"], _bench(target=target), thin, 0.05)
+    assert adaptive.extend(trials, results, records, ["A", "B"], _bench(target=target), sure, 0.05) == []

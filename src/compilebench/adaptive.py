@@ -25,6 +25,10 @@ from compilebench.records import CACHE_COLD, CACHE_SHARED, CACHE_WARM, STATUS_OK
 
 Slot = tuple[str, int, str]  # (model id, batch size, variant): a run without its environment
 EXTENDABLE = (STATUS_OK, "invalid")  # runs more blocks can help; a failure would repeat
+# A cell's noise record stops the loop only from this many degrees of freedom on: a variance from one or two is too
+# often far too small (one cold block a side was taken on such a record, and two invocations' cold compile intervals
+# of one cell missed each other); below it, the cell's own interval decides, which needs two blocks of its own.
+MIN_RECORD_DOF = 4
 
 
 @dataclass(frozen=True)
@@ -75,7 +79,8 @@ def _stopping_width(row: dict[str, Any], metric: str, noise: compare.CellNoise |
     (stats.expected_halfwidth); its own interval's otherwise (no record yet, or a noisy cell standing alone)."""
     machine = (noise or {}).get(compare.cell_key(row), {}).get(metric)
     blocks = int(row[f"{metric}_blocks"])
-    if machine is None or machine.dof == 0 or row[f"{metric}_noisy"] or row[f"{metric}_method"] != stats.PAIRED:
+    trusted = machine is not None and machine.dof >= MIN_RECORD_DOF
+    if not trusted or row[f"{metric}_noisy"] or row[f"{metric}_method"] != stats.PAIRED:
         return row[f"{metric}_halfwidth"], float(row[f"{metric}_dof"] or 0)
     return stats.expected_halfwidth(machine, blocks), float(machine.dof + blocks - 1)
 
