@@ -25,9 +25,9 @@ from compilebench.records import CACHE_COLD, CACHE_SHARED, CACHE_WARM, STATUS_OK
 
 Slot = tuple[str, int, str]  # (model id, batch size, variant): a run without its environment
 EXTENDABLE = (STATUS_OK, "invalid")  # runs more blocks can help; a failure would repeat
-# A cell's noise record stops the loop only from this many degrees of freedom on: a variance from one or two is too
-# often far too small (one cold block a side was taken on such a record, and two invocations' cold compile intervals
-# of one cell missed each other); below it, the cell's own interval decides, which needs two blocks of its own.
+# A noise record stops the loop only from this many degrees of freedom on: a variance from one or two is too often
+# far too small (one cold block a side was taken on such a cell record, and two invocations' cold compile intervals
+# of one cell missed each other); below it, the metric's record over every cell of the machine, else the cell's own.
 MIN_RECORD_DOF = 4
 
 
@@ -73,11 +73,16 @@ def _own_intervals(row: dict[str, Any]) -> dict[str, stats.Estimate]:
     return {name: stats.geometric_interval(list(compare.process_values(row, name).values())) for name in names}
 
 
-def _stopping_width(row: dict[str, Any], metric: str, noise: compare.CellNoise | None) -> tuple[float, float]:
-    """What a compared cell's width is judged by, (half-width, degrees of freedom): the half-width the cell's noise
-    record on this machine gives its blocks where it has one and the cell is not noisier than it now
-    (stats.expected_halfwidth); its own interval's otherwise (no record yet, or a noisy cell standing alone)."""
-    machine = (noise or {}).get(compare.cell_key(row), {}).get(metric)
+def _stopping_width(
+    row: dict[str, Any], metric: str, noise: compare.CellNoise | None, pooled: dict[str, stats.Noise]
+) -> tuple[float, float]:
+    """What a compared cell's width is judged by, (half-width, degrees of freedom). Where the machine has a record
+    the loop knows (at least MIN_RECORD_DOF degrees of freedom: the cell's own, else the metric's over every cell),
+    the half-width that noise gives the cell's blocks (stats.expected_halfwidth): it does not look at this
+    invocation's differences, so neither stopping nor the widest-first order can favour cells whose blocks happened
+    to agree. Otherwise (no record yet, or a cell noisier than its record), the cell's own interval."""
+    cell = (noise or {}).get(compare.cell_key(row), {}).get(metric)
+    machine = cell if cell is not None and cell.dof >= MIN_RECORD_DOF else pooled.get(metric)
     blocks = int(row[f"{metric}_blocks"])
     trusted = machine is not None and machine.dof >= MIN_RECORD_DOF
     if not trusted or row[f"{metric}_noisy"] or row[f"{metric}_method"] != stats.PAIRED:
@@ -96,12 +101,13 @@ def widths(
     An eager row's widths count for every compiled run of its model (their processes time eager too)."""
     found: list[tuple[tuple, str, float, int, float]] = []  # (model, batch, variant), metric, half-width, blocks, dof
     if len(labels) >= 2:
+        pooled = compare.pooled_by_metric(noise or {})
         for row in compare.comparison_rows(records, noise, labels, margin):
             if row["reference"] != compare.FIRST:
                 continue
             for metric in compare.METRICS:
                 if f"{metric.name}_ratio" in row:
-                    halfwidth, dof = _stopping_width(row, metric.name, noise)
+                    halfwidth, dof = _stopping_width(row, metric.name, noise, pooled)
                     slot = (row["model_id"], row["batch_size"], row["variant"])
                     found.append((slot, metric.name, halfwidth, row[f"{metric.name}_blocks"], dof))
     else:

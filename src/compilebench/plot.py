@@ -33,6 +33,7 @@ from compilebench.files import write_atomic
 from compilebench.records import read_jsonl
 
 LOGGER = logging.getLogger(__name__)
+RATIO_TICKS = (0.25, 0.5, 0.67, 0.8, 0.9, 0.95, 1.0, 1.05, 1.1, 1.25, 1.5, 2.0, 4.0)  # B / A axis labels
 
 
 def _slug(text: str) -> str:
@@ -171,6 +172,12 @@ def comparison_figure(compared: pd.DataFrame, names: pd.Series, width_in: float)
             ax.axvspan(1 / bound, bound, color="grey", alpha=0.2, label=f"margin ±{bound - 1:.0%}")
             ax.legend(fontsize=7)
         ax.set_xscale("log")  # ratios: 0.5x and 2x equally far from 1
+        low_x, high_x = ax.get_xlim()
+        fine = high_x / low_x < 1.3  # a narrow axis gets the ticks at +-5% too; a wide one would crowd them
+        ticks = [tick for tick in RATIO_TICKS if low_x <= tick <= high_x and (fine or tick not in (0.95, 1.05))]
+        ax.set_xticks(ticks or [1.0])
+        ax.xaxis.set_major_formatter(matplotlib.ticker.FormatStrFormatter("%g"))
+        ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
         ax.axvline(1.0, color="black", linewidth=0.8)
         ax.set_yticks(range(len(cells)), cells, fontsize=7)
         ax.invert_yaxis()
