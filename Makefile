@@ -15,7 +15,7 @@ export PYTHONUNBUFFERED := 1
 run: $(STAMP) .dvc/config  ## create the environment and run `dvc repro` on params.yaml
 	dvc repro
 	dvc metrics show
-	python -m compilebench.aggregate --check  # exit 3 when some run did not end ok (they are in the report)
+	python -m compilebench.aggregate --check  # exit 3: some run did not end ok; 4: a compared stack changed a headline
 
 test: $(STAMP) .dvc/config  ## create the environment and run the test suite (both cores, with line coverage)
 	pytest -q -n 2 --dist loadgroup --cov=compilebench --cov-report=term:skip-covered --durations=15
