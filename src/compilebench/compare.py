@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import itertools
 import json
-import math
 import statistics
 from dataclasses import dataclass
 from pathlib import Path
@@ -192,10 +191,7 @@ def adjust_headlines(compared: list[dict[str, Any]]) -> None:
     adjusted = stats.holm([row[f"{row['headline']}_p"] for row in compared])
     for row, p_value in zip(compared, adjusted, strict=True):
         metric = METRIC_BY_NAME[row["headline"]]
-        ratio = row[f"{metric.name}_ratio"]
-        changed = stats.NOT_SIGNIFICANT
-        if not math.isnan(p_value) and p_value < stats.ALPHA:
-            changed = metric.above if ratio > 1 else metric.below
+        changed = stats.change_word(row[f"{metric.name}_ratio"], p_value, metric.above, metric.below)
         row.update(p_adjusted=p_value, verdict=stats.verdict_of(changed, row[f"{metric.name}_relevance"]))
 
 

@@ -313,10 +313,14 @@ def relevance(ratio: Ratio, margin: float) -> str:
 
 def change(ratio: Ratio, above: str, below: str, p_value: float | None = None) -> str:
     """Did it change: `above` / `below` when the p-value (or an adjusted one) is under ALPHA, else not significant."""
-    p_value = ratio.p_value if p_value is None else p_value
-    if math.isnan(p_value) or p_value >= ALPHA:  # NaN: no test possible
+    return change_word(ratio.value, ratio.p_value if p_value is None else p_value, above, below)
+
+
+def change_word(value: float, p_value: float, above: str, below: str) -> str:
+    """The word for a B/A `value` whose test gave `p_value` (NaN: no test possible)."""
+    if math.isnan(p_value) or p_value >= ALPHA:
         return NOT_SIGNIFICANT
-    return above if ratio.value > 1 else below
+    return above if value > 1 else below
 
 
 def verdict_of(changed: str, relevant: str) -> str:
