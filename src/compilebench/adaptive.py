@@ -5,12 +5,12 @@ a balanced order (`plan.balanced_order`). Once the planned blocks are done, `ext
 widest 95% interval is from its target (`benchmark.target`: speedup, compile time, latency; B/A when stacks are
 compared, the run's own interval otherwise) and adds a block to each run short of it, furthest first, while the
 blocks fit in `benchmark.budget_min` (minutes of trial processes per compared environment, the planned blocks
-included) and a run has
-fewer than `benchmark.max_replicates`. A block re-runs cold when cold compile time is the widest interval; warm
-otherwise. A run with fewer undisturbed blocks than `replicates` gets a block first: a disturbed process is re-run,
-never silently dropped. It stops on width, never on significance, so the tests' error rates hold. Every decision is a
-pure function of the results so far (the budget counts the trials' own wall time), so a resumed invocation takes
-the same ones. `widths` also tells the report, per run, what was reached and about how many more blocks it needed.
+included) and a run has fewer than `benchmark.max_replicates`. A block re-runs cold when cold compile time is the
+widest interval; warm otherwise. A run with fewer undisturbed blocks than `replicates` gets a block first: a
+disturbed process is re-run, never silently dropped. It stops on width, never on significance, so the tests' error
+rates hold. Every decision is a pure function of the results so far (the budget counts the trials' own wall time),
+so a resumed invocation takes the same ones. `widths` also tells the report, per run, what was reached and about how
+many more blocks it needed.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from typing import Any
 
 from compilebench import compare, plan, stats
 from compilebench.records import CACHE_COLD, CACHE_SHARED, CACHE_WARM, STATUS_OK, TrialResult, TrialSpec
+from compilebench.runs import is_disturbed
 
 Slot = tuple[str, int, str]  # (model id, batch size, variant): a run without its environment
 EXTENDABLE = (STATUS_OK, "invalid")  # runs more blocks can help; a failure would repeat
@@ -55,6 +56,11 @@ class Width:
     def more(self) -> int | None:
         """About how many more blocks would reach the target (None: cannot tell yet)."""
         return stats.more_blocks(self.halfwidth, self.target, self.blocks, self.dof)
+
+
+def _targets(bench: Any) -> dict[str, float]:
+    """benchmark.target as the half-widths per kind of metric that compare.Metric.target names."""
+    return {"speedup": bench.target.speedup, "compile": bench.target.compile, "latency": bench.target.latency}
 
 
 def slot_of(spec: TrialSpec) -> Slot:
@@ -142,8 +148,6 @@ def widest(found: list[Width]) -> dict[Slot, Width]:
 
 def clean_blocks(trials: list[TrialSpec], results: dict[str, TrialResult], limit_cores: float) -> dict[Slot, int]:
     """Per run, the blocks none of whose processes was disturbed."""
-    from compilebench.runs import is_disturbed
-
     blocks: dict[Slot, dict[int, bool]] = {}
     for spec in trials:
         result = results.get(spec.trial_id)
@@ -172,7 +176,7 @@ def extend(
 ) -> list[TrialSpec]:
     """The next blocks: for each run short of `replicates` clean blocks or of its target, furthest first, one more
     block (a trial per environment, in balanced order) while it fits the budget and the cap. Empty when done."""
-    targets = {"speedup": bench.target.speedup, "compile": bench.target.compile, "latency": bench.target.latency}
+    targets = _targets(bench)
     worst = {slot: width for slot, width in widest(widths(records, labels, targets, noise, margin)).items()
              if not width.met}  # fmt: skip
     clean = clean_blocks(trials, results, bench.disturbed_cores)
@@ -210,7 +214,7 @@ def shortfalls(
     records: list[dict[str, Any]], labels: list[str], bench: Any, noise: compare.CellNoise | None, margin: float
 ) -> list[dict[str, Any]]:
     """Per run, its widest interval against its target: reached or not, and about how many more blocks it needs."""
-    targets = {"speedup": bench.target.speedup, "compile": bench.target.compile, "latency": bench.target.latency}
+    targets = _targets(bench)
     rows = []
     for (model_id, batch, variant), width in sorted(widest(widths(records, labels, targets, noise, margin)).items()):
         rows.append({"model_id": model_id, "batch_size": batch, "variant": variant, "metric": width.metric,
