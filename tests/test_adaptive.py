@@ -19,7 +19,7 @@ ENVIRONMENTS = {label: runs.EnvironmentInfo(label, "current", "k", {}, ()) for l
 
 
 def _bench(**changes):
-    values = {"replicates": 2, "max_replicates": 5, "budget_min": 10.0, "disturbed_cores": 0.5,
+    values = {"replicates": 2, "cold_replicates": 1, "max_replicates": 5, "budget_min": 10.0, "disturbed_cores": 0.5,
               "target": SimpleNamespace(speedup=0.05, compile=0.0, latency=0.0)}  # fmt: skip
     return SimpleNamespace(**{**values, **changes})
 
@@ -132,13 +132,18 @@ def test_dvc_repro_adds_blocks_until_the_cap_and_reports_what_it_reached(tmp_pat
     run_ok(["git", "init", "-q"], root, env)
     run_ok(["dvc", "init", "-q"], root, env)
     done = run_ok(["dvc", "repro"], root, env)
-    assert "adaptive: 1 more trial(s)" in done.stdout + done.stderr
+    assert "adaptive: 2 more trial(s)" in done.stdout + done.stderr  # a timing process: eager and default
     rows = [json.loads(line) for line in (root / "data/results/runs.jsonl").read_text().splitlines()]
     compiled = next(row for row in rows if row["variant"] == "default")
-    assert [p["replicate"] for p in compiled["process_results"]] == [0, 1, 2]  # two planned, one added, the cap
-    assert [p["cache"] for p in compiled["process_results"]] == ["cold", "warm", "warm"]
+    processes = compiled["process_results"]  # a cold one; two timing ones planned, one added, the cap
+    assert [(p["kind"], p["replicate"], p["cache"]) for p in processes] == [
+        ("cold", 0, "cold"),
+        ("arm", 0, "warm"),
+        ("arm", 1, "warm"),
+        ("arm", 2, "warm"),
+    ]
     info = json.loads((root / "data/results/run_info.json").read_text())
-    assert info["planned_trials"] == 2 and info["trials"] == 3
+    assert (info["planned_trials"], info["trials"], info["planned_processes"], info["processes"]) == (5, 7, 3, 4)
     [reached] = info["targets"]
     assert reached["blocks"] == 3 and not reached["met"] and reached["metric"] == "speedup"
     report = (root / "data/report/report.md").read_text()
@@ -155,3 +160,61 @@ def test_a_thin_noise_record_does_not_stop_the_loop():
     sure = {"m|bs1|default": {"compile_cold": stats.Noise(4 * 0.01**2, 4), "compile_warm": stats.Noise(4e-4, 4)}}
     assert adaptive.extend(trials, results, records, ["A", "B"], _bench(target=target), thin, 0.05)
     assert adaptive.extend(trials, results, records, ["A", "B"], _bench(target=target), sure, 0.05) == []
+
+
+def _cell_state(cold_spread=0.0, speedup_spread=0.0, blocks=2, wall_s=10.0):
+    """Two stacks A and B of one model planned as the pipeline plans it (a cold compile-only process per variant,
+    then timing processes of eager, default and freezing), with made-up results: B's freezing arm moves by
+    +-speedup_spread from block to block, B's cold compiles by +-cold_spread."""
+    from compilebench import plan
+
+    model = ModelSpec("m", "M", "image-classification", "X", "ckpt")
+    variants = [VariantSpec("eager", compile=False), VariantSpec("default"),
+                VariantSpec("freezing", inductor={"freezing": True})]  # fmt: skip
+    trials = plan.trials([model], [1], variants, ["A", "B"], blocks, 1, False, "i.jpg", TimingSpec(), 0)
+    results = {}
+    for spec in trials:
+        b_side = spec.environment == "B"
+        wobble = (spec.replicate % 2 * 2 - 1) if b_side else 0
+        if spec.kind == "cold":
+            cold = _result(spec, 5.0, compile_s=20.0 * (1 + cold_spread * wobble), wall_s=wall_s)
+            results[spec.trial_id] = replace(cold, eager_ms=(), compiled_ms=(), timed_s=None)
+        elif not spec.variant.compile:
+            results[spec.trial_id] = TrialResult(spec.trial_id, "ok", environment={"device": "cpu"},
+                                                 eager_ms=(10.0,) * 5, timed_s=1.0, eager_first_call_s=0.1,
+                                                 wall_s=wall_s)  # fmt: skip
+        else:
+            factor = 1 + speedup_spread * wobble if spec.variant.name == "freezing" else 1.0
+            results[spec.trial_id] = _result(spec, 5.0 * factor, wall_s=wall_s)
+    return trials, results, _records(trials, results)
+
+
+def test_a_timing_block_adds_a_whole_timing_process_per_environment_and_its_wall_counts_once():
+    trials, results, records = _cell_state(speedup_spread=0.2)
+    # spent: 4 cold processes and 4 timing processes of 10 s: 80 s (counted per arm result, 160 s); a block: 20 s
+    added = adaptive.extend(trials, results, records, ["A", "B"], _bench(budget_min=50 / 60), None, 0.05)  # 100 s
+    assert {spec.kind for spec in added} == {"arm"} and {spec.replicate for spec in added} == {2}
+    assert sorted((s.environment, s.variant.name) for s in added) == sorted(
+        (label, name) for label in "AB" for name in ("eager", "default", "freezing"))  # fmt: skip
+    assert len({spec.process_id for spec in added}) == 2
+    assert adaptive.extend(trials, results, records, ["A", "B"], _bench(budget_min=45 / 60), None, 0.05) == []
+
+
+def test_cold_compile_time_gets_a_compile_only_block():
+    trials, results, records = _cell_state(cold_spread=0.2)
+    target = SimpleNamespace(speedup=0.05, compile=0.05, latency=0.0)
+    added = adaptive.extend(trials, results, records, ["A", "B"], _bench(target=target, cold_replicates=1), None,
+                            0.05)  # fmt: skip
+    assert {(s.kind, s.cache, s.replicate) for s in added} == {("cold", "cold", 1)}
+    assert {(s.environment, s.variant.name) for s in added} == {("A", "default"), ("B", "default"), ("A",
+                                                                "freezing"), ("B", "freezing")}  # fmt: skip
+
+
+def test_a_cold_process_disturbed_while_compiling_is_re_run():
+    trials, results, records = _cell_state()
+    cold = next(spec for spec in trials if spec.kind == "cold" and spec.variant.name == "default")
+    results[cold.trial_id] = replace(results[cold.trial_id], compile_disturbance={"others_cores": 1.5})
+    records = _records(trials, results)
+    bench = _bench(cold_replicates=1, target=SimpleNamespace(speedup=0.0, compile=0.0, latency=0.0))
+    added = adaptive.extend(trials, results, records, ["A", "B"], bench, None, 0.05)
+    assert {(s.kind, s.variant.name, s.replicate) for s in added} == {("cold", "default", 1)}

@@ -1,21 +1,44 @@
-"""The run order: rounds of replicates (cold first), runs shuffled by seed, environments in balanced blocks."""
+"""The run order: cold rounds first, then timing rounds; units shuffled by seed, environments in balanced blocks; a
+timing process's arms, their compile order rotating in a Williams design; variants a process cannot hold, alone."""
 
 from collections import Counter
 
+import pytest
+
 from compilebench import plan
-from compilebench.records import CACHE_COLD, CACHE_SHARED, CACHE_WARM, ModelSpec, TimingSpec, VariantSpec
+from compilebench.records import (
+    CACHE_COLD,
+    CACHE_SHARED,
+    CACHE_WARM,
+    KIND_ARM,
+    KIND_COLD,
+    KIND_PAIRED,
+    ModelSpec,
+    TimingSpec,
+    TrialSpec,
+    VariantSpec,
+    williams_orders,
+)
 
 MODELS = [ModelSpec(f"org/m{i}", f"M{i}", "image-classification", "X", f"ckpt/m{i}") for i in range(3)]
-VARIANTS = [
-    VariantSpec("eager", compile=False),
-    VariantSpec("default"),
-    VariantSpec("freezing", inductor={"freezing": True}),
-]
+EAGER = VariantSpec("eager", compile=False)
+DEFAULT = VariantSpec("default")
+FREEZING = VariantSpec("freezing", inductor={"freezing": True})
+VARIANTS = [EAGER, DEFAULT, FREEZING]
 
 
-def _trials(labels, replicates=3, cold=1, shared=False, seed=0):
-    slots = plan.slots(MODELS, [1, 4], VARIANTS)
-    return plan.trials(slots, labels, replicates, cold, shared, "image.jpg", TimingSpec(), seed)
+def _trials(labels, variants=VARIANTS, replicates=3, cold=1, shared=False, seed=0):
+    return plan.trials(MODELS, [1, 4], variants, labels, replicates, cold, shared, "image.jpg", TimingSpec(), seed)
+
+
+def _processes(trials):
+    grouped = []
+    for spec in trials:
+        if spec.process_id and grouped and grouped[-1][0].process_id == spec.process_id:
+            grouped[-1].append(spec)
+        else:
+            grouped.append([spec])
+    return grouped
 
 
 def test_labels_of_an_environment_named_twice():
@@ -23,41 +46,55 @@ def test_labels_of_an_environment_named_twice():
     assert plan.environment_labels(["current", "current", "current"]) == ["current", "current#2", "current#3"]
 
 
-def test_every_run_gets_its_replicates_one_process_each():
+def test_a_timing_process_per_block_holds_every_arm_and_cold_processes_compile_each_variant():
     trials = _trials(["current"])
-    assert len(trials) == 3 * 2 * 2 * 3  # models x batch sizes x compiled variants x replicates
+    cells = 3 * 2  # models x batch sizes
     assert len({t.trial_id for t in trials}) == len(trials)
-    per_run = Counter(t.run_key for t in trials)
-    assert set(per_run.values()) == {3}
-    assert all(t.variant.compile for t in trials)  # eager is timed inside each trial, paired
+    cold = [t for t in trials if t.kind == KIND_COLD]
+    assert len(cold) == cells * 2 and {t.cache for t in cold} == {CACHE_COLD}  # one per compiled variant
+    timing = [group for group in _processes(trials) if group[0].kind == KIND_ARM]
+    assert len(timing) == cells * 3  # one per cell and block
+    assert all(group[0].variant.name == "eager" for group in timing)  # eager is loaded first
+    assert all(sorted(arm.variant.name for arm in group) == ["default", "eager", "freezing"] for group in timing)
+    assert {arm.cache for group in timing for arm in group} == {CACHE_WARM}
+    assert all(len({arm.process_id for arm in group}) == 1 for group in timing)
 
 
-def test_cold_round_comes_first_then_warm():
-    trials = _trials(["current"], replicates=3, cold=1)
-    caches = [t.cache for t in trials]
-    first_round = len(trials) // 3
-    assert set(caches[:first_round]) == {CACHE_COLD} and set(caches[first_round:]) == {CACHE_WARM}
-    for run in {t.run_key for t in trials}:  # the cold trial of a run precedes its warm ones
-        replicates = [t.replicate for t in trials if t.run_key == run]
-        assert replicates == sorted(replicates)
+def test_cold_rounds_come_first():
+    trials = _trials(["current"])
+    kinds = [t.kind for t in trials]
+    assert kinds.index(KIND_ARM) == kinds.count(KIND_COLD)  # every compile-only process before any timing
     assert {t.cache for t in _trials(["current"], shared=True)} == {CACHE_SHARED}
+    assert not [t for t in _trials(["current"], shared=True) if t.kind == KIND_COLD]  # a shared cache is never cold
+
+
+def test_compile_order_rotates_in_a_williams_design_and_both_sides_of_a_block_share_it():
+    variants = [EAGER, DEFAULT, FREEZING, VariantSpec("autotune", mode="max-autotune")]
+    trials = _trials(["a", "b"], variants, replicates=6)
+    orders = {}
+    for group in _processes(trials):
+        if group[0].kind == KIND_ARM:
+            key = (group[0].model.model_id, group[0].batch_size, group[0].replicate)
+            orders.setdefault(key, set()).add(tuple(arm.variant.name for arm in group[1:]))
+    assert all(len(sides) == 1 for sides in orders.values())  # A and B of a block compile in one order
+    firsts = Counter(next(iter(sides))[0] for key, sides in orders.items() if key[:2] == ("org/m0", 1))
+    assert set(firsts.values()) == {2}  # 6 blocks, 3 compiled arms: each compiles first twice
+    assert plan.compile_order([FREEZING, EAGER, DEFAULT], 0) == plan.compile_order([EAGER, DEFAULT, FREEZING], 0)
 
 
 def test_two_environments_alternate_in_balanced_blocks():
     trials = _trials(["a", "b"])
-    order = [t.environment for t in trials]
+    order = [group[0].environment for group in _processes(trials)]
     blocks = [tuple(order[i : i + 2]) for i in range(0, len(order), 2)]
-    assert all(set(block) == {"a", "b"} for block in blocks)  # each run: both environments back to back
+    assert all(set(block) == {"a", "b"} for block in blocks)  # each unit: both environments back to back
     assert all(blocks[i] != blocks[i + 1] for i in range(len(blocks) - 1))  # A B, B A, A B ...
     firsts = Counter(block[0] for block in blocks)
     assert abs(firsts["a"] - firsts["b"]) <= 1  # each goes first equally often
-    for run in {(t.model.model_id, t.batch_size, t.variant.name, t.replicate) for t in trials}:
-        sides = [t.environment for t in trials if (t.model.model_id, t.batch_size, t.variant.name, t.replicate) == run]
-        assert sorted(sides) == ["a", "b"]
 
 
 def test_three_environments_rotate():
-    order = [t.environment for t in _trials(["a", "b", "c"], replicates=1)]
+    groups = _processes(_trials(["a", "b", "c"], replicates=1, cold=0))
+    order = [group[0].environment for group in groups]
     blocks = [tuple(order[i : i + 3]) for i in range(0, len(order), 3)]
     assert Counter(block[0] for block in blocks[:3]) == Counter("abc")
 
@@ -68,6 +105,40 @@ def test_order_is_seeded():
     assert ids != [t.trial_id for t in _trials(["a", "b"], seed=2)]
 
 
-def test_eager_only_suite_times_eager():
-    slots = plan.slots(MODELS[:1], [1], VARIANTS[:1])
-    assert [slot.variant.name for slot in slots] == ["eager"]
+def test_variants_a_process_cannot_hold_are_paired_trials_of_their_own():
+    fullgraph = VariantSpec("fullgraph", fullgraph=True)  # the same backend as default: it would reuse its graph
+    aoti = VariantSpec("aoti", deploy="aoti", inductor={"freezing": True})
+    served = VariantSpec("serve-auto", serve=True, dynamic=None)
+    arms, singles = plan.arms_and_singles([EAGER, DEFAULT, fullgraph, aoti, served, FREEZING])
+    assert [v.name for v in arms] == ["eager", "default", "freezing"]
+    assert [v.name for v in singles] == ["fullgraph", "aoti", "serve-auto"]
+    trials = _trials(["current"], [EAGER, DEFAULT, aoti], replicates=3, cold=1)
+    paired = [t for t in trials if t.kind == KIND_PAIRED]
+    assert {t.variant.name for t in paired} == {"aoti"}
+    per_cell = Counter((t.model.model_id, t.batch_size) for t in paired)
+    assert set(per_cell.values()) == {3}  # replicates of them, the first on an empty cache
+    assert Counter(t.cache for t in paired) == {CACHE_COLD: 6, CACHE_WARM: 12}
+
+
+def test_only_paired_trials_when_no_variant_can_be_an_arm_and_eager_alone_when_none_compiles():
+    aoti = VariantSpec("aoti", deploy="aoti")
+    assert {t.kind for t in _trials(["current"], [EAGER, aoti])} == {KIND_PAIRED}  # each pairs eager itself
+    alone = _trials(["current"], [EAGER], replicates=2)
+    assert {(t.kind, t.variant.name) for t in alone} == {(KIND_ARM, "eager")} and len(alone) == 3 * 2 * 2
+
+
+@pytest.mark.parametrize("arms", range(1, 7))
+def test_williams_orders_balance_positions_and_what_follows_what(arms):
+    orders = williams_orders(arms)
+    assert all(sorted(order) == list(range(arms)) for order in orders)
+    positions = Counter((arm, place) for order in orders for place, arm in enumerate(order))
+    assert len(positions) == arms * arms and len(set(positions.values())) == 1
+    follows = Counter((order[i], order[i + 1]) for order in orders for i in range(arms - 1))
+    assert len(follows) == arms * (arms - 1) and len(set(follows.values())) <= 1
+
+
+def test_a_spec_names_its_process_exactly_when_it_is_an_arm():
+    with pytest.raises(ValueError, match="kind must be one of"):
+        TrialSpec("a/m/bs1/default/r0", "a", MODELS[0], 1, DEFAULT, 0, CACHE_WARM, "i", TimingSpec(), kind="odd")
+    with pytest.raises(ValueError, match="names its process"):
+        TrialSpec("a/m/bs1/default/r0", "a", MODELS[0], 1, DEFAULT, 0, CACHE_WARM, "i", TimingSpec(), kind=KIND_ARM)

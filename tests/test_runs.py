@@ -131,3 +131,74 @@ def test_incomplete_runs_are_not_recorded_yet():
     specs = [spec for spec, _ in results]
     partial = {results[0][0].trial_id: results[0][1]}
     assert runs.run_records(specs, partial, ENVIRONMENT, MODELS, CONTEXT) == []
+
+
+def _cell(blocks=3, eager=(10.0, 12.0, 11.0), warm=(2.0, 1.8, 2.2)):
+    """A timing process per block (eager, default and freezing arms sharing eager's samples) and a cold compile-only
+    process per compiled variant, as the plan makes them."""
+    freezing = VariantSpec("freezing", inductor={"freezing": True})
+    results = []
+    for variant, cold_s, peak in ((DEFAULT, 20.0, 120.0), (freezing, 15.0, 130.0)):
+        spec = TrialSpec(f"current/org--m/bs2/{variant.name}/c0", "current", MODEL, 2, variant, 0, "cold", "i.jpg",
+                         TimingSpec(), kind="cold")  # fmt: skip
+        health = CompileHealth(1, inductor_counters={"binary_folding": 3})
+        results.append((spec, TrialResult(spec.trial_id, "ok", compile_s=cold_s, peak_mem_mib=peak,
+                                          eager_first_call_s=0.5, eager_peak_mem_mib=90.0, max_abs_diff=0.0,
+                                          max_rel_diff=0.0, task_agreement=1.0, startup_s=2.0, load_s=1.0,
+                                          health=health)))  # fmt: skip
+    for replicate in range(blocks):
+        process = f"current/org--m/bs2/r{replicate}"
+        samples = (eager[replicate],) * 6
+        for variant, factor in ((VariantSpec("eager", compile=False), None), (DEFAULT, 2.0), (freezing, 4.0)):
+            spec = TrialSpec(f"current/org--m/bs2/{variant.name}/r{replicate}", "current", MODEL, 2, variant,
+                             replicate, "warm", "i.jpg", TimingSpec(), kind="arm", process_id=process)  # fmt: skip
+            compiled = {} if factor is None else {"compiled_ms": tuple(x / factor for x in samples),
+                                                  "compile_s": warm[replicate], "max_abs_diff": 0.0,
+                                                  "max_rel_diff": 0.0, "task_agreement": 1.0,
+                                                  "health": CompileHealth(1)}  # fmt: skip
+            results.append((spec, TrialResult(spec.trial_id, "ok", eager_ms=samples, timed_s=1.0, startup_s=2.0,
+                                              load_s=1.0, eager_first_call_s=0.5, eager_peak_mem_mib=90.0,
+                                              inductor_startup_s=1.5, **compiled)))  # fmt: skip
+    return results
+
+
+def test_a_timing_process_counts_once_in_the_eager_run_and_pairs_every_arm_with_its_eager_samples():
+    records = _records(_cell())
+    eager, default, freezing = records["eager"], records["default"], records["freezing"]
+    assert eager.processes == 3 and eager.count == 18  # one eager arm per process, not one per compiled arm
+    assert [p["kind"] for p in eager.process_results].count("arm") == 3
+    assert default.speedup == pytest.approx(2.0) and freezing.speedup == pytest.approx(4.0)
+    assert default.processes == 3 and default.replicates == 4  # three timing processes and a cold one
+    assert [p["kind"] for p in default.process_results] == ["cold", "arm", "arm", "arm"]  # cold first
+    assert default.compile_s == 20.0 and default.compile_s_warm == 2.0  # cold from the compile-only process
+    assert default.peak_mem_mib == 120.0  # where the variant was the only compiled model: the cold process
+    assert freezing.inductor_counters == {"binary_folding": 3}  # health from the process that ran the passes
+    assert default.first_inference_s == 2.0 + 1.0 + 20.0  # start-up, load, cold compile
+    assert default.first_inference_s_warm == pytest.approx(2.0 + 1.0 + 1.5 + 2.0)  # inductor's start-up added back
+    assert eager.peak_mem_mib == 90.0 and all(p["compile_s"] is None for p in eager.process_results)
+
+
+def test_a_process_disturbed_while_compiling_keeps_its_samples_and_loses_its_compile_time():
+    context = replace(CONTEXT, disturbed_cores=0.25)
+    results = _cell()
+    index = next(i for i, (s, _) in enumerate(results) if s.trial_id.endswith("default/r1"))
+    spec, result = results[index]
+    results[index] = (spec, replace(result, compile_s=99.0, compile_disturbance={"others_cores": 0.9}))
+    specs = [spec for spec, _ in results]
+    records = {r.variant: r for r in runs.run_records(specs, {s.trial_id: r for s, r in results}, ENVIRONMENT,
+                                                      MODELS, context)}  # fmt: skip
+    default = records["default"]
+    assert default.processes == 3 and default.compile_s_warm == 2.1  # 99 s left out; its samples kept
+    row = next(p for p in default.process_results if p["trial_id"] == spec.trial_id)
+    assert row["compile_disturbed"] and not row["disturbed"]
+
+
+def test_a_process_record_derives_its_values_and_reads_rows_of_earlier_versions():
+    record = runs.ProcessRecord.from_dict({"trial_id": "a/m/bs1/default/r2", "cache": "warm", "eager_ms": [10.0] * 4
+                                           + [12.0] * 4, "compiled_ms": [5.0] * 8, "compile_s": 3.0,
+                                           "some_field_of_the_future": 1})  # fmt: skip
+    assert record.block == "default/r2" and not record.cold_compile and record.kind == "paired"
+    assert record.speedup == pytest.approx(2.2) and record.speedup_of_means == pytest.approx(2.2)
+    assert record.halves_ratio == pytest.approx(1.2) and record.pair_cv == pytest.approx(0.4 / 1.349 / 2.2)
+    assert runs.ProcessRecord.from_dict({"cache": "cold", "eager_ms": [1.0]}, index=4).block == "p4"
+    assert runs.ProcessRecord.from_dict({"trial_id": "x", "cache": "cold"}).cold_compile  # by its cache, as before

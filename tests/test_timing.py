@@ -3,6 +3,7 @@
 import time
 
 from compilebench import timing
+from compilebench.records import williams_orders
 
 
 def test_time_call_ms_returns_output_and_positive_time():
@@ -25,23 +26,44 @@ def test_cpu_peak_memory_sees_an_allocation():
     assert timing.peak_reserved_mib("cpu") is None
 
 
-def test_paired_samples_alternate_and_stop_at_the_minimums():
+def test_rounds_follow_a_williams_design_and_stop_at_the_minimums():
     calls = []
-    eager, compiled, elapsed = timing.paired_samples(
-        lambda: calls.append("e"), lambda: calls.append("c"), "cpu", min_iters=6, min_time_s=0.0, max_time_s=5.0
-    )
-    assert len(eager) == len(compiled) == 6 and elapsed < 5.0
-    assert calls[:4] == ["e", "c", "c", "e"]  # the order flips every pair
+    arms = [lambda name=name: calls.append(name) for name in "ecf"]
+    samples, elapsed = timing.round_samples(arms, "cpu", min_rounds=6, min_time_s=0.0, max_time_s=5.0, start=1)
+    assert [len(arm) for arm in samples] == [6, 6, 6] and elapsed < 5.0
+    rounds = ["".join(calls[i : i + 3]) for i in range(0, 18, 3)]
+    expected = ["".join("ecf"[arm] for arm in order) for order in williams_orders(3)]
+    assert rounds == expected[1:] + expected[:1]  # every order of the design once, from `start`
+    two = []
+    timing.round_samples([lambda: two.append("e"), lambda: two.append("c")], "cpu", 2, 0.0, 5.0)
+    assert two == ["e", "c", "c", "e"]  # two arms: the order flips every round, as pairs always did
 
 
 def test_adaptive_stop_waits_for_a_narrow_ci():
     calls = iter(range(10**6))
     wobbly = lambda: [sum(range(200 + 150 * (next(calls) % 2)))]  # noqa: E731 (alternating cost: noisy pairs)
     steady = lambda: None  # noqa: E731
-    eager, _, _ = timing.paired_samples(wobbly, steady, "cpu", 10, 0.0, 5.0, target_ci_halfwidth=0.0)
-    assert len(eager) == 10  # no target: stops at the minimum
-    eager, _, elapsed = timing.paired_samples(wobbly, steady, "cpu", 10, 0.0, 0.3, target_ci_halfwidth=1e-9)
-    assert elapsed >= 0.3 and len(eager) > 10  # an unreachable target: runs to max_time_s
+    samples, _ = timing.round_samples([wobbly, steady], "cpu", 10, 0.0, 5.0, target_ci_halfwidth=0.0)
+    assert len(samples[0]) == 10  # no target: stops at the minimum
+    samples, elapsed = timing.round_samples([wobbly, steady], "cpu", 10, 0.0, 0.3, target_ci_halfwidth=1e-9)
+    assert elapsed >= 0.3 and len(samples[0]) > 10  # an unreachable target: runs to max_time_s
+
+
+def test_warm_up_goes_on_while_the_rounds_still_speed_up():
+    calls = iter(range(10**6))
+    settling = lambda: time.sleep(max(0.012 - 0.0004 * next(calls), 0.002))  # noqa: E731 (faster and faster)
+    steady = lambda: time.sleep(0.002)  # noqa: E731
+    rounds, seconds, drift = timing.warm_up([steady, steady], "cpu", min_rounds=2, min_s=0.05)
+    assert rounds >= 2 and 0.05 <= seconds < 0.2 and drift <= timing.WARMUP_DRIFT  # steady: stops at the minimum
+    rounds, seconds, _ = timing.warm_up([steady, settling], "cpu", min_rounds=2, min_s=0.05)
+    assert seconds > 0.1  # still speeding up after 0.05 s: warmed up for longer
+    assert seconds < 0.05 * timing.WARMUP_MAX_FACTOR + 0.1  # and never past the cap
+
+
+def test_the_machine_state_has_no_gpu_fields_on_a_cpu():
+    state = timing.machine_state("cpu")
+    assert state["cpu_affinity"] >= 1 and "load_1m" in state
+    assert not any(key.startswith("gpu_") for key in state)
 
 
 def test_single_samples_stop_at_the_minimums_or_max_time():

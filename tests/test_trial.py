@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from compilebench import checks, launcher, trial
+from compilebench import checks, launcher, plan, trial
 from compilebench.records import TimingSpec, TrialResult, TrialSpec, VariantSpec
 
 pytestmark = pytest.mark.xdist_group("test_trial")  # its module fixtures run once
@@ -137,7 +137,14 @@ def test_exit_statuses_name_their_cause():
     assert status == "killed" and "not by the OOM killer" in why
     assert launcher.exit_status(-11, oom_killed=False) == ("crashed", "ended by signal 11 (SIGSEGV)")
     assert launcher.exit_status(3, oom_killed=False) == ("crashed", "exited with 3")
-    assert launcher.oom_kills() >= 0
+
+
+def test_oom_kills_include_the_kernels_machine_wide_count():
+    vmstat = Path("/proc/vmstat")
+    if not vmstat.exists():
+        pytest.skip("no /proc/vmstat on this system")
+    [machine] = [int(line.split()[1]) for line in vmstat.read_text().splitlines() if line.startswith("oom_kill ")]
+    assert launcher.oom_kills() >= machine  # the machine's count, plus this cgroup's where it has one
 
 
 def test_failed_first_trial_is_not_repeated(tiny_resnet, tmp_path):
@@ -148,7 +155,7 @@ def test_failed_first_trial_is_not_repeated(tiny_resnet, tmp_path):
     done = {specs[0].trial_id: TrialResult.failed(specs[0].trial_id, "timeout", "trial exceeded 1 s")}
     seen = []
     results = launcher.run_trials(specs, {"current": "/nonexistent/python"}, tmp_path, 60, done,
-                                  lambda spec, result, resumed: seen.append((spec.trial_id, resumed)))  # fmt: skip
+                                  lambda specs, ended, resumed: seen.append((specs[0].trial_id, resumed)))  # fmt: skip
     assert [r.status for r in results] == ["timeout"] * 3 and "not run" in results[1].error
     assert seen == [(specs[0].trial_id, True), (specs[1].trial_id, False), (specs[2].trial_id, False)]
 
@@ -245,3 +252,67 @@ def test_a_trial_does_not_outlive_its_killed_launcher(tiny_resnet, tmp_path):
     finally:
         if _running(trial_pid):
             os.kill(trial_pid, signal.SIGKILL)  # started by the launcher this test started
+
+
+VARIANTS = [VariantSpec("eager", compile=False), VariantSpec("default"),
+            VariantSpec("freezing", inductor={"freezing": True})]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def one_cell(tiny_resnet, tmp_path_factory):
+    """One cell as the pipeline runs it: a cold compile-only process per compiled variant, each on an empty cache
+    merged into the cell's warm cache, then two timing processes (eager, default and freezing as arms)."""
+    model, image = tiny_resnet
+    timing = TimingSpec(**{**FAST.__dict__, "warmup_s": 0.1})
+    specs = plan.trials([model], [2], VARIANTS, ["current"], 2, 1, False, image, timing, 0)
+    work = tmp_path_factory.mktemp("cell")
+    results = launcher.run_trials(specs, {"current": sys.executable}, work, 600)
+    return specs, {result.trial_id: result for result in results}, work
+
+
+@pytest.mark.slow
+def test_a_timing_process_pairs_every_arm_with_eager_and_each_arm_compiles_its_own_graph(one_cell):
+    specs, results, _ = one_cell
+    process = [spec for spec in specs if spec.process_id.endswith("/r0")]
+    eager, *arms = [results[spec.trial_id] for spec in process]
+    assert all(result.status == "ok" for result in (eager, *arms)), [r.error for r in (eager, *arms)]
+    assert all(arm.eager_ms == eager.eager_ms and len(arm.compiled_ms) == len(eager.eager_ms) >= 5 for arm in arms)
+    assert sorted(arm.compile_position for arm in arms) == [0, 1] and eager.arms[0] == "eager"
+    assert eager.inductor_startup_s > 0 and eager.warmup_s >= 0.1 and eager.replay_max_rel_diff is None
+    by_name = {spec.variant.name: results[spec.trial_id] for spec in process}
+    frozen, plain = by_name["freezing"].health, by_name["default"].health
+    # Beside a default arm in one process, freezing still froze (dynamo reuses a graph for an equal backend, and a
+    # config patch alone does not make the backends differ): inductor folded the weights for it, not for default.
+    assert frozen.inductor_counters.get("binary_folding", 0) > 0 == plain.inductor_counters.get("binary_folding", 0)
+    assert frozen.graph_count == plain.graph_count == 1 and frozen.recompile_count == 0
+    assert all(arm.replay_max_rel_diff < 1e-3 for arm in arms)  # a call after warm-up checked too
+
+
+@pytest.mark.slow
+def test_cold_processes_compile_alone_and_their_caches_warm_the_timing_processes(one_cell):
+    specs, results, work = one_cell
+    cold = [results[spec.trial_id] for spec in specs if spec.kind == "cold"]
+    assert len(cold) == 2 and all(r.status == "ok" and not r.eager_ms and r.compile_s > 0 for r in cold)
+    assert all(r.peak_mem_mib > 0 and r.health.inductor_counters.get("fxgraph_cache_hit", 0) == 0 for r in cold)
+    default_arms = [results[spec.trial_id] for spec in specs if spec.kind == "arm" and spec.variant.name == "default"]
+    assert all(r.health.inductor_counters.get("fxgraph_cache_hit", 0) > 0 for r in default_arms)  # merged, warm
+    assert not (work / "inductor-cache-cold").exists() or not any((work / "inductor-cache-cold").rglob("*.so"))
+
+
+@pytest.mark.slow
+def test_an_arm_whose_variant_already_failed_is_left_out_of_later_processes(tiny_resnet, tmp_path):
+    """The cold process of freezing ended compile_error: the timing process runs eager and default only."""
+    model, image = tiny_resnet
+    specs = plan.trials([model], [2], VARIANTS, ["current"], 1, 1, True, image, FAST, 0)  # shared: no cold ones
+    first = next(spec for spec in specs if spec.variant.name == "freezing")
+    seen = []
+    failed_first = [plan.cold_trial("current", model, 2, first.variant, 0, image, FAST)]
+    done = {failed_first[0].trial_id: TrialResult.failed(failed_first[0].trial_id, "compile_error", "no compiler")}
+
+    def record(specs, ended, resumed):
+        seen.extend((spec.variant.name, r.status, r.error) for spec, r in zip(specs, ended, strict=True))
+
+    launcher.run_trials(failed_first + specs, {"current": sys.executable}, tmp_path, 600, done, record)
+    by_arm = {name: (status, error) for name, status, error in seen[1:]}
+    assert by_arm["freezing"][0] == "compile_error" and "not run" in by_arm["freezing"][1]
+    assert by_arm["eager"][0] == by_arm["default"][0] == "ok", by_arm  # the process ran without the failed arm

@@ -1,16 +1,19 @@
-"""How many blocks each run gets: the first `replicates` for every run, then more where the intervals are widest.
+"""How many blocks each run gets: the planned ones for every run, then more where the intervals are widest.
 
-A block of a run (model, batch size, variant) is one fresh process per compared environment, one after the other in
-a balanced order (`plan.balanced_order`). Once the planned blocks are done, `extend` asks of every run how far its
-widest 95% interval is from its target (`benchmark.target`: speedup, compile time, latency; B/A when stacks are
-compared, the run's own interval otherwise) and adds a block to each run short of it, furthest first, while the
-blocks fit in `benchmark.budget_min` (minutes of trial processes per compared environment, the planned blocks
-included) and a run has fewer than `benchmark.max_replicates`. A block re-runs cold when cold compile time is the
-widest interval; warm otherwise. A run with fewer undisturbed blocks than `replicates` gets a block first: a
-disturbed process is re-run, never silently dropped. It stops on width, never on significance, so the tests' error
-rates hold. Every decision is a pure function of the results so far (the budget counts the trials' own wall time),
-so a resumed invocation takes the same ones. `widths` also tells the report, per run, what was reached and about how
-many more blocks it needed.
+A block is one fresh process per compared environment, one after the other in a balanced order
+(`plan.balanced_order`), in one of three units: a *timing* block of (model, batch size) is a timing process per
+environment (eager and every compiled arm, warm); a *cold* block of (model, batch size, variant) is a compile-only
+process per environment on an empty cache; a *paired* block of a variant measured alone (a deploy way, served sizes)
+is a paired trial per environment, cold or warm. Once the planned blocks are done, `extend` asks of every run how far
+each 95% interval is from its target (`benchmark.target`: speedup, compile time, latency; B/A when stacks are
+compared, the run's own interval otherwise), gives each metric to the unit that measures it (cold compile time to a
+cold block, the rest to a timing block), and adds a block to each unit short of its target, furthest first, while the
+blocks fit in `benchmark.budget_min` (minutes of trial processes per compared environment, the planned ones included)
+and a unit has fewer than `benchmark.max_replicates` blocks. A unit with fewer undisturbed blocks than planned gets
+one first: a disturbed process is re-run, never silently dropped. It stops on width, never on significance, so the
+error rates measured by benchmarks/verdict_power.py hold. Every decision is a pure function of the results so far
+(the budget counts the processes' own wall time), so a resumed invocation takes the same ones. `shortfalls` tells the
+report, per run, what its widest interval reached and about how many more blocks it needs.
 """
 
 from __future__ import annotations
@@ -21,10 +24,20 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from compilebench import compare, plan, stats
-from compilebench.records import CACHE_COLD, CACHE_SHARED, CACHE_WARM, STATUS_OK, TrialResult, TrialSpec
-from compilebench.runs import is_disturbed
+from compilebench.records import (
+    CACHE_COLD,
+    CACHE_SHARED,
+    CACHE_WARM,
+    KIND_ARM,
+    KIND_COLD,
+    STATUS_OK,
+    TrialResult,
+    TrialSpec,
+)
+from compilebench.runs import compile_disturbed, timing_disturbed
 
 Slot = tuple[str, int, str]  # (model id, batch size, variant): a run without its environment
+Unit = tuple[str, str, int, str]  # (timing | cold | paired, model id, batch size, variant or "" for timing)
 EXTENDABLE = (STATUS_OK, "invalid")  # runs more blocks can help; a failure would repeat
 # A noise record stops the loop only from this many degrees of freedom on: a variance from one or two is too often
 # far too small (one cold block a side was taken on such a cell record, and two invocations' cold compile intervals
@@ -67,6 +80,15 @@ def slot_of(spec: TrialSpec) -> Slot:
     return spec.model.model_id, spec.batch_size, spec.variant.name
 
 
+def unit_of(spec: TrialSpec) -> Unit:
+    """The unit of blocks a trial belongs to (see the module docstring)."""
+    if spec.kind == KIND_ARM:
+        return "timing", spec.model.model_id, spec.batch_size, ""
+    if spec.kind == KIND_COLD:
+        return "cold", spec.model.model_id, spec.batch_size, spec.variant.name
+    return "paired", spec.model.model_id, spec.batch_size, spec.variant.name
+
+
 def _log_halfwidth(estimate: stats.Estimate) -> float:
     if not estimate.has_interval or estimate.low <= 0:
         return math.inf
@@ -103,9 +125,8 @@ def widths(
     noise: compare.CellNoise | None,
     margin: float,
 ) -> list[Width]:
-    """Every targeted interval of every run: B/A against the baseline when stacks are compared, else the run's own.
-    An eager row's widths count for every compiled run of its model (their processes time eager too)."""
-    found: list[tuple[tuple, str, float, int, float]] = []  # (model, batch, variant), metric, half-width, blocks, dof
+    """Every targeted interval of every run: B/A against the baseline when stacks are compared, else the run's own."""
+    found: list[tuple[Slot, str, float, int, float]] = []  # slot, metric, half-width, blocks, dof
     if len(labels) >= 2:
         pooled = compare.pooled_by_metric(noise or {})
         for row in compare.comparison_rows(records, noise, labels, margin):
@@ -121,19 +142,12 @@ def widths(
             for name, estimate in _own_intervals(row).items():
                 slot = (row["model_id"], row["batch_size"], row["variant"])
                 found.append((slot, name, _log_halfwidth(estimate), estimate.processes, estimate.processes - 1))
-    variants = {}
-    for row in records:
-        variants.setdefault((row["model_id"], row["batch_size"]), set()).add(row["variant"])
     result = []
-    for (model_id, batch, variant), name, halfwidth, blocks, dof in found:
+    for slot, name, halfwidth, blocks, dof in found:
         target = targets.get(compare.METRIC_BY_NAME[name].target or "", 0.0)
-        if target <= 0:
-            continue
-        slots = [variant]
-        if variant == "eager" and len(variants.get((model_id, batch), ())) > 1:
-            slots = sorted(variants[(model_id, batch)] - {"eager"})
-        halfwidth = halfwidth if math.isfinite(halfwidth) else math.inf
-        result += [Width((model_id, batch, v), name, halfwidth, math.log1p(target), int(blocks), dof) for v in slots]
+        if target > 0:
+            halfwidth = halfwidth if math.isfinite(halfwidth) else math.inf
+            result.append(Width(slot, name, halfwidth, math.log1p(target), int(blocks), dof))
     return result
 
 
@@ -146,23 +160,87 @@ def widest(found: list[Width]) -> dict[Slot, Width]:
     return worst
 
 
-def clean_blocks(trials: list[TrialSpec], results: dict[str, TrialResult], limit_cores: float) -> dict[Slot, int]:
-    """Per run, the blocks none of whose processes was disturbed."""
-    blocks: dict[Slot, dict[int, bool]] = {}
+def units_of(width: Width, trials: list[TrialSpec]) -> list[Unit]:
+    """The units whose next block narrows `width`: a cold block for cold compile time (a cold paired one for a
+    variant measured alone), a timing block for the rest; an eager run's interval narrows with the blocks of every
+    process that times eager (a timing one, else each paired variant's)."""
+    model, batch, variant = width.slot
+    mine = [spec for spec in trials if spec.model.model_id == model and spec.batch_size == batch]
+    if any(unit_of(spec)[0] == "timing" for spec in mine if spec.variant.name == variant or variant == "eager"):
+        if width.metric == "compile_cold":
+            return [("cold", model, batch, variant)]
+        return [("timing", model, batch, "")]
+    if variant == "eager":
+        return sorted({unit_of(spec) for spec in mine if unit_of(spec)[0] == "paired"})
+    return [("paired", model, batch, variant)]
+
+
+def _process_walls(results: dict[str, TrialResult], trials: list[TrialSpec]) -> dict[str, float]:
+    """Each process's wall time once (a timing process's arms all carry it), by process."""
+    walls = {}
     for spec in trials:
         result = results.get(spec.trial_id)
-        clean = result is not None and not is_disturbed(result, limit_cores)
-        per_slot = blocks.setdefault(slot_of(spec), {})
-        per_slot[spec.replicate] = per_slot.get(spec.replicate, True) and clean
-    return {slot: sum(per_slot.values()) for slot, per_slot in blocks.items()}
+        if result is not None:
+            walls[spec.process_id or spec.trial_id] = result.wall_s
+    return walls
 
 
-def _block_cost_s(trials: list[TrialSpec], results: dict[str, TrialResult], slot: Slot, cold: bool) -> float:
-    """What a new block of `slot` will cost, in seconds of trial processes: its trials' median wall time (of the same
-    kind, cold or warm, where there is one) times the environments."""
-    mine = [(s, results[s.trial_id]) for s in trials if slot_of(s) == slot and s.trial_id in results]
-    kind = [r.wall_s for s, r in mine if (s.cache == CACHE_COLD) == cold and r.wall_s] or [r.wall_s for _, r in mine]
+def _block_cost_s(trials: list[TrialSpec], results: dict[str, TrialResult], unit: Unit, cold: bool) -> float:
+    """What a new block of `unit` costs per environment, in seconds of processes: the median wall time of its
+    processes of the same kind (cold or warm, for a paired unit) where there is one."""
+    mine = [spec for spec in trials if unit_of(spec) == unit and spec.trial_id in results]
+    walls = _process_walls(results, mine)
+    kind = [walls[s.process_id or s.trial_id] for s in mine if (s.cache == CACHE_COLD) == cold]
+    kind = [wall for wall in kind if wall] or [wall for wall in walls.values() if wall]
     return statistics.median(kind) if kind else 0.0
+
+
+def clean_blocks(trials: list[TrialSpec], results: dict[str, TrialResult], limit_cores: float) -> dict[Unit, int]:
+    """Per unit, the blocks none of whose processes was disturbed in what that unit measures (a cold process while
+    it compiled, the others while they timed)."""
+    blocks: dict[Unit, dict[tuple[int, bool], bool]] = {}
+    for spec in trials:
+        result = results.get(spec.trial_id)
+        busy = result is None or (compile_disturbed(result, limit_cores) if spec.kind == KIND_COLD
+                                  else timing_disturbed(result, limit_cores))  # fmt: skip
+        per_unit = blocks.setdefault(unit_of(spec), {})
+        key = (spec.replicate, spec.cache == CACHE_COLD)
+        per_unit[key] = per_unit.get(key, True) and not busy
+    return {unit: sum(per_unit.values()) for unit, per_unit in blocks.items()}
+
+
+def _planned(unit: Unit, bench: Any) -> int:
+    """How many clean blocks a unit is planned to have: `cold_replicates` cold blocks, `replicates` of the others."""
+    return bench.cold_replicates if unit[0] == "cold" else bench.replicates
+
+
+def _next_block(trials: list[TrialSpec], unit: Unit, labels: list[str], cold: bool, statuses: dict) -> list[TrialSpec]:
+    """One more block of `unit`: a process per environment, in balanced order."""
+    specs = [spec for spec in trials if unit_of(spec) == unit]
+    replicate = max(spec.replicate for spec in specs) + 1
+    kind, *_ = unit
+    first = {spec.environment: spec for spec in specs if spec.replicate == specs[0].replicate}
+    added = []
+    for label in plan.balanced_order(labels, replicate):
+        base = first[label]
+        if kind == "timing":
+            arms = [
+                spec.variant
+                for spec in specs
+                if spec.replicate == base.replicate
+                and spec.environment == label
+                and (not spec.variant.compile or statuses.get(slot_of(spec), set()) <= set(EXTENDABLE))
+            ]
+            added += plan.timing_process(label, base.model, base.batch_size, arms, replicate,
+                                         base.cache == CACHE_SHARED, base.image, base.timing)  # fmt: skip
+        elif kind == "cold":
+            added.append(plan.cold_trial(label, base.model, base.batch_size, base.variant, replicate, base.image,
+                                         base.timing))  # fmt: skip
+        else:
+            cache = CACHE_SHARED if base.cache == CACHE_SHARED else (CACHE_COLD if cold else CACHE_WARM)
+            trial_id = f"{base.trial_id.rsplit('/', 1)[0]}/r{replicate}"
+            added.append(replace(base, trial_id=trial_id, replicate=replicate, cache=cache))
+    return added
 
 
 def extend(
@@ -174,39 +252,41 @@ def extend(
     noise: compare.CellNoise | None,
     margin: float,
 ) -> list[TrialSpec]:
-    """The next blocks: for each run short of `replicates` clean blocks or of its target, furthest first, one more
-    block (a trial per environment, in balanced order) while it fits the budget and the cap. Empty when done."""
-    targets = _targets(bench)
-    worst = {slot: width for slot, width in widest(widths(records, labels, targets, noise, margin)).items()
-             if not width.met}  # fmt: skip
-    clean = clean_blocks(trials, results, bench.disturbed_cores)
-    status = {}
-    for row in records:
-        status.setdefault((row["model_id"], row["batch_size"], row["variant"]), set()).add(row["status"])
-    by_slot: dict[Slot, list[TrialSpec]] = {}
-    for spec in trials:
-        by_slot.setdefault(slot_of(spec), []).append(spec)
-    short = [slot for slot in by_slot if clean.get(slot, 0) < bench.replicates]
-    ranked = short + sorted((s for s in worst if s not in short), key=lambda s: -worst[s].distance)
-    budget_s, spent_s = bench.budget_min * 60 * len(labels), sum(result.wall_s for result in results.values())
-    added: list[TrialSpec] = []
-    for slot in ranked:
-        specs = by_slot[slot]
-        blocks = max(spec.replicate for spec in specs) + 1
-        if blocks >= bench.max_replicates or not status.get(slot, set()) <= set(EXTENDABLE):
+    """The next blocks: for each unit short of its planned clean blocks or of a target, furthest first, one more block
+    (a process per environment, in balanced order) while it fits the budget and the cap. Empty when done."""
+    units = list(dict.fromkeys(unit_of(spec) for spec in trials))
+    short_of: dict[Unit, tuple[float, bool]] = {}  # unit -> (distance, cold: a paired unit's block re-runs cold)
+    for width in widths(records, labels, _targets(bench), noise, margin):
+        if width.met:
             continue
-        shared = specs[0].cache == CACHE_SHARED
-        cold = not shared and slot in worst and worst[slot].metric == "compile_cold"
-        cost = _block_cost_s(trials, results, slot, cold) * len(labels)
+        for unit in units_of(width, trials):
+            if unit not in units:
+                continue  # no cold process was planned (a shared cache, or cold_replicates 0): none is added
+            cold = width.metric == "compile_cold" and unit[0] == "paired"
+            distance, was_cold = short_of.get(unit, (0.0, False))
+            short_of[unit] = (max(distance, width.distance), was_cold or cold)
+    statuses: dict[Slot, set[str]] = {}
+    for row in records:
+        statuses.setdefault((row["model_id"], row["batch_size"], row["variant"]), set()).add(row["status"])
+    clean = clean_blocks(trials, results, bench.disturbed_cores)
+    rerun = [unit for unit in units if clean.get(unit, 0) < _planned(unit, bench)]
+    ranked = rerun + sorted((u for u in short_of if u not in rerun), key=lambda u: -short_of[u][0])
+    budget_s = bench.budget_min * 60 * len(labels)
+    spent_s = sum(_process_walls(results, trials).values())
+    added: list[TrialSpec] = []
+    for unit in ranked:
+        specs = [spec for spec in trials if unit_of(spec) == unit]
+        compiled = {slot_of(spec) for spec in specs if spec.variant.compile}
+        if not any(statuses.get(slot, set()) <= set(EXTENDABLE) for slot in compiled or {slot_of(specs[0])}):
+            continue  # every run it measures failed: another block would fail alike
+        if max(spec.replicate for spec in specs) + 1 >= bench.max_replicates:
+            continue
+        cold = unit[0] == "cold" or short_of.get(unit, (0.0, False))[1]
+        cost = _block_cost_s(trials, results, unit, cold) * len(labels)
         if spent_s + cost > budget_s:
             continue
         spent_s += cost
-        cache = CACHE_SHARED if shared else (CACHE_COLD if cold else CACHE_WARM)
-        first = {spec.environment: spec for spec in specs if spec.replicate == 0}
-        for label in plan.balanced_order(labels, blocks):
-            base = first[label]
-            trial_id = f"{base.trial_id.rsplit('/', 1)[0]}/r{blocks}"
-            added.append(replace(base, trial_id=trial_id, replicate=blocks, cache=cache))
+        added += _next_block(trials, unit, labels, cold, statuses)
     return added
 
 
@@ -214,9 +294,9 @@ def shortfalls(
     records: list[dict[str, Any]], labels: list[str], bench: Any, noise: compare.CellNoise | None, margin: float
 ) -> list[dict[str, Any]]:
     """Per run, its widest interval against its target: reached or not, and about how many more blocks it needs."""
-    targets = _targets(bench)
     rows = []
-    for (model_id, batch, variant), width in sorted(widest(widths(records, labels, targets, noise, margin)).items()):
+    found = widths(records, labels, _targets(bench), noise, margin)
+    for (model_id, batch, variant), width in sorted(widest(found).items()):
         rows.append({"model_id": model_id, "batch_size": batch, "variant": variant, "metric": width.metric,
                      "halfwidth_pct": 100 * math.expm1(width.halfwidth) if math.isfinite(width.halfwidth) else None,
                      "target_pct": 100 * math.expm1(width.target), "blocks": width.blocks, "met": width.met,

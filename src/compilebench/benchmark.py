@@ -59,15 +59,17 @@ def timing_spec(bench: Benchmark) -> TimingSpec:
 
 def plan_trials(bench: Benchmark, selection: dict[str, Any], image: str) -> list[TrialSpec]:
     """Every trial of the selection, in run order."""
-    slots = plan.slots(
+    return plan.trials(
         [ModelSpec.from_dict(m) for m in selection["models"]],
         selection["batch_sizes"],
         [VariantSpec.from_dict(v) for v in selection["variants"]],
-    )
-    labels = [entry["label"] for entry in selection["environments"]]
-    shared = bench.compile_cache == "shared"
-    return plan.trials(
-        slots, labels, bench.replicates, bench.cold_replicates, shared, image, timing_spec(bench), bench.seed
+        [entry["label"] for entry in selection["environments"]],
+        bench.replicates,
+        bench.cold_replicates,
+        bench.compile_cache == "shared",
+        image,
+        timing_spec(bench),
+        bench.seed,
     )
 
 
@@ -127,11 +129,12 @@ class Recorder:
     def records(self) -> list[runs.RunRecord]:
         return runs.run_records(self.trials, self.results, self.environment_info, self.model_info, self.context)
 
-    def __call__(self, spec: TrialSpec, result: TrialResult, resumed: bool = False) -> None:
-        if not resumed and self.journal_dir is not None:
-            journal.save_trial(self.journal_dir, result)  # on disk before anything is logged
-        self.results[spec.trial_id] = result
-        LOGGER.info("%s%s", _result_line(spec, result), " (from the journal)" if resumed else "")
+    def __call__(self, specs: list[TrialSpec], ended: list[TrialResult], resumed: bool = False) -> None:
+        if not resumed and self.journal_dir is not None:  # on disk before anything is logged
+            journal.save_process(self.journal_dir, specs[0].process_id or specs[0].trial_id, ended)
+        for spec, result in zip(specs, ended, strict=True):
+            self.results[spec.trial_id] = result
+            LOGGER.info("%s%s", _result_line(spec, result), " (from the journal)" if resumed else "")
         self.log_final()
 
     def log_final(self) -> None:
@@ -233,23 +236,25 @@ def measure(config: Config, selection: dict, manifest: list[dict], image_meta: d
     recorder = Recorder(trials, info, model_infos(manifest), run_context, tracker, journal_dir)
     progress = tqdm(total=len(trials), desc="benchmark", unit="trial")
 
-    def on_result(spec: TrialSpec, result: TrialResult, was_done: bool) -> None:
-        recorder(spec, result, was_done)
-        progress.update(1)
+    def on_process(specs: list[TrialSpec], ended: list[TrialResult], was_done: bool) -> None:
+        recorder(specs, ended, was_done)
+        progress.update(len(specs))
 
     pythons = {label: stack.python for label, stack in stacks.items()}
 
     def run(pending: list[TrialSpec]) -> None:
         progress.total = len(recorder.trials)
         progress.refresh()
-        launcher.run_trials(pending, pythons, journal_dir, config.runner.trial_timeout_s, done, on_result)
+        launcher.run_trials(pending, pythons, journal_dir, config.runner.trial_timeout_s, done, on_process)
 
     reached = measure_adaptively(
         config, recorder, list(stacks), run, compare.load_calibrations(config.paths.calibration)
     )
     progress.close()
+    processes = len(launcher.processes(recorder.trials))
     extra = {"environments": {label: {"name": s.name, "key": s.key, "pins": s.pins} for label, s in stacks.items()},
-             "trials": len(recorder.trials), "planned_trials": len(trials), "targets": reached}  # fmt: skip
+             "trials": len(recorder.trials), "planned_trials": len(trials), "processes": processes,
+             "planned_processes": len(launcher.processes(trials)), "targets": reached}  # fmt: skip
     finish(config, recorder.records(), invocation_id, tracker, extra)
     journal.close_journal(journal_dir)
 
@@ -334,8 +339,8 @@ def ingest(config: Config, folder: Path) -> None:
         read_json(folder / CARRIED_CHECKPOINTS) if (folder / CARRIED_CHECKPOINTS).exists() else [])  # fmt: skip
     measured = [spec for spec in exported.trials if spec.trial_id in results]  # the plan as far as it ran
     recorder = Recorder(measured, info, model_infos(checkpoints), run_context, tracker, None)
-    for spec in measured:
-        recorder(spec, results[spec.trial_id], resumed=True)
+    for specs in launcher.processes(measured):
+        recorder(specs, [results[spec.trial_id] for spec in specs], resumed=True)
     labels = {label: {"name": e.name, "key": e.key, "pins": e.pins} for label, e in info.items()}
     extra = {"ingested_from": str(folder), "trials": len(exported.trials), "trials_missing": len(missing),
              "environments": labels}  # fmt: skip

@@ -23,13 +23,13 @@ from __future__ import annotations
 
 import itertools
 import json
-import statistics
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from compilebench import stats
-from compilebench.records import CACHE_COLD, CACHE_SHARED, EAGER, STATUS_OK
+from compilebench.records import EAGER, STATUS_OK
+from compilebench.runs import ProcessRecord
 
 CALIBRATION_VERSION = 2  # 1 held a margin (the largest A/A deviation): not used any more
 CellNoise = dict[str, dict[str, stats.Noise]]  # cell_key -> metric -> noise of its paired differences
@@ -59,41 +59,25 @@ METRIC_BY_NAME = {metric.name: metric for metric in METRICS}
 CELL = ("model_id", "label", "task", "batch_size", "variant")
 
 
-def block_of(process: dict[str, Any], index: int) -> str:
-    """The block a process ran in (`variant/rN`: the same for A and B of a cell in one invocation); rows written
-    before blocks were recorded derive it from the trial id, older ones by position."""
-    if process.get("block"):
-        return process["block"]
-    trial_id = process.get("trial_id") or ""
-    return "/".join(trial_id.split("/")[-2:]) if trial_id.count("/") >= 4 else f"p{index}"
-
-
 def process_values(row: dict[str, Any], metric: str) -> dict[str, float]:
-    """One value per measured, undisturbed process of a run for `metric`, by block (empty where there is none).
-    A row read back from MLflow carries them as `process_values` (older stores: a list, which cannot be paired)."""
+    """One value per measured, undisturbed process of a run for `metric`, by block (empty where there is none), from
+    its `process_results` (runs.ProcessRecord, which also reads older rows). A row read back from MLflow carries them
+    as `process_values` (older stores: a list, which cannot be paired)."""
     if metric not in METRIC_BY_NAME:
         raise ValueError(f"unknown metric {metric!r}; known: {list(METRIC_BY_NAME)}")
     if row.get("process_values"):
         stored = row["process_values"].get(metric, {})
         return dict(stored) if isinstance(stored, dict) else {f"p{i}": v for i, v in enumerate(stored)}
-    processes = [(block_of(p, i), p) for i, p in enumerate(row.get("process_results") or ())]
-    processes = [(block, p) for block, p in processes if p.get("eager_ms") and not p.get("disturbed")]
-    compiled = [(block, p) for block, p in processes if p.get("compiled_ms")]
-    if metric == "eager_latency":
-        return {block: statistics.median(p["eager_ms"]) for block, p in processes}
-    if metric == "compiled_latency":
-        return {block: statistics.median(p["compiled_ms"]) for block, p in compiled}
-    if metric == "speedup":
-        return {block: statistics.median(p["eager_ms"]) / statistics.median(p["compiled_ms"]) for block, p in compiled}
-    if metric in ("compile_cold", "compile_warm"):
+    processes = [ProcessRecord.from_dict(p, i) for i, p in enumerate(row.get("process_results") or ())]
+    if metric in ("compile_cold", "compile_warm"):  # left out when the machine was busy while it compiled
         cold = metric == "compile_cold"
-        return {block: p["compile_s"] for block, p in compiled if _cold_compile(p) is cold and p.get("compile_s")}
-    return {block: p["peak_mem_mib"] for block, p in processes if p.get("peak_mem_mib")}
-
-
-def _cold_compile(process: dict[str, Any]) -> bool:
-    """runs.compiled_cold as the process row recorded it; rows written before it was recorded go by their cache."""
-    return process.get("cold_compile", process["cache"] in (CACHE_COLD, CACHE_SHARED))
+        return {p.block: p.compile_s for p in processes if p.compile_s and p.cold_compile is cold
+                and not p.compile_disturbed}  # fmt: skip
+    clean = [p for p in processes if not p.disturbed]  # ... while it timed
+    field_of = {"eager_latency": "eager_ms_median", "compiled_latency": "compiled_ms_median", "speedup": "speedup",
+                "peak_memory": "peak_mem_mib"}  # fmt: skip
+    values = {p.block: getattr(p, field_of[metric]) for p in clean}
+    return {block: value for block, value in values.items() if value}
 
 
 def health_changes(a: dict[str, Any], b: dict[str, Any]) -> list[str]:

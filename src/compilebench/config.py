@@ -247,6 +247,8 @@ class Benchmark:
     cold_replicates: int = 1  # of them, how many compile on an empty inductor cache (the rest on its warm cache)
     seed: int = 0  # seed of the run order (shuffled per round; environments interleaved in balanced blocks)
     warmup_iters: int = 2  # untimed calls after the first call, per process (at least 3 for CUDA-graph variants)
+    warmup_s: float = 1.0  # right before timing, untimed rounds of every arm for at least this many seconds, longer
+    #                        (up to 5x) while the last rounds still run faster than the ones before
     min_iters: int = 10  # timed pairs (eager, compiled) per process, at least
     min_time_s: float = 2.0  # timed seconds per process, at least
     max_time_s: float = 60.0  # stop timing a process after this many seconds, even below min_iters
@@ -271,7 +273,7 @@ class Benchmark:
             _require(getattr(self, key) >= 0, f"`benchmark.{key}` must be >= 0, got {getattr(self, key)}")
         for key in ("min_iters", "memory_iters", "replicates"):
             _require(getattr(self, key) >= 1, f"`benchmark.{key}` must be >= 1, got {getattr(self, key)}")
-        for key in ("min_time_s", "rtol", "target_ci_halfwidth", "max_cv", "memory_limit_mib"):
+        for key in ("min_time_s", "rtol", "target_ci_halfwidth", "max_cv", "memory_limit_mib", "warmup_s"):
             _require(getattr(self, key) >= 0, f"`benchmark.{key}` must be >= 0, got {getattr(self, key)}")
         _require(
             self.max_replicates >= self.replicates,

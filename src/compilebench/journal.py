@@ -1,8 +1,9 @@
 """What survives a crash of the benchmark stage: the trials of the current invocation that already completed.
 
 The journal is a folder (paths.journal, outside DVC's outs, which DVC deletes before a stage runs) holding
-`invocation.json` (the invocation id and the key of everything that defines it), one `results/<trial>.json` per
-completed trial, each written atomically, and the inductor caches the warm trials need. A benchmark killed mid-run
+`invocation.json` (the invocation id and the key of everything that defines it), one `results/<process>.json` per
+completed process (the results of its trials, written atomically together: a timing process's arms are paired only
+with each other), and the inductor caches the warm trials need. A benchmark killed mid-run
 (kill -9, OOM, power) leaves the journal behind; the next run with the same invocation key resumes: it keeps the
 invocation id (so MLflow runs are not duplicated) and skips completed trials. A benchmark that completes removes
 its journal, so the next run measures afresh.
@@ -37,8 +38,10 @@ def open_journal(folder: Path, invocation_key: str, fresh: bool = False) -> tupl
         if previous.get("invocation_key") == invocation_key:
             done = {}
             for path in (folder / RESULTS_DIR).glob("*.json"):
-                result = TrialResult.from_dict(json.loads(path.read_text()))
-                done[result.trial_id] = result
+                raw = json.loads(path.read_text())
+                for row in raw if isinstance(raw, list) else [raw]:  # a process's trials (one trial: a dict)
+                    result = TrialResult.from_dict(row)
+                    done[result.trial_id] = result
             return previous["invocation_id"], done, True
     shutil.rmtree(folder, ignore_errors=True)
     (folder / RESULTS_DIR).mkdir(parents=True)
@@ -47,9 +50,9 @@ def open_journal(folder: Path, invocation_key: str, fresh: bool = False) -> tupl
     return invocation_id, {}, False
 
 
-def save_trial(folder: Path, result: TrialResult) -> None:
-    """Record one completed trial (atomically: whole in the journal or absent)."""
-    write_json(folder / RESULTS_DIR / f"{trial_stem(result.trial_id)}.json", result.to_dict(), indent=None)
+def save_process(folder: Path, name: str, results: list[TrialResult]) -> None:
+    """Record one completed process's trials (atomically: all of them in the journal, or none)."""
+    write_json(folder / RESULTS_DIR / f"{trial_stem(name)}.json", [r.to_dict() for r in results], indent=None)
 
 
 def close_journal(folder: Path) -> None:

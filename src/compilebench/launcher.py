@@ -9,11 +9,14 @@ weights, published architecture), runs every trial with this interpreter, and ap
 OUT_DIR/trials.jsonl as it completes (flushed to disk: a killed run resumes where it stopped). Bring OUT_DIR back and
 `python -m compilebench.benchmark --ingest OUT_DIR` logs it, exactly once, with that machine's device and versions.
 
-A trial process gets its own process group and, unless the cache is `shared`, its own cache folder (inductor's,
-triton's, and the temp folder where torch keeps precompiled C++ headers): empty for a cold trial, the cold trial's
-for a warm one. A hang past the timeout ends the process group (the trial and its compile workers, by the group id
-this launcher created). An exit by SIGKILL is an `oom` only when the kernel's OOM-kill counters rose meanwhile;
-otherwise it is `killed`. Standard library only.
+A process runs one trial, or a timing process's arms (consecutive trials with one `process_id`). It gets its own
+process group and, unless the cache is `shared`, its own cache folders (inductor's, triton's, and the temp folder
+where torch keeps precompiled C++ headers): empty for a cold trial; for a timing process, its cell's warm cache,
+into which every cold compile-only process of that cell was merged as it ended; for a paired trial, its run's cold
+trial's. A hang past the timeout ends the process group (the trial and its compile workers, by the group id this
+launcher created). An exit by SIGKILL is an `oom` only when the kernel's OOM-kill counters rose meanwhile; otherwise
+it is `killed`. A variant whose trial ended in a failure that would repeat is left out of the processes after it.
+Standard library only.
 """
 
 from __future__ import annotations
@@ -38,6 +41,8 @@ from compilebench.records import (
     DEPLOY_AOTI,
     DEPLOY_ARTIFACTS,
     DEPLOY_DIR_ENV,
+    KIND_ARM,
+    KIND_COLD,
     LAUNCHER_PID,
     STATUS_OK,
     Plan,
@@ -133,22 +138,30 @@ def trial_environment(cache_dir: Path | None, deploy_dir: Path | None = None) ->
 
 
 def run_trial_process(
-    spec: TrialSpec,
+    spec: TrialSpec | list[TrialSpec],
     python: str,
     workdir: Path,
     cache_dir: Path | None,
     timeout_s: float,
     *flags: str,
     deploy_dir: Path | None = None,
-) -> TrialResult:
-    """One trial in a fresh process of `python`; a timeout, crash or kill becomes the result's status."""
-    stem = trial_stem(spec.trial_id) + ("-".join(("", *flags)) if flags else "")
+) -> TrialResult | list[TrialResult]:
+    """One trial (a list: a timing process's arms) in a fresh process of `python`; a timeout, crash or kill becomes
+    the status of each. Returns a result per spec (one result for one spec)."""
+    specs = spec if isinstance(spec, list) else [spec]
+    first = specs[0]
+    name = first.process_id if isinstance(spec, list) else first.trial_id  # prime runs arms one by one, at once
+    stem = trial_stem(name) + ("-".join(("", *flags)) if flags else "")
     spec_path, out_path, log_path = (workdir / f"{stem}.{suffix}" for suffix in ("spec.json", "out.json", "log"))
     workdir.mkdir(parents=True, exist_ok=True)
     out_path.unlink(missing_ok=True)
-    spec_path.write_text(json.dumps(spec.to_dict()))
+    spec_path.write_text(json.dumps([s.to_dict() for s in specs] if isinstance(spec, list) else first.to_dict()))
     command = [python, "-m", "compilebench.trial", str(spec_path), str(out_path), *flags]
     started, oom_before = time.time(), oom_kills()
+
+    def each_failed(status: str, error: str, wall_s: float) -> list[TrialResult]:
+        return [TrialResult.failed(s.trial_id, status, error, started_at=started, wall_s=wall_s) for s in specs]
+
     with open(log_path, "w") as log:
         process = subprocess.Popen(
             command,
@@ -158,27 +171,29 @@ def run_trial_process(
             env=trial_environment(cache_dir, deploy_dir),
         )
         _LIVE.add(process)
-        cap_mib = spec.timing.memory_limit_mib if not spec.timing.device.startswith("cuda") else 0.0
+        cap_mib = first.timing.memory_limit_mib if not first.timing.device.startswith("cuda") else 0.0
         try:
             returncode, peak_mib = wait_within(process, timeout_s, cap_mib)
         except subprocess.TimeoutExpired:
             end_group(process)
-            return TrialResult.failed(spec.trial_id, "timeout", f"trial exceeded {timeout_s} s", started_at=started,
-                                      wall_s=time.time() - started)  # fmt: skip
+            results = each_failed("timeout", f"trial exceeded {timeout_s} s", time.time() - started)
+            return results if isinstance(spec, list) else results[0]
         finally:
             _LIVE.discard(process)
         if returncode is None:
             end_group(process)
-            return TrialResult.failed(
-                spec.trial_id, "oom", f"the trial's processes used {peak_mib:.0f} MiB of memory, more than "
-                f"benchmark.memory_limit_mib {cap_mib:g}", started_at=started, wall_s=time.time() - started,
-            )  # fmt: skip
+            results = each_failed("oom", f"the trial's processes used {peak_mib:.0f} MiB of memory, more than "
+                                  f"benchmark.memory_limit_mib {cap_mib:g}", time.time() - started)  # fmt: skip
+            return results if isinstance(spec, list) else results[0]
     wall_s = time.time() - started
     if returncode == 0 and out_path.exists():
-        return replace(TrialResult.from_dict(json.loads(out_path.read_text())), wall_s=wall_s)
-    status, why = exit_status(returncode, oom_kills() > oom_before)
-    return TrialResult.failed(spec.trial_id, status, f"trial process {why}: {log_tail(log_path)}",
-                              started_at=started, wall_s=wall_s)  # fmt: skip
+        raw = json.loads(out_path.read_text())
+        rows = raw if isinstance(raw, list) else [raw]
+        results = [replace(TrialResult.from_dict(row), wall_s=wall_s) for row in rows]
+    else:
+        status, why = exit_status(returncode, oom_kills() > oom_before)
+        results = each_failed(status, f"trial process {why}: {log_tail(log_path)}", wall_s)
+    return results if isinstance(spec, list) else results[0]
 
 
 MEMORY_POLL_S = 0.25  # how often a capped trial's resident memory is read
@@ -258,12 +273,20 @@ def not_repeated(spec: TrialSpec, first: TrialResult) -> TrialResult:
 
 def trial_folders(spec: TrialSpec, workdir: Path) -> tuple[Path | None, Path]:
     """A trial's inductor cache folder (None: the user's) and its run's deploy folder. A cold trial starts both
-    empty (also after an interruption). A warm trial reuses the cold trial's cache, except where the run carries
-    its compile over in the deploy folder (portable artifacts, an AOTInductor package): then it starts on an empty
-    cache of its own, as a fresh machine would."""
+    empty (also after an interruption); a cold compile-only trial's cache is its own, merged into its cell's warm
+    cache when it ends (`merge_cold_cache`). A timing process's arms share their cell's warm cache. A warm paired
+    trial reuses its run's cold trial's cache, except where the run carries its compile over in the deploy folder
+    (portable artifacts, an AOTInductor package): then it starts on an empty cache of its own, as a fresh machine
+    would."""
     deploy_dir = workdir / "deploy" / spec.cache_key
     if spec.cache == CACHE_SHARED:
         return None, deploy_dir
+    if spec.kind == KIND_ARM:
+        return workdir / "inductor-cache" / spec.cell_key, deploy_dir
+    if spec.kind == KIND_COLD:
+        cache_dir = workdir / "inductor-cache-cold" / spec.cache_key / f"c{spec.replicate}"
+        shutil.rmtree(cache_dir, ignore_errors=True)
+        return cache_dir, deploy_dir
     cache_dir = workdir / "inductor-cache" / spec.cache_key
     if spec.cache == CACHE_COLD:
         shutil.rmtree(cache_dir, ignore_errors=True)
@@ -274,33 +297,67 @@ def trial_folders(spec: TrialSpec, workdir: Path) -> tuple[Path | None, Path]:
     return cache_dir, deploy_dir
 
 
+def merge_cold_cache(spec: TrialSpec, cache_dir: Path, workdir: Path) -> None:
+    """A cold compile-only trial's caches into its cell's warm cache (inductor's entries are named by content, so
+    variants' caches merge without clashing), then its own folder removed."""
+    shutil.copytree(cache_dir, workdir / "inductor-cache" / spec.cell_key, dirs_exist_ok=True, symlinks=True)
+    shutil.rmtree(cache_dir, ignore_errors=True)
+
+
+def processes(trials: list[TrialSpec]) -> list[list[TrialSpec]]:
+    """The plan's trials as processes, in order: consecutive arms of one timing process together, any other trial
+    alone."""
+    grouped: list[list[TrialSpec]] = []
+    for spec in trials:
+        if spec.process_id and grouped and grouped[-1][0].process_id == spec.process_id:
+            grouped[-1].append(spec)
+        else:
+            grouped.append([spec])
+    return grouped
+
+
 def run_trials(
     trials: list[TrialSpec],
     pythons: dict[str, str],
     workdir: Path,
     timeout_s: float,
     done: dict[str, TrialResult] | None = None,
-    on_result: Callable[[TrialSpec, TrialResult, bool], None] | None = None,
+    on_process: Callable[[list[TrialSpec], list[TrialResult], bool], None] | None = None,
 ) -> list[TrialResult]:
-    """Run `trials` in order (skipping those in `done`); `on_result(spec, result, resumed)` after each."""
+    """Run `trials` in order, a process at a time (skipping processes whose trials are all in `done`; one done in
+    part runs again whole: its arms are paired only with each other); `on_process(specs, results, resumed)` after
+    each process, with its trials' results. A variant whose first trial failed in a way that would repeat is not run
+    again (`not_repeated`)."""
     done = dict(done or {})
-    first_failure: dict[str, TrialResult] = {}  # by cache key: the run's first trial, when it failed
+    first_failure: dict[str, TrialResult] = {}  # by cache key (environment/model/batch/variant): its first failure
     results = []
-    for spec in trials:
-        resumed = spec.trial_id in done
+    for group in processes(trials):
+        resumed = all(spec.trial_id in done for spec in group)
         if resumed:
-            result = done[spec.trial_id]
-        elif spec.cache_key in first_failure:
-            result = not_repeated(spec, first_failure[spec.cache_key])
+            ended = [done[spec.trial_id] for spec in group]
         else:
-            cache_dir, deploy_dir = trial_folders(spec, workdir)
-            result = run_trial_process(spec, pythons[spec.environment], workdir / "trials", cache_dir, timeout_s,
-                                       deploy_dir=deploy_dir)  # fmt: skip
-        if result.status in NOT_REPEATED:
-            first_failure.setdefault(spec.cache_key, result)
-        results.append(result)
-        if on_result is not None:
-            on_result(spec, result, resumed)
+            runnable = [spec for spec in group if spec.cache_key not in first_failure]
+            ran: dict[str, TrialResult] = {}
+            if runnable:  # an eager arm alone still runs: the eager run needs its samples
+                cache_dir, deploy_dir = trial_folders(runnable[0], workdir)
+                measured = run_trial_process(runnable if runnable[0].kind == KIND_ARM else runnable[0],
+                                             pythons[runnable[0].environment], workdir / "trials", cache_dir,
+                                             timeout_s, deploy_dir=deploy_dir)  # fmt: skip
+                ran = {result.trial_id: result for result in (measured if isinstance(measured, list) else [measured])}
+                if runnable[0].kind == KIND_COLD and cache_dir is not None:
+                    merge_cold_cache(runnable[0], cache_dir, workdir)
+            ended = [
+                ran.get(spec.trial_id)
+                or (not_repeated(spec, first_failure[spec.cache_key]) if spec.cache_key in first_failure
+                    else TrialResult.failed(spec.trial_id, "crashed", "its process wrote no result for this trial"))
+                for spec in group
+            ]  # fmt: skip
+        for spec, result in zip(group, ended, strict=True):
+            if result.status in NOT_REPEATED:
+                first_failure.setdefault(spec.cache_key, result)
+        results += ended
+        if on_process is not None:
+            on_process(group, ended, resumed)
     return results
 
 
@@ -354,10 +411,10 @@ def build_checkpoints(plan: Plan, root: Path) -> list[dict]:
     return built
 
 
-def append_result(path: Path, result: TrialResult) -> None:
-    """One result line, on disk before the next trial starts."""
+def append_results(path: Path, results: list[TrialResult]) -> None:
+    """A process's result lines, in one write, on disk before the next process starts."""
     with open(path, "a") as handle:
-        handle.write(json.dumps(result.to_dict()) + "\n")
+        handle.write("".join(json.dumps(result.to_dict()) + "\n" for result in results))
         handle.flush()
         os.fsync(handle.fileno())
 
@@ -404,17 +461,18 @@ def main() -> None:
     LOGGER.info("checkpoints ready in %.0f s", time.time() - started)
     results_path = out / "trials.jsonl"
 
-    def report(spec: TrialSpec, result: TrialResult, resumed: bool) -> None:
+    def report(specs: list[TrialSpec], ended: list[TrialResult], resumed: bool) -> None:
         if not resumed:
-            append_result(results_path, result)
-        medians = ""
-        if result.status == STATUS_OK and result.eager_ms:
-            medians = f" eager {sorted(result.eager_ms)[len(result.eager_ms) // 2]:.2f} ms"
-            if result.compiled_ms:
-                medians += f" compiled {sorted(result.compiled_ms)[len(result.compiled_ms) // 2]:.2f} ms"
-                medians += f" first call {result.compile_s:.1f} s"
-        LOGGER.info("%s: %s%s (%.0f s)%s", spec.trial_id, result.status, medians, result.wall_s,
-                    " (done before)" if resumed else "")  # fmt: skip
+            append_results(results_path, ended)
+        for spec, result in zip(specs, ended, strict=True):
+            medians = ""
+            if result.status == STATUS_OK and result.eager_ms:
+                medians = f" eager {sorted(result.eager_ms)[len(result.eager_ms) // 2]:.2f} ms"
+                if result.compiled_ms:
+                    medians += f" compiled {sorted(result.compiled_ms)[len(result.compiled_ms) // 2]:.2f} ms"
+                    medians += f" first call {result.compile_s:.1f} s"
+            LOGGER.info("%s: %s%s (%.0f s)%s", spec.trial_id, result.status, medians, result.wall_s,
+                        " (done before)" if resumed else "")  # fmt: skip
 
     trials, done = list(plan.trials), read_results(results_path)
     cache = None

@@ -1,16 +1,23 @@
 """What one invocation measures, and in which order: trials from the selection, interleaved across environments.
 
-A run is (environment, model, batch size, variant); it is measured by `replicates` trials, each a fresh process.
-Trials go in rounds: round 0 compiles on an empty inductor cache (cold), later rounds on the cache the cold trial
-left (warm), so a run's warm compile times and its replicated latencies come from the same processes. Within a
-round the runs are shuffled (seeded), and the environments of each run follow one another in a balanced order:
-with two environments, A B then B A then A B ..., so slow drift of the machine falls on both sides alike.
+A run is (environment, model, batch size, variant). Per (environment, model, batch size) a timing process times
+eager and every compiled variant the process can hold as its arms (`arms_and_singles`), each compiled on its own
+copy of the model from the warm inductor cache; `replicates` such processes per environment, one per block. Cold
+compile time comes from compile-only processes on an empty cache, `cold_replicates` per variant and environment,
+which run first (the cold rounds) and whose caches become the warm cache of the timing processes. A variant a timing
+process cannot hold (a deploy way or served sizes, which change what a fresh process is; a second variant whose
+compile would reuse another's graph) is measured in paired trials of its own, as eager against it: `replicates` of
+them, the first `cold_replicates` on an empty cache. Within a round the units are shuffled (seeded), and the
+environments of each follow one another in a balanced order (A B, then B A, ...), so slow drift of the machine falls
+on both sides alike; the arms' compile order rotates from block to block (a Williams design), the same for every
+environment of a block.
 """
 
 from __future__ import annotations
 
+import json
 import random
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from typing import Any
 
 from compilebench import checkpoints
@@ -18,21 +25,16 @@ from compilebench.records import (
     CACHE_COLD,
     CACHE_SHARED,
     CACHE_WARM,
-    EAGER,
+    DEPLOY_JIT,
+    KIND_ARM,
+    KIND_COLD,
+    KIND_PAIRED,
     ModelSpec,
     TimingSpec,
     TrialSpec,
     VariantSpec,
+    williams_orders,
 )
-
-
-@dataclass(frozen=True)
-class Slot:
-    """A run without its environment: one model at one batch size under one variant."""
-
-    model: ModelSpec
-    batch_size: int
-    variant: VariantSpec
 
 
 def environment_labels(names: list[str]) -> list[str]:
@@ -49,10 +51,39 @@ def slug(model_id: str) -> str:
     return checkpoints.slug(model_id)
 
 
-def slots(models: list[ModelSpec], batch_sizes: list[int], variants: list[VariantSpec]) -> list[Slot]:
-    """Every run of a suite: the compiled variants (eager is timed inside each); eager alone if none is compiled."""
-    compiled = [variant for variant in variants if variant.compile] or [v for v in variants if v.name == EAGER]
-    return [Slot(model, batch, variant) for model in models for batch in batch_sizes for variant in compiled]
+def backend_key(variant: VariantSpec) -> str:
+    """What dynamo tells compiled variants apart by when they share a process (mode and options, dynamic; see
+    trial.compile_kwargs), and what changes the inputs it guards on (dtype, memory format)."""
+    return json.dumps([variant.mode, variant.inductor, variant.dynamic, variant.dtype, variant.channels_last],
+                      sort_keys=True, default=str)  # fmt: skip
+
+
+def arms_and_singles(variants: list[VariantSpec]) -> tuple[list[VariantSpec], list[VariantSpec]]:
+    """(the arms of a timing process: eager, then each compiled `jit` variant whose backend no earlier arm has;
+    the variants measured in paired trials of their own: deploy ways, served sizes, and the variants left). No
+    timing process when every compiled variant is single (each paired trial times eager itself)."""
+    arms, singles, backends = [], [], set()
+    for variant in variants:
+        if not variant.compile:
+            continue
+        if variant.deploy == DEPLOY_JIT and not variant.serve and backend_key(variant) not in backends:
+            backends.add(backend_key(variant))
+            arms.append(variant)
+        else:
+            singles.append(variant)
+    eager = [variant for variant in variants if not variant.compile]
+    if arms or not singles:
+        arms = eager + arms
+    return arms, singles
+
+
+def compile_order(arms: list[VariantSpec], block: int) -> list[VariantSpec]:
+    """A timing process's arms in the order they compile in block `block`: eager first (it is loaded, not compiled),
+    the compiled ones (by name, whatever order they come in) in the block's row of a Williams design, so each
+    compiles first, second, ... equally often."""
+    compiled = sorted((arm for arm in arms if arm.compile), key=lambda arm: arm.name)
+    orders = williams_orders(len(compiled))
+    return [arm for arm in arms if not arm.compile] + [compiled[i] for i in orders[block % len(orders)]]
 
 
 def balanced_order(labels: list[str], block: int) -> list[str]:
@@ -61,8 +92,35 @@ def balanced_order(labels: list[str], block: int) -> list[str]:
     return labels[shift:] + labels[:shift]
 
 
+def cold_trial(label: str, model: ModelSpec, batch: int, variant: VariantSpec, replicate: int, image: str,
+               timing: TimingSpec) -> TrialSpec:  # fmt: skip
+    """A compile-only process of one variant on an empty inductor cache."""
+    return TrialSpec(f"{label}/{slug(model.model_id)}/bs{batch}/{variant.name}/c{replicate}", label, model, batch,
+                     variant, replicate, CACHE_COLD, image, timing, kind=KIND_COLD)  # fmt: skip
+
+
+def timing_process(label: str, model: ModelSpec, batch: int, arms: list[VariantSpec], replicate: int, shared: bool,
+                   image: str, timing: TimingSpec) -> list[TrialSpec]:  # fmt: skip
+    """The arms of one timing process, in block `replicate`'s compile order, on the warm (or shared) cache."""
+    process_id = f"{label}/{slug(model.model_id)}/bs{batch}/r{replicate}"
+    cache = CACHE_SHARED if shared else CACHE_WARM
+    return [TrialSpec(f"{label}/{slug(model.model_id)}/bs{batch}/{arm.name}/r{replicate}", label, model, batch, arm,
+                      replicate, cache, image, timing, kind=KIND_ARM, process_id=process_id)
+            for arm in compile_order(arms, replicate)]  # fmt: skip
+
+
+def paired_trial(label: str, model: ModelSpec, batch: int, variant: VariantSpec, replicate: int, cache: str,
+                 image: str, timing: TimingSpec, sizes: tuple[int, ...]) -> TrialSpec:  # fmt: skip
+    """Eager against one variant in a process of its own."""
+    return TrialSpec(f"{label}/{slug(model.model_id)}/bs{batch}/{variant.name}/r{replicate}", label, model, batch,
+                     variant, replicate, cache, image, timing, serve_batch_sizes=sizes if variant.serve else (),
+                     kind=KIND_PAIRED)  # fmt: skip
+
+
 def trials(
-    slots_: list[Slot],
+    models: list[ModelSpec],
+    batch_sizes: list[int],
+    variants: list[VariantSpec],
     labels: list[str],
     replicates: int,
     cold_replicates: int,
@@ -71,31 +129,39 @@ def trials(
     timing: TimingSpec,
     seed: int,
 ) -> list[TrialSpec]:
-    """All trials of an invocation in run order: rounds of replicates, runs shuffled, environments interleaved."""
+    """All trials of an invocation in run order: the cold rounds (compile-only processes, and the singles' cold
+    paired trials), then `replicates` timing rounds; units shuffled per round, environments in balanced blocks."""
     rng = random.Random(seed)
-    ordered, block = [], rng.randrange(len(labels))
-    sizes = tuple(sorted({slot.batch_size for slot in slots_}))  # what a `serve` variant's model meets, in order
+    block = rng.randrange(len(labels))
+    sizes = tuple(sorted(set(batch_sizes)))  # what a `serve` variant's model meets, in order
+    arms, singles = arms_and_singles(variants)
+    compiled_arms = [arm for arm in arms if arm.compile]
+    cells = [(model, batch) for model in models for batch in batch_sizes]
+    cold_rounds = 0 if shared_cache else cold_replicates  # a shared cache is never cold
+    rounds: list[list[tuple]] = []  # units of each round: (kind, model, batch size, variant, replicate)
+    for replicate in range(cold_rounds):
+        rounds.append([("cold", m, b, v, replicate) for m, b in cells for v in compiled_arms]
+                      + [("single", m, b, v, replicate) for m, b in cells for v in singles])  # fmt: skip
     for replicate in range(replicates):
-        cache = CACHE_SHARED if shared_cache else (CACHE_COLD if replicate < cold_replicates else CACHE_WARM)
-        round_slots = list(slots_)
-        rng.shuffle(round_slots)
-        for slot in round_slots:
+        units = [("timing", m, b, None, replicate) for m, b in cells] if arms else []
+        if replicate >= cold_rounds:  # a single's first replicates were its cold trials
+            units += [("single", m, b, v, replicate) for m, b in cells for v in singles]
+        rounds.append(units)
+
+    def make(label: str, kind: str, model: ModelSpec, batch: int, variant: Any, replicate: int) -> list[TrialSpec]:
+        if kind == "cold":
+            return [cold_trial(label, model, batch, variant, replicate, image, timing)]
+        if kind == "timing":
+            return timing_process(label, model, batch, arms, replicate, shared_cache, image, timing)
+        cache = CACHE_SHARED if shared_cache else (CACHE_COLD if replicate < cold_rounds else CACHE_WARM)
+        return [paired_trial(label, model, batch, variant, replicate, cache, image, timing, sizes)]
+
+    ordered: list[TrialSpec] = []
+    for units in rounds:
+        rng.shuffle(units)
+        for unit in units:
             for label in balanced_order(labels, block):
-                trial_id = f"{label}/{slug(slot.model.model_id)}/bs{slot.batch_size}/{slot.variant.name}/r{replicate}"
-                ordered.append(
-                    TrialSpec(
-                        trial_id=trial_id,
-                        environment=label,
-                        model=slot.model,
-                        batch_size=slot.batch_size,
-                        variant=slot.variant,
-                        replicate=replicate,
-                        cache=cache,
-                        image=image,
-                        timing=timing,
-                        serve_batch_sizes=sizes if slot.variant.serve else (),
-                    )
-                )
+                ordered += make(label, *unit)
             block += 1
     return ordered
 

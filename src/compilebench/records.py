@@ -1,8 +1,13 @@
 """The typed records that cross a process or machine boundary, written and read here only.
 
 A `Plan` (what one invocation measures: trials in their run order, the checkpoints they need) goes to the
-launcher, possibly on another machine; each `TrialSpec` goes to one fresh trial process, which answers with a
-`TrialResult`. Standard library only: a trial process, or a GPU box with nothing but torch and transformers,
+launcher, possibly on another machine. A trial is one variant measured in one fresh process, and it answers with a
+`TrialResult`. A process holds one trial, or several (`process_id`): a timing process times eager and each compiled
+variant of one (environment, model, batch size) as its arms, one trial per arm, so every arm is paired with eager in
+the same process. Kinds of trial (`TrialSpec.kind`): `arm`, one arm of a timing process (warm compile, steady-state
+samples); `cold`, a compile-only process on an empty inductor cache (cold compile time, compile health, memory; no
+timing); `paired`, eager against one variant in a process of its own (deploy ways and served sizes, which change what
+a fresh process is). Standard library only: a trial process, or a GPU box with nothing but torch and transformers,
 imports this module.
 """
 
@@ -27,6 +32,8 @@ DEPLOY_DIR_ENV = "COMPILEBENCH_DEPLOY_DIR"  # set for a trial process: its run's
 DYNAMIC_BATCH, DYNAMIC_BATCH_UNBACKED = "batch", "batch-unbacked"
 ARTIFACTS_FILE = "cache-artifacts.bin"  # torch.compiler.save_cache_artifacts() of the run's cold process
 AOTI_PACKAGE = "model.pt2"  # the run's AOTInductor package
+KIND_PAIRED, KIND_ARM, KIND_COLD = "paired", "arm", "cold"  # what a trial's process does (TrialSpec.kind)
+KINDS = (KIND_PAIRED, KIND_ARM, KIND_COLD)
 
 
 def _build(cls: type, raw: dict[str, Any]) -> Any:
@@ -88,6 +95,7 @@ class TimingSpec:
     dtype: str = "float32"
     num_threads: int = 0  # 0 = one per core
     warmup_iters: int = 2
+    warmup_s: float = 1.0  # untimed rounds of every arm right before timing, seconds at least (timing.warm_up)
     min_iters: int = 10  # timed pairs (eager, compiled) per process, at least
     min_time_s: float = 2.0
     max_time_s: float = 60.0
@@ -118,6 +126,14 @@ class TrialSpec:
     image: str
     timing: TimingSpec
     serve_batch_sizes: tuple[int, ...] = ()  # a `serve` variant: every batch size the one compiled model meets
+    kind: str = KIND_PAIRED  # paired | arm | cold (see the module docstring)
+    process_id: str = ""  # the timing process whose arm this trial is (its arms share it); "" = a process of its own
+
+    def __post_init__(self) -> None:
+        if self.kind not in KINDS:
+            raise ValueError(f"TrialSpec {self.trial_id}: kind must be one of {KINDS}, got {self.kind!r}")
+        if (self.kind == KIND_ARM) != bool(self.process_id):
+            raise ValueError(f"TrialSpec {self.trial_id}: an arm names its process, and only an arm does")
 
     @property
     def run_key(self) -> tuple[str, str, int, str]:
@@ -125,9 +141,20 @@ class TrialSpec:
         return self.environment, self.model.model_id, self.batch_size, self.variant.name
 
     @property
+    def cell_key(self) -> str:
+        """environment/model/batch: the arms of its timing processes share this cell's warm inductor cache."""
+        return "/".join(self.trial_id.split("/")[:3])
+
+    @property
     def cache_key(self) -> str:
-        """Trials sharing an inductor cache folder: the cold trial and the warm ones of the same compiled run."""
+        """A compiled run's trials (environment/model/batch/variant): its cold trials, then the warm ones."""
         return "/".join(self.trial_id.split("/")[:-1])
+
+    @property
+    def block(self) -> str:
+        """The block this trial ran in (`variant/rN`, a cold compile `variant/cN`): A and B of a cell share it, so a
+        comparison pairs them by it."""
+        return f"{self.variant.name}/{'c' if self.kind == KIND_COLD else 'r'}{self.replicate}"
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -181,11 +208,19 @@ class TrialResult:
     eager_peak_mem_mib: float | None = None
     eager_mem_delta_mib: float | None = None
     compile_s: float | None = None  # the compiled variant's first call: compile plus one inference
+    compile_position: int | None = None  # an arm: how many arms of its process compiled before it (0 = first)
+    inductor_startup_s: float | None = None  # a timing process: inductor's one-time start-up, paid before its arms
+    #                                          compile (trial.start_inductor); not in their compile_s
+    arms: tuple[str, ...] = ()  # a timing process: the variants it timed, in the order they compiled (eager first)
     compile_peak_mem_mib: float | None = None
     peak_mem_mib: float | None = None
     mem_delta_mib: float | None = None
     reserved_mem_mib: float | None = None  # CUDA: the caching allocator's reserved peak
+    compile_reserved_mem_mib: float | None = None  # CUDA: reserved peak from the compile through warm-up (a CUDA-graph
+    #                                                variant's recording and its graph pool included)
     warmup_calls: int = 0
+    warmup_s: float | None = None  # seconds of untimed rounds right before timing
+    warmup_drift: float | None = None  # how much the last warm-up rounds still sped up (0.02 = 2%; see timing.warm_up)
     eager_ms: tuple[float, ...] = ()  # eager latencies, paired with compiled_ms when a variant was compiled
     compiled_ms: tuple[float, ...] = ()
     timed_s: float | None = None
@@ -194,11 +229,14 @@ class TrialResult:
     variant_dtype: str | None = None
     max_abs_diff: float | None = None
     max_rel_diff: float | None = None
+    replay_max_rel_diff: float | None = None  # the output of a call after warm-up (a CUDA graph's replay) against eager
     task_check: str | None = None
     task_agreement: float | None = None
     health: CompileHealth | None = None
     serve_first_call_s: tuple[float, ...] = ()  # a `serve` variant: first call at each of serve_batch_sizes
     serve_graph_counts: tuple[int, ...] = ()  # dynamo graphs after each of those first calls
+    device_state: dict[str, dict[str, Any]] = field(default_factory=dict)  # the machine at the start and end of timing
+    #   (timing.machine_state: host affinity, iowait; GPU clocks, power, temperature, throttle reasons, processes)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -208,6 +246,7 @@ class TrialResult:
         raw = dict(raw)
         raw["eager_ms"] = tuple(raw.get("eager_ms", ()))
         raw["compiled_ms"] = tuple(raw.get("compiled_ms", ()))
+        raw["arms"] = tuple(raw.get("arms", ()))
         raw["serve_first_call_s"] = tuple(raw.get("serve_first_call_s", ()))
         raw["serve_graph_counts"] = tuple(raw.get("serve_graph_counts", ()))
         if raw.get("health") is not None:
@@ -259,6 +298,23 @@ class Plan:
                 "recipes": tuple(CheckpointRecipe.from_dict(r) for r in raw.get("recipes", ())),
             },
         )
+
+
+def williams_orders(arms: int) -> list[list[int]]:
+    """Orders of `arms` arms in which each arm takes each position equally often and follows every other arm equally
+    often (a Williams design: `arms` orders for an even count, twice as many for an odd one), so neither a position
+    in the round nor the arm before it favours one arm."""
+    if arms <= 1:
+        return [list(range(arms))]
+    first, low, high = [0], 1, arms - 1
+    while len(first) < arms:
+        first.append(low)
+        low += 1
+        if len(first) < arms:
+            first.append(high)
+            high -= 1
+    orders = [[(arm + shift) % arms for arm in first] for shift in range(arms)]
+    return orders if arms % 2 == 0 else orders + [order[::-1] for order in orders]
 
 
 def trial_stem(trial_id: str) -> str:

@@ -1,11 +1,13 @@
 """From trial results to runs: one `RunRecord` per (environment, model, batch size, variant), its processes pooled.
 
-A compiled run's processes are its trials (cold and warm); the eager run of (environment, model, batch size) pools
-the eager samples of every trial of that model and batch size (each paired with a compiled variant, or timed alone
-in an eager-only suite). Statistics come from `stats`: latencies and speedup with a between-process interval,
-compile time cold (first calls on an empty cache) and warm, memory as the median over processes. A run is `ok`
-only when every one of its processes is; otherwise it carries the first failure's status and says which process.
-Pure functions over typed records; the tests feed them hand-made results.
+A compiled run's processes are its trials: compile-only cold ones (cold compile time, compile health, peak memory),
+and timing processes' arms or paired trials (steady-state samples paired with eager's from the same rounds, warm
+compile time). The eager run of (environment, model, batch size) pools each process's eager samples once: a timing
+process's eager arm, and every paired trial. Each process becomes a `ProcessRecord` (what it measured and what
+follows from it), built here and read by compare, tracking and the report. Statistics come from `stats`: latencies
+and speedup with a between-process interval, compile time cold and warm, memory as the median over processes. A run
+is `ok` only when every one of its processes is; otherwise it carries the worst failure's status and says which
+process. Pure functions over typed records; the tests feed them hand-made results.
 """
 
 from __future__ import annotations
@@ -14,11 +16,21 @@ import json
 import math
 import statistics
 from collections import defaultdict
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
 
 from compilebench import fingerprint, stats
-from compilebench.records import CACHE_COLD, CACHE_SHARED, EAGER, STATUS_OK, TrialResult, TrialSpec
+from compilebench.records import (
+    CACHE_COLD,
+    CACHE_SHARED,
+    EAGER,
+    KIND_ARM,
+    KIND_COLD,
+    KIND_PAIRED,
+    STATUS_OK,
+    TrialResult,
+    TrialSpec,
+)
 
 FAILURE_ORDER = ("crashed", "killed", "oom", "timeout", "compile_error", "error", "accuracy_fail")
 
@@ -59,6 +71,102 @@ class EnvironmentInfo:
     key: str
     pins: dict[str, str]
     freeze: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class ProcessRecord:
+    """One process of a run: what it measured (raw samples kept) and the values that follow from its samples, for
+    the run it is listed in (an eager run lists eager's memory, a compiled run its variant's). Written into the run's
+    `process_results`; `from_dict` reads rows of any earlier version (the one place they are migrated)."""
+
+    trial_id: str
+    block: str  # `variant/rN` (a cold compile-only process: `variant/cN`): A and B of a cell share it
+    kind: str = KIND_PAIRED  # paired | arm | cold
+    process_id: str = ""  # the timing process (its arms share it)
+    replicate: int = 0
+    cache: str = CACHE_COLD
+    cold_compile: bool = False  # compiled on an empty cache (runs.compiled_cold)
+    status: str = STATUS_OK
+    started_at: float = 0.0
+    wall_s: float = 0.0
+    compile_s: float | None = None  # the compiled run's first call; None in an eager run
+    compile_position: int | None = None  # arms that compiled before this one in its process
+    first_call_s: float | None = None  # eager's first call
+    startup_s: float | None = None
+    load_s: float | None = None
+    peak_mem_mib: float | None = None  # the run's variant's (eager's in an eager run), where measured alone
+    disturbance: dict[str, float] = field(default_factory=dict)
+    compile_disturbance: dict[str, float] = field(default_factory=dict)
+    disturbed: bool = False  # its samples are left out: the machine was busy while it timed (timing_disturbed)
+    compile_disturbed: bool = False  # its compile time is left out: busy while it compiled
+    eager_ms: tuple[float, ...] = ()
+    compiled_ms: tuple[float, ...] = ()  # paired with eager_ms by round (empty in an eager run)
+    warmup_s: float | None = None
+    warmup_drift: float | None = None
+    serve_first_call_s: tuple[float, ...] = ()
+    serve_graph_counts: tuple[int, ...] = ()
+    # Derived from the samples (`derived`):
+    eager_ms_median: float | None = None
+    eager_ms_mean: float | None = None
+    compiled_ms_median: float | None = None
+    compiled_ms_mean: float | None = None
+    speedup: float | None = None  # median eager / median compiled (the dynamo harness's)
+    speedup_of_means: float | None = None  # mean eager / mean compiled (the doc averaged its calls)
+    pair_cv: float | None = None  # robust CV of the per-pair ratio (an eager run: of eager latency)
+    halves_ratio: float | None = None  # the speedup of the process's second half of rounds over its first half
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, raw: dict[str, Any], index: int = 0) -> ProcessRecord:
+        """A row of `process_results` as written by any version: fields this version does not know are dropped,
+        missing ones derived (the block from the trial id or position, values from the samples)."""
+        known = {f.name for f in fields(cls)}
+        row = {key: value for key, value in raw.items() if key in known}
+        row["trial_id"] = row.get("trial_id") or f"p{index}"
+        if not row.get("block"):
+            trial_id = row["trial_id"]
+            row["block"] = "/".join(trial_id.split("/")[-2:]) if trial_id.count("/") >= 4 else f"p{index}"
+        if "cold_compile" not in raw:  # before it was recorded: by the cache
+            row["cold_compile"] = raw.get("cache") in (CACHE_COLD, CACHE_SHARED)
+        for key in ("eager_ms", "compiled_ms", "serve_first_call_s", "serve_graph_counts"):
+            row[key] = tuple(row.get(key) or ())
+        for key in ("disturbance", "compile_disturbance"):
+            row[key] = dict(row.get(key) or {})
+        return derived(cls(**{k: v for k, v in row.items() if v is not None or k in _OPTIONAL}))
+
+
+_OPTIONAL = {f.name for f in fields(ProcessRecord) if f.default is None}
+
+
+def halves_ratio(eager_ms: tuple[float, ...], compiled_ms: tuple[float, ...]) -> float | None:
+    """The speedup of the second half of a process's rounds over the first half's: 1 when the process was steady."""
+    half = len(compiled_ms) // 2
+    if half < 2:
+        return None
+    first = stats.speedup(eager_ms[:half], compiled_ms[:half])
+    return stats.speedup(eager_ms[half : 2 * half], compiled_ms[half : 2 * half]) / first
+
+
+def derived(record: ProcessRecord) -> ProcessRecord:
+    """A process record with its values computed from its samples (a pure function of them)."""
+    values: dict[str, Any] = {}
+    if record.eager_ms:
+        values.update(eager_ms_median=statistics.median(record.eager_ms),
+                      eager_ms_mean=statistics.mean(record.eager_ms))  # fmt: skip
+    paired = bool(record.eager_ms) and len(record.compiled_ms) == len(record.eager_ms)
+    if paired:
+        values.update(compiled_ms_median=statistics.median(record.compiled_ms),
+                      compiled_ms_mean=statistics.mean(record.compiled_ms),
+                      speedup=stats.speedup(record.eager_ms, record.compiled_ms),
+                      speedup_of_means=statistics.mean(record.eager_ms) / statistics.mean(record.compiled_ms),
+                      halves_ratio=halves_ratio(record.eager_ms, record.compiled_ms))  # fmt: skip
+    ratios = [e / c for e, c in zip(record.eager_ms, record.compiled_ms, strict=False) if c > 0] if paired else None
+    samples = ratios if paired else list(record.eager_ms)
+    if samples:
+        values["pair_cv"] = stats.summarize_ms(samples).get("robust_cv")
+    return replace(record, **values)
 
 
 @dataclass(frozen=True)
@@ -165,7 +273,7 @@ class RunRecord:
     serve_graphs: int | None = None  # dynamo graphs once every size was served (max over processes)
     serve_recompiles: int | None = None  # graphs added after the first size (max over processes)
     warmup_calls: int | None = None
-    process_results: tuple[dict[str, Any], ...] = ()  # per process: trial id, cache, compile time, raw samples
+    process_results: tuple[dict[str, Any], ...] = ()  # per process: a ProcessRecord's fields (raw samples kept)
 
     def to_dict(self) -> dict[str, Any]:
         """A flat row: the environment fields beside the others, raw per-process samples kept."""
@@ -206,13 +314,25 @@ def process_cv(result: TrialResult, compiled: bool) -> float | None:
     return stats.summarize_ms(samples).get("robust_cv") if samples else None
 
 
+def _busy(window: dict[str, float] | None, limit_cores: float) -> bool:
+    window = window or {}
+    return limit_cores > 0 and max(window.get("others_cores", 0.0), window.get("steal_cores", 0.0)) > limit_cores
+
+
+def timing_disturbed(result: TrialResult, limit_cores: float) -> bool:
+    """Whether other processes (or the VM's steal) took more than `limit_cores` (0: never) while this process timed:
+    its samples are left out."""
+    return _busy(result.disturbance, limit_cores)
+
+
+def compile_disturbed(result: TrialResult, limit_cores: float) -> bool:
+    """... while it compiled (its first call): its compile time is left out."""
+    return _busy(result.compile_disturbance, limit_cores)
+
+
 def is_disturbed(result: TrialResult, limit_cores: float) -> bool:
-    """Whether other processes (or the VM's steal) took more than `limit_cores` while this process timed or
-    compiled (its compile time is a measurement too)."""
-    if limit_cores <= 0:
-        return False
-    windows = (result.disturbance or {}, result.compile_disturbance or {})
-    return any(max(busy.get("others_cores", 0.0), busy.get("steal_cores", 0.0)) > limit_cores for busy in windows)
+    """Whether either measured window of this process was disturbed."""
+    return timing_disturbed(result, limit_cores) or compile_disturbed(result, limit_cores)
 
 
 def validity_problems(processes: list[TrialResult], context: Context, compiled: bool) -> list[str]:
@@ -236,7 +356,7 @@ def undisturbed(
 ) -> tuple[list[tuple[TrialSpec, TrialResult]], list[str]]:
     """The processes a run's statistics use: those the machine left alone while they timed (every one, with a
     problem named, when none was)."""
-    clean = [(s, r) for s, r in trials if not is_disturbed(r, context.disturbed_cores)]
+    clean = [(s, r) for s, r in trials if not timing_disturbed(r, context.disturbed_cores)]
     if clean or not trials:
         return clean, []
     return trials, [
@@ -311,29 +431,37 @@ def first_inference_s(result: TrialResult, first_call_s: float | None) -> float 
     return None if any(part is None for part in parts) else sum(parts)
 
 
-def _process_row(spec: TrialSpec, result: TrialResult, context: Context) -> dict[str, Any]:
-    return {
-        "trial_id": result.trial_id,
-        "block": f"{spec.variant.name}/r{spec.replicate}",  # A and B of a cell share it: compare pairs by it
-        "replicate": spec.replicate,
-        "cache": spec.cache,
-        "cold_compile": compiled_cold(spec, result),
-        "status": result.status,
-        "started_at": result.started_at,
-        "wall_s": result.wall_s,
-        "compile_s": result.compile_s,
-        "first_call_s": result.eager_first_call_s,
-        "startup_s": result.startup_s,
-        "load_s": result.load_s,
-        "peak_mem_mib": result.peak_mem_mib,
-        "disturbance": dict(result.disturbance),
-        "compile_disturbance": dict(result.compile_disturbance),
-        "disturbed": is_disturbed(result, context.disturbed_cores),
-        "eager_ms": list(result.eager_ms),
-        "compiled_ms": list(result.compiled_ms),
-        "serve_first_call_s": list(result.serve_first_call_s),
-        "serve_graph_counts": list(result.serve_graph_counts),
-    }
+def process_record(spec: TrialSpec, result: TrialResult, context: Context, eager_run: bool = False) -> ProcessRecord:
+    """A process as a run lists it: for an eager run, eager's samples, first call and memory only."""
+    record = ProcessRecord(
+        trial_id=result.trial_id,
+        block=spec.block,
+        kind=spec.kind,
+        process_id=spec.process_id,
+        replicate=spec.replicate,
+        cache=spec.cache,
+        cold_compile=False if eager_run else compiled_cold(spec, result),
+        status=result.status,
+        started_at=result.started_at,
+        wall_s=result.wall_s,
+        compile_s=None if eager_run else result.compile_s,
+        compile_position=None if eager_run else result.compile_position,
+        first_call_s=result.eager_first_call_s,
+        startup_s=result.startup_s,
+        load_s=result.load_s,
+        peak_mem_mib=result.eager_peak_mem_mib if eager_run else result.peak_mem_mib,
+        disturbance=dict(result.disturbance),
+        compile_disturbance={} if eager_run else dict(result.compile_disturbance),
+        disturbed=timing_disturbed(result, context.disturbed_cores),
+        compile_disturbed=False if eager_run else compile_disturbed(result, context.disturbed_cores),
+        eager_ms=tuple(result.eager_ms),
+        compiled_ms=() if eager_run else tuple(result.compiled_ms),
+        warmup_s=result.warmup_s,
+        warmup_drift=result.warmup_drift,
+        serve_first_call_s=tuple(result.serve_first_call_s),
+        serve_graph_counts=tuple(result.serve_graph_counts),
+    )
+    return derived(record)
 
 
 def _latency_fields(samples: list[list[float]], batch_size: int) -> dict[str, Any]:
@@ -355,13 +483,20 @@ def _latency_fields(samples: list[list[float]], batch_size: int) -> dict[str, An
 def compiled_run(
     trials: list[tuple[TrialSpec, TrialResult]], environment: EnvironmentInfo, model: ModelInfo, context: Context
 ) -> RunRecord:
-    """One compiled run from its replicate processes."""
+    """One compiled run from its processes: latency and speedup from those that timed it (paired with eager's samples
+    of the same rounds), compile time cold and warm, memory where the variant was the only compiled model loaded (a
+    cold compile-only process, a paired trial), compile health first from a cold process (which ran inductor's
+    passes, not the cache)."""
+    trials = sorted(trials, key=lambda t: (t[0].kind != KIND_COLD, t[0].replicate))
     spec = trials[0][0]
     results = [result for _, result in trials]
     status, error = _run_status(results)
     variant_dtype = spec.variant.dtype or spec.timing.dtype
     timed = [(s, r) for s, r in trials if r.compiled_ms and r.eager_ms and len(r.compiled_ms) == len(r.eager_ms)]
     measured, disturbed_problems = undisturbed(timed, context)
+    clean = [(s, r) for s, r in trials if not is_disturbed(r, context.disturbed_cores)]
+    compiled = [(s, r) for s, r in trials if r.compile_s is not None and r.status in (STATUS_OK, "accuracy_fail")
+                and not compile_disturbed(r, context.disturbed_cores)]  # fmt: skip
     record: dict[str, Any] = {
         **_identity(spec, environment, model, context),
         **_measured_facts(results),
@@ -373,17 +508,37 @@ def compiled_run(
         "replicates": len(trials),
         "processes": len(measured),
         "disturbed_processes": sum(is_disturbed(r, context.disturbed_cores) for _, r in trials),
-        "process_results": tuple(_process_row(s, r, context) for s, r in trials),
+        "process_results": tuple(process_record(s, r, context).to_dict() for s, r in trials),
     }  # fmt: skip
+    cold_results = [r for s, r in compiled if compiled_cold(s, r)]
+    warm_results = [r for s, r in compiled if not compiled_cold(s, r)]
+    record.update(
+        compile_s=_median([r.compile_s for r in cold_results]),
+        compile_s_warm=_median([r.compile_s for r in warm_results]),
+        first_inference_s=_median([first_inference_s(r, r.compile_s) for r in cold_results]),
+        first_inference_s_warm=_median(
+            [first_inference_s(r, r.compile_s + (r.inductor_startup_s or 0.0)) for r in warm_results]
+        ),
+        peak_mem_mib=_median([r.peak_mem_mib for _, r in clean]),
+        mem_delta_mib=_median([r.mem_delta_mib for _, r in clean]),
+        compile_peak_mem_mib=_median([r.compile_peak_mem_mib for _, r in clean]),
+        reserved_mem_mib=_median([r.reserved_mem_mib for _, r in clean]),
+    )
+    checked = [r for _, r in compiled if r.max_abs_diff is not None]
+    if checked:
+        record.update(
+            max_abs_diff=max(r.max_abs_diff for r in checked),
+            max_rel_diff=max(r.max_rel_diff for r in checked),
+            task_check=checked[0].task_check,
+            task_agreement=min(r.task_agreement for r in checked if r.task_agreement is not None),
+            warmup_calls=checked[0].warmup_calls,
+        )
     if measured:
-        compiled = [list(r.compiled_ms) for _, r in measured]
+        samples = [list(r.compiled_ms) for _, r in measured]
         eager = [list(r.eager_ms) for _, r in measured]
-        record.update(_latency_fields(compiled, spec.batch_size))
+        record.update(_latency_fields(samples, spec.batch_size))
         paired = stats.summarize_ms([value for process in eager for value in process])
-        speedup = stats.speedup_estimate(list(zip(eager, compiled, strict=True)))
-        cold_results = [r for s, r in measured if compiled_cold(s, r)]
-        warm_results = [r for s, r in measured if not compiled_cold(s, r)]
-        cold, warm = [r.compile_s for r in cold_results], [r.compile_s for r in warm_results]
+        speedup = stats.speedup_estimate(list(zip(eager, samples, strict=True)))
         eager_median, compiled_median = paired["latency_ms_median"], record["latency_ms_median"]
         record.update(
             eager_latency_ms_mean=paired["latency_ms_mean"],
@@ -395,20 +550,7 @@ def compiled_run(
             speedup_ci_method=speedup.method,
             speedup_verdict=stats.verdict(speedup.low, speedup.high) if speedup.has_interval else None,
             improvement_pct=stats.improvement_pct(paired["latency_ms_mean"], record["latency_ms_mean"]),
-            compile_s=_median(cold),
-            compile_s_warm=_median(warm),
-            first_inference_s=_median([first_inference_s(r, r.compile_s) for r in cold_results]),
-            first_inference_s_warm=_median([first_inference_s(r, r.compile_s) for r in warm_results]),
             eager_first_inference_s=_median([first_inference_s(r, r.eager_first_call_s) for _, r in measured]),
-            peak_mem_mib=_median([r.peak_mem_mib for _, r in measured]),
-            mem_delta_mib=_median([r.mem_delta_mib for _, r in measured]),
-            compile_peak_mem_mib=_median([r.compile_peak_mem_mib for _, r in measured]),
-            reserved_mem_mib=_median([r.reserved_mem_mib for _, r in measured]),
-            max_abs_diff=max(r.max_abs_diff for _, r in measured if r.max_abs_diff is not None),
-            max_rel_diff=max(r.max_rel_diff for _, r in measured if r.max_rel_diff is not None),
-            task_check=measured[0][1].task_check,
-            task_agreement=min(r.task_agreement for _, r in measured if r.task_agreement is not None),
-            warmup_calls=measured[0][1].warmup_calls,
         )
         for key, compile_s in (
             ("break_even_calls", record["compile_s"]),
@@ -421,6 +563,8 @@ def compiled_run(
             record["pair_cv"] = _median([process_cv(r, compiled=True) for _, r in measured])
             if problems:
                 record.update(status="invalid", error="; ".join(problems))
+    elif status == STATUS_OK and not timed:
+        record.update(status="error", error="no process timed this variant: every timing trial failed or was left out")
     healths = [r.health for r in results if r.health is not None]
     if healths:
         record.update(
@@ -447,10 +591,19 @@ def compiled_run(
     return RunRecord(**record)
 
 
+def eager_processes(trials: list[tuple[TrialSpec, TrialResult]]) -> list[tuple[TrialSpec, TrialResult]]:
+    """The processes of a model's trials as the eager run counts them, each once: a timing process through its eager
+    arm (its compiled arms carry the same eager samples), paired trials and cold processes themselves."""
+    return [(s, r) for s, r in trials if s.kind != KIND_ARM or not s.variant.compile]
+
+
 def eager_run(
     trials: list[tuple[TrialSpec, TrialResult]], environment: EnvironmentInfo, model: ModelInfo, context: Context
 ) -> RunRecord:
-    """The eager run of one (environment, model, batch size): every process's eager samples."""
+    """The eager run of one (environment, model, batch size): every process's eager samples, first call and memory.
+    Judged by its latency's spread only in an eager-only suite (beside a compiled variant, the ratio is judged)."""
+    eager_alone = not any(spec.variant.compile for spec, _ in trials)
+    trials = eager_processes(trials)
     spec = trials[0][0]
     results = [result for _, result in trials]
     measured, disturbed_problems = undisturbed([(s, r) for s, r in trials if r.eager_ms], context)
@@ -458,7 +611,6 @@ def eager_run(
     status, error = _run_status(load_failures) if load_failures else (STATUS_OK, None)
     if status == STATUS_OK and not measured:
         status, error = "error", "no process timed eager: every trial failed before its eager timing"
-    eager_variant = spec.variant.name == EAGER
     record: dict[str, Any] = {
         **_identity(spec, environment, model, context),
         **_measured_facts(results),
@@ -477,7 +629,7 @@ def eager_run(
         "replicates": len(trials),
         "processes": len(measured),
         "disturbed_processes": sum(is_disturbed(r, context.disturbed_cores) for _, r in trials),
-        "process_results": tuple(_process_row(s, r, context) for s, r in trials),
+        "process_results": tuple(process_record(s, r, context, eager_run=True).to_dict() for s, r in trials),
         "first_call_s": _median([r.eager_first_call_s for r in results]),
         "first_inference_s": _median([first_inference_s(r, r.eager_first_call_s) for r in results]),
         "peak_mem_mib": _median([r.eager_peak_mem_mib for r in results]),
@@ -487,7 +639,7 @@ def eager_run(
     }
     if measured:
         record.update(_latency_fields([list(r.eager_ms) for _, r in measured], spec.batch_size))
-        if status == STATUS_OK and eager_variant:
+        if status == STATUS_OK and eager_alone:
             problems = disturbed_problems + validity_problems([r for _, r in measured], context, compiled=False)
             if problems:
                 record.update(status="invalid", error="; ".join(problems))

@@ -4,20 +4,27 @@ Steady-state calls: CUDA events around the call on a GPU (read after a synchroni
 A first call (compile time: seconds of host work) is timed on the host clock between two synchronizes, as the
 dynamo harness does. Memory: the allocator's peaks on CUDA (allocated and reserved); on the CPU, the process's
 peak RSS (VmHWM), reset per phase. How busy the machine was while a process timed (other processes' CPU, the VM's
-steal, the load) is read from /proc around the timed window. Statistics of the samples live in `stats`.
+steal and iowait, the load) is read from /proc around the timed window, and the device's state (GPU clocks, power,
+temperature, throttle reasons, other processes on it) from NVML where the driver has it. A timing process times
+several arms (eager and compiled variants) in rounds whose order follows a Williams design, after a warm-up by time.
+Statistics of the samples live in `stats`.
 """
 
 from __future__ import annotations
 
 import os
+import statistics
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from compilebench import stats
+from compilebench.records import williams_orders
 
 CI_CHECK_EVERY = 10  # pairs between two adaptive-stop checks of the speedup CI
+WARMUP_DRIFT = 0.03  # warm-up goes on while an arm's last rounds are still this much faster than the ones before
+WARMUP_MAX_FACTOR = 5  # ... for at most this many times the warm-up's planned seconds
 
 
 def synchronize(device: str) -> None:
@@ -147,28 +154,92 @@ def group_cpu_s() -> float:
     return total / per_tick
 
 
-def cpu_snapshot() -> tuple[float, float, float, float] | None:
-    """(monotonic s, the machine's busy CPU s, its steal s, this trial's own CPU s: its process group's) from
-    /proc/stat and /proc/*/stat; None where /proc/stat is missing (not Linux)."""
+def cpu_snapshot() -> tuple[float, float, float, float, float] | None:
+    """(monotonic s, the machine's busy CPU s, its steal s, this trial's own CPU s: its process group's, iowait s)
+    from /proc/stat and /proc/*/stat; None where /proc/stat is missing (not Linux)."""
     try:
         fields = Path("/proc/stat").read_text().splitlines()[0].split()
     except OSError:
         return None
     ticks = [int(value) for value in fields[1:]]
-    user, nice, system, _idle, _iowait, irq, softirq, steal = (ticks + [0] * 8)[:8]
+    user, nice, system, _idle, iowait, irq, softirq, steal = (ticks + [0] * 8)[:8]
     per_tick = os.sysconf("SC_CLK_TCK")
-    return time.monotonic(), (user + nice + system + irq + softirq) / per_tick, steal / per_tick, group_cpu_s()
+    busy = (user + nice + system + irq + softirq) / per_tick
+    return time.monotonic(), busy, steal / per_tick, group_cpu_s(), iowait / per_tick
 
 
 def disturbance(before: tuple | None, after: tuple | None) -> dict[str, float]:
     """How busy the machine was between two `cpu_snapshot`s, in cores (CPU seconds per second): `others_cores`, the
-    CPU that processes outside this trial's group used; `steal_cores`, what the hypervisor took; the 1-minute load."""
+    CPU that processes outside this trial's group used; `steal_cores`, what the hypervisor took; `iowait_cores`; the
+    1-minute load."""
     if before is None or after is None or after[0] <= before[0]:
         return {}
     window = after[0] - before[0]
     others = max((after[1] - before[1]) - (after[3] - before[3]), 0.0)
-    return {"window_s": window, "others_cores": others / window, "steal_cores": (after[2] - before[2]) / window,
-            "load_1m": os.getloadavg()[0]}  # fmt: skip
+    found = {"window_s": window, "others_cores": others / window, "steal_cores": (after[2] - before[2]) / window,
+             "load_1m": os.getloadavg()[0]}  # fmt: skip
+    if len(before) > 4 and len(after) > 4:
+        found["iowait_cores"] = (after[4] - before[4]) / window
+    return found
+
+
+NVML_CLOCK_SM, NVML_CLOCK_MEM, NVML_TEMPERATURE_GPU = 1, 2, 0
+NVML_ERROR_INSUFFICIENT_SIZE = 7
+
+
+def _nvml() -> Any:
+    """The driver's NVML library, initialised (None where there is none: a CPU machine, or no driver)."""
+    import ctypes
+
+    try:
+        library = ctypes.CDLL("libnvidia-ml.so.1")
+    except OSError:
+        return None
+    return library if library.nvmlInit_v2() == 0 else None
+
+
+def gpu_state(device: str) -> dict[str, Any]:
+    """The GPU a trial times on, as NVML reads it: SM and memory clocks (MHz), power (W), temperature (C), the
+    clock-throttle reasons (a bit mask; 0 = none) and how many compute processes use it (this one included).
+    Empty on a CPU, without the driver's NVML, or where a read fails. By UUID, so CUDA_VISIBLE_DEVICES is honoured."""
+    if not device.startswith("cuda"):
+        return {}
+    import ctypes
+
+    import torch
+
+    library = _nvml()
+    if library is None:
+        return {}
+    try:
+        uuid = getattr(torch.cuda.get_device_properties(torch.device(device)), "uuid", None)
+        handle = ctypes.c_void_p()
+        if uuid is None or library.nvmlDeviceGetHandleByUUID(f"GPU-{uuid}".encode(), ctypes.byref(handle)) != 0:
+            return {}
+        state: dict[str, Any] = {}
+        value, wide = ctypes.c_uint(), ctypes.c_ulonglong()
+        for key, clock in (("gpu_sm_clock_mhz", NVML_CLOCK_SM), ("gpu_mem_clock_mhz", NVML_CLOCK_MEM)):
+            if library.nvmlDeviceGetClockInfo(handle, clock, ctypes.byref(value)) == 0:
+                state[key] = value.value
+        if library.nvmlDeviceGetPowerUsage(handle, ctypes.byref(value)) == 0:
+            state["gpu_power_w"] = value.value / 1000
+        if library.nvmlDeviceGetTemperature(handle, NVML_TEMPERATURE_GPU, ctypes.byref(value)) == 0:
+            state["gpu_temperature_c"] = value.value
+        if library.nvmlDeviceGetCurrentClocksThrottleReasons(handle, ctypes.byref(wide)) == 0:
+            state["gpu_throttle_reasons"] = wide.value
+        count = ctypes.c_uint(0)  # asked with no room: NVML answers how many there are
+        if library.nvmlDeviceGetComputeRunningProcesses_v3(handle, ctypes.byref(count), None) in (
+            0, NVML_ERROR_INSUFFICIENT_SIZE):  # fmt: skip
+            state["gpu_processes"] = count.value
+        return state
+    except (AttributeError, OSError, RuntimeError):
+        return {}
+
+
+def machine_state(device: str) -> dict[str, Any]:
+    """What a process saw of the machine at one moment: the cores it may run on, the load, and its GPU's state."""
+    affinity = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return {"cpu_affinity": affinity, "load_1m": os.getloadavg()[0], **gpu_state(device)}
 
 
 def ci_narrow_enough(eager_ms: list[float], compiled_ms: list[float], target_halfwidth: float) -> bool:
@@ -179,30 +250,63 @@ def ci_narrow_enough(eager_ms: list[float], compiled_ms: list[float], target_hal
     return (high - low) / 2 <= target_halfwidth
 
 
-def paired_samples(
-    eager: Callable[[], Any],
-    compiled: Callable[[], Any],
+def _round(calls: list[Callable[[], Any]], order: list[int], device: str, into: list[list[float]]) -> None:
+    for arm in order:
+        into[arm].append(time_call_ms(calls[arm], device)[1])
+
+
+def _drift(samples: list[float]) -> float:
+    """How much faster an arm's last warm-up rounds (a third of them, two at least) ran than as many before them (0
+    when not faster, or with fewer than four rounds)."""
+    window = max(len(samples) // 3, 2)
+    if len(samples) < 2 * window:
+        return 0.0
+    last, before = statistics.median(samples[-window:]), statistics.median(samples[-2 * window : -window])
+    return max(1 - last / before, 0.0) if before > 0 else 0.0
+
+
+def warm_up(
+    calls: list[Callable[[], Any]], device: str, min_rounds: int, min_s: float, start: int = 0
+) -> tuple[int, float, float]:
+    """Untimed rounds of every arm, in the timing's rotation, right before timing: at least `min_rounds` and `min_s`,
+    longer while an arm's last rounds still run faster than the ones before (caches, clocks, the allocator settling),
+    up to WARMUP_MAX_FACTOR times `min_s`. (rounds, seconds, the drift left: the largest over arms)."""
+    orders, seen = williams_orders(len(calls)), [[] for _ in calls]
+    began, rounds, drift = time.perf_counter(), 0, 0.0
+    limit_s = max(min_s, 0.0) * WARMUP_MAX_FACTOR
+    while True:
+        elapsed = time.perf_counter() - began
+        if rounds >= min_rounds and elapsed >= min_s:
+            drift = max((_drift(arm) for arm in seen), default=0.0)
+            if drift <= WARMUP_DRIFT or elapsed >= limit_s:
+                return rounds, elapsed, drift
+        _round(calls, orders[(start + rounds) % len(orders)], device, seen)
+        rounds += 1
+
+
+def round_samples(
+    calls: list[Callable[[], Any]],
     device: str,
-    min_iters: int,
+    min_rounds: int,
     min_time_s: float,
     max_time_s: float,
+    start: int = 0,
     target_ci_halfwidth: float = 0.0,
-) -> tuple[list[float], list[float], float]:
-    """Alternate eager and compiled calls (order flipped every pair) until the minimums (and CI target) or max time."""
-    eager_ms: list[float] = []
-    compiled_ms: list[float] = []
-    start = time.perf_counter()
+) -> tuple[list[list[float]], float]:
+    """Rounds of every arm (index 0 is eager), each round in the next order of a Williams design (from `start`), until
+    `min_rounds` and `min_time_s` are reached (and every compiled arm's speedup CI is within the target) or
+    `max_time_s` passes. The i-th samples of two arms come from the same round: their ratio is a pair."""
+    orders, samples = williams_orders(len(calls)), [[] for _ in calls]
+    began = time.perf_counter()
     while True:
-        order = ((eager, eager_ms), (compiled, compiled_ms))
-        for fn, samples in order if len(eager_ms) % 2 == 0 else reversed(order):
-            samples.append(time_call_ms(fn, device)[1])
-        elapsed = time.perf_counter() - start
+        _round(calls, orders[(start + len(samples[0])) % len(orders)], device, samples)
+        elapsed = time.perf_counter() - began
         if elapsed >= max_time_s:
-            return eager_ms, compiled_ms, elapsed
-        if len(eager_ms) >= min_iters and elapsed >= min_time_s:
-            checkpoint = target_ci_halfwidth <= 0 or len(eager_ms) % CI_CHECK_EVERY == 0
-            if checkpoint and ci_narrow_enough(eager_ms, compiled_ms, target_ci_halfwidth):
-                return eager_ms, compiled_ms, elapsed
+            return samples, elapsed
+        if len(samples[0]) >= min_rounds and elapsed >= min_time_s:
+            checkpoint = target_ci_halfwidth <= 0 or len(samples[0]) % CI_CHECK_EVERY == 0
+            if checkpoint and all(ci_narrow_enough(samples[0], arm, target_ci_halfwidth) for arm in samples[1:]):
+                return samples, elapsed
 
 
 def single_samples(

@@ -47,6 +47,8 @@ from compilebench.records import (
     DEPLOY_REGIONAL,
     DYNAMIC_BATCH,
     DYNAMIC_BATCH_UNBACKED,
+    KIND_ARM,
+    KIND_COLD,
     LAUNCHER_PID,
     CompileHealth,
     TimingSpec,
@@ -162,12 +164,15 @@ def load(spec: TrialSpec) -> dict[str, Any]:
     }
 
 
-def variant_model(loaded: dict[str, Any], variant: VariantSpec, timing_spec: TimingSpec) -> tuple[Any, dict, str]:
-    """The model and inputs a variant compiles: eager's own, or a copy in the variant's dtype / memory format."""
+def variant_model(
+    loaded: dict[str, Any], variant: VariantSpec, timing_spec: TimingSpec, own_copy: bool = False
+) -> tuple[Any, dict, str]:
+    """The model and inputs a variant compiles: eager's own, or a copy (in the variant's dtype and memory format, or
+    because `own_copy`: an arm of a timing process compiles a model no other arm compiled)."""
     import torch
 
     dtype_name = variant.dtype or timing_spec.dtype
-    if dtype_name == timing_spec.dtype and not variant.channels_last:
+    if dtype_name == timing_spec.dtype and not variant.channels_last and not own_copy:
         return loaded["model"], loaded["inputs"], dtype_name
     model = copy.deepcopy(loaded["model"]).to(getattr(torch, dtype_name))
     if variant.channels_last:
@@ -226,6 +231,22 @@ def save_artifacts(folder: Path) -> None:
     (folder / ARTIFACTS_FILE).write_bytes(saved[0])
 
 
+def compile_kwargs(variant: VariantSpec) -> dict[str, Any]:
+    """torch.compile's arguments for a variant: its mode alone (the doc's call), or, with inductor options, the mode's
+    options and the variant's as `options`. Dynamo keeps one cache per `forward` and reuses a graph for any backend
+    that compares equal, and inductor's backend compares by its options: a config patch alone (what makes `freezing`
+    take effect) is invisible to it, so a frozen arm beside a default one in one process would silently run the
+    default graph. (torch.compile takes `mode` or `options`, not both.)"""
+    dynamic = None if variant.dynamic in BATCH_DYNAMICS else variant.dynamic  # batch: marked on the inputs
+    kwargs: dict[str, Any] = {"dynamic": dynamic, "fullgraph": variant.fullgraph}
+    if not variant.inductor:
+        return {**kwargs, "mode": variant.mode}
+    from torch._inductor import list_mode_options
+
+    mode_options = list_mode_options(variant.mode, dynamic) if variant.mode != "default" else {}
+    return {**kwargs, "options": {**mode_options, **variant.inductor}}
+
+
 def compiled_module(model: Any, inputs: dict[str, Any], variant: VariantSpec, cache: str) -> Any:
     """The compiled model as a fresh process gets it under `variant.deploy` (timed by the caller up to the first
     output): jit and artifacts compile with torch.compile (artifacts first loads the cold process's portable cache
@@ -233,8 +254,7 @@ def compiled_module(model: Any, inputs: dict[str, Any], variant: VariantSpec, ca
     cold trial, and every trial loads the package."""
     import torch
 
-    dynamic = None if variant.dynamic in BATCH_DYNAMICS else variant.dynamic  # batch: marked on the inputs
-    options = {"mode": variant.mode, "dynamic": dynamic, "fullgraph": variant.fullgraph}
+    options = compile_kwargs(variant)
     if variant.deploy == DEPLOY_REGIONAL:
         blocks = repeated_blocks(model)
         if not blocks:
@@ -335,16 +355,19 @@ def compile_health(first: dict[str, Any] | None = None) -> CompileHealth:
     )
 
 
-def run_compiled(spec: TrialSpec, loaded: dict[str, Any], eager: Any, reference: Any, state: dict) -> dict[str, Any]:
-    """Compile the variant, time its first call, check it, warm up, measure memory, time it paired with eager."""
-    import torch
+def compile_variant(
+    spec: TrialSpec, loaded: dict[str, Any], reference: Any, state: dict, own_copy: bool = False
+) -> dict[str, Any]:
+    """Compile the variant (on a copy where `own_copy`) and time its first call on the host clock: compile time, in a
+    fresh process on a cold or warm cache, or after the arms before it. Its inductor options are set while it
+    compiles (dynamo reads `freezing` as it traces) and are its backend's options too (see compile_kwargs); then the
+    first output is checked against eager. Returns the call, what the compile measured and the checks."""
     from torch._dynamo.utils import counters, guard_failures
     from torch._inductor import config as inductor_config
 
     variant, timing_spec, device = spec.variant, spec.timing, spec.timing.device
-    model, inputs, dtype_name = variant_model(loaded, variant, timing_spec)
+    model, inputs, dtype_name = variant_model(loaded, variant, timing_spec, own_copy)
     cudagraphs = uses_cudagraphs(variant, device)
-    torch._dynamo.reset()
     counters.clear()
     guard_failures.clear()
     with inductor_config.patch(variant.inductor):  # read at every (re)compile inside it
@@ -366,45 +389,34 @@ def run_compiled(spec: TrialSpec, loaded: dict[str, Any], eager: Any, reference:
         task_ok, agreement, compared = checks.task_agreement(loaded["task"], reference, output, dtype_name)
         del output
         warmups = warmup_calls(variant, timing_spec)
-        for _ in range(warmups):
+        for _ in range(warmups):  # a CUDA-graph variant records its graph here: never timed
             call()
-        timing.reset_peak_memory(device)
-        peak, delta = timing.memory_peak_mib(call, timing_spec.memory_iters, device)
-        reserved = timing.peak_reserved_mib(device)
-        for _ in range(timing_spec.warmup_iters):  # eager's own warm-up, right before it is timed (after compiling)
-            eager()
-        before = timing.cpu_snapshot()
-        eager_ms, compiled_ms, timed_s = timing.paired_samples(
-            eager, call, device, timing_spec.min_iters, timing_spec.min_time_s, timing_spec.max_time_s,
-            timing_spec.target_ci_halfwidth,
-        )  # fmt: skip
-        busy = timing.disturbance(before, timing.cpu_snapshot())
-        health = compile_health({"graph_count": first.graph_count})
-        if variant.deploy == DEPLOY_AOTI:  # a package runs no dynamo graph, and is compiled all the same
-            health = dataclasses.replace(health, fell_back_to_eager=False)
+        replay = checks.compare_outputs(reference, call())  # a call after warm-up: a CUDA graph's replay
+        compile_reserved = timing.peak_reserved_mib(device)  # the graph pool of a CUDA-graph variant included
+        health = compile_health({"graph_count": first.graph_count})  # recompiles: graphs the warm-up added
+    if variant.deploy == DEPLOY_AOTI:  # a package runs no dynamo graph, and is compiled all the same
+        health = dataclasses.replace(health, fell_back_to_eager=False)
     tolerance = checks.numeric_tolerance(timing_spec.rtol, dtype_name, reduced_float32(timing_spec))
     problems = []
     if numeric["max_rel_diff"] > tolerance:
         problems.append(f"max_rel_diff {numeric['max_rel_diff']:.3g} > {tolerance:g}")
+    if replay["max_rel_diff"] > tolerance:
+        problems.append(f"after warm-up, max_rel_diff {replay['max_rel_diff']:.3g} > {tolerance:g}")
     if not task_ok:
         problems.append(f"task check failed: {compared} agree on {agreement:.3f}")
     return {
+        "call": call,
         "status": "accuracy_fail" if problems else "ok",
         "error": "; ".join(problems) or None,
         "compile_s": compile_s,
         "compile_peak_mem_mib": compile_peak,
-        "peak_mem_mib": peak,
-        "mem_delta_mib": delta,
-        "reserved_mem_mib": reserved,
-        "warmup_calls": warmups,
-        "eager_ms": tuple(eager_ms),
-        "compiled_ms": tuple(compiled_ms),
-        "timed_s": timed_s,
-        "disturbance": busy,
+        "compile_reserved_mem_mib": compile_reserved,
         "compile_disturbance": compile_busy,
+        "warmup_calls": warmups,
         "variant_dtype": dtype_name,
         "task_check": compared,
         "task_agreement": agreement,
+        "replay_max_rel_diff": replay["max_rel_diff"],
         "health": health,
         "serve_first_call_s": tuple(serve_first_s),
         "serve_graph_counts": tuple(serve_graphs),
@@ -412,47 +424,132 @@ def run_compiled(spec: TrialSpec, loaded: dict[str, Any], eager: Any, reference:
     }
 
 
+def measured_of(compiled: dict[str, Any]) -> dict[str, Any]:
+    """A compile_variant result as TrialResult fields (without its call)."""
+    return {key: value for key, value in compiled.items() if key != "call"}
+
+
+def graphs_so_far() -> int:
+    """Dynamo graphs made since its counters were last cleared."""
+    from torch._dynamo.utils import counters
+
+    return int(counters["stats"].get("unique_graphs", 0))
+
+
+def with_recompiles(health: CompileHealth, graphs: int) -> CompileHealth:
+    """`health` with `graphs` more recompiles (made after it was read: while timing) and their guards' reasons."""
+    reasons = tuple(dict.fromkeys(health.recompile_reasons + recompile_reasons()))[:20]
+    return dataclasses.replace(health, recompile_count=health.recompile_count + graphs, recompile_reasons=reasons)
+
+
+def start_inductor(device: str) -> float:
+    """Compile and call a trivial function, so the process's one-time inductor start-up (imports, its code caches,
+    the compiler's probes) is paid before any arm compiles, and each arm's compile time is its own, whatever its
+    position. Seconds it took."""
+    import torch
+
+    started = time.perf_counter()
+    torch.compile(lambda value: (value * 2).sin())(torch.ones(8, device=device))
+    timing.synchronize(device)
+    return time.perf_counter() - started
+
+
+def stop_compile_workers() -> None:
+    """End inductor's pool of compile workers before timing: idle or not, nothing of the compile runs beside the
+    timed calls (a recompile starts them again)."""
+    from torch._inductor import async_compile
+
+    shutdown = getattr(async_compile, "shutdown_compile_workers", None)
+    if shutdown is not None:
+        shutdown()
+
+
+def time_arms(calls: list[Any], timing_spec: TimingSpec, start: int) -> dict[str, Any]:
+    """Warm every arm up in rounds, then time them in rounds (index 0 is eager); the machine's state around it."""
+    device = timing_spec.device
+    state_before = timing.machine_state(device)
+    rounds, warmup_s, drift = timing.warm_up(calls, device, timing_spec.warmup_iters, timing_spec.warmup_s, start)
+    before = timing.cpu_snapshot()
+    samples, timed_s = timing.round_samples(
+        calls, device, timing_spec.min_iters, timing_spec.min_time_s, timing_spec.max_time_s, start,
+        timing_spec.target_ci_halfwidth,
+    )  # fmt: skip
+    busy = timing.disturbance(before, timing.cpu_snapshot())
+    return {"samples": samples, "timed_s": timed_s, "disturbance": busy, "warmup_s": warmup_s, "warmup_drift": drift,
+            "warmup_rounds": rounds,
+            "device_state": {"start": state_before, "end": timing.machine_state(device)}}  # fmt: skip
+
+
 def _message(error: BaseException) -> str:
     return "".join(traceback.format_exception_only(error)).strip()
 
 
+def start_process(spec: TrialSpec, known: dict[str, Any]) -> tuple[dict[str, Any], Any, Any]:
+    """What every kind of trial process does first: threads and numerics set, the machine recorded, the checkpoint
+    loaded, eager's first call (the reference output), its warm-up and its peak memory, measured while eager's model
+    is the only one loaded. Returns (loaded, eager call, reference output); fills `known`."""
+    import torch
+
+    timing_spec, device = spec.timing, spec.timing.device
+    torch.set_num_threads(threads(timing_spec.num_threads))
+    set_numerics(timing_spec)
+    known["environment"] = fingerprint.collect(device)
+    known["num_threads"] = torch.get_num_threads()
+    known["startup_s"] = timing.process_age_s()
+    started = time.perf_counter()
+    loaded = load(spec)
+    known["load_s"] = time.perf_counter() - started
+    loaded["task"] = spec.model.task
+    known.update(input_shapes=loaded["input_shapes"], text_source=loaded["text_source"])
+    limit_device_memory(timing_spec.memory_limit_mib, device)
+    eager = caller(loaded["model"], loaded["inputs"], cudagraphs=False)
+    timing.reset_peak_memory(device)
+    reference, eager_first_s = timing.time_first_call_s(eager, device)
+    for _ in range(timing_spec.warmup_iters):
+        eager()
+    eager_peak, eager_delta = timing.memory_peak_mib(eager, timing_spec.memory_iters, device)
+    known.update(eager_first_call_s=eager_first_s, eager_peak_mem_mib=eager_peak, eager_mem_delta_mib=eager_delta)
+    return loaded, eager, reference
+
+
+def failed_variant(spec: TrialSpec, error: Exception, state: dict) -> tuple[str, str]:
+    """A variant that failed (eager is still measured): its status and error, dynamo reset for what follows."""
+    import torch
+
+    LOGGER.exception("trial %s: variant %s failed while %s", spec.trial_id, spec.variant.name, state["phase"])
+    torch._dynamo.reset()
+    return classify_error(error, state["phase"]), _message(error)
+
+
 def run_trial(spec: TrialSpec) -> TrialResult:
-    """Everything this process measures; a failure anywhere is a status with its error, never an exception."""
+    """A paired trial: eager against one variant in this process (compiled on a cold or warm cache, then both timed
+    in alternating rounds); a failure anywhere is a status with its error, never an exception."""
     import torch
 
     timing_spec, device = spec.timing, spec.timing.device
     state: dict[str, Any] = {"phase": "load"}
     known: dict[str, Any] = {}
     try:
-        torch.set_num_threads(threads(timing_spec.num_threads))
-        set_numerics(timing_spec)
-        known["environment"] = fingerprint.collect(device)
-        known["num_threads"] = torch.get_num_threads()
-        known["startup_s"] = timing.process_age_s()
         with torch.no_grad():
-            started = time.perf_counter()
-            loaded = load(spec)
-            known["load_s"] = time.perf_counter() - started
-            loaded["task"] = spec.model.task
-            known.update(input_shapes=loaded["input_shapes"], text_source=loaded["text_source"])
-            limit_device_memory(timing_spec.memory_limit_mib, device)
-            eager = caller(loaded["model"], loaded["inputs"], cudagraphs=False)
-            timing.reset_peak_memory(device)
-            reference, eager_first_s = timing.time_first_call_s(eager, device)
-            for _ in range(timing_spec.warmup_iters):
-                eager()
-            eager_peak, eager_delta = timing.memory_peak_mib(eager, timing_spec.memory_iters, device)
-            known.update(eager_first_call_s=eager_first_s, eager_peak_mem_mib=eager_peak,
-                         eager_mem_delta_mib=eager_delta)  # fmt: skip
+            loaded, eager, reference = start_process(spec, known)
             failure = None
             if spec.variant.compile:
                 try:
-                    measured = run_compiled(spec, loaded, eager, reference, state)
-                except Exception as error:  # the variant failed: eager is still measured, for the eager run
-                    LOGGER.exception("trial %s: variant %s failed while %s", spec.trial_id, spec.variant.name,
-                                     state["phase"])  # fmt: skip
-                    failure = (classify_error(error, state["phase"]), _message(error))
                     torch._dynamo.reset()
+                    compiled = compile_variant(spec, loaded, reference, state)
+                    graphs = graphs_so_far()
+                    peak, delta = timing.memory_peak_mib(compiled["call"], timing_spec.memory_iters, device)
+                    reserved = timing.peak_reserved_mib(device)
+                    stop_compile_workers()
+                    timed = time_arms([eager, compiled["call"]], timing_spec, spec.replicate)
+                    eager_ms, compiled_ms = timed.pop("samples")
+                    health = with_recompiles(compiled["health"], graphs_so_far() - graphs)
+                    measured = {**measured_of(compiled), **timed, "health": health, "peak_mem_mib": peak,
+                                "mem_delta_mib": delta, "reserved_mem_mib": reserved, "eager_ms": tuple(eager_ms),
+                                "compiled_ms": tuple(compiled_ms)}  # fmt: skip
+                    measured.pop("warmup_rounds")
+                except Exception as error:  # the variant failed: eager is still measured, for the eager run
+                    failure = failed_variant(spec, error, state)
             if not spec.variant.compile or failure is not None:
                 state["phase"] = "run"
                 for _ in range(timing_spec.warmup_iters if failure else 0):  # warm again after a failed compile
@@ -471,28 +568,94 @@ def run_trial(spec: TrialSpec) -> TrialResult:
     return TrialResult(trial_id=spec.trial_id, **known, **measured)
 
 
-def compile_only(spec: TrialSpec) -> TrialResult:
-    """Load, compile and call the variant once (e.g. to fill an inductor cache); its first call is compile_s."""
+def run_cold(spec: TrialSpec) -> TrialResult:
+    """A compile-only trial (on an empty cache, or priming a shared one): eager's reference, then the variant
+    compiled, its first call timed (cold compile time), checked, warmed up and its peak memory measured while it is
+    the only compiled model in the process. No steady-state timing: timing processes do that from the warm cache."""
     import torch
-    from torch._inductor import config as inductor_config
 
-    state = {"phase": "load"}
+    state: dict[str, Any] = {"phase": "load"}
+    known: dict[str, Any] = {}
     try:
-        torch.set_num_threads(threads(spec.timing.num_threads))
-        set_numerics(spec.timing)
         with torch.no_grad():
-            loaded = load(spec)
-            model, inputs, dtype_name = variant_model(loaded, spec.variant, spec.timing)
-            cudagraphs = uses_cudagraphs(spec.variant, spec.timing.device)
-            with inductor_config.patch(spec.variant.inductor):
-                state["phase"] = "compile"
-                module = compiled_module(model, inputs, spec.variant, spec.cache)
-                started = time.perf_counter()
-                first_answers(spec, loaded, module, inputs, dtype_name, cudagraphs)  # every size it will serve
-                compile_s = time.perf_counter() - started
+            loaded, _eager, reference = start_process(spec, known)
+            compiled = compile_variant(spec, loaded, reference, state)
+            timing.reset_peak_memory(spec.timing.device)
+            peak, delta = timing.memory_peak_mib(compiled["call"], spec.timing.memory_iters, spec.timing.device)
+            measured = {**measured_of(compiled), "peak_mem_mib": peak, "mem_delta_mib": delta,
+                        "reserved_mem_mib": timing.peak_reserved_mib(spec.timing.device)}  # fmt: skip
     except Exception as error:  # the trial boundary
-        return TrialResult.failed(spec.trial_id, classify_error(error, state["phase"]), _message(error))
-    return TrialResult(trial_id=spec.trial_id, status="ok", compile_s=compile_s, variant_dtype=dtype_name)
+        LOGGER.exception("cold trial %s failed while %s", spec.trial_id, state["phase"])
+        return TrialResult.failed(spec.trial_id, classify_error(error, state["phase"]), _message(error), **known)
+    return TrialResult(trial_id=spec.trial_id, **known, **measured)
+
+
+def run_arms(specs: list[TrialSpec]) -> list[TrialResult]:
+    """A timing process: eager and every compiled arm of one (environment, model, batch size). Inductor is started
+    first (start_inductor); then each compiled arm compiles its own copy of the model, in the listed order (the plan
+    rotates it per block), from the cell's warm cache; an arm that fails is a status, and the others go on. With the
+    compile workers stopped, every arm is warmed up and timed in rounds (timing.round_samples), so each arm's i-th
+    call and eager's come from the same round."""
+    import torch
+
+    first, timing_spec = specs[0], specs[0].timing
+    state: dict[str, Any] = {"phase": "load"}
+    known: dict[str, Any] = {}
+    arms = tuple(spec.variant.name for spec in specs)
+    try:
+        with torch.no_grad():
+            loaded, eager, reference = start_process(first, known)
+            calls, compiled_arms, outcomes = [eager], [], {}
+            if any(spec.variant.compile for spec in specs):
+                state["phase"] = "compile"
+                known["inductor_startup_s"] = start_inductor(timing_spec.device)
+            for position, spec in enumerate(s for s in specs if s.variant.compile):
+                try:
+                    compiled = compile_variant(spec, loaded, reference, state, own_copy=True)
+                    _, delta = timing.memory_peak_mib(compiled["call"], timing_spec.memory_iters, timing_spec.device)
+                    outcomes[spec.trial_id] = {**measured_of(compiled), "mem_delta_mib": delta,
+                                               "compile_position": position}  # fmt: skip
+                    calls.append(compiled["call"])
+                    compiled_arms.append(spec)
+                except Exception as error:  # this arm failed; eager and the other arms are still timed
+                    status, text = failed_variant(spec, error, state)
+                    outcomes[spec.trial_id] = {"status": status, "error": text, "compile_position": position}
+                    if status == "oom":
+                        raise
+            stop_compile_workers()
+            state["phase"] = "run"
+            graphs = graphs_so_far()  # the last arm's; made while timing, a graph means a guard failed
+            timed = time_arms(calls, timing_spec, first.replicate)
+            recompiles = graphs_so_far() - graphs
+    except Exception as error:  # the process boundary: every arm ends with what happened
+        LOGGER.exception("timing process %s failed while %s", first.process_id, state["phase"])
+        status, text = classify_error(error, state["phase"]), _message(error)
+        return [TrialResult.failed(spec.trial_id, status, text, arms=arms, **known) for spec in specs]
+    samples = timed.pop("samples")
+    timed.pop("warmup_rounds")
+    eager_ms = tuple(samples[0])
+    shared = {**known, **timed, "arms": arms, "eager_ms": eager_ms, "warmup_calls": timing_spec.warmup_iters}
+    results = []
+    for spec in specs:
+        if not spec.variant.compile:
+            results.append(TrialResult(trial_id=spec.trial_id, status="ok", **shared))
+            continue
+        outcome = dict(outcomes[spec.trial_id])
+        timed_ids = [arm.trial_id for arm in compiled_arms]
+        if spec.trial_id in timed_ids:  # every arm's health counts the process's recompiles while timing
+            outcome["compiled_ms"] = tuple(samples[1 + timed_ids.index(spec.trial_id)])
+            outcome["health"] = with_recompiles(outcome["health"], recompiles)
+        results.append(TrialResult(trial_id=spec.trial_id, **{**shared, **outcome}))
+    return results
+
+
+def run_process(specs: list[TrialSpec]) -> list[TrialResult]:
+    """What one fresh process measures for its trials: a timing process's arms, or one cold or paired trial."""
+    if specs[0].kind == KIND_ARM:
+        return run_arms(specs)
+    if len(specs) != 1:
+        raise ValueError(f"a process of kind {specs[0].kind} runs one trial, got {len(specs)}")
+    return [run_cold(specs[0]) if specs[0].kind == KIND_COLD else run_trial(specs[0])]
 
 
 PR_SET_PDEATHSIG = 1  # prctl(2): the signal this process gets when its parent dies
@@ -514,16 +677,17 @@ def end_with_launcher() -> None:
 
 def main() -> None:
     end_with_launcher()
-    parser = argparse.ArgumentParser(description="Run one trial in this process.")
-    parser.add_argument("spec", type=Path)
-    parser.add_argument("out", type=Path)
-    parser.add_argument("--compile-only", action="store_true", help="load, compile, one call: fill the cache")
+    parser = argparse.ArgumentParser(description="Run one process's trials in this process.")
+    parser.add_argument("spec", type=Path, help="a trial spec, or a list of them: a timing process's arms")
+    parser.add_argument("out", type=Path, help="the results, a list in the specs' order")
+    parser.add_argument("--compile-only", action="store_true", help="load, compile, check: fill the cache")
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     started = time.time()
-    spec = TrialSpec.from_dict(json.loads(args.spec.read_text()))
-    result = compile_only(spec) if args.compile_only else run_trial(spec)
-    write_json(args.out, {**result.to_dict(), "started_at": started}, indent=None)
+    raw = json.loads(args.spec.read_text())
+    specs = [TrialSpec.from_dict(item) for item in (raw if isinstance(raw, list) else [raw])]
+    results = [run_cold(specs[0])] if args.compile_only else run_process(specs)
+    write_json(args.out, [{**result.to_dict(), "started_at": started} for result in results], indent=None)
 
 
 if __name__ == "__main__":
