@@ -110,6 +110,18 @@ def test_a_disturbed_process_is_recorded_and_left_out():
     assert records["eager"].latency_ms_median == pytest.approx(10.5)
 
 
+def test_a_process_that_drifted_between_its_halves_makes_the_run_invalid():
+    context = replace(CONTEXT, max_halves_diff=0.10)
+    specs = [_spec(0, "cold"), _spec(1, "warm")]
+    drifting = [5.0] * 6 + [6.5] * 6  # its compiled calls 30% slower in the second half; eager steady
+    results = [(s, _result(s, [10.0] * 12, drifting, 1.0)) for s in specs]
+    compiled = {r.variant: r for r in runs.run_records(specs, {s.trial_id: r for s, r in results}, ENVIRONMENT,
+                                                       MODELS, context)}["default"]  # fmt: skip
+    assert compiled.status == "invalid" and "benchmark.max_halves_diff" in compiled.error and "30.0%" in compiled.error
+    steady = [(s, _result(s, [10.0] * 12, [5.0, 5.2] * 6, 1.0)) for s in specs]
+    assert _records(steady)["default"].status == "ok"
+
+
 def test_too_few_pairs_make_the_run_invalid():
     spec = _spec(0, "cold")
     compiled = _records([(spec, _result(spec, [10.0] * 3, [5.0] * 3, 1.0))])["default"]

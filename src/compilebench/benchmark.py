@@ -101,6 +101,7 @@ def context(
         min_iters=config.benchmark.min_iters,
         min_time_s=config.benchmark.min_time_s,
         max_cv=config.benchmark.max_cv,
+        max_halves_diff=config.benchmark.max_halves_diff,
         disturbed_cores=config.benchmark.disturbed_cores,
     )
 

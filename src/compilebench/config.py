@@ -257,6 +257,8 @@ class Benchmark:
     target_ci_halfwidth: float = 0.0  # also time until a process's speedup CI half-width is this small; 0 = off
     max_cv: float = 0.25  # a run whose processes' robust CV (IQR / 1.349 / median; median over processes) is
     #                       above this is `invalid` (too noisy); a few outliers do not count, a wide spread does
+    max_halves_diff: float = 0.10  # a compiled run whose median process's speedup differs between the first and the
+    #                                second half of its rounds by more than this (0.10 = 10%) is `invalid`: it drifted
     compile_cache: str = "cold"  # cold: a fresh inductor cache per run, warm afterwards | shared: the user's cache
     memory_limit_mib: float = 0.0  # CPU: resident memory of a trial's processes (with its compile workers), MiB;
     #                                CUDA: device memory it may add after loading its model; beyond: oom; 0 = no cap
@@ -273,7 +275,8 @@ class Benchmark:
             _require(getattr(self, key) >= 0, f"`benchmark.{key}` must be >= 0, got {getattr(self, key)}")
         for key in ("min_iters", "memory_iters", "replicates"):
             _require(getattr(self, key) >= 1, f"`benchmark.{key}` must be >= 1, got {getattr(self, key)}")
-        for key in ("min_time_s", "rtol", "target_ci_halfwidth", "max_cv", "memory_limit_mib", "warmup_s"):
+        for key in ("min_time_s", "rtol", "target_ci_halfwidth", "max_cv", "memory_limit_mib", "warmup_s",
+                    "max_halves_diff"):  # fmt: skip
             _require(getattr(self, key) >= 0, f"`benchmark.{key}` must be >= 0, got {getattr(self, key)}")
         _require(
             self.max_replicates >= self.replicates,

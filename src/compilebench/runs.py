@@ -50,6 +50,9 @@ class Context:
     min_time_s: float
     max_cv: float
     disturbed_cores: float = 0.0  # a process whose machine was busier than this while it timed is left out; 0 = off
+    max_halves_diff: float = (
+        0.0  # a compiled run whose processes' halves disagree by more than this is invalid; 0 = off
+    )
 
 
 @dataclass(frozen=True)
@@ -348,6 +351,11 @@ def validity_problems(processes: list[TrialResult], context: Context, compiled: 
     if cv is not None and cv > context.max_cv:
         what = "per-pair ratio" if compiled else "latency"
         problems.append(f"median process robust cv of the {what} {cv:.3f} > benchmark.max_cv {context.max_cv}")
+    drift = _median([abs(math.log(ratio)) for ratio in (halves_ratio(r.eager_ms, r.compiled_ms) for r in processes)
+                     if ratio]) if compiled and context.max_halves_diff > 0 else None  # fmt: skip
+    if drift is not None and drift > math.log1p(context.max_halves_diff):
+        problems.append(f"the median process's speedup moved {math.expm1(drift):.1%} between the halves of its rounds "
+                        f"> benchmark.max_halves_diff {context.max_halves_diff}")  # fmt: skip
     return problems
 
 
