@@ -18,10 +18,20 @@ CONTEXT = runs.Context("inv", "s", "full", "vm", "abc", "embedded-fallback", "00
 ENVIRONMENTS = {label: runs.EnvironmentInfo(label, "current", "k", {}, ()) for label in ("A", "B")}
 
 
-def _bench(**changes):
-    values = {"replicates": 2, "cold_replicates": 1, "max_replicates": 5, "budget_min": 10.0, "disturbed_cores": 0.5,
-              "target": SimpleNamespace(speedup=0.05, compile=0.0, latency=0.0)}  # fmt: skip
-    return SimpleNamespace(**{**values, **changes})
+def _bench(target=None, **changes):
+    """The loop's settings: two blocks planned, a cap of five, ten minutes, a speedup target of +-5%."""
+    target = target or SimpleNamespace(speedup=0.05, compile=0.0, latency=0.0)
+    values = {
+        "replicates": 2,
+        "cold_replicates": 1,
+        "max_replicates": 5,
+        "budget_min": 10.0,
+        "disturbed_cores": 0.5,
+        "target_speedup": target.speedup,
+        "target_compile": target.compile,
+        "target_latency": target.latency,
+    }
+    return adaptive.Settings(**{**values, **changes})
 
 
 def _spec(label, model, replicate, cache="warm"):
@@ -57,20 +67,20 @@ def _records(trials, results):
 
 def test_more_blocks_go_to_the_widest_cell_first_and_stop_at_the_budget():
     trials, results, records = _state({"narrow": 0.03, "wild": 0.2})  # 8 trials of 10 s: 80 s spent
-    added = adaptive.extend(trials, results, records, ["A", "B"], _bench(budget_min=1.0), None, 0.05)  # 60 s each
+    added = adaptive.extend(trials, results, records, ["A", "B"], _bench(budget_min=1.0), None)  # 60 s each
     assert [spec.model.model_id for spec in added] == ["wild", "wild", "narrow", "narrow"]  # the widest first
     assert {spec.replicate for spec in added} == {2} and {spec.environment for spec in added} == {"A", "B"}
-    tight = adaptive.extend(trials, results, records, ["A", "B"], _bench(budget_min=50 / 60), None, 0.05)
+    tight = adaptive.extend(trials, results, records, ["A", "B"], _bench(budget_min=50 / 60), None)
     assert [spec.model.model_id for spec in tight] == ["wild", "wild"]  # 80 s + a block of 20 s: one fits
-    assert adaptive.extend(trials, results, records, ["A", "B"], _bench(budget_min=40 / 60), None, 0.05) == []
+    assert adaptive.extend(trials, results, records, ["A", "B"], _bench(budget_min=40 / 60), None) == []
 
 
 def test_the_cap_and_a_met_target_end_the_loop():
     trials, results, records = _state({"wild": 0.2}, blocks=5)
-    assert adaptive.extend(trials, results, records, ["A", "B"], _bench(max_replicates=5), None, 0.05) == []
+    assert adaptive.extend(trials, results, records, ["A", "B"], _bench(max_replicates=5), None) == []
     trials, results, records = _state({"steady": 0.0}, blocks=3)  # identical blocks: a zero-width interval
-    assert adaptive.extend(trials, results, records, ["A", "B"], _bench(), None, 0.05) == []
-    [reached] = adaptive.shortfalls(records, ["A", "B"], _bench(), None, 0.05)
+    assert adaptive.extend(trials, results, records, ["A", "B"], _bench(), None) == []
+    [reached] = adaptive.shortfalls(records, ["A", "B"], _bench(), None)
     assert reached["met"] and reached["more_blocks"] == 0
 
 
@@ -79,10 +89,10 @@ def test_a_disturbed_block_is_re_run_and_a_failed_run_is_not_extended():
     busy = trials[-1]
     results[busy.trial_id] = replace(results[busy.trial_id], disturbance={"others_cores": 1.2, "steal_cores": 0.0})
     records = _records(trials, results)
-    added = adaptive.extend(trials, results, records, ["A", "B"], _bench(), None, 0.05)
+    added = adaptive.extend(trials, results, records, ["A", "B"], _bench(), None)
     assert [(spec.model.model_id, spec.replicate) for spec in added] == [("steady", 2), ("steady", 2)]
     failed = [{**row, "status": "compile_error"} for row in records]
-    assert adaptive.extend(trials, results, failed, ["A", "B"], _bench(), None, 0.05) == []
+    assert adaptive.extend(trials, results, failed, ["A", "B"], _bench(), None) == []
 
 
 def test_a_cold_block_where_cold_compile_is_the_widest():
@@ -94,10 +104,10 @@ def test_a_cold_block_where_cold_compile_is_the_widest():
             )
     records = _records(trials, results)
     target = SimpleNamespace(speedup=0.05, compile=0.05, latency=0.0)
-    added = adaptive.extend(trials, results, records, ["A", "B"], _bench(target=target), None, 0.05)
+    added = adaptive.extend(trials, results, records, ["A", "B"], _bench(target=target), None)
     assert added and all(spec.cache == "cold" for spec in added)
     assert all(spec.cache == "warm" for spec in adaptive.extend(trials, results, records, ["A", "B"], _bench(
-        target=SimpleNamespace(speedup=0.05, compile=0.0, latency=0.10)), None, 0.05))  # fmt: skip
+        target=SimpleNamespace(speedup=0.05, compile=0.0, latency=0.10)), None))  # fmt: skip
 
 
 @pytest.mark.slow
@@ -158,8 +168,8 @@ def test_a_thin_noise_record_does_not_stop_the_loop():
     target = SimpleNamespace(speedup=0.0, compile=0.05, latency=0.0)
     thin = {"m|bs1|default": {"compile_cold": stats.Noise(1e-8, 1)}}
     sure = {"m|bs1|default": {"compile_cold": stats.Noise(4 * 0.01**2, 4), "compile_warm": stats.Noise(4e-4, 4)}}
-    assert adaptive.extend(trials, results, records, ["A", "B"], _bench(target=target), thin, 0.05)
-    assert adaptive.extend(trials, results, records, ["A", "B"], _bench(target=target), sure, 0.05) == []
+    assert adaptive.extend(trials, results, records, ["A", "B"], _bench(target=target), thin)
+    assert adaptive.extend(trials, results, records, ["A", "B"], _bench(target=target), sure) == []
 
 
 def _cell_state(cold_spread=0.0, speedup_spread=0.0, blocks=2, wall_s=10.0):
@@ -192,19 +202,18 @@ def _cell_state(cold_spread=0.0, speedup_spread=0.0, blocks=2, wall_s=10.0):
 def test_a_timing_block_adds_a_whole_timing_process_per_environment_and_its_wall_counts_once():
     trials, results, records = _cell_state(speedup_spread=0.2)
     # spent: 4 cold processes and 4 timing processes of 10 s: 80 s (counted per arm result, 160 s); a block: 20 s
-    added = adaptive.extend(trials, results, records, ["A", "B"], _bench(budget_min=50 / 60), None, 0.05)  # 100 s
+    added = adaptive.extend(trials, results, records, ["A", "B"], _bench(budget_min=50 / 60), None)  # 100 s
     assert {spec.kind for spec in added} == {"arm"} and {spec.replicate for spec in added} == {2}
     assert sorted((s.environment, s.variant.name) for s in added) == sorted(
         (label, name) for label in "AB" for name in ("eager", "default", "freezing"))  # fmt: skip
     assert len({spec.process_id for spec in added}) == 2
-    assert adaptive.extend(trials, results, records, ["A", "B"], _bench(budget_min=45 / 60), None, 0.05) == []
+    assert adaptive.extend(trials, results, records, ["A", "B"], _bench(budget_min=45 / 60), None) == []
 
 
 def test_cold_compile_time_gets_a_compile_only_block():
     trials, results, records = _cell_state(cold_spread=0.2)
     target = SimpleNamespace(speedup=0.05, compile=0.05, latency=0.0)
-    added = adaptive.extend(trials, results, records, ["A", "B"], _bench(target=target, cold_replicates=1), None,
-                            0.05)  # fmt: skip
+    added = adaptive.extend(trials, results, records, ["A", "B"], _bench(target=target, cold_replicates=1), None)
     assert {(s.kind, s.cache, s.replicate) for s in added} == {("cold", "cold", 1)}
     assert {(s.environment, s.variant.name) for s in added} == {("A", "default"), ("B", "default"), ("A",
                                                                 "freezing"), ("B", "freezing")}  # fmt: skip
@@ -216,5 +225,5 @@ def test_a_cold_process_disturbed_while_compiling_is_re_run():
     results[cold.trial_id] = replace(results[cold.trial_id], compile_disturbance={"others_cores": 1.5})
     records = _records(trials, results)
     bench = _bench(cold_replicates=1, target=SimpleNamespace(speedup=0.0, compile=0.0, latency=0.0))
-    added = adaptive.extend(trials, results, records, ["A", "B"], bench, None, 0.05)
+    added = adaptive.extend(trials, results, records, ["A", "B"], bench, None)
     assert {(s.kind, s.variant.name, s.replicate) for s in added} == {("cold", "default", 1)}

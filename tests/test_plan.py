@@ -142,3 +142,47 @@ def test_a_spec_names_its_process_exactly_when_it_is_an_arm():
         TrialSpec("a/m/bs1/default/r0", "a", MODELS[0], 1, DEFAULT, 0, CACHE_WARM, "i", TimingSpec(), kind="odd")
     with pytest.raises(ValueError, match="names its process"):
         TrialSpec("a/m/bs1/default/r0", "a", MODELS[0], 1, DEFAULT, 0, CACHE_WARM, "i", TimingSpec(), kind=KIND_ARM)
+
+
+COSTS = {"device": "GPU-X", "stack": "torch 9", "models": {
+    "org/m0": {"startup_s": 5.0, "load_s": 3.0, "eager_ms": 10.0, "variants": {
+        "default": {"cold_compile_s": 20.0, "warm_compile_s": 4.0, "call_ms": 5.0},
+        "freezing": {"cold_compile_s": 30.0, "warm_compile_s": 6.0, "call_ms": 5.0}}},
+    "org/m1": {"startup_s": 7.0, "load_s": 5.0, "eager_ms": 30.0, "variants": {
+        "default": {"cold_compile_s": 40.0, "warm_compile_s": 8.0, "call_ms": 15.0}}},
+}}  # fmt: skip
+
+
+def test_a_plan_is_estimated_from_the_costs_of_its_processes():
+    timing = TimingSpec(min_iters=100, min_time_s=4.0, max_time_s=60.0, warmup_s=1.0)
+    trials = plan.trials(MODELS[:1], [1], VARIANTS, ["a"], 2, 1, False, "i.jpg", timing, 0)
+    found = plan.estimate(trials, COSTS)
+    cold = 2 * (5 + 3) + 20 + 30  # a compile-only process per variant
+    timing_process = 5 + 3 + 4 + 6 + 1.0 + 4.0  # warm compiles, warm-up, 100 rounds of 20 ms: 2 s < 4 s
+    assert found.processes == 4 and found.seconds == pytest.approx(cold + 2 * timing_process) and not found.borrowed
+    slow = plan.estimate(
+        plan.trials(
+            MODELS[:1],
+            [1],
+            VARIANTS,
+            ["a"],
+            1,
+            0,
+            True,
+            "i.jpg",
+            TimingSpec(min_iters=1000, min_time_s=4.0, max_time_s=60.0),
+            0,
+        ),
+        COSTS,
+    )
+    assert slow.seconds == pytest.approx(5 + 3 + 4 + 6 + 1.0 + 20.0)  # 1000 rounds of 20 ms: 20 s timed
+
+
+def test_a_model_or_variant_without_costs_borrows_the_median_of_the_others():
+    timing = TimingSpec(min_iters=10, min_time_s=0.0, max_time_s=60.0, warmup_s=0.0)
+    trials = plan.trials(MODELS[1:3], [1], VARIANTS[:2], ["a"], 1, 1, False, "i.jpg", timing, 0)
+    found = plan.estimate(trials, COSTS)
+    assert found.borrowed == ("org/m2", "org/m2 default")  # m1's own costs; m2 has none
+    m1 = (7 + 5 + 40) + (7 + 5 + 8 + (2 + 10) * 0.045)  # two warm-up rounds, ten timed
+    m2 = (6 + 4 + 30) + (6 + 4 + 6 + (2 + 10) * 0.030)  # the medians of m0 and m1
+    assert found.seconds == pytest.approx(m1 + m2)

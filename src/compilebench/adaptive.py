@@ -18,9 +18,11 @@ report, per run, what its widest interval reached and about how many more blocks
 
 from __future__ import annotations
 
+import logging
 import math
 import statistics
-from dataclasses import dataclass, replace
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from compilebench import compare, plan, stats
@@ -36,6 +38,7 @@ from compilebench.records import (
 )
 from compilebench.runs import compile_disturbed, timing_disturbed
 
+LOGGER = logging.getLogger(__name__)
 Slot = tuple[str, int, str]  # (model id, batch size, variant): a run without its environment
 Unit = tuple[str, str, int, str]  # (timing | cold | paired, model id, batch size, variant or "" for timing)
 EXTENDABLE = (STATUS_OK, "invalid")  # runs more blocks can help; a failure would repeat
@@ -43,6 +46,31 @@ EXTENDABLE = (STATUS_OK, "invalid")  # runs more blocks can help; a failure woul
 # far too small (one cold block a side was taken on such a cell record, and two invocations' cold compile intervals
 # of one cell missed each other); below it, the metric's record over every cell of the machine, else the cell's own.
 MIN_RECORD_DOF = 4
+
+
+@dataclass(frozen=True)
+class Settings:
+    """What the loop needs of `benchmark` and `margin` (config.Benchmark here; an exported plan carries it)."""
+
+    replicates: int
+    cold_replicates: int
+    max_replicates: int
+    budget_min: float  # minutes of processes per compared environment
+    disturbed_cores: float
+    target_speedup: float  # 95% CI half-widths aimed at (0.05 = +-5%); 0 = none
+    target_compile: float
+    target_latency: float
+    margin: float = 0.05
+
+    @classmethod
+    def of(cls, bench: Any, margin: float) -> Settings:
+        """From the config's benchmark section and margin."""
+        return cls(bench.replicates, bench.cold_replicates, bench.max_replicates, bench.budget_min,
+                   bench.disturbed_cores, bench.target.speedup, bench.target.compile, bench.target.latency,
+                   margin)  # fmt: skip
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
 
 
 @dataclass(frozen=True)
@@ -71,9 +99,9 @@ class Width:
         return stats.more_blocks(self.halfwidth, self.target, self.blocks, self.dof)
 
 
-def _targets(bench: Any) -> dict[str, float]:
-    """benchmark.target as the half-widths per kind of metric that compare.Metric.target names."""
-    return {"speedup": bench.target.speedup, "compile": bench.target.compile, "latency": bench.target.latency}
+def _targets(settings: Settings) -> dict[str, float]:
+    """The target half-widths per kind of metric that compare.Metric.target names."""
+    return {"speedup": settings.target_speedup, "compile": settings.target_compile, "latency": settings.target_latency}
 
 
 def slot_of(spec: TrialSpec) -> Slot:
@@ -209,7 +237,7 @@ def clean_blocks(trials: list[TrialSpec], results: dict[str, TrialResult], limit
     return {unit: sum(per_unit.values()) for unit, per_unit in blocks.items()}
 
 
-def _planned(unit: Unit, bench: Any) -> int:
+def _planned(unit: Unit, bench: Settings) -> int:
     """How many clean blocks a unit is planned to have: `cold_replicates` cold blocks, `replicates` of the others."""
     return bench.cold_replicates if unit[0] == "cold" else bench.replicates
 
@@ -248,15 +276,14 @@ def extend(
     results: dict[str, TrialResult],
     records: list[dict[str, Any]],
     labels: list[str],
-    bench: Any,
+    bench: Settings,
     noise: compare.CellNoise | None,
-    margin: float,
 ) -> list[TrialSpec]:
     """The next blocks: for each unit short of its planned clean blocks or of a target, furthest first, one more block
     (a process per environment, in balanced order) while it fits the budget and the cap. Empty when done."""
     units = list(dict.fromkeys(unit_of(spec) for spec in trials))
     short_of: dict[Unit, tuple[float, bool]] = {}  # unit -> (distance, cold: a paired unit's block re-runs cold)
-    for width in widths(records, labels, _targets(bench), noise, margin):
+    for width in widths(records, labels, _targets(bench), noise, bench.margin):
         if width.met:
             continue
         for unit in units_of(width, trials):
@@ -291,14 +318,42 @@ def extend(
 
 
 def shortfalls(
-    records: list[dict[str, Any]], labels: list[str], bench: Any, noise: compare.CellNoise | None, margin: float
+    records: list[dict[str, Any]], labels: list[str], bench: Settings, noise: compare.CellNoise | None
 ) -> list[dict[str, Any]]:
     """Per run, its widest interval against its target: reached or not, and about how many more blocks it needs."""
     rows = []
-    found = widths(records, labels, _targets(bench), noise, margin)
+    found = widths(records, labels, _targets(bench), noise, bench.margin)
     for (model_id, batch, variant), width in sorted(widest(found).items()):
         rows.append({"model_id": model_id, "batch_size": batch, "variant": variant, "metric": width.metric,
                      "halfwidth_pct": 100 * math.expm1(width.halfwidth) if math.isfinite(width.halfwidth) else None,
                      "target_pct": 100 * math.expm1(width.target), "blocks": width.blocks, "met": width.met,
                      "more_blocks": width.more})  # fmt: skip
     return rows
+
+
+def measure(
+    trials: list[TrialSpec],
+    labels: list[str],
+    settings: Settings,
+    run: Callable[[list[TrialSpec]], dict[str, TrialResult]],
+    records_of: Callable[[list[TrialSpec], dict[str, TrialResult]], list[dict[str, Any]]],
+    noise_of: Callable[[list[dict[str, Any]]], compare.CellNoise | None] = lambda rows: None,
+    added: Callable[[list[TrialSpec]], None] = lambda specs: None,
+) -> tuple[list[TrialSpec], list[dict[str, Any]], compare.CellNoise | None]:
+    """The loop, the same in the pipeline and on a machine that runs an exported plan: run `trials` (`run` returns
+    every result so far, by trial id), then the blocks `extend` adds, until it adds none; `added` hears of each new
+    batch first. Returns every trial, the final run records and the noise they were judged with."""
+    trials, pending = list(trials), list(trials)
+    rows: list[dict[str, Any]] = []
+    noise = None
+    while pending:
+        results = run(pending)
+        rows = records_of(trials, results)
+        noise = noise_of(rows)
+        pending = extend(trials, results, rows, labels, settings, noise)
+        if pending:
+            LOGGER.info("adaptive: %d more trial(s) for %s", len(pending),
+                        sorted({f"{s.model.label} bs{s.batch_size} {s.variant.name}" for s in pending}))  # fmt: skip
+            added(pending)
+        trials += pending
+    return trials, rows, noise

@@ -43,13 +43,16 @@ from compilebench.records import (
     TrialResult,
     TrialSpec,
     VariantSpec,
+    processes,
     read_json,
+    slug,
 )
 
 LOGGER = logging.getLogger(__name__)
 CARRIED_CHECKPOINTS = "carried.json"  # in an exported plan: manifest entries of the models without a card
 
 EXPORT_CONTEXT = "export.json"
+ADAPTIVE_CONTEXT = ("min_iters", "min_time_s", "max_cv", "max_halves_diff", "disturbed_cores")  # what validity reads
 
 
 def timing_spec(bench: Benchmark) -> TimingSpec:
@@ -149,25 +152,33 @@ class Recorder:
 def measure_adaptively(
     config: Config, recorder: Recorder, labels: list[str], run: Any, noise_record: dict[str, Any]
 ) -> list[dict[str, Any]]:
-    """Run the planned trials, then more blocks where the intervals are widest (`adaptive.extend`) until every run
+    """Run the planned trials, then more blocks where the intervals are widest (`adaptive.measure`) until every run
     meets its target or the budget or the cap runs out; log each model's runs once they are final. Returns, per
     run, what its widest interval reached (for the report)."""
-    bench = config.benchmark
+    settings = adaptive.Settings.of(config.benchmark, config.margin)
     recorder.open = {(spec.model.model_id, spec.batch_size) for spec in recorder.trials}
-    pending = list(recorder.trials)
-    while pending:
+
+    def run_pending(pending: list[TrialSpec]) -> dict[str, TrialResult]:
         run(pending)
-        rows = [record.to_dict() for record in recorder.records()]
+        return recorder.results
+
+    def noise_of(rows: list[dict[str, Any]]) -> compare.CellNoise:
         record = noise_record.get(compare.calibration_key(rows[0])) if rows else None
-        noise = compare.machine_noise(record, leave_out=recorder.context.invocation_id)
-        pending = adaptive.extend(recorder.trials, recorder.results, rows, labels, bench, noise, config.margin)
-        if pending:
-            LOGGER.info("adaptive: %d more trial(s) for %s", len(pending),
-                        sorted({f"{s.model.label} bs{s.batch_size} {s.variant.name}" for s in pending}))  # fmt: skip
+        return compare.machine_noise(record, leave_out=recorder.context.invocation_id)
+
+    def added(pending: list[TrialSpec]) -> None:  # the other models' runs are final: logged now
         recorder.trials += pending
         recorder.open = {(spec.model.model_id, spec.batch_size) for spec in pending}
         recorder.log_final()
-    return adaptive.shortfalls(rows, labels, bench, noise, config.margin)
+
+    def records_of(trials: list[TrialSpec], results: dict[str, TrialResult]) -> list[dict[str, Any]]:
+        return [record.to_dict() for record in recorder.records()]
+
+    _, rows, noise = adaptive.measure(list(recorder.trials), labels, settings, run_pending, records_of, noise_of,
+                                      added)  # fmt: skip
+    recorder.open = set()  # no more blocks: every run is final
+    recorder.log_final()
+    return adaptive.shortfalls(rows, labels, settings, noise)
 
 
 def finish(config: Config, records: list[runs.RunRecord], invocation_id: str, tracker, extra: dict) -> None:
@@ -252,10 +263,10 @@ def measure(config: Config, selection: dict, manifest: list[dict], image_meta: d
         config, recorder, list(stacks), run, compare.load_calibrations(config.paths.calibration)
     )
     progress.close()
-    processes = len(launcher.processes(recorder.trials))
+    ran = len(processes(recorder.trials))
     extra = {"environments": {label: {"name": s.name, "key": s.key, "pins": s.pins} for label, s in stacks.items()},
-             "trials": len(recorder.trials), "planned_trials": len(trials), "processes": processes,
-             "planned_processes": len(launcher.processes(trials)), "targets": reached}  # fmt: skip
+             "trials": len(recorder.trials), "planned_trials": len(trials), "processes": ran,
+             "planned_processes": len(processes(trials)), "targets": reached}  # fmt: skip
     finish(config, recorder.records(), invocation_id, tracker, extra)
     journal.close_journal(journal_dir)
 
@@ -263,7 +274,7 @@ def measure(config: Config, selection: dict, manifest: list[dict], image_meta: d
 def export(config: Config, folder: Path) -> None:
     """A plan another machine can run with only torch and transformers: trials, checkpoint recipes, image, harness."""
     suite = config.selected
-    paths = {model_id: f"checkpoints/{plan.slug(model_id)}" for model_id in suite.models}
+    paths = {model_id: f"checkpoints/{slug(model_id)}" for model_id in suite.models}
     carded = [model_id for model_id in suite.models if model_id in models.registry()]
     loaded = {spec["model_id"]: spec for spec in read_json(config.paths.selection)["models"]} if (
         len(carded) < len(suite.models) and Path(config.paths.selection).exists()) else {}  # fmt: skip
@@ -288,7 +299,10 @@ def export(config: Config, folder: Path) -> None:
         shutil.rmtree(folder / paths[entry["model_id"]], ignore_errors=True)
         shutil.copytree(entry["path"], folder / paths[entry["model_id"]])
     write_json(folder / CARRIED_CHECKPOINTS, carried)
-    write_json(folder / "plan.json", Plan(invocation_id, tuple(trials), tuple(recipes)).to_dict())
+    loop = {"settings": adaptive.Settings.of(config.benchmark, config.margin).to_dict(),
+            "context": {key: getattr(config.benchmark, key) for key in ADAPTIVE_CONTEXT},
+            "labels": [entry["label"] for entry in selection["environments"]]}  # fmt: skip
+    write_json(folder / "plan.json", Plan(invocation_id, tuple(trials), tuple(recipes), loop).to_dict())
     image = Path(config.paths.image)
     if not image.exists():
         raise FileNotFoundError(f"{image} does not exist: run `dvc repro fetch_image` first (the plan carries it)")
@@ -300,14 +314,31 @@ def export(config: Config, folder: Path) -> None:
     shutil.copytree(launcher.SRC_ROOT / "compilebench", folder / "compilebench",
                     ignore=shutil.ignore_patterns("__pycache__"))  # fmt: skip
     LOGGER.info(
-        "exported %d trials to %s; on the other machine: cd %s && python -m compilebench.launcher plan.json results",
-        len(trials), folder, folder.name,
+        "exported %d trials in %d processes to %s; on the other machine: cd %s && python -m compilebench.launcher "
+        "plan.json results", len(trials), len(processes(trials)), folder, folder.name,
     )  # fmt: skip
+    LOGGER.info("%s", estimate_line(trials, config))
+
+
+def estimate_line(trials: list[TrialSpec], config: Config) -> str:
+    """What the plan should cost on a GPU, from the per-model costs measured so far (paths.gpu_costs)."""
+    costs_path = Path(config.paths.gpu_costs)
+    if not config.benchmark.device.startswith("cuda") or not costs_path.exists():
+        return f"no estimate of the plan's time: {costs_path} holds costs measured on a GPU, for benchmark.device cuda"
+    costs = read_json(costs_path)
+    found = plan.estimate(trials, costs)
+    borrowed = f"; no measured cost for {len(found.borrowed)} (model, variant): {', '.join(found.borrowed[:6])}" + (
+        " ..." if len(found.borrowed) > 6 else "") if found.borrowed else ""  # fmt: skip
+    return (f"estimated {found.seconds / 60:.0f} GPU minutes on {costs['device']} for {found.processes} processes "
+            f"one after the other (from {costs_path}: {costs['stack']}{borrowed}); add the machine's start-up, and "
+            "--prime N compiles in parallel first")  # fmt: skip
 
 
 def ingest(config: Config, folder: Path) -> None:
     """Results measured elsewhere (an exported plan run by the launcher) as runs: logged once, written as results."""
     exported = Plan.from_dict(read_json(folder / "plan.json"))
+    added = launcher.read_added(folder / "results" / launcher.ADDED_TRIALS)  # blocks its loop added there
+    exported = replace(exported, trials=exported.trials + added)
     saved = read_json(folder / EXPORT_CONTEXT)
     results = launcher.read_results(folder / "results" / "trials.jsonl")
     remote = read_json(folder / "results" / "environment.json")
@@ -340,7 +371,7 @@ def ingest(config: Config, folder: Path) -> None:
         read_json(folder / CARRIED_CHECKPOINTS) if (folder / CARRIED_CHECKPOINTS).exists() else [])  # fmt: skip
     measured = [spec for spec in exported.trials if spec.trial_id in results]  # the plan as far as it ran
     recorder = Recorder(measured, info, model_infos(checkpoints), run_context, tracker, None)
-    for specs in launcher.processes(measured):
+    for specs in processes(measured):
         recorder(specs, [results[spec.trial_id] for spec in specs], resumed=True)
     labels = {label: {"name": e.name, "key": e.key, "pins": e.pins} for label, e in info.items()}
     extra = {"ingested_from": str(folder), "trials": len(exported.trials), "trials_missing": len(missing),

@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from compilebench.config import is_local
 from compilebench.models import REMOTE_CODE_KEYS
+from compilebench.records import is_local, local_folder, slug  # noqa: F401 (slug: re-exported)
 
 CONFIG_FILE = "config.json"
 PROCESSOR_FILE = "preprocessor_config.json"
@@ -50,25 +50,6 @@ class CheckpointInfo:
     model_class: str  # the transformers class named in `architectures`, e.g. SwinForImageClassification
     model_type: str  # the config's model_type, e.g. swin
     processor_class: str  # the image processor named by preprocessor_config.json
-
-
-def local_folder(model_id: str) -> Path:
-    """The absolute folder a local model entry names (`~` expanded, relative to the project)."""
-    return Path(model_id).expanduser().resolve()
-
-
-SLUG_NAME_CHARS = 64  # of a local folder's name in its slug: trial files add ~100 characters to it, and 255 is the cap
-
-
-def slug(model_id: str) -> str:
-    """One path component for a model entry: `owner--name` for a Hub id; `local--<folder>--<hash of its path>`
-    for a local folder, so that two folders of the same name do not meet (the name cut to SLUG_NAME_CHARS: the
-    hash keeps it unique, and a file system takes 255 bytes a name)."""
-    if is_local(model_id):
-        folder = local_folder(model_id)
-        name = folder.name[:SLUG_NAME_CHARS]
-        return f"local--{name}--{hashlib.sha256(str(folder).encode()).hexdigest()[:8]}"
-    return model_id.replace("/", "--")
 
 
 def label(model_id: str) -> str:

@@ -18,6 +18,8 @@ from typing import Any
 from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
+from compilebench.records import LOCAL_PREFIXES, is_local
+
 COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 DTYPES = ("float32", "bfloat16", "float16")
 WEIGHTS_CHOICES = ("auto", "hub", "random-init")
@@ -33,16 +35,10 @@ _DEVICE = re.compile(r"^(cpu|cuda(:\d+)?)$")
 _PACKAGE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 _VERSION = re.compile(r"^[0-9][0-9A-Za-z.+!-]*$")
 _HUB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*(/[A-Za-z0-9][A-Za-z0-9._-]*)?$")
-LOCAL_PREFIXES = ("/", "./", "../", "~")  # how a suite names a local checkpoint folder (anything else is a Hub id)
 
 
 class ConfigError(ValueError):
     """A params file that does not match the schema; the message names the key and what is allowed."""
-
-
-def is_local(model_id: str) -> bool:
-    """Whether a suite's model entry names a local checkpoint folder rather than a Hub id."""
-    return model_id.startswith(LOCAL_PREFIXES)
 
 
 def _require(condition: bool, message: str) -> None:
@@ -65,6 +61,7 @@ class Paths:
     reference: str = (
         "data/reference/published.csv"  # the doc's published numbers, one row per (scenario, GPU, batch, model)
     )
+    gpu_costs: str = "data/reference/gpu-costs.json"  # per-model process costs measured on a GPU (--export's estimate)
     verdicts: str = "data/results/verdicts.csv"  # each compiled run against the published numbers
     comparison: str = "data/results/comparison.csv"  # environments compared in one invocation, interleaved
     calibration: str = "data/calibration.json"  # noise of paired blocks per machine, pooled over runs; not DVC's

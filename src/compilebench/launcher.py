@@ -48,6 +48,7 @@ from compilebench.records import (
     Plan,
     TrialResult,
     TrialSpec,
+    processes,
     read_json,
     trial_stem,
 )
@@ -60,6 +61,7 @@ LOG_TAIL_LINES = 8
 _LIVE: set[subprocess.Popen] = set()  # trial processes running now, each the leader of its own process group
 # A warm trial repeats its cold trial: when that one ended like this, the repeats would too, minutes each.
 NOT_REPEATED = ("compile_error", "error", "oom", "killed", "timeout", "crashed")
+ADDED_TRIALS = "added.jsonl"  # beside an exported plan's results: the specs of the blocks its loop added
 
 
 def oom_kills() -> int:
@@ -304,18 +306,6 @@ def merge_cold_cache(spec: TrialSpec, cache_dir: Path, workdir: Path) -> None:
     shutil.rmtree(cache_dir, ignore_errors=True)
 
 
-def processes(trials: list[TrialSpec]) -> list[list[TrialSpec]]:
-    """The plan's trials as processes, in order: consecutive arms of one timing process together, any other trial
-    alone."""
-    grouped: list[list[TrialSpec]] = []
-    for spec in trials:
-        if spec.process_id and grouped and grouped[-1][0].process_id == spec.process_id:
-            grouped[-1].append(spec)
-        else:
-            grouped.append([spec])
-    return grouped
-
-
 def run_trials(
     trials: list[TrialSpec],
     pythons: dict[str, str],
@@ -432,6 +422,42 @@ def read_results(path: Path) -> dict[str, TrialResult]:
     return done
 
 
+def read_added(path: Path) -> tuple[TrialSpec, ...]:
+    """The specs of the blocks an earlier run of this plan's loop added (a torn last line from a kill is ignored)."""
+    added = []
+    for line in _lines(path):
+        try:
+            added.append(TrialSpec.from_dict(json.loads(line)))
+        except (json.JSONDecodeError, ValueError, TypeError):
+            continue
+    return tuple(added)
+
+
+def run_plan_adaptively(plan: Plan, trials: list[TrialSpec], run, out: Path, budget_min: float | None) -> None:
+    """The plan's trials, then the pipeline's own loop (adaptive.measure) on this machine's results: more blocks
+    where the intervals are widest, within the plan's budget (or `budget_min`). Each added block's specs are
+    appended to out/added.jsonl before it runs, so a later window resumes it and ingest knows it. Needs numpy and
+    scipy, which a GPU image has; nothing of the pipeline's tools."""
+    from compilebench import adaptive, runs
+
+    settings = adaptive.Settings(**plan.adaptive["settings"])
+    if budget_min is not None:
+        settings = replace(settings, budget_min=budget_min)
+    labels = plan.adaptive["labels"]
+    context = runs.Context(plan.invocation_id, "", "", "", "", "", "", **plan.adaptive["context"])
+    environments = {label: runs.EnvironmentInfo(label, label, "", {}) for label in labels}
+    models = {spec.model.model_id: runs.ModelInfo("", "", None) for spec in trials}
+
+    def records_of(specs: list[TrialSpec], results: dict[str, TrialResult]) -> list[dict]:
+        return [record.to_dict() for record in runs.run_records(specs, results, environments, models, context)]
+
+    def added(specs: list[TrialSpec]) -> None:
+        with open(out / ADDED_TRIALS, "a") as handle:
+            handle.write("".join(json.dumps(spec.to_dict()) + "\n" for spec in specs))
+
+    adaptive.measure(trials, labels, settings, run, records_of, added=added)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description="Run an exported plan's trials on this machine.")
     parser.add_argument("plan", type=Path, help="plan.json written by `compilebench.benchmark --export`")
@@ -442,6 +468,10 @@ def main() -> None:
     parser.add_argument(
         "--prime", type=int, default=0, metavar="N", help="first compile every run, N at a time, into one shared cache"
     )
+    parser.add_argument("--budget-min", type=float, default=None, metavar="M",
+                        help="after the plan, add blocks where intervals are widest while they fit in M minutes of "
+                             "processes per environment (the plan's own budget if not given)")  # fmt: skip
+    parser.add_argument("--plan-only", action="store_true", help="run the plan's trials only: no blocks added")
     args = parser.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     end_trials_on_signal()
@@ -474,7 +504,7 @@ def main() -> None:
             LOGGER.info("%s: %s%s (%.0f s)%s", spec.trial_id, result.status, medians, result.wall_s,
                         " (done before)" if resumed else "")  # fmt: skip
 
-    trials, done = list(plan.trials), read_results(results_path)
+    trials, done = list(plan.trials) + list(read_added(out / ADDED_TRIALS)), read_results(results_path)
     cache = None
     if args.prime:
         if any(spec.cache != CACHE_SHARED for spec in trials):
@@ -488,9 +518,19 @@ def main() -> None:
             for spec_key, result in primed:
                 handle.write(json.dumps({**result.to_dict(), "cache_key": spec_key, "parallel": args.prime}) + "\n")
         LOGGER.info("primed %d runs %d at a time in %.0f s", len(primed), args.prime, time.time() - started)
-    run_trials(trials, pythons, out / "work", args.timeout_s, done, report)
+    results = dict(done)
+
+    def run(pending: list[TrialSpec]) -> dict[str, TrialResult]:
+        for result in run_trials(pending, pythons, out / "work", args.timeout_s, results, report):
+            results[result.trial_id] = result
+        return results
+
+    if plan.adaptive and not args.plan_only:
+        run_plan_adaptively(plan, trials, run, out, args.budget_min)
+    else:
+        run(trials)
     shutil.rmtree(out / "work", ignore_errors=True)
-    LOGGER.info("%d trials in %.0f s -> %s", len(plan.trials), time.time() - started, results_path)
+    LOGGER.info("%d trials in %.0f s -> %s", len(results), time.time() - started, results_path)
 
 
 if __name__ == "__main__":

@@ -36,9 +36,9 @@ from typing import Any
 from tqdm import tqdm
 
 from compilebench import checkpoints, environments, models, plan
-from compilebench.config import is_local, stage_config
+from compilebench.config import stage_config
 from compilebench.files import write_json
-from compilebench.records import ModelSpec
+from compilebench.records import ModelSpec, is_local
 
 LOGGER = logging.getLogger(__name__)
 

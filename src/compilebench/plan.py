@@ -17,10 +17,10 @@ from __future__ import annotations
 
 import json
 import random
-from dataclasses import asdict
+import statistics
+from dataclasses import asdict, dataclass
 from typing import Any
 
-from compilebench import checkpoints
 from compilebench.records import (
     CACHE_COLD,
     CACHE_SHARED,
@@ -33,6 +33,8 @@ from compilebench.records import (
     TimingSpec,
     TrialSpec,
     VariantSpec,
+    processes,
+    slug,
     williams_orders,
 )
 
@@ -44,11 +46,6 @@ def environment_labels(names: list[str]) -> list[str]:
         seen[name] = seen.get(name, 0) + 1
         labels.append(name if seen[name] == 1 else f"{name}#{seen[name]}")
     return labels
-
-
-def slug(model_id: str) -> str:
-    """A model id as one path component (a local folder's path too)."""
-    return checkpoints.slug(model_id)
 
 
 def backend_key(variant: VariantSpec) -> str:
@@ -164,6 +161,54 @@ def trials(
                 ordered += make(label, *unit)
             block += 1
     return ordered
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """What a plan should cost on the device a cost table was measured on (`estimate`)."""
+
+    seconds: float
+    processes: int
+    borrowed: tuple[str, ...]  # "model variant" pairs the table had no cost for: the median of the others is used
+
+
+def _cost(costs: dict[str, Any], model: str, variant: str | None, key: str, borrowed: set[str]) -> float:
+    """A cost from the table: the model's own, else the median over the models that have it (and say so)."""
+    models = costs["models"]
+    own = models.get(model, {})
+    value = own.get("variants", {}).get(variant, {}).get(key) if variant else own.get(key)
+    if value is not None:
+        return float(value)
+    borrowed.add(f"{model} {variant or ''}".strip())
+    others = [m.get("variants", {}).get(variant, {}).get(key) if variant else m.get(key) for m in models.values()]
+    others = [value for value in others if value is not None]
+    if not others and variant is not None:  # a variant nobody measured: as `default`
+        return _cost(costs, model, "default", key, borrowed)
+    return float(statistics.median(others)) if others else 0.0
+
+
+def estimate(trials: list[TrialSpec], costs: dict[str, Any]) -> Estimate:
+    """The seconds a plan's processes take one after the other on the device of `costs` (benchmarks/gpu_costs.py):
+    per process its start-up and load; a cold process its cold compile; a timing or paired one each arm's warm compile
+    (as measured in a process of its own, so an upper bound for the arms after the first), its warm-up and its timed
+    rounds (min_iters rounds or min_time_s, whichever is longer, at most max_time_s)."""
+    borrowed: set[str] = set()
+    total = 0.0
+    groups = processes(trials)
+    for group in groups:
+        first, timing = group[0], group[0].timing
+        model = first.model.model_id
+        seconds = _cost(costs, model, None, "startup_s", borrowed) + _cost(costs, model, None, "load_s", borrowed)
+        compiled = [spec.variant.name for spec in group if spec.variant.compile]
+        kind = "cold_compile_s" if first.kind == KIND_COLD or first.cache == CACHE_COLD else "warm_compile_s"
+        seconds += sum(_cost(costs, model, variant, kind, borrowed) for variant in compiled)
+        if first.kind != KIND_COLD:
+            round_s = (_cost(costs, model, None, "eager_ms", borrowed)
+                       + sum(_cost(costs, model, v, "call_ms", borrowed) for v in compiled)) / 1000  # fmt: skip
+            seconds += max(timing.warmup_s, timing.warmup_iters * round_s)
+            seconds += min(max(timing.min_iters * round_s, timing.min_time_s), timing.max_time_s)
+        total += seconds
+    return Estimate(total, len(groups), tuple(sorted(borrowed)))
 
 
 def selection(config: Any, specs: list[ModelSpec], project_pins: dict[str, str]) -> dict[str, Any]:

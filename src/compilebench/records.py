@@ -13,6 +13,7 @@ imports this module.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
@@ -284,6 +285,9 @@ class Plan:
     invocation_id: str
     trials: tuple[TrialSpec, ...]
     recipes: tuple[CheckpointRecipe, ...] = ()
+    adaptive: dict[str, Any] = field(default_factory=dict)  # the loop that adds blocks after the plan, where the
+    #   machine running it has the analysis (adaptive.Settings as `settings`, the validity rules as `context`, the
+    #   compared environments as `labels`); empty: the plan's trials only
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -315,6 +319,45 @@ def williams_orders(arms: int) -> list[list[int]]:
             high -= 1
     orders = [[(arm + shift) % arms for arm in first] for shift in range(arms)]
     return orders if arms % 2 == 0 else orders + [order[::-1] for order in orders]
+
+
+def processes(trials: list[TrialSpec]) -> list[list[TrialSpec]]:
+    """The plan's trials as processes, in order: consecutive arms of one timing process together, any other trial
+    alone."""
+    grouped: list[list[TrialSpec]] = []
+    for spec in trials:
+        if spec.process_id and grouped and grouped[-1][0].process_id == spec.process_id:
+            grouped[-1].append(spec)
+        else:
+            grouped.append([spec])
+    return grouped
+
+
+LOCAL_PREFIXES = ("/", "./", "../", "~")  # how a suite names a local checkpoint folder (anything else is a Hub id)
+
+
+def is_local(model_id: str) -> bool:
+    """Whether a suite's model entry names a local checkpoint folder rather than a Hub id."""
+    return model_id.startswith(LOCAL_PREFIXES)
+
+
+def local_folder(model_id: str) -> Path:
+    """The absolute folder a local model entry names (`~` expanded, relative to the project)."""
+    return Path(model_id).expanduser().resolve()
+
+
+SLUG_NAME_CHARS = 64  # of a local folder's name in its slug: trial files add ~100 characters to it, and 255 is the cap
+
+
+def slug(model_id: str) -> str:
+    """One path component for a model entry: `owner--name` for a Hub id; `local--<folder>--<hash of its path>`
+    for a local folder, so that two folders of the same name do not meet (the name cut to SLUG_NAME_CHARS: the
+    hash keeps it unique, and a file system takes 255 bytes a name)."""
+    if is_local(model_id):
+        folder = local_folder(model_id)
+        name = folder.name[:SLUG_NAME_CHARS]
+        return f"local--{name}--{hashlib.sha256(str(folder).encode()).hexdigest()[:8]}"
+    return model_id.replace("/", "--")
 
 
 def trial_stem(trial_id: str) -> str:

@@ -1,0 +1,91 @@
+"""Per-model costs of processes on a GPU, from measured records: what `benchmark --export` estimates a plan from.
+
+    python benchmarks/gpu_costs.py benchmarks/results/h100-paper-bs1-run2 benchmarks/results/h100-paper-bs1 \
+        --out data/reference/gpu-costs.json
+
+Reads each record's plan.json and results/trials.jsonl (an exported plan run by the launcher) and writes, per model,
+the medians over its trials that measured (ok, accuracy_fail or invalid: their times are real) of: process start-up
+(interpreter and imports), load (checkpoint, processor, inputs), per variant the compile time on an empty or cold
+cache and on a warm one, and the latency of a call (eager, and each compiled variant). Trials on a `shared` cache
+count as cold when inductor found none of their graphs cached. The device, the stack and the records it came from
+go into the file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+from collections import defaultdict
+from datetime import date
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
+
+from compilebench.records import CACHE_COLD, CACHE_SHARED, Plan, TrialResult, read_json
+
+
+def cold(cache: str, result: TrialResult) -> bool:
+    """Whether the trial compiled without its graphs in the cache (as runs.compiled_cold decides)."""
+    if cache != CACHE_SHARED:
+        return cache == CACHE_COLD
+    counters = result.health.inductor_counters if result.health else {}
+    return not (counters.get("fxgraph_cache_hit", 0) > 0 and counters.get("fxgraph_cache_miss", 0) == 0)
+
+
+def _median(values: list[float]) -> float | None:
+    return round(statistics.median(values), 3) if values else None
+
+
+def costs(records: list[Path]) -> dict:
+    """The cost table of the trials in `records`."""
+    seen: dict[str, dict[str, list]] = defaultdict(lambda: defaultdict(list))
+    devices, stacks = set(), set()
+    for record in records:
+        plan = Plan.from_dict(read_json(record / "plan.json"))
+        specs = {spec.trial_id: spec for spec in plan.trials}
+        for line in (record / "results" / "trials.jsonl").read_text().splitlines():
+            result = TrialResult.from_dict(json.loads(line))
+            spec = specs.get(result.trial_id)
+            if spec is None or result.status not in ("ok", "accuracy_fail", "invalid"):  # their times are real
+                continue
+            model = seen[spec.model.model_id]
+            devices.add(result.environment.get("device_name", "?"))
+            stacks.add(f"torch {result.environment.get('torch_version')}")
+            for key in ("startup_s", "load_s"):
+                if getattr(result, key) is not None:
+                    model[key].append(getattr(result, key))
+            if result.eager_ms:
+                model["eager_ms"].append(statistics.median(result.eager_ms))
+            if spec.variant.compile and result.compile_s is not None:
+                kind = "cold_compile_s" if cold(spec.cache, result) else "warm_compile_s"
+                model[f"{spec.variant.name}:{kind}"].append(result.compile_s)
+            if result.compiled_ms:
+                model[f"{spec.variant.name}:call_ms"].append(statistics.median(result.compiled_ms))
+    table = {}
+    for model_id, values in sorted(seen.items()):
+        entry: dict = {key: _median(values[key]) for key in ("startup_s", "load_s", "eager_ms")}
+        variants: dict[str, dict] = defaultdict(dict)
+        for key, found in values.items():
+            if ":" in key:
+                variant, what = key.split(":")
+                variants[variant][what] = _median(found)
+        entry["variants"] = dict(sorted(variants.items()))
+        table[model_id] = entry
+    made = date.today().isoformat()
+    return {"device": " / ".join(sorted(devices)), "stack": " / ".join(sorted(stacks)), "made": made,
+            "records": [str(record) for record in records], "models": table}  # fmt: skip
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("records", nargs="+", type=Path, help="folders with plan.json and results/trials.jsonl")
+    parser.add_argument("--out", type=Path, required=True)
+    args = parser.parse_args()
+    args.out.write_text(json.dumps(costs(args.records), indent=1) + "\n")
+    print(f"wrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,56 @@
+"""A plan measured on another machine: `benchmark --export`, the launcher run from the exported copy alone (as on a
+bare GPU box), the pipeline's own loop adding blocks there, a second window resuming, `--ingest` logging once."""
+
+import json
+import os
+import sys
+
+import mlflow
+import pytest
+from conftest import make_project, project_env, run_ok, set_params
+
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("remote")]
+
+
+@pytest.fixture(scope="module")
+def exported(tmp_path_factory):
+    """A tiny one-model plan (eager and default, two blocks, an unreachable speedup target, a cap of three blocks),
+    exported and run by its launcher twice: the second run is a later window finding everything done."""
+    root = make_project(tmp_path_factory.mktemp("remote"), ["microsoft/resnet-50"], replicates=2, max_replicates=3,
+                        budget_min=30)  # fmt: skip
+    set_params(root, **{"benchmark.target.speedup": 0.001})
+    env = project_env()
+    run_ok([sys.executable, "-m", "compilebench.fetch_image"], root, env)
+    folder = root / "gpu-run"
+    export = run_ok([sys.executable, "-m", "compilebench.benchmark", "--export", str(folder)], root, env)
+    bare = {**env, "PYTHONPATH": str(folder)}  # the exported harness copy, not the project's source
+    bare.pop("VIRTUAL_ENV", None)
+    windows = [run_ok([sys.executable, "-m", "compilebench.launcher", "plan.json", "results"], folder, bare)
+               for _ in range(2)]  # fmt: skip
+    return root, folder, env, export, windows
+
+
+def test_the_launcher_adds_blocks_with_the_pipelines_loop_and_a_later_window_resumes(exported):
+    root, folder, _, export, windows = exported
+    assert "no estimate of the plan's time" in export.stderr  # a CPU plan: the GPU cost table does not apply
+    plan = json.loads((folder / "plan.json").read_text())
+    assert plan["adaptive"]["settings"]["max_replicates"] == 3 and plan["adaptive"]["labels"] == ["current"]
+    added = [json.loads(line) for line in (folder / "results" / "added.jsonl").read_text().splitlines()]
+    assert sorted((spec["variant"]["name"], spec["replicate"]) for spec in added) == [("default", 2), ("eager", 2)]
+    assert "adaptive: 2 more trial(s)" in windows[0].stderr  # the cap: a third block, then no more
+    results = [json.loads(line) for line in (folder / "results" / "trials.jsonl").read_text().splitlines()]
+    assert len(results) == len(plan["trials"]) + len(added) == 6
+    assert "(done before)" in windows[1].stderr and "adaptive:" not in windows[1].stderr  # nothing measured again
+    assert not any(str(root / "src") in path for path in os.environ.get("PYTHONPATH", "").split(os.pathsep))
+
+
+def test_ingest_logs_every_trial_once_the_added_blocks_included(exported):
+    root, folder, env, _, _ = exported
+    for _ in range(2):  # a second ingest finds every run in the store and logs none again
+        run_ok([sys.executable, "-m", "compilebench.benchmark", "--ingest", str(folder)], root, env)
+    rows = [json.loads(line) for line in (root / "data/results/runs.jsonl").read_text().splitlines()]
+    default = next(row for row in rows if row["variant"] == "default")
+    assert [(p["kind"], p["replicate"]) for p in default["process_results"]] == [("arm", 0), ("arm", 1), ("arm", 2)]
+    mlflow.set_tracking_uri(f"sqlite:///{root}/mlruns/mlflow.db")
+    logged = mlflow.search_runs(experiment_names=["compilebench"], filter_string="tags.mlflow.parentRunId != ''")
+    assert len(logged) == 2 and logged["tags.compilebench.run_uid"].is_unique  # eager and default, once each
