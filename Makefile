@@ -48,7 +48,7 @@ ingest: $(STAMP)  ## make ingest FROM=DIR
 	python -m compilebench.plot
 
 models: $(STAMP)  ## list the registered checkpoints
-	python -m compilebench.models --manifest data/checkpoints/manifest.json
+	python -m compilebench.harness.models --manifest data/checkpoints/manifest.json
 
 lint: $(STAMP)
 	ruff format --check src tests benchmarks

@@ -28,9 +28,9 @@ from pathlib import Path
 
 import numpy as np
 
-from compilebench import launcher, models, stats
 from compilebench.fetch_image import fallback_image
-from compilebench.records import TimingSpec, TrialSpec, VariantSpec, read_jsonl
+from compilebench.harness import launcher, models, stats
+from compilebench.harness.records import TimingSpec, TrialSpec, VariantSpec, read_jsonl
 
 VARIANTS = {"default": VariantSpec("default"), "freezing": VariantSpec("freezing", inductor={"freezing": True})}
 Processes = list[tuple[list[float], list[float]]]  # one invocation: each process's (eager, compiled) samples, ms

@@ -20,16 +20,16 @@ import tempfile
 import time
 from pathlib import Path
 
-from compilebench import launcher, models, stats
 from compilebench.fetch_image import fallback_image
-from compilebench.records import TimingSpec, TrialSpec, VariantSpec
+from compilebench.harness import launcher, models, stats
+from compilebench.harness.records import TimingSpec, TrialSpec, VariantSpec
 
 VARIANTS = {"default": VariantSpec("default"), "freezing": VariantSpec("freezing", inductor={"freezing": True})}
 ONE_PROCESS = """
 import json, sys, time, torch
 from torch._inductor import config
-from compilebench import models
-from compilebench.records import ModelSpec
+from compilebench.harness import models
+from compilebench.harness.records import ModelSpec
 from PIL import Image
 spec = ModelSpec(**json.loads(sys.argv[1]))
 model = models.model_class(spec).from_pretrained(spec.checkpoint).eval()

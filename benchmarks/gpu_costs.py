@@ -23,7 +23,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from compilebench.records import CACHE_COLD, CACHE_SHARED, Plan, TrialResult, read_json
+from compilebench.harness.records import CACHE_COLD, CACHE_SHARED, Plan, TrialResult, read_json
 
 
 def cold(cache: str, result: TrialResult) -> bool:

@@ -28,7 +28,7 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from compilebench import launcher
+from compilebench.harness import launcher
 
 ROOT = Path(__file__).resolve().parents[1]
 ISSUE_BASELINE = "de73ddf"  # main when the test-speed issue was filed: about 760 s with set-up, 230 tests

@@ -19,8 +19,8 @@ import warnings
 import torch
 import torch.utils.benchmark as torch_benchmark
 
-from compilebench import models, timing
 from compilebench.fetch_image import fallback_image
+from compilebench.harness import models, timing
 
 
 def _inputs(model_id: str) -> tuple[torch.nn.Module, dict[str, torch.Tensor]]:

@@ -34,7 +34,7 @@ _INDUCTOR_CACHE = os.environ["COMPILEBENCH_TEST_INDUCTOR_CACHE"]
 # session's folder (pytest's own tmp_path folders are not in it). The launcher imports no torch.
 from cxx_cache import counts, install  # noqa: E402 (the standard library only)
 
-from compilebench.launcher import cache_variables  # noqa: E402
+from compilebench.harness.launcher import cache_variables  # noqa: E402
 
 os.environ.update(cache_variables(Path(_INDUCTOR_CACHE)))
 # Inductor probes the CPU's vector ISAs by compiling and loading six C++ programs into each new cache, about 7 s of
@@ -129,7 +129,7 @@ def image_640x480() -> Image.Image:
 @pytest.fixture(scope="session")
 def tiny_resnet(tmp_path_factory, image_640x480):
     """A tiny ResNet checkpoint (random weights, the published class) and the benchmark image, built once."""
-    from compilebench import models
+    from compilebench.harness import models
 
     root = tmp_path_factory.mktemp("tiny-resnet")
     image = root / "image.jpg"

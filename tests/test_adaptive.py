@@ -10,8 +10,9 @@ from types import SimpleNamespace
 import pytest
 from conftest import make_project, project_env, run_ok, set_params
 
-from compilebench import adaptive, launcher, runs, stats
-from compilebench.records import CompileHealth, ModelSpec, TimingSpec, TrialResult, TrialSpec, VariantSpec
+from compilebench.analysis import adaptive, runs
+from compilebench.harness import launcher, stats
+from compilebench.harness.records import CompileHealth, ModelSpec, TimingSpec, TrialResult, TrialSpec, VariantSpec
 
 CONTEXT = runs.Context("inv", "s", "full", "vm", "abc", "embedded-fallback", "00", min_iters=3, min_time_s=0.1,
                        max_cv=1e6, disturbed_cores=0.5)  # fmt: skip
@@ -176,7 +177,7 @@ def _cell_state(cold_spread=0.0, speedup_spread=0.0, blocks=2, wall_s=10.0):
     """Two stacks A and B of one model planned as the pipeline plans it (a cold compile-only process per variant,
     then timing processes of eager, default and freezing), with made-up results: B's freezing arm moves by
     +-speedup_spread from block to block, B's cold compiles by +-cold_spread."""
-    from compilebench import plan
+    from compilebench.analysis import plan
 
     model = ModelSpec("m", "M", "image-classification", "X", "ckpt")
     variants = [VariantSpec("eager", compile=False), VariantSpec("default"),

@@ -15,8 +15,9 @@ import transformers as tf
 from conftest import make_project, project_env, run_ok, set_params, write_own_checkpoints
 from PIL import Image
 
-from compilebench import checkpoints, load_models, models
+from compilebench import checkpoints, load_models
 from compilebench.config import ConfigError, load_config
+from compilebench.harness import models
 
 pytestmark = pytest.mark.xdist_group("own_checkpoints")  # the module fixtures run once
 

@@ -5,7 +5,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from compilebench import checks
+from compilebench.harness import checks
 
 
 def test_compare_outputs_relative_to_largest_reference_value():

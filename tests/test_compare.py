@@ -2,7 +2,8 @@
 
 import pytest
 
-from compilebench import compare, stats
+from compilebench.analysis import compare
+from compilebench.harness import stats
 
 
 def _row(environment, eager, compiled, key="k1", status="ok", breaks=0, invocation="inv", **extra):

@@ -14,8 +14,8 @@ import pytest
 import torch
 from PIL import Image
 
-from compilebench import launcher, models
-from compilebench.records import TimingSpec, TrialSpec, VariantSpec
+from compilebench.harness import launcher, models
+from compilebench.harness.records import TimingSpec, TrialSpec, VariantSpec
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device: the GPU smoke test is skipped")
 

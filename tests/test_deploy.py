@@ -6,8 +6,9 @@ import sys
 
 import pytest
 
-from compilebench import launcher, models, runs, trial
-from compilebench.records import TimingSpec, TrialSpec, VariantSpec
+from compilebench.analysis import runs
+from compilebench.harness import launcher, models, trial
+from compilebench.harness.records import TimingSpec, TrialSpec, VariantSpec
 
 pytestmark = pytest.mark.xdist_group("deploy")  # the module fixture runs once
 

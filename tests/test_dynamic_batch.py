@@ -6,8 +6,9 @@ import sys
 
 import pytest
 
-from compilebench import launcher, runs
-from compilebench.records import DYNAMIC_BATCH, DYNAMIC_BATCH_UNBACKED, TimingSpec, TrialSpec, VariantSpec
+from compilebench.analysis import runs
+from compilebench.harness import launcher
+from compilebench.harness.records import DYNAMIC_BATCH, DYNAMIC_BATCH_UNBACKED, TimingSpec, TrialSpec, VariantSpec
 
 pytestmark = pytest.mark.xdist_group("dynamic-batch")  # the module fixture runs once
 

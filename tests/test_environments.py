@@ -154,7 +154,7 @@ SHAPES = """
 import json, sys
 from pathlib import Path
 from PIL import Image
-from compilebench import models
+from compilebench.harness import models
 root, image, mode = Path(sys.argv[1]), Image.open(sys.argv[2]).convert("RGB"), sys.argv[3]
 shapes = {}
 for card in models.registry().values():

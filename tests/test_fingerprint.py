@@ -4,11 +4,11 @@ import json
 import subprocess
 import sys
 
-from compilebench import fingerprint
+from compilebench.harness import fingerprint
 
 NO_TORCH = """
 import json, sys
-from compilebench import fingerprint
+from compilebench.harness import fingerprint
 print(json.dumps(fingerprint.host()))
 assert "torch" not in sys.modules and "transformers" not in sys.modules, "host() imported torch"
 """

@@ -9,7 +9,8 @@ import pytest
 import torch
 from transformers import AutoImageProcessor
 
-from compilebench import load_models, models
+from compilebench import load_models
+from compilebench.harness import models
 
 
 def test_random_init_checkpoint_round_trips(tmp_path, image_640x480):
@@ -75,7 +76,8 @@ def test_hub_path_links_a_local_snapshot(tmp_path):
 def _materialise_in_fresh_process(tmp_path, hf_cache, weights):
     """load_models.materialise in a new process, as a user's run sees HF_HUB_CACHE (read at import by the hub)."""
     code = (
-        "import json, sys; from pathlib import Path; from compilebench import load_models, models\n"
+        "import json, sys; from pathlib import Path; from compilebench import load_models\n"
+        "from compilebench.harness import models\n"
         "card = models.get_card('microsoft/resnet-50')\n"
         "try:\n"
         f"    print(json.dumps(load_models.materialise(card, Path(sys.argv[1]), 'full', '{weights}', 0, False)))\n"

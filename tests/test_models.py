@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from compilebench import checkpoints, models
+from compilebench import checkpoints
+from compilebench.harness import models
 
 # The doc's table labels for its 12 checkpoints (../shared/seeds/perf_torch_compile.zh.md).
 DOC_LABELS = {
@@ -128,7 +129,9 @@ def test_models_command_lists_all_twelve(repo_root):
     import subprocess
     import sys
 
-    done = subprocess.run([sys.executable, "-m", "compilebench.models"], capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-m", "compilebench.harness.models"], capture_output=True, text=True, timeout=120
+    )
     assert done.returncode == 0, done.stderr
     for hub_id, label in DOC_LABELS.items():
         assert hub_id in done.stdout and label in done.stdout

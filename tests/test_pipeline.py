@@ -161,8 +161,8 @@ def _params(change):
          {"fetch_image", "benchmark"}),
         ("the plot code", "src/compilebench/plot.py", lambda t: t + "\n# a comment\n", {"plot"}),
         ("the report code", "src/compilebench/report.py", lambda t: t + "\n# a comment\n", {"plot"}),
-        ("the trial code", "src/compilebench/trial.py", lambda t: t + "\n# a comment\n", {"benchmark"}),
-        ("the statistics", "src/compilebench/stats.py", lambda t: t + "\n# a comment\n",
+        ("the trial code", "src/compilebench/harness/trial.py", lambda t: t + "\n# a comment\n", {"benchmark"}),
+        ("the statistics", "src/compilebench/harness/stats.py", lambda t: t + "\n# a comment\n",
          {"benchmark", "aggregate", "plot"}),
         ("the project's pins", "requirements.txt", lambda t: t + "\n# a comment\n", {"load_models"}),
     ],
@@ -208,13 +208,15 @@ def test_second_repro_runs_nothing_and_plot_param_reruns_only_plot(project):
     assert ran == ["Running stage 'fetch_image':", "Running stage 'plot':"], experiment.stdout
 
 
-def _imports(source: Path) -> set[str]:
+def _imports(source: Path, package: Path) -> set[str]:
+    """The compilebench modules a source file imports, as paths under the package (`harness/trial.py`)."""
     found = set()
     for node in ast.walk(ast.parse(source.read_text())):
-        if isinstance(node, ast.ImportFrom) and node.module == "compilebench":
-            found |= {alias.name for alias in node.names}
-        elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("compilebench."):
-            found.add(node.module.split(".")[1])
+        if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "compilebench":
+            base = node.module.split(".")[1:]
+            for parts in [base, *([*base, alias.name] for alias in node.names)]:
+                if parts and package.joinpath(*parts).with_suffix(".py").exists():
+                    found.add("/".join(parts) + ".py")
     return found
 
 
@@ -224,12 +226,13 @@ def test_each_stage_depends_on_exactly_the_code_it_runs(repo_root):
     package = repo_root / "src" / "compilebench"
     stages = yaml.safe_load((repo_root / "dvc.yaml").read_text())["stages"]
     for stage, body in stages.items():
-        roots = [stage, "trial"] if stage == "benchmark" else [stage]
+        roots = [f"{stage}.py", "harness/trial.py"] if stage == "benchmark" else [f"{stage}.py"]
         seen, todo = set(), list(roots)
         while todo:
             module = todo.pop()
             if module not in seen:
                 seen.add(module)
-                todo += _imports(package / f"{module}.py")
-        listed = {Path(dep).stem for dep in body["deps"] if dep.startswith("src/compilebench/") and dep.endswith(".py")}
+                todo += _imports(package / module, package)
+        prefix = "src/compilebench/"
+        listed = {dep.removeprefix(prefix) for dep in body["deps"] if dep.startswith(prefix) and dep.endswith(".py")}
         assert listed == seen, f"{stage}: missing {sorted(seen - listed)}, extra {sorted(listed - seen)}"

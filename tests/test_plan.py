@@ -5,8 +5,8 @@ from collections import Counter
 
 import pytest
 
-from compilebench import plan
-from compilebench.records import (
+from compilebench.analysis import plan
+from compilebench.harness.records import (
     CACHE_COLD,
     CACHE_SHARED,
     CACHE_WARM,

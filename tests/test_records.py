@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from compilebench.records import CompileHealth, ModelSpec, Plan, TimingSpec, TrialResult, TrialSpec, VariantSpec
+from compilebench.harness.records import CompileHealth, ModelSpec, Plan, TimingSpec, TrialResult, TrialSpec, VariantSpec
 
 SPEC = TrialSpec(
     "current/org--m/bs4/freezing/r1", "current",

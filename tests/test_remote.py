@@ -25,7 +25,7 @@ def exported(tmp_path_factory):
     export = run_ok([sys.executable, "-m", "compilebench.benchmark", "--export", str(folder)], root, env)
     bare = {**env, "PYTHONPATH": str(folder)}  # the exported harness copy, not the project's source
     bare.pop("VIRTUAL_ENV", None)
-    windows = [run_ok([sys.executable, "-m", "compilebench.launcher", "plan.json", "results"], folder, bare)
+    windows = [run_ok([sys.executable, "-m", "compilebench.harness.launcher", "plan.json", "results"], folder, bare)
                for _ in range(2)]  # fmt: skip
     return root, folder, env, export, windows
 
@@ -33,6 +33,8 @@ def exported(tmp_path_factory):
 def test_the_launcher_adds_blocks_with_the_pipelines_loop_and_a_later_window_resumes(exported):
     root, folder, _, export, windows = exported
     assert "no estimate of the plan's time" in export.stderr  # a CPU plan: the GPU cost table does not apply
+    copied = folder / "compilebench"
+    assert sorted(path.name for path in copied.iterdir()) == ["__init__.py", "analysis", "harness"]  # what travels
     plan = json.loads((folder / "plan.json").read_text())
     assert plan["adaptive"]["settings"]["max_replicates"] == 3 and plan["adaptive"]["labels"] == ["current"]
     added = [json.loads(line) for line in (folder / "results" / "added.jsonl").read_text().splitlines()]

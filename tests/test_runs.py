@@ -4,8 +4,9 @@ from dataclasses import replace
 
 import pytest
 
-from compilebench import runs, stats
-from compilebench.records import CompileHealth, ModelSpec, TimingSpec, TrialResult, TrialSpec, VariantSpec
+from compilebench.analysis import runs
+from compilebench.harness import stats
+from compilebench.harness.records import CompileHealth, ModelSpec, TimingSpec, TrialResult, TrialSpec, VariantSpec
 
 MODEL = ModelSpec("org/m", "M", "image-classification", "X", "ckpt")
 DEFAULT = VariantSpec("default")

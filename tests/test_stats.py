@@ -5,7 +5,7 @@ import math
 import numpy as np
 import pytest
 
-from compilebench import stats
+from compilebench.harness import stats
 
 
 def test_summarize_exact_values():

@@ -2,8 +2,8 @@
 
 import time
 
-from compilebench import timing
-from compilebench.records import williams_orders
+from compilebench.harness import timing
+from compilebench.harness.records import williams_orders
 
 
 def test_time_call_ms_returns_output_and_positive_time():

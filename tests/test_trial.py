@@ -11,8 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from compilebench import checks, launcher, plan, trial
-from compilebench.records import TimingSpec, TrialResult, TrialSpec, VariantSpec
+from compilebench.analysis import plan
+from compilebench.harness import checks, launcher, trial
+from compilebench.harness.records import TimingSpec, TrialResult, TrialSpec, VariantSpec
 
 pytestmark = pytest.mark.xdist_group("test_trial")  # its module fixtures run once
 
@@ -71,7 +72,7 @@ def test_freezing_really_changes_the_compilation(frozen_and_default):
 @pytest.mark.slow
 def test_a_detection_trial_checks_its_boxes(tmp_path, image_640x480):
     """DETR (the doc's detection family) through a trial: a pixel mask among its inputs, top boxes compared by IoU."""
-    from compilebench import models
+    from compilebench.harness import models
 
     spec = models.random_checkpoint("facebook/detr-resnet-50", "tiny", tmp_path)
     image = tmp_path / "image.jpg"
@@ -210,8 +211,8 @@ def test_a_capped_trials_memory_is_its_whole_process_group(tmp_path):
 LAUNCH = """
 import json, sys
 from pathlib import Path
-from compilebench import launcher
-from compilebench.records import TrialSpec
+from compilebench.harness import launcher
+from compilebench.harness.records import TrialSpec
 spec = TrialSpec.from_dict(json.loads(Path(sys.argv[1]).read_text()))
 launcher.run_trial_process(spec, sys.executable, Path(sys.argv[2]), None, 600.0)
 """

@@ -28,10 +28,11 @@ from typing import Any
 
 import pandas as pd
 
-from compilebench import compare, reference, tracking
+from compilebench import reference, tracking
+from compilebench.analysis import compare
 from compilebench.config import stage_config
-from compilebench.files import write_atomic, write_json
-from compilebench.records import STATUS_OK, read_jsonl
+from compilebench.harness.files import write_atomic, write_json
+from compilebench.harness.records import STATUS_OK, read_jsonl
 
 LOGGER = logging.getLogger(__name__)
 QUIET_VERDICTS = ("equivalent", "inconclusive")  # a headline that says nothing changed

@@ -12,7 +12,7 @@ every trial in a fresh process of that interpreter, `runs` pools each run's proc
 are done. Completed trials are journaled first, so a killed benchmark resumes without measuring or logging twice.
 
 --export writes DIR/plan.json (trials, and recipes to build their checkpoints with random weights), the image, and
-a copy of the harness; on a machine with only torch and transformers, `cd DIR && python -m compilebench.launcher
+a copy of the harness; on a machine with only torch and transformers, `cd DIR && python -m compilebench.harness.launcher
 plan.json results` runs it. --ingest then turns DIR/results into results and MLflow runs like a local benchmark,
 with that machine's device, versions and package list.
 """
@@ -32,10 +32,12 @@ from typing import Any
 
 from tqdm import tqdm
 
-from compilebench import adaptive, compare, environments, fingerprint, journal, launcher, models, plan, runs, tracking
+from compilebench import environments, journal, tracking
+from compilebench.analysis import adaptive, compare, plan, runs
 from compilebench.config import Benchmark, Config, stage_config
-from compilebench.files import write_json, write_jsonl
-from compilebench.records import (
+from compilebench.harness import fingerprint, launcher, models
+from compilebench.harness.files import write_json, write_jsonl
+from compilebench.harness.records import (
     STATUS_OK,
     ModelSpec,
     Plan,
@@ -287,7 +289,7 @@ def export(config: Config, folder: Path) -> None:
         else:
             raise FileNotFoundError(f"{model_id} has no card, so the plan must carry its checkpoint: run "
                                     "`dvc repro load_models` first")  # fmt: skip
-    selection = plan.selection(config, specs, environments.project_pins(Path.cwd()))
+    selection = plan.selection(config, specs, environments.resolved_pins(config, Path.cwd()))
     trials = plan_trials(config.benchmark, selection, "image.jpg")
     recipes = [models.recipe(models.get_card(model_id), suite.scale, config.models.seed, paths[model_id])
                for model_id in carded]  # fmt: skip
@@ -310,14 +312,26 @@ def export(config: Config, folder: Path) -> None:
     image_meta = read_json(config.paths.image_meta)
     run_context = context(config, selection, invocation_id, image_meta, config.runner.machine)
     write_json(folder / EXPORT_CONTEXT, {"context": run_context.__dict__, "selection": selection})
-    shutil.rmtree(folder / "compilebench", ignore_errors=True)
-    shutil.copytree(launcher.SRC_ROOT / "compilebench", folder / "compilebench",
-                    ignore=shutil.ignore_patterns("__pycache__"))  # fmt: skip
+    copy_harness(folder)
     LOGGER.info(
-        "exported %d trials in %d processes to %s; on the other machine: cd %s && python -m compilebench.launcher "
-        "plan.json results", len(trials), len(processes(trials)), folder, folder.name,
+        "exported %d trials in %d processes to %s; on the other machine: cd %s && python -m "
+        "compilebench.harness.launcher plan.json results", len(trials), len(processes(trials)), folder, folder.name,
     )  # fmt: skip
     LOGGER.info("%s", estimate_line(trials, config))
+
+
+REMOTE_PACKAGES = ("harness", "analysis")  # what runs on the other machine: trials, and the loop that adds blocks
+
+
+def copy_harness(folder: Path) -> None:
+    """The packages a plan runs with on another machine (no stage, no MLflow, DVC, pandas or omegaconf), fresh."""
+    package = launcher.SRC_ROOT / "compilebench"
+    target = folder / "compilebench"
+    shutil.rmtree(target, ignore_errors=True)
+    target.mkdir(parents=True)
+    shutil.copyfile(package / "__init__.py", target / "__init__.py")
+    for name in REMOTE_PACKAGES:
+        shutil.copytree(package / name, target / name, ignore=shutil.ignore_patterns("__pycache__"))
 
 
 def estimate_line(trials: list[TrialSpec], config: Config) -> str:

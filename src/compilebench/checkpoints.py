@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from compilebench.models import REMOTE_CODE_KEYS
-from compilebench.records import is_local, local_folder, slug  # noqa: F401 (slug: re-exported)
+from compilebench.harness.models import REMOTE_CODE_KEYS
+from compilebench.harness.records import is_local, local_folder, slug  # noqa: F401 (slug: re-exported)
 
 CONFIG_FILE = "config.json"
 PROCESSOR_FILE = "preprocessor_config.json"

@@ -18,7 +18,7 @@ from typing import Any
 from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from compilebench.records import LOCAL_PREFIXES, is_local
+from compilebench.harness.records import LOCAL_PREFIXES, is_local
 
 COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 DTYPES = ("float32", "bfloat16", "float16")
@@ -359,7 +359,7 @@ class Config:
             self._check_suite(name, suite)
 
     def _check_suite(self, name: str, suite: Suite) -> None:
-        from compilebench.models import CardError, registered_ids  # cards are data: read lazily
+        from compilebench.harness.models import CardError, registered_ids  # cards are data: read lazily
 
         try:
             known = registered_ids()

@@ -26,8 +26,10 @@ import sys
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
+from typing import Any
 
 from compilebench import installer
+from compilebench.harness.fingerprint import freeze
 
 LOGGER = logging.getLogger(__name__)
 
@@ -80,6 +82,12 @@ def resolve(project: dict[str, str], overrides: dict[str, str]) -> dict[str, str
     return {**project, **{normalize(name): str(version) for name, version in overrides.items()}}
 
 
+def resolved_pins(config: Any, root: Path) -> dict[str, dict[str, str]]:
+    """Every compared environment's pins, by name: the project's (at `root`), then the environment's over them."""
+    project = project_pins(root)
+    return {name: resolve(project, config.environments[name].pins) for name in dict.fromkeys(config.compare)}
+
+
 def environment_key(pins: dict[str, str], python_version: str) -> str:
     """What identifies a built environment: its resolved pins and Python version."""
     payload = json.dumps({"pins": pins, "python": python_version, "packages": TRIAL_PACKAGES}, sort_keys=True)
@@ -97,18 +105,6 @@ def _install(python: Path, args: list[str], log: Path, name: str) -> None:
     if done.returncode != 0:
         tail = " | ".join(log.read_text(errors="replace").strip().splitlines()[-6:])
         raise StackError(f"environment {name!r}: `pip install {' '.join(args)}` failed: {tail}")
-
-
-FREEZE_CODE = (
-    "import json\nfrom importlib import metadata\n"
-    "print(json.dumps(sorted({f\"{d.metadata['Name']}=={d.version}\" for d in metadata.distributions()})))"
-)  # `pip freeze` without pip: a GPU image may have none
-
-
-def freeze(python: str) -> tuple[str, ...]:
-    """The exact package list of an interpreter's environment (name==version, sorted)."""
-    done = subprocess.run([python, "-c", FREEZE_CODE], capture_output=True, text=True, check=True)
-    return tuple(json.loads(done.stdout))
 
 
 def installed_versions(python: str, packages: list[str]) -> dict[str, str]:

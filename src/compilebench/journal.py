@@ -18,8 +18,8 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from compilebench.files import write_json
-from compilebench.records import TrialResult, trial_stem
+from compilebench.harness.files import write_json
+from compilebench.harness.records import TrialResult, trial_stem
 
 INVOCATION_FILE = "invocation.json"
 RESULTS_DIR = "results"

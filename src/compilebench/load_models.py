@@ -35,10 +35,12 @@ from typing import Any
 
 from tqdm import tqdm
 
-from compilebench import checkpoints, environments, models, plan
+from compilebench import checkpoints, environments
+from compilebench.analysis import plan
 from compilebench.config import stage_config
-from compilebench.files import write_json
-from compilebench.records import ModelSpec, is_local
+from compilebench.harness import models
+from compilebench.harness.files import write_json
+from compilebench.harness.records import ModelSpec, is_local
 
 LOGGER = logging.getLogger(__name__)
 
@@ -307,7 +309,7 @@ def main() -> None:
         if folder.is_dir() and folder.name not in kept:
             shutil.rmtree(folder)  # a model no longer selected
     write_json(config.paths.manifest, manifest)
-    write_json(config.paths.selection, plan.selection(config, specs, environments.project_pins(Path.cwd())))
+    write_json(config.paths.selection, plan.selection(config, specs, environments.resolved_pins(config, Path.cwd())))
 
 
 if __name__ == "__main__":

@@ -27,10 +27,11 @@ import matplotlib.pyplot as plt
 import matplotlib.ticker
 import pandas as pd
 
-from compilebench import compare, reference, report, tracking
+from compilebench import reference, report, tracking
+from compilebench.analysis import compare
 from compilebench.config import stage_config
-from compilebench.files import write_atomic
-from compilebench.records import read_jsonl
+from compilebench.harness.files import write_atomic
+from compilebench.harness.records import read_jsonl
 
 LOGGER = logging.getLogger(__name__)
 RATIO_TICKS = (0.25, 0.5, 0.67, 0.8, 0.9, 0.95, 1.0, 1.05, 1.1, 1.25, 1.5, 2.0, 4.0)  # B / A axis labels

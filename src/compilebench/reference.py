@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from compilebench import models
+from compilebench.harness import models
 
 SCENARIOS = {  # doc section -> (scenario, torch version, compile mode)
     "main": ("torch-2.0.1", "2.0.1", "default"),

@@ -12,8 +12,9 @@ from typing import Any
 
 import pandas as pd
 
-from compilebench import compare, fingerprint
-from compilebench.models import DOC_TASK_TITLES
+from compilebench.analysis import compare
+from compilebench.harness import fingerprint
+from compilebench.harness.models import DOC_TASK_TITLES
 from compilebench.reference import GPUS, TOLERANCE
 
 ENVIRONMENT_FIELDS = ("environment_name", "environment_pins", *fingerprint.RUN_FIELDS, "machine", "num_threads",

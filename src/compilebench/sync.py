@@ -16,7 +16,7 @@ from pathlib import Path
 
 from compilebench import tracking
 from compilebench.config import stage_config
-from compilebench.records import read_jsonl
+from compilebench.harness.records import read_jsonl
 
 LOGGER = logging.getLogger(__name__)
 

@@ -23,7 +23,8 @@ import mlflow
 from mlflow.entities import Metric, Param, RunTag
 from mlflow.tracking import MlflowClient
 
-from compilebench import compare, fingerprint
+from compilebench.analysis import compare
+from compilebench.harness import fingerprint
 
 LOGGER = logging.getLogger(__name__)
 

@@ -1,7 +1,7 @@
 """The model registry: one card per published checkpoint (`cards/*.yaml`, data), and how to build, load and feed it.
 
-    python -m compilebench.models            # list the registered checkpoints: task, label, params, input shape
-    python -m compilebench.models --count    # also build each full-size model to count its parameters (slow)
+    python -m compilebench.harness.models            # list the registered checkpoints: task, label, params, input shape
+    python -m compilebench.harness.models --count    # also build each full-size model to count its parameters (slow)
 
 A card holds the architecture config fields that differ from the transformers defaults, the published image
 processor settings, the doc's table label, the Hub id and revision, and a tiny config of the same classes for tests.
@@ -20,7 +20,7 @@ from typing import Any
 
 import yaml
 
-from compilebench.records import CheckpointRecipe, ModelSpec
+from compilebench.harness.records import CheckpointRecipe, ModelSpec
 
 LOGGER = logging.getLogger(__name__)
 

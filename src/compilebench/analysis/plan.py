@@ -21,7 +21,7 @@ import statistics
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from compilebench.records import (
+from compilebench.harness.records import (
     CACHE_COLD,
     CACHE_SHARED,
     CACHE_WARM,
@@ -211,14 +211,12 @@ def estimate(trials: list[TrialSpec], costs: dict[str, Any]) -> Estimate:
     return Estimate(total, len(groups), tuple(sorted(borrowed)))
 
 
-def selection(config: Any, specs: list[ModelSpec], project_pins: dict[str, str]) -> dict[str, Any]:
+def selection(config: Any, specs: list[ModelSpec], pins: dict[str, dict[str, str]]) -> dict[str, Any]:
     """What the benchmark measures: models and their checkpoint folders, batch sizes, variants, environments.
 
-    `config` is the params (config.Config), `specs` each selected model with its checkpoint folder, `project_pins`
-    the project's own pins that each environment's pins go over.
+    `config` is the params (config.Config), `specs` each selected model with its checkpoint folder, `pins` each
+    environment's resolved pins by name (environments.resolved_pins).
     """
-    from compilebench import environments
-
     suite = config.selected
     return {
         "suite": config.suite,
@@ -227,7 +225,7 @@ def selection(config: Any, specs: list[ModelSpec], project_pins: dict[str, str])
         "models": [asdict(spec) for spec in specs],
         "variants": [asdict(VariantSpec(name=name, **asdict(config.variants[name]))) for name in suite.variants],
         "environments": [
-            {"label": label, "name": name, "pins": environments.resolve(project_pins, config.environments[name].pins)}
+            {"label": label, "name": name, "pins": pins[name]}
             for label, name in zip(environment_labels(config.compare), config.compare, strict=True)
         ],
     }

@@ -27,9 +27,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from compilebench import stats
-from compilebench.records import EAGER, STATUS_OK
-from compilebench.runs import ProcessRecord
+from compilebench.analysis.runs import ProcessRecord
+from compilebench.harness import stats
+from compilebench.harness.records import EAGER, STATUS_OK
 
 CALIBRATION_VERSION = 2  # 1 held a margin (the largest A/A deviation): not used any more
 CellNoise = dict[str, dict[str, stats.Noise]]  # cell_key -> metric -> noise of its paired differences

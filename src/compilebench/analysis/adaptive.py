@@ -25,8 +25,10 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
-from compilebench import compare, plan, stats
-from compilebench.records import (
+from compilebench.analysis import compare, plan
+from compilebench.analysis.runs import compile_disturbed, timing_disturbed
+from compilebench.harness import stats
+from compilebench.harness.records import (
     CACHE_COLD,
     CACHE_SHARED,
     CACHE_WARM,
@@ -36,7 +38,6 @@ from compilebench.records import (
     TrialResult,
     TrialSpec,
 )
-from compilebench.runs import compile_disturbed, timing_disturbed
 
 LOGGER = logging.getLogger(__name__)
 Slot = tuple[str, int, str]  # (model id, batch size, variant): a run without its environment

@@ -1,6 +1,6 @@
 """What produced a result: the machine (a fingerprint richer than its hostname), the device, the library versions.
 
-    python -m compilebench.fingerprint [cpu|cuda]     # print what a trial on this machine would record
+    python -m compilebench.harness.fingerprint [cpu|cuda]     # print what a trial on this machine would record
 
 A trial process reads its own versions (each environment has its own torch and transformers) and the machine it
 runs on. Many machines share a hostname (`vm`) and a marketing CPU name; the fingerprint hashes what tells them
@@ -166,6 +166,18 @@ def fingerprint(fields: dict[str, Any]) -> str:
     """A short hash of the hardware fields: equal on identical machines, different where hardware differs."""
     hardware = {key: str(fields.get(key, "")) for key in HARDWARE_FIELDS}
     return hashlib.sha256(json.dumps(hardware, sort_keys=True).encode()).hexdigest()[:12]
+
+
+FREEZE_CODE = (
+    "import json\nfrom importlib import metadata\n"
+    "print(json.dumps(sorted({f\"{d.metadata['Name']}=={d.version}\" for d in metadata.distributions()})))"
+)  # `pip freeze` without pip: a GPU image may have none
+
+
+def freeze(python: str) -> tuple[str, ...]:
+    """The exact package list of an interpreter's environment (name==version, sorted)."""
+    done = subprocess.run([python, "-c", FREEZE_CODE], capture_output=True, text=True, check=True)
+    return tuple(json.loads(done.stdout))
 
 
 def git_commit(cwd: str | Path = ".") -> str:

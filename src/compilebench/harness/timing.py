@@ -19,8 +19,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from compilebench import stats
-from compilebench.records import williams_orders
+from compilebench.harness import stats
+from compilebench.harness.records import williams_orders
 
 CI_CHECK_EVERY = 10  # pairs between two adaptive-stop checks of the speedup CI
 WARMUP_DRIFT = 0.03  # warm-up goes on while an arm's last rounds are still this much faster than the ones before

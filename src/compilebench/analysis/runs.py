@@ -19,8 +19,8 @@ from collections import defaultdict
 from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
 
-from compilebench import fingerprint, stats
-from compilebench.records import (
+from compilebench.harness import fingerprint, stats
+from compilebench.harness.records import (
     CACHE_COLD,
     CACHE_SHARED,
     EAGER,

@@ -1,7 +1,7 @@
 """One trial, in its own fresh process: one model at one batch size, eager against (at most) one compiled variant.
 
-    python -m compilebench.trial SPEC.json OUT.json     # run by the launcher, in the environment's interpreter
-    python -m compilebench.trial SPEC.json OUT.json --compile-only   # load, compile, first call: fills a cache
+    python -m compilebench.harness.trial SPEC.json OUT.json     # run by the launcher, in the environment's interpreter
+    python -m compilebench.harness.trial SPEC.json OUT.json --compile-only   # load, compile, first call: fills a cache
 
 The process loads the checkpoint and its inputs, runs eager once as the reference, then compiles the variant and
 times its first call on the host clock (compile time: in a fresh process, on a cold or warm inductor cache), checks
@@ -34,9 +34,9 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from compilebench import checks, fingerprint, models, timing
-from compilebench.files import write_json
-from compilebench.records import (
+from compilebench.harness import checks, fingerprint, models, timing
+from compilebench.harness.files import write_json
+from compilebench.harness.records import (
     AOTI_PACKAGE,
     ARTIFACTS_FILE,
     CACHE_COLD,

@@ -1,6 +1,6 @@
 """Runs trials, each in a fresh process of its environment's interpreter, in the plan's order; resumable.
 
-    python -m compilebench.launcher PLAN.json OUT_DIR      # on any machine with torch and transformers
+    python -m compilebench.harness.launcher PLAN.json OUT_DIR      # on any machine with torch and transformers
 
 The benchmark stage calls `run_trials` with the project's plan. On another machine (a GPU box with nothing but
 torch and transformers: no mlflow, dvc, pandas or omegaconf), the command above runs a plan exported with
@@ -35,7 +35,8 @@ from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
-from compilebench.records import (
+from compilebench.harness import fingerprint
+from compilebench.harness.records import (
     CACHE_COLD,
     CACHE_SHARED,
     DEPLOY_AOTI,
@@ -55,7 +56,7 @@ from compilebench.records import (
 
 LOGGER = logging.getLogger(__name__)
 
-SRC_ROOT = Path(__file__).resolve().parents[1]  # the folder that holds the compilebench package
+SRC_ROOT = Path(__file__).resolve().parents[2]  # the folder that holds the compilebench package
 CURRENT = "current"  # the environment of the interpreter running the launcher
 LOG_TAIL_LINES = 8
 _LIVE: set[subprocess.Popen] = set()  # trial processes running now, each the leader of its own process group
@@ -158,7 +159,7 @@ def run_trial_process(
     workdir.mkdir(parents=True, exist_ok=True)
     out_path.unlink(missing_ok=True)
     spec_path.write_text(json.dumps([s.to_dict() for s in specs] if isinstance(spec, list) else first.to_dict()))
-    command = [python, "-m", "compilebench.trial", str(spec_path), str(out_path), *flags]
+    command = [python, "-m", "compilebench.harness.trial", str(spec_path), str(out_path), *flags]
     started, oom_before = time.time(), oom_kills()
 
     def each_failed(status: str, error: str, wall_s: float) -> list[TrialResult]:
@@ -382,7 +383,7 @@ def prime(
 
 def build_checkpoints(plan: Plan, root: Path) -> list[dict]:
     """Build each recipe's random-init checkpoint under `root` (skipping complete folders); what was built."""
-    from compilebench import models  # torch and transformers: only on the machine that runs the trials
+    from compilebench.harness import models  # torch and transformers: only on the machine that runs trials
 
     built = []
     for recipe in plan.recipes:
@@ -438,7 +439,7 @@ def run_plan_adaptively(plan: Plan, trials: list[TrialSpec], run, out: Path, bud
     where the intervals are widest, within the plan's budget (or `budget_min`). Each added block's specs are
     appended to out/added.jsonl before it runs, so a later window resumes it and ingest knows it. Needs numpy and
     scipy, which a GPU image has; nothing of the pipeline's tools."""
-    from compilebench import adaptive, runs
+    from compilebench.analysis import adaptive, runs
 
     settings = adaptive.Settings(**plan.adaptive["settings"])
     if budget_min is not None:
@@ -484,9 +485,9 @@ def main() -> None:
     out = args.out if args.out.is_absolute() else Path.cwd().joinpath(args.out)
     out.mkdir(parents=True, exist_ok=True)
     started = time.time()
-    from compilebench.environments import freeze  # standard library only, like this module
-
-    (out / "environment.json").write_text(json.dumps({"python": sys.executable, "freeze": freeze(sys.executable)}))
+    (out / "environment.json").write_text(
+        json.dumps({"python": sys.executable, "freeze": fingerprint.freeze(sys.executable)})
+    )
     (out / "checkpoints.json").write_text(json.dumps(build_checkpoints(plan, Path.cwd()), indent=1))
     LOGGER.info("checkpoints ready in %.0f s", time.time() - started)
     results_path = out / "trials.jsonl"
