@@ -10,15 +10,19 @@ export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 export DVC_NO_ANALYTICS := 1
 export PYTHONUNBUFFERED := 1
 
-.PHONY: run test ui server sync ingest models lint clean
+.PHONY: run test test-fast ui server sync ingest models lint clean
 
 run: $(STAMP) .dvc/config  ## create the environment and run `dvc repro` on params.yaml
 	dvc repro
 	dvc metrics show
 	python -m compilebench.aggregate --check  # exit 3: some run did not end ok; 4: a compared stack changed a headline
 
-test: $(STAMP) .dvc/config  ## create the environment and run the test suite (both cores, with line coverage)
+RAY_STAMP := $(VENV)/.installed-ray
+test: $(STAMP) $(RAY_STAMP) .dvc/config  ## create the environment and run the test suite (both cores, with line coverage)
 	pytest -q -n 2 --dist loadgroup --cov=compilebench --cov-report=term:skip-covered --durations=15
+
+test-fast: $(STAMP) .dvc/config  ## the quick loop: in-process tests (no trial process, no pipeline run), no coverage
+	pytest -q -n 2 -m "not slow"
 
 ui: $(STAMP)  ## the MLflow UI on this project's store, bound to 127.0.0.1; prints the runs table's address
 	python -m compilebench.tracking --ui-url http://$(HOST):$(PORT)
@@ -51,8 +55,8 @@ models: $(STAMP)  ## list the registered checkpoints
 	python -m compilebench.harness.models --manifest data/checkpoints/manifest.json
 
 lint: $(STAMP)
-	ruff format --check src tests benchmarks
-	ruff check src tests benchmarks
+	ruff format --check src tests benchmarks scripts
+	ruff check src tests benchmarks scripts
 
 # uv installs (from pip's own sources) where it can be had, pip otherwise: src/compilebench/installer.py.
 INSTALL   := $(PYTHON) src/compilebench/installer.py $(PYTHON)
@@ -62,6 +66,10 @@ $(STAMP): requirements.txt constraints.txt pyproject.toml src/compilebench/insta
 	$(INSTALL) $$(grep -o '^torch==[^ ]*' constraints.txt)
 	$(INSTALL) -c constraints.txt -r requirements.txt
 	$(INSTALL) -c constraints.txt --no-deps --no-build-isolation -e .
+	touch $@
+
+$(RAY_STAMP): $(STAMP) pyproject.toml  # Ray, for runner.executor: ray and its tests; `make run` does without it
+	$(INSTALL) -c constraints.txt $$(grep -o 'ray==[0-9.]*' pyproject.toml)
 	touch $@
 
 .dvc/config:  # a clone has .dvc/ committed; a copy without git gets a repository first

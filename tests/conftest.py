@@ -37,8 +37,8 @@ from cxx_cache import counts, install  # noqa: E402 (the standard library only)
 from compilebench.harness.launcher import cache_variables  # noqa: E402
 
 os.environ.update(cache_variables(Path(_INDUCTOR_CACHE)))
-# Inductor probes the CPU's vector ISAs by compiling and loading six C++ programs into each new cache, about 7 s of
-# every cold compile here; the tests count graphs and cache hits, not those seconds, so they take the ISAs /proc/cpuinfo
+# Inductor probes the CPU's vector ISAs by compiling and loading six C++ programs into each new cache, seconds of every
+# cold compile; the tests count graphs and cache hits, not those seconds, so they take the ISAs /proc/cpuinfo
 # names. The pipeline itself (and every number it reports) keeps the probe.
 os.environ["TORCHINDUCTOR_VEC_ISA_OK"] = "1"
 # A cold trial compiles its kernels and precompiled header with g++ again, byte for byte what an earlier cold trial of
@@ -60,29 +60,28 @@ from compilebench.fetch_image import fallback_image  # noqa: E402
 _CXX_COUNTS = pytest.StashKey[dict]()
 
 ROOT = Path(__file__).resolve().parents[1]
-# Timing settings that keep tiny models quick. Validity is off (max_cv): it has tests of its own, and on 2 cores a
-# parallel test run stalls a 1 ms call for 200 ms now and then; here the plumbing is tested.
-QUICK = {"min_iters": 3, "min_time_s": 0.2, "max_time_s": 5.0, "warmup_iters": 1, "memory_iters": 1, "max_cv": 1e6,
-         "replicates": 1, "cold_replicates": 0, "compile_cache": "shared",
+# Timing settings that keep tiny models quick. Validity is off (max_cv, max_halves_diff): it has tests of its own,
+# and on 2 cores a parallel test run stalls a 1 ms call for 200 ms now and then; here the plumbing is tested.
+QUICK = {"min_iters": 3, "min_time_s": 0.2, "max_time_s": 5.0, "warmup_iters": 1, "warmup_s": 0.0, "memory_iters": 1,
+         "max_cv": 1e6, "max_halves_diff": 0, "replicates": 1, "cold_replicates": 0, "compile_cache": "shared",
          "budget_min": 0, "disturbed_cores": 0}  # fmt: skip
 # budget_min 0: no blocks beyond `replicates`; disturbed_cores 0: the other xdist worker's trials do not count as
 # disturbance (the tests of the adaptive loop and of disturbance set their own)
 
 
-# The xdist groups (each runs whole on one worker), in the order they are handed out (pyproject turns off xdist's
-# reordering). A worker gets the next group as soon as no more than two of its tests are pending, so a group can wait
-# behind another's long last test: "costliest first" left one worker 33 s and 32 s behind the other in two runs.
-# `python benchmarks/xdist_order.py RUN.xml` replays xdist's policy over real runs' per-test seconds and scores every
-# order (this one: 0.7 s behind a perfect split on average, costliest first 9 s). Seconds on a worker in the
-# workspace at b84d95a, two runs:
+# The xdist groups (each runs whole on one worker), costliest first, in the order they are handed out (pyproject turns
+# off xdist's reordering); the other tests follow, a few seconds each. `make test`'s --durations says what each costs.
 HAND_OUT_ORDER = (
-    "compared_project",  # 174, 183 (and about 25 more in a fresh clone, which builds the transformers 4.57.6 stack)
-    "test_reliability",  # 155, 162
-    "test_trial",  # 119, 142
-    "own_checkpoints",  # 95, 107
-    "test_bad_inputs",  # 28, 30
-    "deploy",  # 76, 92
-    "dynamic-batch",  # 55, 61; then the other tests, 65 s and 76 s in all, a few seconds each
+    "compared_project",  # builds the transformers 4.57.6 environment on a fresh clone
+    "test_reliability",
+    "test_trial",
+    "own_checkpoints",
+    "remote",
+    "executors",
+    "cpu-variants",
+    "test_bad_inputs",
+    "deploy",
+    "dynamic-batch",
 )
 
 
@@ -146,7 +145,7 @@ def write_own_checkpoints(root: Path) -> dict[str, Path]:
 
     torch.manual_seed(0)
     # One block or layer each, and DPT without its auxiliary head: the class and its task are the point, and every
-    # layer is compile time (DPT compiles cold in 20 s here, against 32 s with two layers and the auxiliary head).
+    # layer is compile time.
     built = {
         "swin-tiny-cls": (
             tf.SwinForImageClassification(tf.SwinConfig(image_size=64, patch_size=4, embed_dim=16, depths=[1],

@@ -1,8 +1,8 @@
 """A compiler cache for the test run (what ccache does, in the standard library): inductor's C++ compiler, for tests.
 
 Tests that check cold compiles give each trial process an empty inductor cache, so the same tiny model's kernels are
-compiled again by g++ in every such process, and each builds its precompiled header again (5-6 s here). Those seconds
-are not what the tests check (they count graphs, cache hits and statuses), so `conftest.py` points inductor's `CXX`
+compiled again by g++ in every such process, and each builds its precompiled header again. Those seconds are not
+what the tests check (they count graphs, cache hits and statuses), so `conftest.py` points inductor's `CXX`
 at `install()`'s script, which calls this module: a compile of one source file into one output is looked up by the
 compiler, its arguments (the source, output and `-include`d header by content, not path; torch's headers and
 libraries by torch's build, so a comparison's second environment reuses the first's) and the source's bytes;
@@ -11,8 +11,8 @@ what it wrote. Everything else (`--version`, preprocessing, links of several obj
 untouched. Inductor still generates, writes and loads every kernel into each trial's own cache; only g++'s work on a
 byte-identical source is not repeated. The store lives in the session's folder and goes with it.
 
-Standard library only: the script starts Python without site-packages (`-S`), about 40 ms a call here (a hit, all
-told), against 0.4-0.9 s for g++ to compile one of inductor's kernels and 5-6 s for a precompiled header.
+Standard library only: the script starts Python without site-packages (`-S`), so a hit costs far less than g++'s
+compile of a kernel or a header (docs/development.md has the measurements).
 """
 
 from __future__ import annotations

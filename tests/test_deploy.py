@@ -73,10 +73,13 @@ def test_a_cold_process_builds_its_precompiled_header_in_its_own_folder(deployed
     process's temp folder is in its own cache folder, so every cold process builds one (none finds an earlier's), and
     so does a process given portable artifacts on an empty cache, as a fresh machine would."""
     workdir, _ = deployed
-    (cold_spec, _), (warm_spec, _) = _pair(deployed, "artifacts")
-    for cache in (workdir / "inductor-cache" / cold_spec.cache_key, workdir / "inductor-cache-empty" /
-                  warm_spec.cache_key / "r1"):  # fmt: skip
-        assert list((cache / "tmp").glob("torchinductor_*/precompiled_headers/*.h.[gp]ch")), cache
+    (cold_spec, cold), (warm_spec, warm) = _pair(deployed, "artifacts")
+    for cache, result in ((workdir / "inductor-cache" / cold_spec.cache_key, cold),
+                          (workdir / "inductor-cache-empty" / warm_spec.cache_key / "r1", warm)):  # fmt: skip
+        headers = list((cache / "tmp").glob("torchinductor_*/precompiled_headers/*.h.[gp]ch"))
+        assert headers, cache
+        # built while this process ran (not found there from an earlier one): its time is inside the process's life
+        assert all(result.started_at - 1 <= h.stat().st_mtime <= result.started_at + result.wall_s + 1 for h in headers)
 
 
 def test_an_aoti_package_built_by_one_process_is_loaded_by_another(deployed):

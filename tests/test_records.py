@@ -1,10 +1,21 @@
 """The typed records that cross processes and machines: JSON round trips, and stale or foreign files refused."""
 
 import json
+import re
 
 import pytest
 
-from compilebench.harness.records import CompileHealth, ModelSpec, Plan, TimingSpec, TrialResult, TrialSpec, VariantSpec
+from compilebench.harness.records import (
+    CompileHealth,
+    ModelSpec,
+    Plan,
+    RecordError,
+    TimingSpec,
+    TrialResult,
+    TrialSpec,
+    VariantSpec,
+    read_result_lines,
+)
 
 SPEC = TrialSpec(
     "current/org--m/bs4/freezing/r1", "current",
@@ -31,3 +42,42 @@ def test_plan_round_trips_and_unknown_fields_are_refused():
     raw["timing"]["min_iterz"] = 3
     with pytest.raises(ValueError, match="min_iterz"):
         TrialSpec.from_dict(raw)
+
+
+def _lines(tmp_path, rows, torn=""):
+    path = tmp_path / "trials.jsonl"
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows) + torn)
+    return path
+
+
+GOOD = TrialResult("a/m/bs1/default/r0", "ok", eager_ms=(1.0,), compiled_ms=(0.5,), compile_s=3.0).to_dict()
+
+
+def test_result_lines_are_checked_where_they_are_read_naming_the_file_line_and_key(tmp_path):
+    assert [r.trial_id for r in read_result_lines(_lines(tmp_path, [GOOD], torn='{"trial_id": "cut sh'))] == [
+        GOOD["trial_id"]]  # a torn last line (a kill mid-write) is left out, as its process runs again  # fmt: skip
+    cases = [
+        ({k: v for k, v in GOOD.items() if k != "status"}, "line 2: missing keys ['status']"),
+        ({k: v for k, v in GOOD.items() if k != "eager_ms"}, "line 2: missing keys ['eager_ms']"),
+        ({**GOOD, "compile_s": "3.0"}, "line 2: key 'compile_s' must be float | None, got str"),
+        ({**GOOD, "eager_ms": 1.0}, "line 2: key 'eager_ms' must be tuple[float, ...], got float"),
+        ({**GOOD, "status": "fine"}, "line 2: key 'status' must be one of"),
+        ({**GOOD, "format": 9}, "line 2: result format 9 is not one this version reads"),
+        ({**GOOD, "surprise": 1}, "line 2: unknown keys ['surprise']"),
+    ]
+    for bad, message in cases:
+        path = _lines(tmp_path, [GOOD, bad])
+        with pytest.raises(RecordError, match=re.escape(f"{path}, {message}")):
+            read_result_lines(path)
+    path = tmp_path / "middle.jsonl"
+    path.write_text(json.dumps(GOOD) + "\n{not json\n" + json.dumps(GOOD) + "\n")
+    with pytest.raises(RecordError, match=r"middle.jsonl, line 2: not JSON"):  # torn only when last
+        read_result_lines(path)
+
+
+def test_a_result_line_of_the_earlier_format_is_read_with_defaults_and_still_type_checked(tmp_path):
+    older = {"trial_id": "a/m/bs1/default/r0", "status": "ok", "eager_ms": [1.0], "compiled_ms": [0.5]}  # no format
+    [result] = read_result_lines(_lines(tmp_path, [older]))
+    assert result.compile_position is None and result.arms == () and result.eager_ms == (1.0,)
+    with pytest.raises(RecordError, match="key 'compiled_ms'"):
+        read_result_lines(_lines(tmp_path, [{**older, "compiled_ms": "0.5"}]))

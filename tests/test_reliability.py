@@ -23,6 +23,7 @@ from conftest import closed_port, make_project, project_env, run_ok, set_params
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("test_reliability")]
 
 MODELS = ["microsoft/resnet-50"]
+ROOT_ENVIRONMENTS = Path(__file__).resolve().parents[1] / ".compilebench" / "environments"
 RUNS_PER_INVOCATION = 2  # eager + default
 
 
@@ -252,3 +253,135 @@ def test_failed_runs_make_check_exit_nonzero(loaded):
         assert check.returncode == 3 and "oom" in check.stderr and "not ok" in check.stderr
     finally:
         set_params(root, **{"benchmark.memory_limit_mib": 0, "runner.trial_timeout_s": 1800})
+
+
+def test_a_run_half_logged_while_the_artifact_store_failed_is_completed_by_sync(loaded, tmp_path):
+    """A real server whose artifact folder is, for the benchmark, a plain file: every run is created, its params
+    and metrics logged, its artifacts refused. Repaired, `sync` completes those runs (FINISHED, with their samples),
+    and a second `sync` changes nothing."""
+    root, env = loaded
+    server = Server(tmp_path)
+    server.start()
+    artifacts = tmp_path / "artifacts"
+    try:
+        shutil.rmtree(artifacts, ignore_errors=True)
+        artifacts.write_text("not a folder: the artifact store fails")
+        env = {**env, "MLFLOW_TRACKING_URI": server.uri, "MLFLOW_HTTP_REQUEST_MAX_RETRIES": "0"}
+        broken = _stage("benchmark", root, env)
+        assert "not logged to MLflow" in broken.stderr
+        half = _children(server.uri)  # created, their artifacts refused (a busy server may refuse one before it exists)
+        assert 1 <= len(half) <= RUNS_PER_INVOCATION and set(half["status"]) == {"RUNNING"}
+        artifacts.unlink()
+        artifacts.mkdir()
+        for _ in range(2):
+            _stage("sync", root, env)
+        done = _children(server.uri)
+        assert len(done) == RUNS_PER_INVOCATION and done["tags.compilebench.run_uid"].is_unique
+        assert set(done["status"]) == {"FINISHED"}
+        for run_id in done["run_id"]:
+            assert "samples.json" in {a.path for a in mlflow.artifacts.list_artifacts(run_id=run_id)}
+    finally:
+        server.stop()
+
+
+def _descendants(pid: int) -> list[int]:
+    """Every process below `pid` (children first), from /proc."""
+    found, todo = [], [pid]
+    while todo:
+        parent = todo.pop()
+        for task in Path(f"/proc/{parent}/task").glob("*"):
+            try:
+                children = [int(child) for child in (task / "children").read_text().split()]
+            except OSError:
+                continue
+            found += children
+            todo += children
+    return found
+
+
+def _group_members(pgid: int) -> list[int]:
+    """The live (not zombie) processes of process group `pgid`, from /proc."""
+    members = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            state, _, group = (entry / "stat").read_text().rsplit(")", 1)[1].split()[:3]
+        except (OSError, ValueError):
+            continue  # ended while we looked
+        if group == str(pgid) and state != "Z":
+            members.append(int(entry.name))
+    return members
+
+
+def test_stopping_the_benchmark_while_an_environment_builds_ends_the_builder(loaded, tmp_path):
+    root, env = loaded
+    set_params(root, **{"compare": ["current", "transformers-5.18.0"], "paths.environments": str(tmp_path / "envs")})
+    try:
+        _stage("load_models", root, env)  # the selection names the compared environment
+        benchmark = subprocess.Popen([sys.executable, "-m", "compilebench.benchmark"], cwd=root, env=env,
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+        builder, deadline = None, time.time() + 300
+        while builder is None and time.time() < deadline and benchmark.poll() is None:
+            for pid in _descendants(benchmark.pid):
+                try:
+                    command = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ")
+                except OSError:
+                    continue
+                if b" install " in command:  # uv pip install, or pip install: the builder
+                    builder = pid
+            time.sleep(0.1)
+        assert builder is not None, "no environment build started"
+        pgid = os.getpgid(builder)
+        assert pgid != os.getpgid(benchmark.pid)  # a group of its own, so it can be ended whole
+        benchmark.send_signal(signal.SIGTERM)
+        benchmark.wait(timeout=60)
+        deadline = time.time() + 20
+        while _group_members(pgid) and time.time() < deadline:
+            time.sleep(0.1)
+        left = _group_members(pgid)
+        if left:
+            os.killpg(pgid, signal.SIGKILL)  # the group our benchmark started: not left behind by a failing test
+        assert not left, f"the environment's builder outlived the benchmark: {left}"
+    finally:
+        set_params(root, **{"compare": ["current"], "paths.environments": str(ROOT_ENVIRONMENTS)})
+        _stage("load_models", root, env)
+
+
+@pytest.fixture(scope="module")
+def queued(tmp_path_factory):
+    """Two experiments queued with `dvc exp run --queue` (seeds 1 and 2) and run by a real `dvc queue start -j 1`,
+    each in DVC's temporary copy of the project."""
+    root = make_project(tmp_path_factory.mktemp("queue"), MODELS)
+    env = project_env()
+    run_ok(["git", "init", "-q"], root, env)
+    run_ok(["dvc", "init", "-q"], root, env)
+    run_ok(["git", "add", "-A"], root, env)
+    run_ok(["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "init"], root, env)
+    names = []
+    for seed in (1, 2):
+        name = f"seed-{seed}"
+        run_ok(["dvc", "exp", "run", "--queue", "-n", name, "-S", f"benchmark.seed={seed}"], root, env)
+        names.append(name)
+    run_ok(["dvc", "queue", "start", "-j", "1"], root, env)
+    try:
+        deadline, status = time.time() + 900, ""
+        while time.time() < deadline:
+            status = run_ok(["dvc", "queue", "status"], root, env).stdout
+            if status.count("Success") + status.count("Failed") >= 2:
+                break
+            time.sleep(5)
+    finally:
+        run_ok(["dvc", "queue", "stop", "--kill"], root, env)  # DVC's own worker, stopped through DVC
+    return root, env, names, status
+
+
+def test_queued_experiments_log_into_the_projects_store_tagged_with_their_names(queued):
+    root, env, names, status = queued
+    assert status.count("Success") == 2, status
+    runs = _children(f"sqlite:///{root}/mlruns/mlflow.db")  # the project's own store, not a deleted copy's
+    assert sorted(set(runs["tags.dvc.exp_name"])) == sorted(names)
+    assert len(runs) == 2 * RUNS_PER_INVOCATION and runs["tags.compilebench.run_uid"].is_unique
+    assert runs.groupby("tags.dvc.exp_name")["params.invocation_id"].nunique().to_dict() == dict.fromkeys(names, 1)
+    shown = json.loads(run_ok(["dvc", "exp", "show", "--json"], root, env).stdout)
+    assert len(json.dumps(shown).split('"seed-')) >= 3  # both experiments are DVC's, with their own results

@@ -37,3 +37,73 @@ def test_env_var_overrides_configured_store(tmp_path, monkeypatch):
 def test_credentials_are_redacted():
     assert tracking.redact("postgresql://bob:s3cret@db:5432/x") == "postgresql://***@db:5432/x"
     assert tracking.redact("http://127.0.0.1:5000") == "http://127.0.0.1:5000"
+
+
+def _row(status="ok", uid="inv/current/org/m/bs1/default"):
+    processes = [{"trial_id": f"current/org--m/bs1/default/r{i}", "block": f"default/r{i}", "kind": "arm",
+                  "replicate": i, "cache": "warm", "eager_ms": [10.0, 10.2], "compiled_ms": [5.0, 5.1],
+                  "compile_s": 2.0 + i} for i in range(3)]  # fmt: skip
+    return {"label": "M", "batch_size": 1, "variant": "default", "environment": "current", "model_id": "org/m",
+            "compile": True, "status": status, "run_uid": uid, "image_source": "embedded-fallback",
+            "image_sha256": "a5" * 32, "process_results": processes, "speedup": 2.0}  # fmt: skip
+
+
+def test_a_run_carries_its_processes_as_a_table_and_its_image_as_an_input(tmp_path, monkeypatch):
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    uri = f"sqlite:///{tmp_path}/mlruns/mlflow.db"
+    client = tracking.client(uri)
+    parent = tracking.start_parent(client, tracking.EXPERIMENT, "p", {}, {})
+    payload = tracking.run_payload(_row())
+    assert payload["name"].startswith("current · M bs1 default")  # the environment first: legends cut the end
+    child = tracking.log_child(client, parent, **payload)
+    mlflow.set_experiment(tracking.EXPERIMENT)  # load_table reads the active experiment's runs
+    table = mlflow.load_table(tracking.PROCESS_TABLE, extra_columns=["run_id"])
+    assert len(table) == 3 and set(table["run_id"]) == {child} and list(table["replicate"]) == [0, 1, 2]
+    assert table["speedup"].round(3).tolist() == [2.0] * 3 and set(table["environment"]) == {"current"}
+    [given] = client.get_run(child).inputs.dataset_inputs
+    assert given.dataset.name == "embedded-fallback image" and given.dataset.digest.startswith("a5a5")
+
+
+def test_invalid_measured_and_is_finished_a_crash_is_failed(tmp_path, monkeypatch):
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    uri = f"sqlite:///{tmp_path}/mlruns/mlflow.db"
+    client = tracking.client(uri)
+    parent = tracking.start_parent(client, tracking.EXPERIMENT, "p", {}, {})
+    for status, uid in (("invalid", "inv/a"), ("crashed", "inv/b")):
+        tracking.log_child(client, parent, **tracking.run_payload(_row(status, uid)))
+    runs = tracking.search_children(uri, tracking.EXPERIMENT, parent).set_index("tags.compilebench.run_uid")
+    assert runs.loc["inv/a", "status"] == "FINISHED" and runs.loc["inv/a", "metrics.status_code"] == 1
+    assert runs.loc["inv/b", "status"] == "FAILED" and runs.loc["inv/b", "metrics.status_code"] == 8
+    assert runs.loc["inv/a", "tags.status"] == "invalid"
+
+
+def test_a_half_logged_run_is_completed_not_logged_twice(tmp_path, monkeypatch):
+    """A run a failing store left RUNNING (created with its uid, nothing else) is completed by the next logging of
+    it; a complete one is left as it is."""
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    uri = f"sqlite:///{tmp_path}/mlruns/mlflow.db"
+    client = tracking.client(uri)
+    parent = tracking.start_parent(client, tracking.EXPERIMENT, "p", {}, {})
+    experiment = client.get_run(parent).info.experiment_id
+    half = client.create_run(experiment, tags={tracking.RUN_UID_TAG: "inv/x", tracking.PARENT_RUN_TAG: parent,
+                                               "role": "measurement"}).info.run_id  # fmt: skip
+    payload = tracking.run_payload(_row(uid="inv/x"))
+    assert tracking.log_child(client, parent, **payload) == half
+    done = client.get_run(half)
+    assert done.info.status == "FINISHED" and done.data.metrics["speedup"] == 2.0 and done.data.params["variant"]
+    assert "samples.json" in {a.path for a in client.list_artifacts(half)}
+    assert tracking.log_child(client, parent, **payload) == half  # complete now: returned as it is
+    assert len(tracking.search_children(uri, tracking.EXPERIMENT, parent)) == 1
+
+
+def test_a_comparison_row_becomes_metrics_of_the_candidate_run():
+    row = {"reference": "first", "headline": "compiled_latency", "verdict": "slower",
+           "compiled_latency_ratio": 1.2, "compiled_latency_ci_low": 1.1, "compiled_latency_ci_high": 1.3,
+           "compiled_latency_verdict": "slower", "speedup_ratio": 0.83, "speedup_ci_low": 0.8,
+           "speedup_ci_high": 0.86, "speedup_verdict": "lower", "compile_cold_ratio": 1.0,
+           "compile_cold_ci_low": 0.9, "compile_cold_ci_high": 1.1, "compile_cold_verdict": "equivalent",
+           "eager_latency_verdict": float("nan")}  # fmt: skip
+    metrics = tracking.comparison_metrics(row)
+    assert metrics["vs_first/compiled_latency_ratio"] == 1.2 and metrics["vs_first/compiled_latency_verdict_code"] == 1
+    assert metrics["vs_first/speedup_verdict_code"] == -1 and metrics["vs_first/compile_cold_verdict_code"] == 0
+    assert metrics["vs_first/verdict_code"] == 1 and not any("eager_latency" in key for key in metrics)

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from compilebench.analysis import plan
-from compilebench.harness import checks, launcher, trial
+from compilebench.harness import checks, groups, launcher, trial
 from compilebench.harness.records import TimingSpec, TrialResult, TrialSpec, VariantSpec
 
 pytestmark = pytest.mark.xdist_group("test_trial")  # its module fixtures run once
@@ -101,7 +101,7 @@ def test_a_compile_error_is_recorded_and_eager_is_still_timed(tiny_resnet, tmp_p
 
 def test_timeout_ends_the_trial_and_its_group(tiny_resnet, tmp_path):
     result = _run(tmp_path, _spec(tiny_resnet, VariantSpec("default"), min_time_s=60.0, max_time_s=60.0), 1.0)
-    assert result.status == "timeout" and not launcher._LIVE
+    assert result.status == "timeout" and not groups.LIVE
 
 
 def test_missing_checkpoint_is_an_error(tiny_resnet, tmp_path):
@@ -119,10 +119,10 @@ def test_a_segfaulting_trial_is_recorded_as_crashed(tiny_resnet, tmp_path):
 
     def segfault_our_trial():
         deadline = time.time() + 120
-        while time.time() < deadline and not launcher._LIVE:
+        while time.time() < deadline and not groups.LIVE:
             time.sleep(0.05)
         time.sleep(3)  # let it load and start
-        for process in list(launcher._LIVE):
+        for process in list(groups.LIVE):
             os.kill(process.pid, signal.SIGSEGV)
 
     killer = threading.Thread(target=segfault_our_trial)
@@ -205,7 +205,7 @@ def test_a_capped_trials_memory_is_its_whole_process_group(tmp_path):
             time.sleep(0.2)
         assert reading >= 300
     finally:
-        launcher.end_group(holder)
+        groups.end_group(holder)
 
 
 LAUNCH = """

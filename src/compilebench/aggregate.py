@@ -31,7 +31,7 @@ import pandas as pd
 from compilebench import reference, tracking
 from compilebench.analysis import compare
 from compilebench.config import stage_config
-from compilebench.harness.files import write_atomic, write_json
+from compilebench.harness.files import locked, write_atomic, write_json
 from compilebench.harness.records import STATUS_OK, read_jsonl
 
 LOGGER = logging.getLogger(__name__)
@@ -264,9 +264,13 @@ def main() -> None:
     compared, record = comparison(rows, labels, config.paths.calibration, config.margin)
     write_csv(comparison_frame(compared), config.paths.comparison)
     if record is not None:
-        calibrations = compare.load_calibrations(config.paths.calibration)
-        calibrations[compare.calibration_key(rows[0])] = record
-        write_json(config.paths.calibration, calibrations)
+        with locked(f"{config.paths.calibration}.lock"):  # experiments queued side by side add to one record
+            calibrations = compare.load_calibrations(config.paths.calibration)
+            key = compare.calibration_key(rows[0])
+            latest = calibrations.get(key) or record
+            invocations = {**latest.get("invocations", {}), **record["invocations"]}  # theirs and ours, ours kept
+            calibrations[key] = {**record, "invocations": invocations}
+            write_json(config.paths.calibration, calibrations)
         noise = compare.machine_noise(record)
         pooled = compare.pooled_by_metric(noise)
         LOGGER.info("this machine's noise record (%s): %d cell(s) from %d invocation(s); over all cells %s",
@@ -285,7 +289,8 @@ def main() -> None:
     files = [
         Path(p) for p in (config.paths.summary, config.paths.verdicts, config.paths.comparison, config.paths.metrics)
     ]
-    if not tracker.log_parent(files, "summary", metrics=metrics):
+    tracker.log_comparison(compared)
+    if not tracker.log_parent(files, "summary", metrics=metrics) or tracker.failures:
         LOGGER.warning("tables are on disk; `python -m compilebench.sync` attaches them to MLflow later")
 
 

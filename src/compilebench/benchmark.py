@@ -32,15 +32,16 @@ from typing import Any
 
 from tqdm import tqdm
 
-from compilebench import environments, journal, tracking
+from compilebench import environments, executors, journal, tracking
 from compilebench.analysis import adaptive, compare, plan, runs
 from compilebench.config import Benchmark, Config, stage_config
-from compilebench.harness import fingerprint, launcher, models
+from compilebench.harness import fingerprint, groups, launcher, models
 from compilebench.harness.files import write_json, write_jsonl
 from compilebench.harness.records import (
     STATUS_OK,
     ModelSpec,
     Plan,
+    RecordError,
     TimingSpec,
     TrialResult,
     TrialSpec,
@@ -189,10 +190,11 @@ def finish(config: Config, records: list[runs.RunRecord], invocation_id: str, tr
     failed = [f"{r.model_id} bs{r.batch_size} {r.variant} [{r.environment}]: {r.status}" for r in records
               if r.status != STATUS_OK]  # fmt: skip
     parent = {"name": tracker.parent_name, "params": tracker.parent_params, "tags": tracker.parent_tags}  # for sync
+    crashed = any(record.status in tracking.CRASHED for record in records)  # measured nothing: the parent FAILED
     run_info = {"invocation_id": invocation_id, "experiment": tracking.EXPERIMENT, "failed_runs": failed,
-                "parent": parent, **extra}  # fmt: skip
+                "crashed": crashed, "parent": parent, **extra}  # fmt: skip
     write_json(config.paths.run_info, run_info)
-    tracker.log_parent(finish_failed=bool(failed))
+    tracker.log_parent(finish_failed=crashed)
     if failed:
         LOGGER.warning("%d of %d runs did not end ok (recorded in the tables and MLflow): %s", len(failed),
                        len(records), failed)  # fmt: skip
@@ -202,6 +204,13 @@ def finish(config: Config, records: list[runs.RunRecord], invocation_id: str, tr
             len(tracker.failures),
             config.paths.results,
         )
+
+
+def parent_name(selection: dict[str, Any], machine: str) -> str:
+    """What an invocation's parent run is called: its suite, the environments it compared, the machine."""
+    labels = [entry["label"] for entry in selection["environments"]]
+    compared = " vs ".join(labels) if len(labels) > 1 else labels[0]
+    return f"{selection['suite']}: {compared} on {machine}"
 
 
 def parent_params(selection: dict[str, Any], bench: Benchmark, run_context: runs.Context, where: dict) -> dict:
@@ -241,7 +250,7 @@ def measure(config: Config, selection: dict, manifest: list[dict], image_meta: d
     run_context = context(config, selection, invocation_id, image_meta, machine)
     where = fingerprint.host()  # the orchestrating machine (no torch import); each trial records where it ran
     tracker = tracking.Tracker(
-        config.paths.tracking_uri, invocation_id, f"{selection['suite']} on {machine}",
+        config.paths.tracking_uri, invocation_id, parent_name(selection, machine),
         parent_params(selection, config.benchmark, run_context, where),
         {"suite": selection["suite"], "machine": machine, "machine_fingerprint": where["machine_fingerprint"],
          "environments": ",".join(info)},
@@ -255,15 +264,20 @@ def measure(config: Config, selection: dict, manifest: list[dict], image_meta: d
         progress.update(len(specs))
 
     pythons = {label: stack.python for label, stack in stacks.items()}
+    runner = executors.executor(config.runner, config.benchmark.device, pythons, journal_dir)
 
     def run(pending: list[TrialSpec]) -> None:
         progress.total = len(recorder.trials)
         progress.refresh()
-        launcher.run_trials(pending, pythons, journal_dir, config.runner.trial_timeout_s, done, on_process)
+        runner.run(pending, done, on_process)
 
-    reached = measure_adaptively(
-        config, recorder, list(stacks), run, compare.load_calibrations(config.paths.calibration)
-    )
+    try:
+        reached = measure_adaptively(
+            config, recorder, list(stacks), run, compare.load_calibrations(config.paths.calibration)
+        )
+    finally:
+        if hasattr(runner, "close"):
+            runner.close()
     progress.close()
     ran = len(processes(recorder.trials))
     extra = {"environments": {label: {"name": s.name, "key": s.key, "pins": s.pins} for label, s in stacks.items()},
@@ -376,7 +390,7 @@ def ingest(config: Config, folder: Path) -> None:
     info = {e["label"]: runs.EnvironmentInfo(e["label"], f"{e['name']} on {machine}", key, found, freeze)
             for e in selection["environments"]}  # fmt: skip
     tracker = tracking.Tracker(
-        config.paths.tracking_uri, exported.invocation_id, f"{selection['suite']} on {machine} (ingested)",
+        config.paths.tracking_uri, exported.invocation_id, parent_name(selection, machine) + " (ingested)",
         parent_params(selection, config.benchmark, run_context, first.environment),
         {"suite": selection["suite"], "machine": machine, "machine_fingerprint": first.environment.get(
             "machine_fingerprint"), "environments": ",".join(info), "ingested_from": str(folder)},
@@ -417,13 +431,13 @@ def main() -> None:
         selection = read_json(config.paths.selection)
         manifest = read_json(config.paths.manifest)
         image_meta = read_json(config.paths.image_meta)
-    except (tracking.StoreError, OSError, json.JSONDecodeError) as error:
+    except (tracking.StoreError, OSError, json.JSONDecodeError, RecordError) as error:
         LOGGER.error("%s", error)
         sys.exit(2)
-    launcher.end_trials_on_signal()  # a stopped benchmark leaves no trial measuring behind it
+    groups.end_trials_on_signal()  # a stopped benchmark leaves no trial or builder running behind it
     try:
         measure(config, selection, manifest, image_meta, args.fresh)
-    except environments.StackError as error:  # raised before any timing
+    except (environments.StackError, RecordError) as error:  # raised before any timing
         LOGGER.error("%s", error)
         sys.exit(2)
 

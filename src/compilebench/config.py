@@ -9,6 +9,7 @@ A wrong type or an unknown key fails in OmegaConf and names the key; checks of m
 from __future__ import annotations
 
 import logging
+import os
 import re
 import sys
 from dataclasses import dataclass, field
@@ -255,7 +256,8 @@ class Benchmark:
     max_cv: float = 0.25  # a run whose processes' robust CV (IQR / 1.349 / median; median over processes) is
     #                       above this is `invalid` (too noisy); a few outliers do not count, a wide spread does
     max_halves_diff: float = 0.10  # a compiled run whose median process's speedup differs between the first and the
-    #                                second half of its rounds by more than this (0.10 = 10%) is `invalid`: it drifted
+    #                                second half of its rounds by more than this (0.10 = 10%) is `invalid`: it drifted;
+    #                                0 = not checked
     compile_cache: str = "cold"  # cold: a fresh inductor cache per run, warm afterwards | shared: the user's cache
     memory_limit_mib: float = 0.0  # CPU: resident memory of a trial's processes (with its compile workers), MiB;
     #                                CUDA: device memory it may add after loading its model; beyond: oom; 0 = no cap
@@ -301,13 +303,28 @@ class Benchmark:
         )
 
 
+EXECUTORS = ("local", "gpus", "ray")
+
+
 @dataclass
 class Runner:
     machine: str = ""  # this machine's name in a shared MLflow store; "" = its hostname
     trial_timeout_s: float = 1800.0  # a trial process is ended after this many seconds (status timeout)
+    executor: str = "local"  # local: one process at a time on this machine | gpus: this machine's GPUs as slots, a
+    #                          cell at a time on each | ray: the slots of a Ray cluster (a GPU each; a CPU benchmark
+    #                          takes a whole node per slot)
+    ray_address: str = "auto"  # ray: the cluster to join (RAY_ADDRESS overrides); "local": start one for this run
+    gpus: list[int] = field(default_factory=list)  # gpus: the GPU indices used as slots ([] = every GPU torch sees);
+    #                                                ray with ray_address local: how many logical GPUs it has
+    cpus_per_slot: int = 0  # threads and cores of a slot's trials; 0 = the node's cores shared among its slots
+    parallel_cpu_slots: bool = False  # a CPU benchmark runs several slots of one machine at once (they measure each
+    #                                   other: for tests of the dispatch, not for numbers)
 
     def __post_init__(self) -> None:
         _require(self.trial_timeout_s > 0, f"`runner.trial_timeout_s` must be > 0 seconds, got {self.trial_timeout_s}")
+        _require(self.executor in EXECUTORS, f"`runner.executor` must be one of {EXECUTORS}, got {self.executor!r}")
+        _require(self.cpus_per_slot >= 0, f"`runner.cpus_per_slot` must be >= 0, got {self.cpus_per_slot}")
+        _require(all(gpu >= 0 for gpu in self.gpus), f"`runner.gpus` must be GPU indices (>= 0), got {self.gpus}")
 
 
 @dataclass
@@ -357,6 +374,14 @@ class Config:
             variant.check(name)
         for name, suite in self.suites.items():
             self._check_suite(name, suite)
+        runner = self.runner
+        _require(
+            runner.executor == "local" or self.benchmark.device.startswith("cuda") or runner.parallel_cpu_slots
+            or (runner.executor == "ray" and runner.ray_address != "local"),
+            f"`runner.executor: {self.runner.executor}` with `benchmark.device: {self.benchmark.device}` would run "
+            "CPU trials side by side on one machine, measuring each other: use `executor: local`, or `ray` across "
+            "machines (a CPU benchmark takes a whole node per slot); `runner.parallel_cpu_slots: true` allows it",
+        )  # fmt: skip
 
     def _check_suite(self, name: str, suite: Suite) -> None:
         from compilebench.harness.models import CardError, registered_ids  # cards are data: read lazily
@@ -436,6 +461,34 @@ def load_config(path: str | Path = "params.yaml", overrides: list[str] | None = 
         raise
 
 
+OUTSIDE_DVC = ("environments", "calibration", "store")  # paths.* kept by the project, not by DVC's outputs
+
+
+def home() -> Path:
+    """The project's own folder: where the stage runs, or, for an experiment DVC runs in a temporary copy of the
+    project (`dvc exp run --queue`, `--temp`), the project it copied (DVC names it in DVC_ROOT). DVC deletes the copy
+    afterwards, with anything written into it that is not an output it collects."""
+    root = os.environ.get("DVC_ROOT")
+    return Path(root) if root else Path.cwd()
+
+
+def at_home(config: Config) -> Config:
+    """`config` with the paths the project keeps outside DVC (the MLflow store, built environments, the noise record,
+    the store's tables) made absolute in `home()`, so that an experiment run in DVC's temporary copy logs into the
+    project's own store, reuses its environments and adds to its noise record, and they outlive the copy."""
+    base = home()
+    if base.resolve() == Path.cwd().resolve():
+        return config
+    for key in OUTSIDE_DVC:
+        value = getattr(config.paths, key)
+        if not Path(value).is_absolute():
+            setattr(config.paths, key, str(base / value))
+    uri = config.paths.tracking_uri
+    if uri.startswith("sqlite:///") and not Path(uri.removeprefix("sqlite:///")).is_absolute():
+        config.paths.tracking_uri = f"sqlite:///{base / uri.removeprefix('sqlite:///')}"
+    return config
+
+
 def check_compile_paths(*paths: Path) -> None:
     """Refuse, before any work, paths torch's inductor cannot compile under: it hands include paths and cache
     folders (the venv's and the project's) to the C++ compiler unquoted, so with a space in them every compiled
@@ -453,7 +506,7 @@ def stage_config(overrides: list[str] | None = None, compiles: bool = False) -> 
     the selected variants' inductor options); a bad params file is one clear error and exit 2, before any work."""
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     try:
-        config = load_config(overrides=overrides)
+        config = at_home(load_config(overrides=overrides))
         if compiles:
             config.check_selected_variants()
             check_compile_paths(Path.cwd(), Path(sys.prefix))

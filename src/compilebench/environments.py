@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from compilebench import installer
+from compilebench.harness import groups
 from compilebench.harness.fingerprint import freeze
 
 LOGGER = logging.getLogger(__name__)
@@ -101,8 +102,8 @@ def _install(python: Path, args: list[str], log: Path, name: str) -> None:
     with open(log, "a") as handle:
         handle.write(f"$ {' '.join(command)}\n")
         handle.flush()
-        done = subprocess.run(command, stdout=handle, stderr=subprocess.STDOUT)
-    if done.returncode != 0:
+        returncode = groups.run_in_group(command, stdout=handle, stderr=subprocess.STDOUT)  # ends with the stage
+    if returncode != 0:
         tail = " | ".join(log.read_text(errors="replace").strip().splitlines()[-6:])
         raise StackError(f"environment {name!r}: `pip install {' '.join(args)}` failed: {tail}")
 

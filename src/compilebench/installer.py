@@ -3,11 +3,11 @@ has it, pip otherwise.
 
     python src/compilebench/installer.py VENV_PYTHON [pip install arguments...]
 
-uv installs the same pins as pip several times faster (here: the project's packages in 15 s instead of 80 s), but it
-does not read pip's configuration. A machine whose pip is pointed at local wheels, mirrors or a global constraint
-file gets the same sources under uv: pip's `find-links`, `index-url`, `extra-index-url` and `constraint` settings
-(its config files and PIP_* variables, as `pip config list` reports them) become uv's flags, with pip's rule of
-taking the best match across all indexes. Standard library only: `make` runs this file before anything is installed.
+uv installs the same pins as pip several times faster, but it does not read pip's configuration. A machine whose
+pip is pointed at local wheels, mirrors or a global constraint file gets the same sources under uv: pip's
+`find-links`, `index-url`, `extra-index-url` and `constraint` settings (its config files and PIP_* variables, as `pip
+config list` reports them) become uv's flags, with pip's rule of taking the best match across all indexes. Standard
+library only: `make` runs this file before anything is installed.
 """
 
 from __future__ import annotations

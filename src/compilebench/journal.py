@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from compilebench.harness.files import write_json
-from compilebench.harness.records import TrialResult, trial_stem
+from compilebench.harness.records import RecordError, TrialResult, check_result_row, trial_stem
 
 INVOCATION_FILE = "invocation.json"
 RESULTS_DIR = "results"
@@ -38,10 +38,14 @@ def open_journal(folder: Path, invocation_key: str, fresh: bool = False) -> tupl
         if previous.get("invocation_key") == invocation_key:
             done = {}
             for path in (folder / RESULTS_DIR).glob("*.json"):
-                raw = json.loads(path.read_text())
-                for row in raw if isinstance(raw, list) else [raw]:  # a process's trials (one trial: a dict)
-                    result = TrialResult.from_dict(row)
-                    done[result.trial_id] = result
+                try:
+                    raw = json.loads(path.read_text())
+                    for row in raw if isinstance(raw, list) else [raw]:  # a process's trials (one trial: a dict)
+                        result = TrialResult.from_dict(check_result_row(row))
+                        done[result.trial_id] = result
+                except (json.JSONDecodeError, RecordError) as error:
+                    raise RecordError(f"{path}: {error} (the journal of an interrupted invocation; `python -m "
+                                      "compilebench.benchmark --fresh` starts afresh)") from None  # fmt: skip
             return previous["invocation_id"], done, True
     shutil.rmtree(folder, ignore_errors=True)
     (folder / RESULTS_DIR).mkdir(parents=True)

@@ -34,7 +34,7 @@ from compilebench.harness.files import write_atomic
 from compilebench.harness.records import read_jsonl
 
 LOGGER = logging.getLogger(__name__)
-RATIO_TICKS = (0.25, 0.5, 0.67, 0.8, 0.9, 0.95, 1.0, 1.05, 1.1, 1.25, 1.5, 2.0, 4.0)  # B / A axis labels
+RATIO_TICKS = (0.33, 0.5, 0.67, 0.8, 0.9, 0.95, 1.0, 1.05, 1.1, 1.25, 1.5, 2.0, 3.0)  # B / A axis labels
 
 
 def _slug(text: str) -> str:
@@ -152,8 +152,21 @@ def cell_names(compared: pd.DataFrame) -> pd.Series:
     )  # fmt: skip
 
 
+RATIO_AXIS = (1 / 3, 3.0)  # the widest a ratio axis gets: an interval beyond it is cut at the edge and marked
+
+
+def ratio_axis(ratios: pd.Series) -> tuple[float, float]:
+    """A log axis that holds every ratio and +-25% around 1, at most RATIO_AXIS: an interval past it is drawn to the
+    edge with a red arrowhead instead of squeezing every other cell into a sliver."""
+    present = ratios.dropna()
+    low = min(0.8, present.min() / 1.15) if not present.empty else 0.8
+    high = max(1.25, present.max() * 1.15) if not present.empty else 1.25
+    return max(low, RATIO_AXIS[0]), min(high, RATIO_AXIS[1])
+
+
 def comparison_figure(compared: pd.DataFrame, names: pd.Series, width_in: float) -> plt.Figure:
-    """B / A per named row for each compared metric, with 95% CIs; the A/A margin shaded where there is one."""
+    """B / A per named row for each compared metric, with 95% CIs (cut at the axis and marked where wider); the
+    margin shaded."""
     metrics = [
         m for m in compare.METRICS if f"{m.name}_ratio" in compared and compared[f"{m.name}_ratio"].notna().any()
     ]
@@ -166,13 +179,23 @@ def comparison_figure(compared: pd.DataFrame, names: pd.Series, width_in: float)
         part = rows.drop_duplicates("cell").set_index("cell").reindex(cells)
         ratio = part[f"{metric.name}_ratio"].astype(float)
         low, high = part[f"{metric.name}_ci_low"].astype(float), part[f"{metric.name}_ci_high"].astype(float)
-        ax.errorbar(ratio, range(len(cells)), xerr=[ratio - low, high - ratio], fmt="o", capsize=3)
+        left, right = ratio_axis(ratio)
+        shown = ratio.clip(lower=left, upper=right)  # a ratio past the axis sits on its edge, marked like its interval
+        shown_low, shown_high = low.clip(lower=left, upper=right), high.clip(lower=left, upper=right)
+        below, above = (shown - shown_low).clip(lower=0).fillna(0), (shown_high - shown).clip(lower=0).fillna(0)
+        ax.errorbar(shown, range(len(cells)), xerr=[below, above], fmt="o", capsize=3)
+        y = pd.Series(range(len(cells)), index=ratio.index)
+        ax.plot(shown_low[(low < left) | (ratio < left)], y[(low < left) | (ratio < left)], "<", color="C3",
+                markersize=6)  # fmt: skip
+        ax.plot(shown_high[(high > right) | (ratio > right)], y[(high > right) | (ratio > right)], ">", color="C3",
+                markersize=6)  # fmt: skip
         margin = part["margin"].astype(float).dropna() if "margin" in part else pd.Series(dtype=float)
         if not margin.empty:
             bound = 1 + float(margin.iloc[0])
             ax.axvspan(1 / bound, bound, color="grey", alpha=0.2, label=f"margin ±{bound - 1:.0%}")
             ax.legend(fontsize=7)
         ax.set_xscale("log")  # ratios: 0.5x and 2x equally far from 1
+        ax.set_xlim(left, right)
         low_x, high_x = ax.get_xlim()
         fine = high_x / low_x < 1.3  # a narrow axis gets the ticks at +-5% too; a wide one would crowd them
         ticks = [tick for tick in RATIO_TICKS if low_x <= tick <= high_x and (fine or tick not in (0.95, 1.05))]

@@ -3,8 +3,8 @@
     python -m compilebench.sync        # reads params.yaml, paths.results and paths.run_info; `make sync`
 
 Every run of paths.results whose uid is not yet in the store is logged under the invocation's parent run (found by
-its tag, or created), and the tables, figures and report are attached to the parent. Running it twice logs nothing
-twice. Exit 1 if the store is still failing.
+its tag, or created), one a failing store left half-logged (still RUNNING) is completed, and the tables, figures and
+report are attached to the parent. Running it twice logs nothing twice. Exit 1 if the store is still failing.
 """
 
 from __future__ import annotations
@@ -40,6 +40,11 @@ def main() -> None:
         sys.exit(1)
     for record in records:
         tracker.log_run(**tracking.run_payload(record))
+    if Path(config.paths.comparison).exists() and Path(config.paths.comparison).stat().st_size > 1:
+        import pandas as pd
+
+        compared = pd.read_csv(config.paths.comparison).to_dict("records")
+        tracker.log_comparison(compared)
     paths = config.paths
     tables = [Path(p) for p in (paths.summary, paths.verdicts, paths.comparison, paths.metrics) if Path(p).exists()]
     figures = sorted(Path(paths.plots).glob("*.png")) if Path(paths.plots).exists() else []
@@ -47,7 +52,7 @@ def main() -> None:
     metrics = json.loads(Path(paths.metrics).read_text()) if Path(paths.metrics).exists() else None
     tracker.log_parent(tables, "summary", metrics=metrics)
     tracker.log_parent(figures, "plots")
-    tracker.log_parent(report, "report", finish_failed=bool(run_info.get("failed_runs")))
+    tracker.log_parent(report, "report", finish_failed=bool(run_info.get("crashed", run_info.get("failed_runs"))))
     if tracker.failures:
         LOGGER.error("%d item(s) still not logged: %s", len(tracker.failures), tracker.failures[:5])
         sys.exit(1)

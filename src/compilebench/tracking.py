@@ -20,17 +20,20 @@ from pathlib import Path
 from typing import Any
 
 import mlflow
-from mlflow.entities import Metric, Param, RunTag
+from mlflow.entities import Dataset, DatasetInput, InputTag, Metric, Param, RunTag
 from mlflow.tracking import MlflowClient
 
 from compilebench.analysis import compare
+from compilebench.analysis.runs import ProcessRecord
 from compilebench.harness import fingerprint
+from compilebench.harness.files import locked
 
 LOGGER = logging.getLogger(__name__)
 
 PARENT_RUN_TAG = "mlflow.parentRunId"
 RUN_UID_TAG = "compilebench.run_uid"
 INVOCATION_TAG = "compilebench.invocation"
+EXPERIMENT_NAME_TAG = "dvc.exp_name"  # the DVC experiment an invocation ran in (`dvc exp run`, queued or not)
 # A down server otherwise blocks each call for minutes (MLflow's default retries); users may set their own values.
 HTTP_DEFAULTS = {"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "2", "MLFLOW_HTTP_REQUEST_TIMEOUT": "20"}
 # MLflow prints "View run at <tracking URI>", credentials included; compilebench prints a redacted link instead.
@@ -52,6 +55,11 @@ HEALTH_KEYS = ("graph_count", "graph_break_count", "graph_break_reasons", "recom
                "inductor_counters", "recompile_reasons", "serve_batch_sizes", "serve_first_call_s", "serve_graphs",
                "serve_recompiles")  # fmt: skip
 EXPERIMENT = "compilebench"  # every pipeline invocation logs here
+# MLflow's FAILED is for runs that produced no measurement; `invalid` and `accuracy_fail` measured (FINISHED, the
+# status as a tag and as `status_code`, so charts and searches can tell them apart)
+CRASHED = ("compile_error", "error", "oom", "killed", "timeout", "crashed")
+STATUS_CODES = {"ok": 0, "invalid": 1, "accuracy_fail": 2, "compile_error": 3, "error": 4, "oom": 5, "killed": 6,
+                "timeout": 7, "crashed": 8}  # fmt: skip
 EXPERIMENT_KIND_TAG, EXPERIMENT_KIND = "mlflow.experimentKind", "custom_model_development"  # the UI's "training runs"
 _CREDENTIALS = re.compile(r"(//)[^/@\s]+@")  # user:password@ in a URI
 
@@ -120,20 +128,6 @@ def sqlite_write_problem(database: Path) -> str | None:
     return None
 
 
-def _locked(path: Path):
-    """An exclusive lock on `path` (a file beside the store): other processes wait."""
-    import contextlib
-    import fcntl
-
-    @contextlib.contextmanager
-    def hold():
-        with open(path, "a") as handle:
-            fcntl.flock(handle, fcntl.LOCK_EX)
-            yield
-
-    return hold()
-
-
 def relocate_copied_store(database: Path) -> list[str]:
     """A project copied with its store (cp -a) still records the original folder's absolute artifact paths, so its
     runs would write into the original. Point them at this store's folder instead; returns what was moved."""
@@ -174,7 +168,7 @@ def client(configured_uri: str) -> MlflowClient:
         return MlflowClient(tracking_uri=uri)
     database = Path(uri.removeprefix("sqlite:///"))
     database.parent.mkdir(parents=True, exist_ok=True)
-    with _locked(database.with_name(database.name + ".lock")):
+    with locked(database.with_name(database.name + ".lock")):
         mlflow_client = MlflowClient(tracking_uri=uri)
         mlflow_client.search_experiments(max_results=1)  # creates or migrates the schema, one process at a time
         inside_project = database.resolve().is_relative_to(Path.cwd().resolve())
@@ -196,6 +190,7 @@ def run_payload(row: dict[str, Any]) -> dict[str, Any]:
         and isinstance(value, int | float)
         and not isinstance(value, bool)
     }
+    metrics["status_code"] = STATUS_CODES.get(row["status"], len(STATUS_CODES))
     tags = {key: row.get(key) for key in TAG_KEYS}
     tags["compiled"] = str(row["compile"]).lower()
     artifacts: dict[str, Any] = {"samples.json": row.get("process_results")}
@@ -206,14 +201,63 @@ def run_payload(row: dict[str, Any]) -> dict[str, Any]:
     if row.get("environment_freeze"):
         artifacts["environment/pip-freeze.txt"] = "\n".join(row["environment_freeze"]) + "\n"
     return {
-        "name": f"{row['label']} bs{row['batch_size']} {row['variant']} [{row['environment']}]",
+        "name": f"{row['environment']} · {row['label']} bs{row['batch_size']} {row['variant']}",  # legends cut the end
+        "table": process_table(row),
+        "image": {
+            "name": f"{row.get('image_source')} image",
+            "digest": str(row.get("image_sha256") or "")[:36],
+            "source": json.dumps({"image_source": row.get("image_source"), "sha256": row.get("image_sha256")}),
+        },
         "params": params,
         "metrics": metrics,
         "tags": tags,
         "artifacts": artifacts,
-        "failed": row["status"] != "ok",
+        "failed": row["status"] in CRASHED,
         "uid": row["run_uid"],
     }
+
+
+PROCESS_TABLE = "processes.json"  # every process of a run, one row each: mlflow.load_table(PROCESS_TABLE, ...)
+TABLE_COLUMNS = ("trial_id", "block", "kind", "replicate", "cache", "cold_compile", "status", "disturbed",
+                 "compile_disturbed", "wall_s", "compile_s", "compile_position", "eager_ms_median",
+                 "compiled_ms_median", "speedup", "speedup_of_means", "pair_cv", "halves_ratio", "peak_mem_mib",
+                 "warmup_s", "slot", "omp_num_threads")  # fmt: skip
+
+
+def process_table(row: dict[str, Any]) -> dict[str, list]:
+    """A run's processes as an MLflow table (columns of equal length), with the run's identity on every row, so that
+    the tables of every run of the experiment read back as one (`mlflow.load_table(..., extra_columns=["run_id"])`)."""
+    processes = [ProcessRecord.from_dict(raw, i) for i, raw in enumerate(row.get("process_results") or ())]
+    identity = {key: [row.get(key)] * len(processes) for key in ("environment", "model_id", "batch_size", "variant")}
+    return {**identity, **{column: [getattr(p, column) for p in processes] for column in TABLE_COLUMNS}}
+
+
+VERDICT_CODES = {"equivalent": 0, "inconclusive": 2}  # the direction of a change: -1 below (B less), +1 above
+
+
+def verdict_code(word: str, metric: compare.Metric) -> int:
+    """A (cell, metric) verdict as a number MLflow's charts can plot: -1 B below A, 0 equivalent, +1 above, 2
+    inconclusive."""
+    if word in VERDICT_CODES:
+        return VERDICT_CODES[word]
+    return 1 if word == metric.above else -1
+
+
+def comparison_metrics(row: dict[str, Any]) -> dict[str, float]:
+    """A comparison row's B/A results as metrics of the candidate run: `vs_first/` (or `vs_previous/` in a series)
+    the ratio, its 95% CI bounds and the verdict code per metric, the headline's verdict code."""
+    prefix = f"vs_{row['reference']}/"
+    metrics: dict[str, float] = {}
+    for metric in compare.METRICS:
+        word = row.get(f"{metric.name}_verdict")
+        if not isinstance(word, str) or not word:  # not compared (an eager cell's speedup), or NaN read from a CSV
+            continue
+        for key in ("ratio", "ci_low", "ci_high"):
+            metrics[f"{prefix}{metric.name}_{key}"] = row.get(f"{metric.name}_{key}")
+        metrics[f"{prefix}{metric.name}_verdict_code"] = verdict_code(word, metric)
+    headline = compare.METRIC_BY_NAME[row["headline"]]
+    metrics[f"{prefix}verdict_code"] = verdict_code(row["verdict"], headline)
+    return metrics
 
 
 def experiment_id(mlflow_client: MlflowClient, name: str) -> str:
@@ -283,25 +327,35 @@ def log_child(
     artifacts: dict[str, Any] | None = None,
     failed: bool = False,
     uid: str | None = None,
+    table: dict[str, list] | None = None,
+    image: dict[str, str] | None = None,
 ) -> str:
     """One finished child run under `parent_run_id`, with params, metrics, tags and JSON artifacts.
 
-    With `uid`, a run already carrying that uid is returned instead of logging a second one (exactly-once).
+    With `uid`, a run already carrying that uid is not logged a second time (exactly-once): a complete one (closed:
+    closing is the last step) is returned as it is; one a store failure left open halfway (RUNNING, some params,
+    metrics or artifacts missing) is completed, the same values logged again, then closed.
     """
     parent = mlflow_client.get_run(parent_run_id)
+    run_id = None
     if uid is not None:
-        existing = find_run(mlflow_client, parent.info.experiment_id, RUN_UID_TAG, uid)
-        if existing is not None:
-            return existing
-    run_tags = {PARENT_RUN_TAG: parent_run_id, "role": "measurement", **({RUN_UID_TAG: uid} if uid else {})}
-    run = mlflow_client.create_run(parent.info.experiment_id, run_name=name, tags=run_tags)
-    run_id = run.info.run_id
+        run_id = find_run(mlflow_client, parent.info.experiment_id, RUN_UID_TAG, uid)
+        if run_id is not None and mlflow_client.get_run(run_id).info.status != "RUNNING":
+            return run_id
+    if run_id is None:
+        run_tags = {PARENT_RUN_TAG: parent_run_id, "role": "measurement", **({RUN_UID_TAG: uid} if uid else {})}
+        run_id = mlflow_client.create_run(parent.info.experiment_id, run_name=name, tags=run_tags).info.run_id
     mlflow_client.log_batch(
         run_id, metrics=_metrics(metrics, int(time.time() * 1000)), params=_params(params), tags=_tags(tags)
     )
     for file_name, payload in (artifacts or {}).items():
         text = payload if isinstance(payload, str) else json.dumps(payload, indent=1, default=str)
         mlflow_client.log_text(run_id, redact(text), file_name)
+    if table:
+        mlflow_client.log_table(run_id, table, PROCESS_TABLE)
+    if image and not mlflow_client.get_run(run_id).inputs.dataset_inputs:  # the input, so runs group by image
+        dataset = Dataset(image["name"], image["digest"], "local", image["source"])
+        mlflow_client.log_inputs(run_id, [DatasetInput(dataset, [InputTag("mlflow.data.context", "benchmark")])])
     mlflow_client.set_terminated(run_id, status="FAILED" if failed else "FINISHED")
     return run_id
 
@@ -354,6 +408,9 @@ class Tracker:
         self.client = client(configured_uri)
         self.parent_id: str | None = None
         self.failures: list[str] = []
+        experiment = os.environ.get("DVC_EXP_NAME")  # set by DVC for `dvc exp run`, queued or in a temporary copy
+        self.common_tags = {EXPERIMENT_NAME_TAG: experiment} if experiment else {}
+        self.parent_tags = {**self.parent_tags, **self.common_tags}
 
     def _warn(self, what: str, error: Exception) -> None:
         self.failures.append(what)
@@ -371,13 +428,31 @@ class Tracker:
                 self.parent_id = start_parent(self.client, EXPERIMENT, self.parent_name, self.parent_params, tags)
         return self.parent_id
 
-    def log_run(self, name: str, params, metrics, tags, artifacts, failed: bool, uid: str) -> str | None:
+    def log_run(self, name: str, params, metrics, tags, artifacts, failed: bool, uid: str, table=None,
+                image=None) -> str | None:  # fmt: skip
         """Log one child run exactly once; None (and a warning) when the store fails."""
         try:
-            return log_child(self.client, self.parent(), name, params, metrics, tags, artifacts, failed, uid)
+            tags = {**tags, **self.common_tags}
+            return log_child(self.client, self.parent(), name, params, metrics, tags, artifacts, failed, uid, table,
+                             image)  # fmt: skip
         except Exception as error:  # any store failure (connection, HTTP, database) must not lose the run
             self._warn(f"run {uid}", error)
             return None
+
+    def log_comparison(self, compared: list[dict[str, Any]]) -> None:
+        """Each comparison row's B/A results onto its candidate run (comparison_metrics); a warning per run not
+        found or not reachable (`sync` logs them later)."""
+        for row in compared:
+            uid = row.get("candidate_run_uid")
+            if not uid:
+                continue
+            try:
+                run_id = find_run(self.client, experiment_id(self.client, EXPERIMENT), RUN_UID_TAG, uid)
+                if run_id is None:
+                    raise LookupError(f"no run {uid} in the store yet")
+                log_metrics(self.client, run_id, comparison_metrics(row))
+            except Exception as error:  # any store failure: the table is on disk, `sync` logs it later
+                self._warn(f"comparison of run {uid}", error)
 
     def log_parent(
         self, files: list[Path] = (), artifact_dir: str | None = None, metrics=None, finish_failed=None

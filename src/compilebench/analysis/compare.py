@@ -123,6 +123,7 @@ def compare_pair(
     row.update(
         baseline=a["environment"],
         candidate=b["environment"],
+        candidate_run_uid=b.get("run_uid"),
         reference=reference,
         baseline_versions=f"torch {a.get('torch_version')} / transformers {a.get('transformers_version')}",
         candidate_versions=f"torch {b.get('torch_version')} / transformers {b.get('transformers_version')}",

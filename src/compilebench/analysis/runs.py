@@ -106,6 +106,8 @@ class ProcessRecord:
     compiled_ms: tuple[float, ...] = ()  # paired with eager_ms by round (empty in an eager run)
     warmup_s: float | None = None
     warmup_drift: float | None = None
+    slot: str = ""  # where it ran (an executor's slot: machine and GPU), from its machine state
+    omp_num_threads: str = ""  # OMP_NUM_THREADS as the process saw it
     serve_first_call_s: tuple[float, ...] = ()
     serve_graph_counts: tuple[int, ...] = ()
     # Derived from the samples (`derived`):
@@ -466,6 +468,8 @@ def process_record(spec: TrialSpec, result: TrialResult, context: Context, eager
         compiled_ms=() if eager_run else tuple(result.compiled_ms),
         warmup_s=result.warmup_s,
         warmup_drift=result.warmup_drift,
+        slot=str((result.device_state.get("start") or {}).get("slot", "")),
+        omp_num_threads=str((result.device_state.get("start") or {}).get("omp_num_threads", "")),
         serve_first_call_s=tuple(result.serve_first_call_s),
         serve_graph_counts=tuple(result.serve_graph_counts),
     )

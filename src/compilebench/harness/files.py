@@ -1,8 +1,11 @@
 """Files a reader never sees half-written, even after a power loss: write a unique temporary file beside the
-target, flush it to disk, rename it over the target (atomic on POSIX), then flush the folder's entry."""
+target, flush it to disk, rename it over the target (atomic on POSIX), then flush the folder's entry. And a lock on
+a file beside one that several processes update (read, change, write)."""
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import os
 import tempfile
@@ -29,6 +32,15 @@ def write_atomic(path: str | Path, data: str | bytes) -> None:
         os.fsync(folder)  # the rename itself survives a power loss
     finally:
         os.close(folder)
+
+
+@contextlib.contextmanager
+def locked(path: str | Path):
+    """An exclusive lock on `path` (a file beside what it guards, made if missing): other processes wait for it."""
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        yield
 
 
 def write_json(path: str | Path, payload: Any, indent: int | None = 2) -> None:

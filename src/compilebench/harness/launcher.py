@@ -22,7 +22,6 @@ Standard library only.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import logging
 import os
@@ -36,6 +35,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from compilebench.harness import fingerprint
+from compilebench.harness.groups import LIVE, end_group, end_trials_on_signal
 from compilebench.harness.records import (
     CACHE_COLD,
     CACHE_SHARED,
@@ -51,6 +51,7 @@ from compilebench.harness.records import (
     TrialSpec,
     processes,
     read_json,
+    read_result_lines,
     trial_stem,
 )
 
@@ -59,7 +60,6 @@ LOGGER = logging.getLogger(__name__)
 SRC_ROOT = Path(__file__).resolve().parents[2]  # the folder that holds the compilebench package
 CURRENT = "current"  # the environment of the interpreter running the launcher
 LOG_TAIL_LINES = 8
-_LIVE: set[subprocess.Popen] = set()  # trial processes running now, each the leader of its own process group
 # A warm trial repeats its cold trial: when that one ended like this, the repeats would too, minutes each.
 NOT_REPEATED = ("compile_error", "error", "oom", "killed", "timeout", "crashed")
 ADDED_TRIALS = "added.jsonl"  # beside an exported plan's results: the specs of the blocks its loop added
@@ -125,10 +125,13 @@ def cache_variables(cache_dir: Path) -> dict[str, str]:
             "TMPDIR": str(cache_dir / "tmp")}  # fmt: skip
 
 
-def trial_environment(cache_dir: Path | None, deploy_dir: Path | None = None) -> dict[str, str]:
+def trial_environment(
+    cache_dir: Path | None, deploy_dir: Path | None = None, slot: dict[str, str] | None = None
+) -> dict[str, str]:
     """The environment variables of a trial process: our package importable, no Hub, its own compile caches (see
-    `cache_variables`), its run's folder for portable artifacts or an AOTInductor package."""
-    env = dict(os.environ)
+    `cache_variables`), its run's folder for portable artifacts or an AOTInductor package, and its slot's variables
+    (the GPU it may see, its threads, its cores: see executors)."""
+    env = {**os.environ, **(slot or {})}
     if deploy_dir is not None:
         env[DEPLOY_DIR_ENV] = str(deploy_dir)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(SRC_ROOT), env.get("PYTHONPATH")]))
@@ -148,6 +151,7 @@ def run_trial_process(
     timeout_s: float,
     *flags: str,
     deploy_dir: Path | None = None,
+    slot: dict[str, str] | None = None,
 ) -> TrialResult | list[TrialResult]:
     """One trial (a list: a timing process's arms) in a fresh process of `python`; a timeout, crash or kill becomes
     the status of each. Returns a result per spec (one result for one spec)."""
@@ -171,9 +175,9 @@ def run_trial_process(
             stdout=log,
             stderr=subprocess.STDOUT,
             start_new_session=True,
-            env=trial_environment(cache_dir, deploy_dir),
+            env=trial_environment(cache_dir, deploy_dir, slot),
         )
-        _LIVE.add(process)
+        LIVE.add(process)
         cap_mib = first.timing.memory_limit_mib if not first.timing.device.startswith("cuda") else 0.0
         try:
             returncode, peak_mib = wait_within(process, timeout_s, cap_mib)
@@ -182,7 +186,7 @@ def run_trial_process(
             results = each_failed("timeout", f"trial exceeded {timeout_s} s", time.time() - started)
             return results if isinstance(spec, list) else results[0]
         finally:
-            _LIVE.discard(process)
+            LIVE.discard(process)
         if returncode is None:
             end_group(process)
             results = each_failed("oom", f"the trial's processes used {peak_mib:.0f} MiB of memory, more than "
@@ -192,7 +196,8 @@ def run_trial_process(
     if returncode == 0 and out_path.exists():
         raw = json.loads(out_path.read_text())
         rows = raw if isinstance(raw, list) else [raw]
-        results = [replace(TrialResult.from_dict(row), wall_s=wall_s) for row in rows]
+        # the process's window on this clock: from its start here to its end (the trial's own clock starts later)
+        results = [replace(TrialResult.from_dict(row), started_at=started, wall_s=wall_s) for row in rows]
     else:
         status, why = exit_status(returncode, oom_kills() > oom_before)
         results = each_failed(status, f"trial process {why}: {log_tail(log_path)}", wall_s)
@@ -246,27 +251,6 @@ def wait_within(process: subprocess.Popen, timeout_s: float, cap_mib: float) -> 
             return None, peak
 
 
-def end_group(process: subprocess.Popen) -> None:
-    """Kill a trial process's group (the trial and its compile workers, by the group this launcher created) while
-    the trial is still unreaped, so the group id cannot belong to anyone else."""
-    with contextlib.suppress(ProcessLookupError):  # the group already ended by itself
-        os.killpg(process.pid, signal.SIGKILL)
-    process.wait()
-
-
-def end_trials_on_signal() -> None:
-    """On SIGTERM or SIGINT, end the running trials' groups before exiting: they run in sessions of their own and
-    would otherwise go on measuring, and disturb whatever runs next."""
-
-    def handler(signum: int, frame: object) -> None:
-        for process in list(_LIVE):
-            end_group(process)
-        raise SystemExit(128 + signum)
-
-    signal.signal(signal.SIGTERM, handler)
-    signal.signal(signal.SIGINT, handler)
-
-
 def not_repeated(spec: TrialSpec, first: TrialResult) -> TrialResult:
     """A replicate left out because the first trial of its run already failed in a way it would repeat."""
     return TrialResult.failed(
@@ -314,11 +298,12 @@ def run_trials(
     timeout_s: float,
     done: dict[str, TrialResult] | None = None,
     on_process: Callable[[list[TrialSpec], list[TrialResult], bool], None] | None = None,
+    slot: dict[str, str] | None = None,
 ) -> list[TrialResult]:
     """Run `trials` in order, a process at a time (skipping processes whose trials are all in `done`; one done in
     part runs again whole: its arms are paired only with each other); `on_process(specs, results, resumed)` after
     each process, with its trials' results. A variant whose first trial failed in a way that would repeat is not run
-    again (`not_repeated`)."""
+    again (`not_repeated`). `slot`: environment variables of the slot the trials run on (executors)."""
     done = dict(done or {})
     first_failure: dict[str, TrialResult] = {}  # by cache key (environment/model/batch/variant): its first failure
     results = []
@@ -333,7 +318,7 @@ def run_trials(
                 cache_dir, deploy_dir = trial_folders(runnable[0], workdir)
                 measured = run_trial_process(runnable if runnable[0].kind == KIND_ARM else runnable[0],
                                              pythons[runnable[0].environment], workdir / "trials", cache_dir,
-                                             timeout_s, deploy_dir=deploy_dir)  # fmt: skip
+                                             timeout_s, deploy_dir=deploy_dir, slot=slot)  # fmt: skip
                 ran = {result.trial_id: result for result in (measured if isinstance(measured, list) else [measured])}
                 if runnable[0].kind == KIND_COLD and cache_dir is not None:
                     merge_cold_cache(runnable[0], cache_dir, workdir)
@@ -411,16 +396,9 @@ def append_results(path: Path, results: list[TrialResult]) -> None:
 
 
 def read_results(path: Path) -> dict[str, TrialResult]:
-    """Results already in a trials.jsonl, by trial id (a torn last line from a kill is ignored)."""
-    done = {}
-    if path.exists():
-        for line in path.read_text().splitlines():
-            try:
-                result = TrialResult.from_dict(json.loads(line))
-            except (json.JSONDecodeError, ValueError, TypeError):
-                continue
-            done[result.trial_id] = result
-    return done
+    """Results already in a trials.jsonl, by trial id, each line checked (records.read_result_lines; a torn last line
+    from a kill is left out; a line written again for a process run again replaces the earlier)."""
+    return {result.trial_id: result for result in read_result_lines(path)} if path.exists() else {}
 
 
 def read_added(path: Path) -> tuple[TrialSpec, ...]:

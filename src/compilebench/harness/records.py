@@ -28,6 +28,8 @@ LAUNCHER_PID = "COMPILEBENCH_LAUNCHER_PID"  # set for a trial process: the proce
 # How a fresh process gets its compiled model (VariantSpec.deploy), and where a run keeps what it carries over.
 DEPLOY_JIT, DEPLOY_ARTIFACTS, DEPLOY_AOTI, DEPLOY_REGIONAL = "jit", "artifacts", "aoti", "regional"
 DEPLOY_DIR_ENV = "COMPILEBENCH_DEPLOY_DIR"  # set for a trial process: its run's artifacts / package folder
+SLOT_ENV = "COMPILEBENCH_SLOT"  # set by an executor: the slot (machine, GPU) a trial runs on, recorded in its state
+CPUS_ENV = "COMPILEBENCH_CPUS"  # set by an executor running slots side by side: the cores a trial pins itself to
 # VariantSpec.dynamic beside true / false / None: torch.compile(dynamic=None) with dim 0 of every input marked dynamic
 # (torch._dynamo.mark_dynamic: sizes 0 and 1 still specialise) or unbacked (mark_unbacked: no specialisation at all)
 DYNAMIC_BATCH, DYNAMIC_BATCH_UNBACKED = "batch", "batch-unbacked"
@@ -35,6 +37,83 @@ ARTIFACTS_FILE = "cache-artifacts.bin"  # torch.compiler.save_cache_artifacts() 
 AOTI_PACKAGE = "model.pt2"  # the run's AOTInductor package
 KIND_PAIRED, KIND_ARM, KIND_COLD = "paired", "arm", "cold"  # what a trial's process does (TrialSpec.kind)
 KINDS = (KIND_PAIRED, KIND_ARM, KIND_COLD)
+
+
+RESULT_FORMAT = 2  # of a TrialResult line; 1 (no `format` key): before multi-arm processes, migrated by defaults
+
+
+class RecordError(ValueError):
+    """A result or spec that cannot be read: the message names the file, the line and the key."""
+
+
+def _type_ok(value: Any, hint: str) -> bool:
+    """Whether a JSON value fits a field's annotation (as written in this module)."""
+    options = [part.strip() for part in hint.split("|")]
+    if value is None:
+        return "None" in options
+    for option in options:
+        base = option.split("[")[0]
+        if (base == "str" and isinstance(value, str)) or (base == "bool" and isinstance(value, bool)):
+            return True
+        if base == "int" and isinstance(value, int) and not isinstance(value, bool):
+            return True
+        if base == "float" and isinstance(value, int | float) and not isinstance(value, bool):
+            return True
+        if base == "tuple" and isinstance(value, list | tuple):
+            return True
+        if base in ("dict", "CompileHealth") and isinstance(value, dict):
+            return True
+        if base == "Any":
+            return True
+    return False
+
+
+def check_result_row(raw: Any) -> dict[str, Any]:
+    """A TrialResult line as read from JSON, checked: an object, every field of its format present, each of the
+    declared type. A line of format 1 (no `format`) lacks the fields added since: they take their defaults. Raises
+    RecordError naming the key."""
+    if not isinstance(raw, dict):
+        raise RecordError(f"a result must be a JSON object, got {type(raw).__name__}")
+    row = dict(raw)
+    version = row.pop("format", 1)
+    if version not in (1, RESULT_FORMAT):
+        raise RecordError(f"result format {version!r} is not one this version reads (1 or {RESULT_FORMAT})")
+    declared = {f.name: f for f in fields(TrialResult)}
+    unknown = sorted(set(row) - set(declared))
+    if unknown:
+        raise RecordError(f"unknown keys {unknown}")
+    required = set(declared) if version == RESULT_FORMAT else {"trial_id", "status"}
+    missing = sorted(required - set(row))
+    if missing:
+        raise RecordError(f"missing keys {missing}")
+    for name, value in row.items():
+        if not _type_ok(value, str(declared[name].type)):
+            raise RecordError(f"key {name!r} must be {declared[name].type}, got {type(value).__name__} {value!r:.60}")
+    if row["status"] not in STATUSES:
+        raise RecordError(f"key 'status' must be one of {STATUSES}, got {row['status']!r}")
+    return row
+
+
+def read_result_lines(path: Path) -> list[TrialResult]:
+    """Every result of a JSON-lines file (a launcher's trials.jsonl), checked line by line (check_result_row); a
+    torn last line, a write a kill cut short, is left out. Raises RecordError naming the file, line and key."""
+    text = Path(path).read_text()
+    lines = text.splitlines()
+    results = []
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            raw = json.loads(line)
+        except json.JSONDecodeError as error:
+            if number == len(lines) and not text.endswith("\n"):
+                continue  # the last write, cut short by a kill: its process runs again
+            raise RecordError(f"{path}, line {number}: not JSON ({error.msg})") from None
+        try:
+            results.append(TrialResult.from_dict(check_result_row(raw)))
+        except (RecordError, TypeError, ValueError) as error:
+            raise RecordError(f"{path}, line {number}: {error}") from None
+    return results
 
 
 def _build(cls: type, raw: dict[str, Any]) -> Any:
@@ -198,7 +277,7 @@ class TrialResult:
     status: str
     error: str | None = None
     environment: dict[str, str] = field(default_factory=dict)  # versions, device, machine fingerprint, as seen
-    started_at: float = 0.0  # unix time the process started (the run order)
+    started_at: float = 0.0  # unix time the launcher started the process (with wall_s: its window, on one clock)
     wall_s: float = 0.0  # the whole process, start to exit, as the launcher saw it
     input_shapes: dict[str, list[int]] = field(default_factory=dict)
     text_source: str = "none"
@@ -240,11 +319,12 @@ class TrialResult:
     #   (timing.machine_state: host affinity, iowait; GPU clocks, power, temperature, throttle reasons, processes)
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        return {**asdict(self), "format": RESULT_FORMAT}
 
     @classmethod
     def from_dict(cls, raw: dict[str, Any]) -> TrialResult:
         raw = dict(raw)
+        raw.pop("format", None)
         raw["eager_ms"] = tuple(raw.get("eager_ms", ()))
         raw["compiled_ms"] = tuple(raw.get("compiled_ms", ()))
         raw["arms"] = tuple(raw.get("arms", ()))

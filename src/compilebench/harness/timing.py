@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from compilebench.harness import stats
-from compilebench.harness.records import williams_orders
+from compilebench.harness.records import SLOT_ENV, williams_orders
 
 CI_CHECK_EVERY = 10  # pairs between two adaptive-stop checks of the speedup CI
 WARMUP_DRIFT = 0.03  # warm-up goes on while an arm's last rounds are still this much faster than the ones before
@@ -237,9 +237,17 @@ def gpu_state(device: str) -> dict[str, Any]:
 
 
 def machine_state(device: str) -> dict[str, Any]:
-    """What a process saw of the machine at one moment: the cores it may run on, the load, and its GPU's state."""
+    """What a process saw of the machine at one moment: the slot it ran on (an executor's: machine and GPU), the
+    cores it may run on, the load, and its GPU's state."""
     affinity = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    return {"cpu_affinity": affinity, "load_1m": os.getloadavg()[0], **gpu_state(device)}
+    slot = os.environ.get(SLOT_ENV, "")
+    return {
+        "slot": slot,
+        "cpu_affinity": affinity,
+        "omp_num_threads": os.environ.get("OMP_NUM_THREADS", ""),
+        "load_1m": os.getloadavg()[0],
+        **gpu_state(device),
+    }
 
 
 def ci_narrow_enough(eager_ms: list[float], compiled_ms: list[float], target_halfwidth: float) -> bool:

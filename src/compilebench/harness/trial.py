@@ -22,13 +22,10 @@ from __future__ import annotations
 
 import argparse
 import copy
-import ctypes
 import dataclasses
 import json
 import logging
 import os
-import signal
-import sys
 import time
 import traceback
 from pathlib import Path
@@ -36,11 +33,13 @@ from typing import Any
 
 from compilebench.harness import checks, fingerprint, models, timing
 from compilebench.harness.files import write_json
+from compilebench.harness.groups import die_with_parent
 from compilebench.harness.records import (
     AOTI_PACKAGE,
     ARTIFACTS_FILE,
     CACHE_COLD,
     CACHE_WARM,
+    CPUS_ENV,
     DEPLOY_AOTI,
     DEPLOY_ARTIFACTS,
     DEPLOY_DIR_ENV,
@@ -494,6 +493,7 @@ def start_process(spec: TrialSpec, known: dict[str, Any]) -> tuple[dict[str, Any
     torch.set_num_threads(threads(timing_spec.num_threads))
     set_numerics(timing_spec)
     known["environment"] = fingerprint.collect(device)
+    known["device_state"] = {"start": timing.machine_state(device)}  # a timing process adds its timing's start and end
     known["num_threads"] = torch.get_num_threads()
     known["startup_s"] = timing.process_age_s()
     started = time.perf_counter()
@@ -565,7 +565,7 @@ def run_trial(spec: TrialSpec) -> TrialResult:
     except Exception as error:  # the trial boundary: what happened becomes the result
         LOGGER.exception("trial %s failed while %s", spec.trial_id, state["phase"])
         return TrialResult.failed(spec.trial_id, classify_error(error, state["phase"]), _message(error), **known)
-    return TrialResult(trial_id=spec.trial_id, **known, **measured)
+    return TrialResult(trial_id=spec.trial_id, **{**known, **measured})
 
 
 def run_cold(spec: TrialSpec) -> TrialResult:
@@ -587,7 +587,7 @@ def run_cold(spec: TrialSpec) -> TrialResult:
     except Exception as error:  # the trial boundary
         LOGGER.exception("cold trial %s failed while %s", spec.trial_id, state["phase"])
         return TrialResult.failed(spec.trial_id, classify_error(error, state["phase"]), _message(error), **known)
-    return TrialResult(trial_id=spec.trial_id, **known, **measured)
+    return TrialResult(trial_id=spec.trial_id, **{**known, **measured})
 
 
 def run_arms(specs: list[TrialSpec]) -> list[TrialResult]:
@@ -658,25 +658,26 @@ def run_process(specs: list[TrialSpec]) -> list[TrialResult]:
     return [run_cold(specs[0]) if specs[0].kind == KIND_COLD else run_trial(specs[0])]
 
 
-PR_SET_PDEATHSIG = 1  # prctl(2): the signal this process gets when its parent dies
-
-
 def end_with_launcher() -> None:
     """On Linux, have the kernel end this trial when its launcher dies (a `kill -9` of the benchmark); otherwise it
     would run on unseen, for minutes. Its compile workers exit when it does (their pipe to it closes)."""
     expected = os.environ.get(LAUNCHER_PID)
-    if not expected or not sys.platform.startswith("linux"):
-        return
-    try:
-        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
-    except (OSError, AttributeError):
+    if not expected or not die_with_parent():
         return
     if os.getppid() != int(expected):  # the launcher died before the request took effect
         os._exit(1)
 
 
+def pin_to_slot() -> None:
+    """Run on the cores the slot was given (COMPILEBENCH_CPUS, set by an executor that runs slots side by side)."""
+    cores = os.environ.get(CPUS_ENV)
+    if cores and hasattr(os, "sched_setaffinity"):
+        os.sched_setaffinity(0, {int(core) for core in cores.split(",")})
+
+
 def main() -> None:
     end_with_launcher()
+    pin_to_slot()
     parser = argparse.ArgumentParser(description="Run one process's trials in this process.")
     parser.add_argument("spec", type=Path, help="a trial spec, or a list of them: a timing process's arms")
     parser.add_argument("out", type=Path, help="the results, a list in the specs' order")

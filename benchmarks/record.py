@@ -1,0 +1,84 @@
+"""A dated record of a measured run, made from the project's own outputs: what docs and notes quote by link.
+
+    python benchmarks/record.py PROJECT benchmarks/results/2026-11-24-epyc-aa --command "dvc exp run -S ..." \
+        --wall-s 1205 [--note "what else ran on the machine"]
+
+Copies PROJECT's results (every run with every process's raw samples, the tables, run_info.json), the report the
+pipeline wrote, its figures and the machine's noise record into the record folder, and writes its README.md: the
+command, when it ended, the wall time, the commit it measured, the machine (CPU or GPU name and fingerprint, from the
+runs), the stacks and what the folder holds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import subprocess
+from datetime import UTC, datetime
+from pathlib import Path
+
+
+def machine(rows: list[dict]) -> str:
+    """The machine the runs name: its device and fingerprint, as every run records them."""
+    first = next((row for row in rows if row.get("machine_fingerprint")), rows[0])
+    return f"`{first.get('device_name', '?')}` (fingerprint `{first.get('machine_fingerprint', '?')}`)"
+
+
+def stacks(rows: list[dict]) -> list[str]:
+    """Each environment measured, with the torch and transformers its runs recorded."""
+    seen = {}
+    for row in rows:
+        seen.setdefault(row["environment"], f"torch {row.get('torch_version')}, transformers "
+                                               f"{row.get('transformers_version')}")  # fmt: skip
+    return [f"`{label}`: {versions}" for label, versions in seen.items()]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("project", type=Path)
+    parser.add_argument("record", type=Path)
+    parser.add_argument("--command", required=True, help="what was run, as typed")
+    parser.add_argument("--wall-s", type=float, required=True, help="its wall time, start to exit")
+    parser.add_argument("--note", default="", help="anything a reader must know (what else ran, what was changed)")
+    args = parser.parse_args()
+    record = args.record
+    if record.exists():
+        raise SystemExit(f"{record} exists: a record is written once")
+    data = args.project / "data"
+    for part in ("results", "report", "plots"):
+        shutil.copytree(data / part, record / part, ignore=shutil.ignore_patterns("*.tmp"))
+    if (data / "calibration.json").exists():
+        shutil.copyfile(data / "calibration.json", record / "calibration.json")
+    rows = [json.loads(line) for line in (data / "results" / "runs.jsonl").read_text().splitlines() if line]
+    info = json.loads((data / "results" / "run_info.json").read_text())
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=args.project, capture_output=True,
+                            text=True).stdout.strip()  # fmt: skip
+    ended = datetime.fromtimestamp((data / "results" / "run_info.json").stat().st_mtime, UTC)
+    minutes, seconds = divmod(int(args.wall_s), 60)
+    lines = [
+        f"# {record.name}",
+        "",
+        f"Measured in a clone of compilebench at `{commit}`, ended {ended:%Y-%m-%dT%H:%M:%SZ}, on {machine(rows)}.",
+        "",
+        "```bash",
+        args.command,
+        "```",
+        "",
+        f"Wall time {int(args.wall_s)} s ({minutes} min {seconds} s); {info.get('processes', '?')} processes "
+        f"({info.get('planned_processes', '?')} planned, the rest added by the adaptive loop), {len(rows)} runs.",
+        "",
+        "Stacks: " + "; ".join(stacks(rows)) + ".",
+        "",
+        *([args.note, ""] if args.note else []),
+        "`report/report.md` is the report the pipeline wrote (tables in the doc's layout, the comparison, precision "
+        "reached, failures, figures); `results/` holds every run with every process's raw samples (`runs.jsonl`), "
+        "the tables and `run_info.json`; `calibration.json` is the machine's noise record after this run.",
+        "",
+    ]
+    (record / "README.md").write_text("\n".join(lines))
+    print(f"wrote {record}")
+
+
+if __name__ == "__main__":
+    main()
