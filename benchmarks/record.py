@@ -41,11 +41,12 @@ def main() -> None:
     parser.add_argument("--command", required=True, help="what was run, as typed")
     parser.add_argument("--wall-s", type=float, required=True, help="its wall time, start to exit")
     parser.add_argument("--note", default="", help="anything a reader must know (what else ran, what was changed)")
+    parser.add_argument("--data", type=Path, help="where its outputs were saved (default: PROJECT/data)")
     args = parser.parse_args()
     record = args.record
     if record.exists():
         raise SystemExit(f"{record} exists: a record is written once")
-    data = args.project / "data"
+    data = args.data or args.project / "data"
     for part in ("results", "report", "plots"):
         shutil.copytree(data / part, record / part, ignore=shutil.ignore_patterns("*.tmp"))
     if (data / "calibration.json").exists():

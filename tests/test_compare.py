@@ -130,3 +130,16 @@ def test_compile_times_go_cold_or_warm_by_what_each_process_found_in_its_cache()
         del process["cold_compile"]
     assert list(compare.process_values({"process_results": older}, "compile_cold").values()) == [12.6]
     assert list(compare.process_values({"process_results": older}, "compile_warm").values()) == [3.5]
+
+
+def test_inductors_start_up_in_a_timing_process_is_compared_too():
+    """Warm compile time in a timing process excludes inductor's one-time start-up (paid before its arms compile);
+    the start-up itself, which a new torch may change, is compared on its own."""
+    a = _row("current", [10.0, 10.1, 9.9], [5.0, 5.05, 4.95])
+    b = _row("new", [10.0, 10.1, 9.9], [5.0, 5.05, 4.95], key="k2")
+    for row, seconds in ((a, (2.0, 2.1, 1.9)), (b, (1.6, 1.7, 1.5))):
+        for process, value in zip(row["process_results"], seconds, strict=True):
+            process["inductor_startup_s"] = value
+    [row] = compare.comparison_rows([a, b], noise=None)
+    assert row["inductor_startup_ratio"] == pytest.approx(0.8, rel=0.01) and row["inductor_startup_verdict"] == "faster"
+    assert compare.METRIC_BY_NAME["inductor_startup"].target is None  # reported, not a target of more blocks

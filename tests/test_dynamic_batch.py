@@ -81,15 +81,17 @@ def test_a_dynamic_batch_reuses_its_graph_where_the_guards_allow(served):
     assert not any("expected 2" in reason for reason in result.health.recompile_reasons)  # 2 was not static
 
 
-def test_an_unbacked_batch_is_one_graph_or_a_recorded_failure(served):
-    """mark_unbacked avoids the 0/1 specialisation; where inductor cannot compile it (a stride assertion for a
-    ResNet on torch 2.13), the process records the status and error instead of crashing."""
+def test_an_unbacked_batch_fails_to_compile_on_torch_2_13_and_the_process_records_why(served):
+    """mark_unbacked avoids the 0/1 specialisation, but inductor on torch 2.13 cannot compile this ResNet with an
+    unbacked batch: a stride assertion at the first call (measured; docs/startup.md says so). The process records the
+    status and error and still times eager. When a torch release compiles it, this fails: update the docs then."""
+    import torch
+
     by_name, _, _ = served
     _, result = by_name["serve-unbacked"]
-    if result.status == "ok":
-        assert result.serve_graph_counts == (1, 1, 1)
-    else:
-        assert result.error and result.eager_ms  # eager was still timed, for the eager run
+    assert torch.__version__.startswith("2.13."), "the outcome below was measured on torch 2.13"
+    assert result.status == "compile_error" and result.error.startswith("AssertionError") and "stride" in result.error
+    assert result.eager_ms and not result.compiled_ms  # eager was still timed, for the eager run
 
 
 def test_the_run_record_carries_sizes_graphs_and_recompiles(served):

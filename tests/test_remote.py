@@ -56,3 +56,18 @@ def test_ingest_logs_every_trial_once_the_added_blocks_included(exported):
     mlflow.set_tracking_uri(f"sqlite:///{root}/mlruns/mlflow.db")
     logged = mlflow.search_runs(experiment_names=["compilebench"], filter_string="tags.mlflow.parentRunId != ''")
     assert len(logged) == 2 and logged["tags.compilebench.run_uid"].is_unique  # eager and default, once each
+
+
+def test_an_export_for_a_gpu_prints_its_estimated_minutes_and_refuses_nothing(exported, tmp_path):
+    root, _, env, _, _ = exported
+    folder = tmp_path / "paper"
+    done = run_ok([sys.executable, "-m", "compilebench.benchmark", "--export", str(folder), "--set", "suite=paper-bs1",
+                   "--set", "benchmark.device=cuda", "--set", "benchmark.compile_cache=shared", "--set",
+                   "benchmark.replicates=5", "--set", "benchmark.max_replicates=10", "--set",
+                   "benchmark.min_iters=100", "--set", "benchmark.min_time_s=4"],
+                  root, env)  # fmt: skip
+    [line] = [line for line in done.stderr.splitlines() if "GPU minutes" in line]
+    minutes = int(line.split("estimated ")[1].split(" GPU minutes")[0])
+    assert 10 <= minutes <= 120 and "NVIDIA H100" in line and "60 processes" in line  # 12 models x 5 blocks
+    plan = json.loads((folder / "plan.json").read_text())
+    assert len({trial["model"]["model_id"] for trial in plan["trials"]}) == 12 and len(plan["recipes"]) == 12

@@ -53,6 +53,7 @@ METRICS = (
     Metric("speedup", "higher", "lower", "speedup", compiled_only=True),
     Metric("compile_cold", "slower", "faster", "compile", compiled_only=True),
     Metric("compile_warm", "slower", "faster", "compile", compiled_only=True),
+    Metric("inductor_startup", "slower", "faster", None, compiled_only=True),  # a timing process's, before its arms
     Metric("peak_memory", "more", "less", None),
 )
 METRIC_BY_NAME = {metric.name: metric for metric in METRICS}
@@ -75,7 +76,7 @@ def process_values(row: dict[str, Any], metric: str) -> dict[str, float]:
                 and not p.compile_disturbed}  # fmt: skip
     clean = [p for p in processes if not p.disturbed]  # ... while it timed
     field_of = {"eager_latency": "eager_ms_median", "compiled_latency": "compiled_ms_median", "speedup": "speedup",
-                "peak_memory": "peak_mem_mib"}  # fmt: skip
+                "peak_memory": "peak_mem_mib", "inductor_startup": "inductor_startup_s"}  # fmt: skip
     values = {p.block: getattr(p, field_of[metric]) for p in clean}
     return {block: value for block, value in values.items() if value}
 

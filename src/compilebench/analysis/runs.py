@@ -94,6 +94,7 @@ class ProcessRecord:
     wall_s: float = 0.0
     compile_s: float | None = None  # the compiled run's first call; None in an eager run
     compile_position: int | None = None  # arms that compiled before this one in its process
+    inductor_startup_s: float | None = None  # a timing process: inductor's one-time start-up, before its arms
     first_call_s: float | None = None  # eager's first call
     startup_s: float | None = None
     load_s: float | None = None
@@ -456,6 +457,7 @@ def process_record(spec: TrialSpec, result: TrialResult, context: Context, eager
         wall_s=result.wall_s,
         compile_s=None if eager_run else result.compile_s,
         compile_position=None if eager_run else result.compile_position,
+        inductor_startup_s=None if eager_run else result.inductor_startup_s,
         first_call_s=result.eager_first_call_s,
         startup_s=result.startup_s,
         load_s=result.load_s,
