@@ -60,6 +60,14 @@ def test_warm_up_goes_on_while_the_rounds_still_speed_up():
     assert seconds < 0.05 * timing.WARMUP_MAX_FACTOR + 0.1  # and never past the cap
 
 
+def test_a_slow_model_warms_up_for_four_rounds_at_least_so_its_drift_can_be_judged():
+    slow = lambda: time.sleep(0.03)  # noqa: E731 (two rounds fill the planned seconds)
+    rounds, seconds, drift = timing.warm_up([slow, slow], "cpu", min_rounds=1, min_s=0.1)
+    assert rounds >= 4 and drift is not None  # judged after four rounds at least, not stopped at two
+    rounds, _, drift = timing.warm_up([slow, slow], "cpu", min_rounds=1, min_s=0.0)
+    assert rounds == 1 and drift is None  # no seconds planned: the cap came first, the drift not judged
+
+
 def test_the_machine_state_has_no_gpu_fields_on_a_cpu():
     state = timing.machine_state("cpu")
     assert state["cpu_affinity"] >= 1 and "load_1m" in state

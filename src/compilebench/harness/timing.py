@@ -12,6 +12,7 @@ Statistics of the samples live in `stats`.
 
 from __future__ import annotations
 
+import math
 import os
 import statistics
 import time
@@ -265,20 +266,23 @@ def _round(calls: list[Callable[[], Any]], order: list[int], device: str, into: 
 
 def _drift(samples: list[float]) -> float:
     """How much faster an arm's last warm-up rounds (a third of them, two at least) ran than as many before them (0
-    when not faster, or with fewer than four rounds)."""
+    when not faster; infinite with fewer than four rounds: not known yet, so not settled)."""
     window = max(len(samples) // 3, 2)
     if len(samples) < 2 * window:
-        return 0.0
+        return math.inf
     last, before = statistics.median(samples[-window:]), statistics.median(samples[-2 * window : -window])
     return max(1 - last / before, 0.0) if before > 0 else 0.0
 
 
 def warm_up(
     calls: list[Callable[[], Any]], device: str, min_rounds: int, min_s: float, start: int = 0
-) -> tuple[int, float, float]:
+) -> tuple[int, float, float | None]:
     """Untimed rounds of every arm, in the timing's rotation, right before timing: at least `min_rounds` and `min_s`,
     longer while an arm's last rounds still run faster than the ones before (caches, clocks, the allocator settling),
-    up to WARMUP_MAX_FACTOR times `min_s`. (rounds, seconds, the drift left: the largest over arms)."""
+    up to WARMUP_MAX_FACTOR times `min_s`. A drift needs four rounds to be judged: a slow model whose `min_s` holds
+    two rounds goes on (measured: ViT-B/16's eager arm on a 2-core VM ran 279, 268, 239, 204 ms in its first timed
+    rounds after a two-round warm-up, and its speedup moved 13-18% between the halves of its rounds).
+    (rounds, seconds, the drift left: the largest over arms; None when the cap came before four rounds)."""
     orders, seen = williams_orders(len(calls)), [[] for _ in calls]
     began, rounds, drift = time.perf_counter(), 0, 0.0
     limit_s = max(min_s, 0.0) * WARMUP_MAX_FACTOR
@@ -287,7 +291,7 @@ def warm_up(
         if rounds >= min_rounds and elapsed >= min_s:
             drift = max((_drift(arm) for arm in seen), default=0.0)
             if drift <= WARMUP_DRIFT or elapsed >= limit_s:
-                return rounds, elapsed, drift
+                return rounds, elapsed, (drift if math.isfinite(drift) else None)
         _round(calls, orders[(start + rounds) % len(orders)], device, seen)
         rounds += 1
 
