@@ -10,7 +10,7 @@ from compilebench.analysis import runs
 from compilebench.harness import launcher, models, trial
 from compilebench.harness.records import TimingSpec, TrialSpec, VariantSpec
 
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("deploy")]  # trial processes; the module fixture runs once
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("deploy")]  # trial processes; the fixture runs once
 
 TIMING = TimingSpec(min_iters=3, min_time_s=0.2, max_time_s=5.0, warmup_iters=1, memory_iters=1)
 DEPLOYS = {

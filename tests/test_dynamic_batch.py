@@ -10,7 +10,7 @@ from compilebench.analysis import runs
 from compilebench.harness import launcher
 from compilebench.harness.records import DYNAMIC_BATCH, DYNAMIC_BATCH_UNBACKED, TimingSpec, TrialSpec, VariantSpec
 
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("dynamic-batch")]  # trial processes; the module fixture runs once
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("dynamic-batch")]  # trial processes; fixture runs once
 
 TIMING = TimingSpec(min_iters=3, min_time_s=0.2, max_time_s=5.0, warmup_iters=1, memory_iters=1)
 SIZES = (1, 2, 4)  # within a convolution's batch guard (2..15 on torch 2.13), so a dynamic batch can reuse a graph

@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import make_project, project_env, run_ok, set_params
+from conftest import descendants, make_project, project_env, run_ok, set_params
 
 from compilebench import executors
 from compilebench.analysis import plan
@@ -94,7 +94,7 @@ def on_ray(tmp_path_factory):
                              text=True)  # fmt: skip
     killed, deadline = None, time.time() + 600
     while killed is None and time.time() < deadline and repro.poll() is None:
-        for pid in _descendants(repro.pid):
+        for pid in descendants(repro.pid):
             try:
                 command = Path(f"/proc/{pid}/cmdline").read_bytes()
             except OSError:
@@ -108,20 +108,6 @@ def on_ray(tmp_path_factory):
     output, _ = repro.communicate(timeout=1200)
     assert repro.returncode == 0, output[-3000:]
     return root, killed, output
-
-
-def _descendants(pid: int) -> list[int]:
-    found, todo = [], [pid]
-    while todo:
-        parent = todo.pop()
-        for task in Path(f"/proc/{parent}/task").glob("*"):
-            try:
-                children = [int(child) for child in (task / "children").read_text().split()]
-            except OSError:
-                continue
-            found += children
-            todo += children
-    return found
 
 
 @pytest.mark.slow

@@ -17,6 +17,7 @@ from compilebench.harness.records import (
     TimingSpec,
     TrialSpec,
     VariantSpec,
+    processes,
     williams_orders,
 )
 
@@ -31,16 +32,6 @@ def _trials(labels, variants=VARIANTS, replicates=3, cold=1, shared=False, seed=
     return plan.trials(MODELS, [1, 4], variants, labels, replicates, cold, shared, "image.jpg", TimingSpec(), seed)
 
 
-def _processes(trials):
-    grouped = []
-    for spec in trials:
-        if spec.process_id and grouped and grouped[-1][0].process_id == spec.process_id:
-            grouped[-1].append(spec)
-        else:
-            grouped.append([spec])
-    return grouped
-
-
 def test_labels_of_an_environment_named_twice():
     assert plan.environment_labels(["current", "torch-2.14.1"]) == ["current", "torch-2.14.1"]
     assert plan.environment_labels(["current", "current", "current"]) == ["current", "current#2", "current#3"]
@@ -52,7 +43,7 @@ def test_a_timing_process_per_block_holds_every_arm_and_cold_processes_compile_e
     assert len({t.trial_id for t in trials}) == len(trials)
     cold = [t for t in trials if t.kind == KIND_COLD]
     assert len(cold) == cells * 2 and {t.cache for t in cold} == {CACHE_COLD}  # one per compiled variant
-    timing = [group for group in _processes(trials) if group[0].kind == KIND_ARM]
+    timing = [group for group in processes(trials) if group[0].kind == KIND_ARM]
     assert len(timing) == cells * 3  # one per cell and block
     assert all(group[0].variant.name == "eager" for group in timing)  # eager is loaded first
     assert all(sorted(arm.variant.name for arm in group) == ["default", "eager", "freezing"] for group in timing)
@@ -72,7 +63,7 @@ def test_compile_order_rotates_in_a_williams_design_and_both_sides_of_a_block_sh
     variants = [EAGER, DEFAULT, FREEZING, VariantSpec("autotune", mode="max-autotune")]
     trials = _trials(["a", "b"], variants, replicates=6)
     orders = {}
-    for group in _processes(trials):
+    for group in processes(trials):
         if group[0].kind == KIND_ARM:
             key = (group[0].model.model_id, group[0].batch_size, group[0].replicate)
             orders.setdefault(key, set()).add(tuple(arm.variant.name for arm in group[1:]))
@@ -84,7 +75,7 @@ def test_compile_order_rotates_in_a_williams_design_and_both_sides_of_a_block_sh
 
 def test_two_environments_alternate_in_balanced_blocks():
     trials = _trials(["a", "b"])
-    order = [group[0].environment for group in _processes(trials)]
+    order = [group[0].environment for group in processes(trials)]
     blocks = [tuple(order[i : i + 2]) for i in range(0, len(order), 2)]
     assert all(set(block) == {"a", "b"} for block in blocks)  # each unit: both environments back to back
     assert all(blocks[i] != blocks[i + 1] for i in range(len(blocks) - 1))  # A B, B A, A B ...
@@ -93,7 +84,7 @@ def test_two_environments_alternate_in_balanced_blocks():
 
 
 def test_three_environments_rotate():
-    groups = _processes(_trials(["a", "b", "c"], replicates=1, cold=0))
+    groups = processes(_trials(["a", "b", "c"], replicates=1, cold=0))
     order = [group[0].environment for group in groups]
     blocks = [tuple(order[i : i + 3]) for i in range(0, len(order), 3)]
     assert Counter(block[0] for block in blocks[:3]) == Counter("abc")
@@ -153,7 +144,7 @@ COSTS = {"device": "GPU-X", "stack": "torch 9", "models": {
 }}  # fmt: skip
 
 
-def test_a_plan_is_estimated_from_the_costs_of_its_processes():
+def test_a_plan_is_estimated_from_the_costs_of_itsprocesses():
     timing = TimingSpec(min_iters=100, min_time_s=4.0, max_time_s=60.0, warmup_s=1.0)
     trials = plan.trials(MODELS[:1], [1], VARIANTS, ["a"], 2, 1, False, "i.jpg", timing, 0)
     found = plan.estimate(trials, COSTS)

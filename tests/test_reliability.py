@@ -18,7 +18,7 @@ from pathlib import Path
 import mlflow
 import pandas as pd
 import pytest
-from conftest import closed_port, make_project, project_env, run_ok, set_params
+from conftest import closed_port, descendants, make_project, project_env, run_ok, set_params
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("test_reliability")]
 
@@ -284,21 +284,6 @@ def test_a_run_half_logged_while_the_artifact_store_failed_is_completed_by_sync(
         server.stop()
 
 
-def _descendants(pid: int) -> list[int]:
-    """Every process below `pid` (children first), from /proc."""
-    found, todo = [], [pid]
-    while todo:
-        parent = todo.pop()
-        for task in Path(f"/proc/{parent}/task").glob("*"):
-            try:
-                children = [int(child) for child in (task / "children").read_text().split()]
-            except OSError:
-                continue
-            found += children
-            todo += children
-    return found
-
-
 def _group_members(pgid: int) -> list[int]:
     """The live (not zombie) processes of process group `pgid`, from /proc."""
     members = []
@@ -323,7 +308,7 @@ def test_stopping_the_benchmark_while_an_environment_builds_ends_the_builder(loa
                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
         builder, deadline = None, time.time() + 300
         while builder is None and time.time() < deadline and benchmark.poll() is None:
-            for pid in _descendants(benchmark.pid):
+            for pid in descendants(benchmark.pid):
                 try:
                     command = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ")
                 except OSError:

@@ -62,7 +62,7 @@ def test_warm_up_goes_on_while_the_rounds_still_speed_up():
 
 def test_a_slow_model_warms_up_for_four_rounds_at_least_so_its_drift_can_be_judged():
     slow = lambda: time.sleep(0.03)  # noqa: E731 (two rounds fill the planned seconds)
-    rounds, seconds, drift = timing.warm_up([slow, slow], "cpu", min_rounds=1, min_s=0.1)
+    rounds, _, drift = timing.warm_up([slow, slow], "cpu", min_rounds=1, min_s=0.1)
     assert rounds >= 4 and drift is not None  # judged after four rounds at least, not stopped at two
     rounds, _, drift = timing.warm_up([slow, slow], "cpu", min_rounds=1, min_s=0.0)
     assert rounds == 1 and drift is None  # no seconds planned: the cap came first, the drift not judged
