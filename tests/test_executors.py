@@ -6,9 +6,11 @@ import json
 import os
 import signal
 import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from conftest import descendants, make_project, project_env, run_ok, set_params
@@ -41,6 +43,14 @@ def test_this_machines_slots_split_its_cores_and_name_their_gpu():
     if cores >= 2:
         first, second = ({int(c) for c in slot["COMPILEBENCH_CPUS"].split(",")} for slot in slots)
         assert first and second and not first & second  # each its own cores
+
+
+def test_the_gpus_executor_on_a_machine_without_a_gpu_is_a_clear_error(tmp_path):
+    if executors._cuda_devices():
+        pytest.skip("this machine has a GPU torch can see")
+    runner = SimpleNamespace(executor="gpus", gpus=[], cpus_per_slot=0, trial_timeout_s=60.0)
+    with pytest.raises(executors.ExecutorError, match=r"no GPU torch can see.*`runner.gpus`"):
+        executors.executor(runner, "cpu", {"current": sys.executable}, tmp_path)
 
 
 def _project(tmp_path, **runner):

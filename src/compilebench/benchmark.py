@@ -276,8 +276,7 @@ def measure(config: Config, selection: dict, manifest: list[dict], image_meta: d
             config, recorder, list(stacks), run, compare.load_calibrations(config.paths.calibration)
         )
     finally:
-        if hasattr(runner, "close"):
-            runner.close()
+        runner.close()
     progress.close()
     ran = len(processes(recorder.trials))
     extra = {"environments": {label: {"name": s.name, "key": s.key, "pins": s.pins} for label, s in stacks.items()},
@@ -437,7 +436,7 @@ def main() -> None:
     groups.end_trials_on_signal()  # a stopped benchmark leaves no trial or builder running behind it
     try:
         measure(config, selection, manifest, image_meta, args.fresh)
-    except (environments.StackError, RecordError) as error:  # raised before any timing
+    except (environments.StackError, RecordError, executors.ExecutorError) as error:  # raised before any timing
         LOGGER.error("%s", error)
         sys.exit(2)
 

@@ -33,6 +33,10 @@ OnProcess = Callable[[list[TrialSpec], list[TrialResult], bool], None]
 RAY_RETRIES = 2  # a unit whose task died (its worker or node lost) runs again, whole, at most this many times
 
 
+class ExecutorError(RuntimeError):
+    """`runner.executor` cannot run here (no GPU for `gpus`, Ray not installed): the message says what is allowed."""
+
+
 def units(trials: list[TrialSpec]) -> list[list[TrialSpec]]:
     """The trials of each cell (model, batch size), in the plan's order, cells in the order they first appear."""
     grouped: dict[tuple[str, int], list[TrialSpec]] = {}
@@ -59,6 +63,9 @@ class Local:
 
     def run(self, trials: list[TrialSpec], done: dict[str, TrialResult], on_process: OnProcess) -> None:
         launcher.run_trials(trials, self.pythons, self.workdir, self.timeout_s, done, on_process)
+
+    def close(self) -> None:
+        """Nothing to give back."""
 
 
 class Slots:
@@ -98,6 +105,9 @@ class Slots:
         if failures:
             raise failures[0]
 
+    def close(self) -> None:
+        """Nothing to give back: the slots' threads ended with `run`."""
+
 
 def local_slots(gpus: list[int], cpus_per_slot: int, count: int | None = None) -> list[dict[str, str]]:
     """This machine's slots: a GPU each (`gpus`, or `count` without GPUs), its cores split evenly among them."""
@@ -135,8 +145,11 @@ class Ray:
     filesystem, or the same image) for its checkpoints and built environments."""
 
     def __init__(self, pythons: dict[str, str], workdir: Path, timeout_s: float, runner: Any, device: str):
-        import ray
-
+        try:
+            import ray
+        except ImportError:
+            raise ExecutorError("`runner.executor: ray` needs Ray: pip install -e '.[ray]' (or use `executor: local` "
+                                "or `gpus`)") from None  # fmt: skip
         self.ray, self.pythons, self.workdir, self.timeout_s = ray, pythons, workdir, timeout_s
         if runner.ray_address == "local":  # a cluster of this machine alone, for this run (tests, one box)
             ray.init(num_cpus=os.cpu_count(), num_gpus=len(runner.gpus), include_dashboard=False,
@@ -184,8 +197,10 @@ def executor(runner: Any, device: str, pythons: dict[str, str], workdir: Path) -
     if runner.executor == "gpus":
         gpus = runner.gpus or list(range(_cuda_devices()))
         if not gpus:
-            raise ValueError("`runner.executor: gpus`: this machine has no GPU torch can see, and `runner.gpus` names "
-                             "none")  # fmt: skip
+            raise ExecutorError(
+                "`runner.executor: gpus`: this machine has no GPU torch can see, and `runner.gpus` "
+                "names none (use `executor: local`, or name the GPU indices in `runner.gpus`)"
+            )
         return Slots(pythons, workdir, runner.trial_timeout_s, local_slots(gpus, runner.cpus_per_slot))
     return Local(pythons, workdir, runner.trial_timeout_s)
 

@@ -444,6 +444,7 @@ def first_inference_s(result: TrialResult, first_call_s: float | None) -> float 
 
 def process_record(spec: TrialSpec, result: TrialResult, context: Context, eager_run: bool = False) -> ProcessRecord:
     """A process as a run lists it: for an eager run, eager's samples, first call and memory only."""
+    started = result.device_state.get("start") or {}  # the machine's state as the process began: its slot, threads
     record = ProcessRecord(
         trial_id=result.trial_id,
         block=spec.block,
@@ -470,8 +471,8 @@ def process_record(spec: TrialSpec, result: TrialResult, context: Context, eager
         compiled_ms=() if eager_run else tuple(result.compiled_ms),
         warmup_s=result.warmup_s,
         warmup_drift=result.warmup_drift,
-        slot=str((result.device_state.get("start") or {}).get("slot", "")),
-        omp_num_threads=str((result.device_state.get("start") or {}).get("omp_num_threads", "")),
+        slot=str(started.get("slot", "")),
+        omp_num_threads=str(started.get("omp_num_threads", "")),
         serve_first_call_s=tuple(result.serve_first_call_s),
         serve_graph_counts=tuple(result.serve_graph_counts),
     )
