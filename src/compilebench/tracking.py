@@ -27,6 +27,7 @@ from compilebench.analysis import compare
 from compilebench.analysis.runs import ProcessRecord
 from compilebench.harness import fingerprint
 from compilebench.harness.files import locked
+from compilebench.harness.records import MEASURED_NOTHING
 
 LOGGER = logging.getLogger(__name__)
 
@@ -57,7 +58,7 @@ HEALTH_KEYS = ("graph_count", "graph_break_count", "graph_break_reasons", "recom
 EXPERIMENT = "compilebench"  # every pipeline invocation logs here
 # MLflow's FAILED is for runs that produced no measurement; `invalid` and `accuracy_fail` measured (FINISHED, the
 # status as a tag and as `status_code`, so charts and searches can tell them apart)
-CRASHED = ("compile_error", "error", "oom", "killed", "timeout", "crashed")
+CRASHED = MEASURED_NOTHING
 STATUS_CODES = {"ok": 0, "invalid": 1, "accuracy_fail": 2, "compile_error": 3, "error": 4, "oom": 5, "killed": 6,
                 "timeout": 7, "crashed": 8}  # fmt: skip
 EXPERIMENT_KIND_TAG, EXPERIMENT_KIND = "mlflow.experimentKind", "custom_model_development"  # the UI's "training runs"
@@ -337,11 +338,13 @@ def log_child(
     metrics or artifacts missing) is completed, the same values logged again, then closed.
     """
     parent = mlflow_client.get_run(parent_run_id)
-    run_id = None
+    run_id = half_logged = None
     if uid is not None:
         run_id = find_run(mlflow_client, parent.info.experiment_id, RUN_UID_TAG, uid)
-        if run_id is not None and mlflow_client.get_run(run_id).info.status != "RUNNING":
-            return run_id
+        if run_id is not None:
+            half_logged = mlflow_client.get_run(run_id)
+            if half_logged.info.status != "RUNNING":
+                return run_id
     if run_id is None:
         run_tags = {PARENT_RUN_TAG: parent_run_id, "role": "measurement", **({RUN_UID_TAG: uid} if uid else {})}
         run_id = mlflow_client.create_run(parent.info.experiment_id, run_name=name, tags=run_tags).info.run_id
@@ -353,7 +356,7 @@ def log_child(
         mlflow_client.log_text(run_id, redact(text), file_name)
     if table:
         mlflow_client.log_table(run_id, table, PROCESS_TABLE)
-    if image and not mlflow_client.get_run(run_id).inputs.dataset_inputs:  # the input, so runs group by image
+    if image and not (half_logged and half_logged.inputs.dataset_inputs):  # the input, so runs group by image
         dataset = Dataset(image["name"], image["digest"], "local", image["source"])
         mlflow_client.log_inputs(run_id, [DatasetInput(dataset, [InputTag("mlflow.data.context", "benchmark")])])
     mlflow_client.set_terminated(run_id, status="FAILED" if failed else "FINISHED")
@@ -442,12 +445,14 @@ class Tracker:
     def log_comparison(self, compared: list[dict[str, Any]]) -> None:
         """Each comparison row's B/A results onto its candidate run (comparison_metrics); a warning per run not
         found or not reachable (`sync` logs them later)."""
+        experiment = None
         for row in compared:
             uid = row.get("candidate_run_uid")
             if not uid:
                 continue
             try:
-                run_id = find_run(self.client, experiment_id(self.client, EXPERIMENT), RUN_UID_TAG, uid)
+                experiment = experiment or experiment_id(self.client, EXPERIMENT)
+                run_id = find_run(self.client, experiment, RUN_UID_TAG, uid)
                 if run_id is None:
                     raise LookupError(f"no run {uid} in the store yet")
                 log_metrics(self.client, run_id, comparison_metrics(row))

@@ -45,6 +45,7 @@ from compilebench.harness.records import (
     KIND_ARM,
     KIND_COLD,
     LAUNCHER_PID,
+    MEASURED_NOTHING,
     STATUS_OK,
     Plan,
     TrialResult,
@@ -61,7 +62,7 @@ SRC_ROOT = Path(__file__).resolve().parents[2]  # the folder that holds the comp
 CURRENT = "current"  # the environment of the interpreter running the launcher
 LOG_TAIL_LINES = 8
 # A warm trial repeats its cold trial: when that one ended like this, the repeats would too, minutes each.
-NOT_REPEATED = ("compile_error", "error", "oom", "killed", "timeout", "crashed")
+NOT_REPEATED = MEASURED_NOTHING
 ADDED_TRIALS = "added.jsonl"  # beside an exported plan's results: the specs of the blocks its loop added
 
 

@@ -22,7 +22,8 @@ from typing import Any
 EAGER = "eager"
 STATUS_OK = "ok"
 # How a trial can end: ok, or a failure that is data (kept in results and MLflow, left out of speedup tables).
-STATUSES = ("ok", "accuracy_fail", "invalid", "compile_error", "error", "oom", "killed", "timeout", "crashed")
+MEASURED_NOTHING = ("compile_error", "error", "oom", "killed", "timeout", "crashed")  # ended before measuring
+STATUSES = ("ok", "accuracy_fail", "invalid", *MEASURED_NOTHING)  # the other two measured, and failed a check
 CACHE_COLD, CACHE_WARM, CACHE_SHARED = "cold", "warm", "shared"
 LAUNCHER_PID = "COMPILEBENCH_LAUNCHER_PID"  # set for a trial process: the process it must not outlive
 # How a fresh process gets its compiled model (VariantSpec.deploy), and where a run keeps what it carries over.
