@@ -185,10 +185,9 @@ def comparison_figure(compared: pd.DataFrame, names: pd.Series, width_in: float)
         below, above = (shown - shown_low).clip(lower=0).fillna(0), (shown_high - shown).clip(lower=0).fillna(0)
         ax.errorbar(shown, range(len(cells)), xerr=[below, above], fmt="o", capsize=3)
         y = pd.Series(range(len(cells)), index=ratio.index)
-        ax.plot(shown_low[(low < left) | (ratio < left)], y[(low < left) | (ratio < left)], "<", color="C3",
-                markersize=6)  # fmt: skip
-        ax.plot(shown_high[(high > right) | (ratio > right)], y[(high > right) | (ratio > right)], ">", color="C3",
-                markersize=6)  # fmt: skip
+        cut_left, cut_right = (low < left) | (ratio < left), (high > right) | (ratio > right)
+        ax.plot(shown_low[cut_left], y[cut_left], "<", color="C3", markersize=6)
+        ax.plot(shown_high[cut_right], y[cut_right], ">", color="C3", markersize=6)
         margin = part["margin"].astype(float).dropna() if "margin" in part else pd.Series(dtype=float)
         if not margin.empty:
             bound = 1 + float(margin.iloc[0])
