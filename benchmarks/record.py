@@ -18,6 +18,8 @@ import subprocess
 from datetime import UTC, datetime
 from pathlib import Path
 
+from compilebench.harness.records import read_jsonl
+
 
 def machine(rows: list[dict]) -> str:
     """The machine the runs name: its device and fingerprint, as every run records them."""
@@ -47,11 +49,15 @@ def main() -> None:
     if record.exists():
         raise SystemExit(f"{record} exists: a record is written once")
     data = args.data or args.project / "data"
+    missing = [str(data / part) for part in ("results", "report", "plots", "results/runs.jsonl",
+                                             "results/run_info.json") if not (data / part).exists()]  # fmt: skip
+    if missing:
+        raise SystemExit(f"not a finished run's outputs, missing: {', '.join(missing)}; nothing written")
     for part in ("results", "report", "plots"):
         shutil.copytree(data / part, record / part, ignore=shutil.ignore_patterns("*.tmp"))
     if (data / "calibration.json").exists():
         shutil.copyfile(data / "calibration.json", record / "calibration.json")
-    rows = [json.loads(line) for line in (data / "results" / "runs.jsonl").read_text().splitlines() if line]
+    rows = read_jsonl(data / "results" / "runs.jsonl")
     info = json.loads((data / "results" / "run_info.json").read_text())
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=args.project, capture_output=True,
                             text=True).stdout.strip()  # fmt: skip
