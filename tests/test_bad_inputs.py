@@ -27,6 +27,7 @@ CASES = [
         "acme/not-a-model: no card, and the Hub",
     ),
     ("load_models", {"suites.smoke.models": ["/no/such/model"], "suites.smoke.scale": "full"}, {}, "/no/such/model"),
+    ("load_models", {"suites.smoke.cells": "published", "suites.smoke.batch_sizes": [2]}, {}, "use `cells: all`"),
     ("fetch_image", {"image.file": "/no/such/image.jpg"}, {}, "image.file '/no/such/image.jpg': does not exist"),
     ("benchmark", {"variants.default.inductor": {"no_such_option": True}}, {}, "no_such_option"),
     ("aggregate", {"suite": "nope"}, {}, "suite"),

@@ -32,6 +32,7 @@ BAD_PARAMS = [
     ({"suites.cpu.variants": ["default"]}, "eager"),
     ({"suites.cpu.variants": ["eager", "turbo"]}, "turbo"),
     ({"suites.cpu.scale": "huge"}, "suites.cpu.scale"),
+    ({"suites.cpu.cells": "some"}, "suites.cpu.cells"),
     ({"variants.default.mode": "ludicrous"}, "variants.default.mode"),
     ({"variants.default.compile": False}, "variants.default.compile"),
     ({"variants.default.dynamic": "sometimes"}, "variants.default.dynamic"),

@@ -118,6 +118,23 @@ def test_only_paired_trials_when_no_variant_can_be_an_arm_and_eager_alone_when_n
     assert {(t.kind, t.variant.name) for t in alone} == {(KIND_ARM, "eager")} and len(alone) == 3 * 2 * 2
 
 
+def test_cells_leave_out_the_variants_a_cell_does_not_measure_and_the_cells_with_none():
+    reduce = VariantSpec("reduce-overhead", mode="reduce-overhead")
+    cells = frozenset({("org/m0", 1, "default"), ("org/m0", 1, "reduce-overhead"), ("org/m1", 1, "default")})
+    trials = plan.trials(MODELS, [1, 4], [EAGER, DEFAULT, reduce], ["current"], 5, 1, True, "image.jpg", TimingSpec(),
+                         0, cells)  # fmt: skip
+    arms = {(group[0].model.model_id, group[0].batch_size): [spec.variant.name for spec in group]
+            for group in processes(trials)}  # fmt: skip
+    assert {key: sorted(names) for key, names in arms.items()} == {
+        ("org/m0", 1): ["default", "eager", "reduce-overhead"],
+        ("org/m1", 1): ["default", "eager"],
+    }  # m2 and batch 4: nothing published, not run
+    assert len(processes(trials)) == 2 * 5 and all(group[0].variant.name == "eager" for group in processes(trials))
+    everything = plan.trials(MODELS, [1, 4], [EAGER, DEFAULT, reduce], ["current"], 5, 1, True, "image.jpg",
+                             TimingSpec(), 0)  # fmt: skip
+    assert len(processes(everything)) == 6 * 5 and len(everything) == 6 * 5 * 3  # no cells: every cell, every arm
+
+
 @pytest.mark.parametrize("arms", range(1, 7))
 def test_williams_orders_balance_positions_and_what_follows_what(arms):
     orders = williams_orders(arms)

@@ -1,5 +1,6 @@
 """The published numbers: the committed CSV against the doc, anomaly detection, verdict rules."""
 
+from collections import Counter
 from pathlib import Path
 
 import pandas as pd
@@ -158,6 +159,23 @@ def test_reproduced_is_not_easier_when_the_published_gpus_disagree():
     )
     result = reference.verdict(_measured(1.15, 1.30, **H100), disagreeing)
     assert result["reference_speedup"] == pytest.approx(1.7) and result["verdict"] == "worse"
+
+
+def test_published_cells_are_what_a_published_number_judges(published):
+    from compilebench.config import Variant
+
+    variants = {"eager": Variant(compile=False), "default": Variant(), "reduce-overhead": Variant(mode="reduce-overhead"),
+                "max-autotune": Variant(mode="max-autotune"), "freezing": Variant(inductor={"freezing": True}),
+                "bf16": Variant(dtype="bfloat16")}  # fmt: skip
+    models = sorted(set(published["model_id"]))
+    cells = reference.published_cells(published, models, [1, 16], variants, "float32")
+    by_variant = Counter(variant for _, _, variant in cells)
+    assert by_variant == {"default": 12 + 11, "reduce-overhead": 4}  # OwlViT: no batch-16 row; reduce-overhead: 4
+    assert ("google/owlvit-base-patch32", 16, "default") not in cells
+    assert {model for model, _, variant in cells if variant == "reduce-overhead"} == {
+        "facebook/convnext-large-224", "microsoft/resnet-50", "microsoft/conditional-detr-resnet-50",
+        "google/deeplabv3_mobilenet_v2_1.0_513"}  # fmt: skip
+    assert not reference.published_cells(published, models, [1], variants, "bfloat16")  # the doc ran fp32
 
 
 def test_unknown_label_in_a_doc_table_is_an_error():

@@ -71,3 +71,5 @@ def test_an_export_for_a_gpu_prints_its_estimated_minutes_and_refuses_nothing(ex
     assert 10 <= minutes <= 120 and "NVIDIA H100" in line and "60 processes" in line  # 12 models x 5 blocks
     plan = json.loads((folder / "plan.json").read_text())
     assert len({trial["model"]["model_id"] for trial in plan["trials"]}) == 12 and len(plan["recipes"]) == 12
+    reduce = {trial["model"]["label"] for trial in plan["trials"] if trial["variant"]["name"] == "reduce-overhead"}
+    assert len(plan["trials"]) == 60 * 2 + 4 * 5 and len(reduce) == 4  # `cells: published`: the doc's 16 cells

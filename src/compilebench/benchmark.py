@@ -32,9 +32,9 @@ from typing import Any
 
 from tqdm import tqdm
 
-from compilebench import environments, executors, journal, tracking
+from compilebench import environments, executors, journal, reference, tracking
 from compilebench.analysis import adaptive, compare, plan, runs
-from compilebench.config import Benchmark, Config, stage_config
+from compilebench.config import Benchmark, Config, ConfigError, stage_config
 from compilebench.harness import fingerprint, groups, launcher, models
 from compilebench.harness.files import write_json, write_jsonl
 from compilebench.harness.records import (
@@ -76,6 +76,7 @@ def plan_trials(bench: Benchmark, selection: dict[str, Any], image: str) -> list
         image,
         timing_spec(bench),
         bench.seed,
+        None if selection.get("cells") is None else frozenset(tuple(cell) for cell in selection["cells"]),
     )
 
 
@@ -289,6 +290,7 @@ def measure(config: Config, selection: dict, manifest: list[dict], image_meta: d
 def export(config: Config, folder: Path) -> None:
     """A plan another machine can run with only torch and transformers: trials, checkpoint recipes, image, harness."""
     suite = config.selected
+    cells = reference.selected_cells(config)
     paths = {model_id: f"checkpoints/{slug(model_id)}" for model_id in suite.models}
     carded = [model_id for model_id in suite.models if model_id in models.registry()]
     loaded = {spec["model_id"]: spec for spec in read_json(config.paths.selection)["models"]} if (
@@ -302,7 +304,7 @@ def export(config: Config, folder: Path) -> None:
         else:
             raise FileNotFoundError(f"{model_id} has no card, so the plan must carry its checkpoint: run "
                                     "`dvc repro load_models` first")  # fmt: skip
-    selection = plan.selection(config, specs, environments.resolved_pins(config, Path.cwd()))
+    selection = plan.selection(config, specs, environments.resolved_pins(config, Path.cwd()), cells)
     trials = plan_trials(config.benchmark, selection, "image.jpg")
     recipes = [models.recipe(models.get_card(model_id), suite.scale, config.models.seed, paths[model_id])
                for model_id in carded]  # fmt: skip
@@ -430,7 +432,7 @@ def main() -> None:
         selection = read_json(config.paths.selection)
         manifest = read_json(config.paths.manifest)
         image_meta = read_json(config.paths.image_meta)
-    except (tracking.StoreError, OSError, json.JSONDecodeError, RecordError) as error:
+    except (tracking.StoreError, OSError, json.JSONDecodeError, RecordError, ConfigError) as error:
         LOGGER.error("%s", error)
         sys.exit(2)
     groups.end_trials_on_signal()  # a stopped benchmark leaves no trial or builder running behind it

@@ -26,6 +26,7 @@ DTYPES = ("float32", "bfloat16", "float16")
 WEIGHTS_CHOICES = ("auto", "hub", "random-init")
 COMPILE_CACHES = ("cold", "shared")
 SCALES = ("full", "tiny")
+CELLS = ("all", "published")
 DEPLOYS = ("jit", "artifacts", "aoti", "regional")
 DYNAMICS = (True, False, None, "batch", "batch-unbacked")  # variants.*.dynamic (records.DYNAMIC_BATCH*)
 MATMUL_PRECISIONS = ("highest", "high", "medium")
@@ -214,6 +215,8 @@ class Suite:
     batch_sizes: list[int] = field(default_factory=lambda: [1])  # images per forward pass
     variants: list[str] = field(default_factory=lambda: [EAGER, "default"])  # keys of `variants`; eager required
     scale: str = "full"  # full: the published architecture | tiny: the card's small config (smoke tests)
+    cells: str = "all"  # all: every model x batch size x variant | published: only those a published number can
+    #                     judge (reference.published_cells): a GPU window spent on the doc's cells alone
 
 
 @dataclass
@@ -418,6 +421,7 @@ class Config:
                 f"`suites.{name}.variants`: unknown variant {variant!r}; defined: {sorted(self.variants)}",
             )
         _require(suite.scale in SCALES, f"`suites.{name}.scale` must be one of {SCALES}, got {suite.scale!r}")
+        _require(suite.cells in CELLS, f"`suites.{name}.cells` must be one of {CELLS}, got {suite.cells!r}")
 
     @property
     def selected(self) -> Suite:

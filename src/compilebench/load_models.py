@@ -35,9 +35,9 @@ from typing import Any
 
 from tqdm import tqdm
 
-from compilebench import checkpoints, environments
+from compilebench import checkpoints, environments, reference
 from compilebench.analysis import plan
-from compilebench.config import stage_config
+from compilebench.config import ConfigError, stage_config
 from compilebench.harness import models
 from compilebench.harness.files import write_json
 from compilebench.harness.records import ModelSpec, is_local
@@ -283,6 +283,11 @@ def check_labels(specs: list[ModelSpec]) -> None:
 def main() -> None:
     config = stage_config(compiles=True)
     suite, root = config.selected, Path(config.paths.checkpoints)
+    try:
+        cells = reference.selected_cells(config)
+    except ConfigError as error:
+        LOGGER.error("%s", error)
+        sys.exit(2)
     root.mkdir(parents=True, exist_ok=True)
     online = config.models.weights != WEIGHTS_RANDOM and suite.scale == "full" and hub_reachable()
     if config.models.weights != WEIGHTS_RANDOM and suite.scale == "full":
@@ -309,7 +314,8 @@ def main() -> None:
         if folder.is_dir() and folder.name not in kept:
             shutil.rmtree(folder)  # a model no longer selected
     write_json(config.paths.manifest, manifest)
-    write_json(config.paths.selection, plan.selection(config, specs, environments.resolved_pins(config, Path.cwd())))
+    pins = environments.resolved_pins(config, Path.cwd())
+    write_json(config.paths.selection, plan.selection(config, specs, pins, cells))
 
 
 if __name__ == "__main__":

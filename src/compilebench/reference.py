@@ -22,9 +22,11 @@ from __future__ import annotations
 import re
 import sys
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
+from compilebench.config import Config, ConfigError
 from compilebench.harness import models
 
 SCENARIOS = {  # doc section -> (scenario, torch version, compile mode)
@@ -153,14 +155,52 @@ def scenario_for(compile_mode: str) -> str | None:
     return {"default": "torch-2.0.1", "reduce-overhead": "nightly-2.1.0dev-reduce-overhead"}.get(compile_mode)
 
 
+def as_doc(no_options: bool, channels_last: bool, dtype: str | None) -> bool:
+    """Whether a variant is what the doc ran: torch.compile(mode) alone, no inductor options, fp32, NCHW."""
+    return no_options and not channels_last and dtype in (None, "float32")
+
+
 def measured_as_doc(row: pd.Series) -> bool:
-    """Whether a measured variant is what the doc ran: torch.compile(mode) alone, no inductor options, fp32, NCHW."""
+    """as_doc, of a measured run's row."""
     options, dtype = row.get("inductor_options"), row.get("variant_dtype")
-    return (
-        (pd.isna(options) or options == "{}")
-        and str(row.get("channels_last")).lower() != "true"
-        and (pd.isna(dtype) or dtype == "float32")
-    )
+    return as_doc(pd.isna(options) or options == "{}", str(row.get("channels_last")).lower() == "true",
+                  None if pd.isna(dtype) else dtype)  # fmt: skip
+
+
+def published_cells(
+    published: pd.DataFrame, models: list[str], batch_sizes: list[int], variants: dict[str, Any], dtype: str
+) -> list[tuple[str, int, str]]:
+    """The (model id, batch size, variant) of `models` x `batch_sizes` x `variants` (name -> config.Variant) that a
+    published number can judge: the variant is compiled as the doc did (as_doc, in its dtype or the benchmark's
+    `dtype`) in a mode the doc measured, and the doc has a row for the model and batch size in that mode's scenario
+    that is neither out of memory nor anomalous (what `verdict` compares against)."""
+    usable = published[(published["anomaly"] == "") & ~published["eager_oom"] & ~published["compiled_oom"]]
+    rows = set(zip(usable["scenario"], usable["model_id"], usable["batch_size"].astype(int), strict=True))
+    cells = []
+    for name, variant in variants.items():
+        scenario = scenario_for(variant.mode) if variant.compile else None
+        if scenario is None or not as_doc(not variant.inductor, variant.channels_last, variant.dtype or dtype):
+            continue
+        cells += [(model, batch, name) for model in models for batch in batch_sizes if (scenario, model, batch) in rows]
+    return cells
+
+
+def selected_cells(config: Config) -> list[tuple[str, int, str]] | None:
+    """The cells the selected suite measures: None (all of them) for `cells: all`, published_cells for `published`.
+    Raises ConfigError when the suite has no cell the doc's numbers can judge."""
+    suite = config.selected
+    if suite.cells == "all":
+        return None
+    variants = {name: config.variants[name] for name in suite.variants}
+    published = read_published(config.paths.reference)
+    cells = published_cells(published, suite.models, suite.batch_sizes, variants, config.benchmark.dtype)
+    if not cells:
+        raise ConfigError(
+            f"`suites.{config.suite}.cells` is `published`, but no compiled variant of its models at batch sizes "
+            f"{suite.batch_sizes} has a published number in {config.paths.reference} (the doc measured modes "
+            "default and reduce-overhead, fp32, no inductor options): use `cells: all`"
+        )
+    return cells
 
 
 def band_verdict(ci_low: float, ci_high: float, reference_speedup: float) -> str:

@@ -125,31 +125,42 @@ def trials(
     image: str,
     timing: TimingSpec,
     seed: int,
+    cells: frozenset[tuple[str, int, str]] | None = None,
 ) -> list[TrialSpec]:
     """All trials of an invocation in run order: the cold rounds (compile-only processes, and the singles' cold
-    paired trials), then `replicates` timing rounds; units shuffled per round, environments in balanced blocks."""
+    paired trials), then `replicates` timing rounds; units shuffled per round, environments in balanced blocks.
+    `cells`, when given, are the (model id, batch size, variant) measured: a compiled variant outside them is left
+    out of that model and batch size, and a (model, batch size) left without a compiled variant is not run."""
     rng = random.Random(seed)
     block = rng.randrange(len(labels))
     sizes = tuple(sorted(set(batch_sizes)))  # what a `serve` variant's model meets, in order
     arms, singles = arms_and_singles(variants)
-    compiled_arms = [arm for arm in arms if arm.compile]
-    cells = [(model, batch) for model in models for batch in batch_sizes]
+
+    def kept(model: ModelSpec, batch: int, variant: VariantSpec) -> bool:
+        return cells is None or not variant.compile or (model.model_id, batch, variant.name) in cells
+
+    def cell_arms(model: ModelSpec, batch: int) -> list[VariantSpec]:
+        own = [arm for arm in arms if kept(model, batch, arm)]
+        return own if any(arm.compile for arm in own) or cells is None else []
+
+    pairs = [(m, b) for m in models for b in batch_sizes
+             if cells is None or any(v.compile and kept(m, b, v) for v in variants)]  # fmt: skip
     cold_rounds = 0 if shared_cache else cold_replicates  # a shared cache is never cold
     rounds: list[list[tuple]] = []  # units of each round: (kind, model, batch size, variant, replicate)
     for replicate in range(cold_rounds):
-        rounds.append([("cold", m, b, v, replicate) for m, b in cells for v in compiled_arms]
-                      + [("single", m, b, v, replicate) for m, b in cells for v in singles])  # fmt: skip
+        cold = [("cold", m, b, v, replicate) for m, b in pairs for v in cell_arms(m, b) if v.compile]
+        rounds.append(cold + [("single", m, b, v, replicate) for m, b in pairs for v in singles if kept(m, b, v)])
     for replicate in range(replicates):
-        units = [("timing", m, b, None, replicate) for m, b in cells] if arms else []
+        units = [("timing", m, b, None, replicate) for m, b in pairs if cell_arms(m, b)]
         if replicate >= cold_rounds:  # a single's first replicates were its cold trials
-            units += [("single", m, b, v, replicate) for m, b in cells for v in singles]
+            units += [("single", m, b, v, replicate) for m, b in pairs for v in singles if kept(m, b, v)]
         rounds.append(units)
 
     def make(label: str, kind: str, model: ModelSpec, batch: int, variant: Any, replicate: int) -> list[TrialSpec]:
         if kind == "cold":
             return [cold_trial(label, model, batch, variant, replicate, image, timing)]
         if kind == "timing":
-            return timing_process(label, model, batch, arms, replicate, shared_cache, image, timing)
+            return timing_process(label, model, batch, cell_arms(model, batch), replicate, shared_cache, image, timing)
         cache = CACHE_SHARED if shared_cache else (CACHE_COLD if replicate < cold_rounds else CACHE_WARM)
         return [paired_trial(label, model, batch, variant, replicate, cache, image, timing, sizes)]
 
@@ -211,17 +222,21 @@ def estimate(trials: list[TrialSpec], costs: dict[str, Any]) -> Estimate:
     return Estimate(total, len(groups), tuple(sorted(borrowed)))
 
 
-def selection(config: Any, specs: list[ModelSpec], pins: dict[str, dict[str, str]]) -> dict[str, Any]:
-    """What the benchmark measures: models and their checkpoint folders, batch sizes, variants, environments.
+def selection(
+    config: Any, specs: list[ModelSpec], pins: dict[str, dict[str, str]], cells: list[tuple[str, int, str]] | None
+) -> dict[str, Any]:
+    """What the benchmark measures: models and their checkpoint folders, batch sizes, variants, environments, and
+    (for a suite with `cells: published`) the (model id, batch size, variant) cells measured.
 
     `config` is the params (config.Config), `specs` each selected model with its checkpoint folder, `pins` each
-    environment's resolved pins by name (environments.resolved_pins).
+    environment's resolved pins by name (environments.resolved_pins), `cells` reference.published_cells's or None.
     """
     suite = config.selected
     return {
         "suite": config.suite,
         "scale": suite.scale,
         "batch_sizes": list(suite.batch_sizes),
+        "cells": None if cells is None else [list(cell) for cell in sorted(cells)],
         "models": [asdict(spec) for spec in specs],
         "variants": [asdict(VariantSpec(name=name, **asdict(config.variants[name]))) for name in suite.variants],
         "environments": [
