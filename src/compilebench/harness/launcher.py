@@ -300,11 +300,13 @@ def run_trials(
     done: dict[str, TrialResult] | None = None,
     on_process: Callable[[list[TrialSpec], list[TrialResult], bool], None] | None = None,
     slot: dict[str, str] | None = None,
+    before_process: Callable[[list[TrialSpec]], None] | None = None,
 ) -> list[TrialResult]:
     """Run `trials` in order, a process at a time (skipping processes whose trials are all in `done`; one done in
     part runs again whole: its arms are paired only with each other); `on_process(specs, results, resumed)` after
     each process, with its trials' results. A variant whose first trial failed in a way that would repeat is not run
-    again (`not_repeated`). `slot`: environment variables of the slot the trials run on (executors)."""
+    again (`not_repeated`). `slot`: environment variables of the slot the trials run on (executors).
+    `before_process(specs)` before a process starts: it may raise to stop the run there (`Deadline`)."""
     done = dict(done or {})
     first_failure: dict[str, TrialResult] = {}  # by cache key (environment/model/batch/variant): its first failure
     results = []
@@ -315,6 +317,8 @@ def run_trials(
         else:
             runnable = [spec for spec in group if spec.cache_key not in first_failure]
             ran: dict[str, TrialResult] = {}
+            if runnable and before_process is not None:
+                before_process(runnable)
             if runnable:  # an eager arm alone still runs: the eager run needs its samples
                 cache_dir, deploy_dir = trial_folders(runnable[0], workdir)
                 measured = run_trial_process(runnable if runnable[0].kind == KIND_ARM else runnable[0],
@@ -336,6 +340,44 @@ def run_trials(
         if on_process is not None:
             on_process(group, ended, resumed)
     return results
+
+
+class WindowEnded(Exception):
+    """The launcher's --stop-after-min came: the processes left are for a later window, which resumes them."""
+
+
+class Deadline:
+    """No process starts that would not end by `at` (seconds since the epoch; None: no deadline), by the longest
+    process of its model in this window so far (else the median of all, else nothing): a window ends between
+    processes, with every line written, rather than in the middle of one."""
+
+    def __init__(self, at: float | None) -> None:
+        self.at = at
+        self.walls_s: dict[str, list[float]] = {}
+
+    def ended(self, specs: list[TrialSpec], results: list[TrialResult]) -> None:
+        """A process of this window ended: its wall time counts for its model."""
+        wall_s = max((result.wall_s or 0.0 for result in results), default=0.0)
+        self.walls_s.setdefault(specs[0].model.model_id, []).append(wall_s)
+
+    def expected_s(self, specs: list[TrialSpec]) -> float:
+        own = self.walls_s.get(specs[0].model.model_id)
+        every = sorted(wall for walls in self.walls_s.values() for wall in walls)
+        return max(own) if own else (every[len(every) // 2] if every else 0.0)
+
+    def check(self, specs: list[TrialSpec]) -> None:
+        """Raise WindowEnded when the process of `specs` would end after the deadline."""
+        if self.at is not None and time.time() + self.expected_s(specs) > self.at:
+            raise WindowEnded(f"--stop-after-min: {specs[0].process_id or specs[0].trial_id} would end after it "
+                              f"(about {self.expected_s(specs):.0f} s)")  # fmt: skip
+
+
+def boot_id() -> str:
+    """This machine's boot (Linux's random boot id; else the host name): what a primed cache belongs to."""
+    try:
+        return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    except OSError:
+        return fingerprint.host()["hostname"]
 
 
 def _lines(path: Path) -> list[str]:
@@ -452,7 +494,12 @@ def main() -> None:
                         help="after the plan, add blocks where intervals are widest while they fit in M minutes of "
                              "processes per environment (the plan's own budget if not given)")  # fmt: skip
     parser.add_argument("--plan-only", action="store_true", help="run the plan's trials only: no blocks added")
+    parser.add_argument("--stop-after-min", type=float, default=None, metavar="M",
+                        help="start no process that would end more than M minutes after the launcher started (by "
+                             "the longest of its model so far); run again later to resume")  # fmt: skip
     args = parser.parse_args()
+    if args.stop_after_min is not None and args.stop_after_min <= 0:
+        parser.error(f"--stop-after-min must be a positive number of minutes, got {args.stop_after_min}")
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     end_trials_on_signal()
     plan = Plan.from_dict(read_json(args.plan))
@@ -471,9 +518,12 @@ def main() -> None:
     LOGGER.info("checkpoints ready in %.0f s", time.time() - started)
     results_path = out / "trials.jsonl"
 
+    deadline = Deadline(None if args.stop_after_min is None else started + args.stop_after_min * 60)
+
     def report(specs: list[TrialSpec], ended: list[TrialResult], resumed: bool) -> None:
         if not resumed:
             append_results(results_path, ended)
+            deadline.ended(specs, ended)
         for spec, result in zip(specs, ended, strict=True):
             medians = ""
             if result.status == STATUS_OK and result.eager_ms:
@@ -490,25 +540,36 @@ def main() -> None:
         if any(spec.cache != CACHE_SHARED for spec in trials):
             parser.error("--prime needs a plan exported with benchmark.compile_cache=shared")
         cache = out / "shared-cache"
+        boot, cached = boot_id(), cache.is_dir()  # a later window on a fresh machine finds prime.jsonl, not the cache
+        primed_before = {line["cache_key"] for line in map(json.loads, _lines(out / "prime.jsonl"))
+                         if line.get("boot_id") == boot and cached}  # fmt: skip
         os.environ.update(cache_variables(cache))  # the trials after the prime find all it compiled
-        primed_before = {json.loads(line)["cache_key"] for line in _lines(out / "prime.jsonl")}
         pending = [s for s in trials if s.trial_id not in done and s.cache_key not in primed_before]
         primed = prime(pending, pythons, out / "work", cache, args.timeout_s, args.prime)
         with open(out / "prime.jsonl", "a") as handle:
             for spec_key, result in primed:
-                handle.write(json.dumps({**result.to_dict(), "cache_key": spec_key, "parallel": args.prime}) + "\n")
+                line = {**result.to_dict(), "cache_key": spec_key, "parallel": args.prime, "boot_id": boot}
+                handle.write(json.dumps(line) + "\n")
         LOGGER.info("primed %d runs %d at a time in %.0f s", len(primed), args.prime, time.time() - started)
     results = dict(done)
 
     def run(pending: list[TrialSpec]) -> dict[str, TrialResult]:
-        for result in run_trials(pending, pythons, out / "work", args.timeout_s, results, report):
+        for result in run_trials(pending, pythons, out / "work", args.timeout_s, results, report,
+                                 before_process=deadline.check):  # fmt: skip
             results[result.trial_id] = result
         return results
 
-    if plan.adaptive and not args.plan_only:
-        run_plan_adaptively(plan, trials, run, out, args.budget_min)
-    else:
-        run(trials)
+    try:
+        if plan.adaptive and not args.plan_only:
+            run_plan_adaptively(plan, trials, run, out, args.budget_min)
+        else:
+            run(trials)
+    except WindowEnded as ended:
+        planned = list(plan.trials) + list(read_added(out / ADDED_TRIALS))
+        measured = read_results(results_path)
+        left = len({spec.process_id or spec.trial_id for spec in planned if spec.trial_id not in measured})
+        LOGGER.info("window ended: %s; %d processes left for a later window (run this again)", ended, left)
+        return  # the shared cache and the work folder stay: a resume on this machine uses them
     shutil.rmtree(out / "work", ignore_errors=True)
     LOGGER.info("%d trials in %.0f s -> %s", len(results), time.time() - started, results_path)
 

@@ -1,0 +1,110 @@
+"""An exported plan run in windows, as on a machine lent for a few minutes a command: the launcher in the background
+(`harness.window`), a window that ends between processes (`--stop-after-min`), a later window that resumes, priming
+again on a machine whose primed cache is gone, and a launcher stopped by the id of what `start` started."""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+
+import pytest
+from conftest import make_project, project_env, run_ok
+
+from compilebench.harness import window
+
+pytestmark = [pytest.mark.xdist_group("window")]
+
+
+def _window(folder, env, *args, timeout=900):
+    return subprocess.run([sys.executable, "-m", "compilebench.harness.window", *args], cwd=folder, env=env,
+                          capture_output=True, text=True, timeout=timeout)  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def exported(tmp_path_factory):
+    """A one-model tiny plan on a shared cache (eager and default, two blocks), exported; the bare environment of a
+    GPU box (the exported harness copy on the path, not the project's source)."""
+    root = make_project(tmp_path_factory.mktemp("window"), ["microsoft/resnet-50"], replicates=2, max_replicates=2,
+                        compile_cache="shared")  # fmt: skip
+    env = project_env()
+    run_ok([sys.executable, "-m", "compilebench.fetch_image"], root, env)
+    folder = root / "gpu-run"
+    run_ok([sys.executable, "-m", "compilebench.benchmark", "--export", str(folder)], root, env)
+    bare = {**env, "PYTHONPATH": str(folder)}
+    bare.pop("VIRTUAL_ENV", None)
+    return folder, bare
+
+
+def _log_lines(results, text):
+    return [line for line in (results / "launcher.log").read_text().splitlines() if text in line]
+
+
+@pytest.mark.slow
+def test_windows_end_between_processes_resume_and_prime_again_where_the_cache_is_gone(exported, tmp_path):
+    folder, env = exported
+    results, back = folder / "results", tmp_path / "back"
+    for primed in (1, 0):  # the deadline has passed when the prime ends: no timing process starts
+        started = _window(folder, env, "start", "plan.json", "results", "--prime", "1", "--stop-after-min", "0.001")
+        assert started.returncode == 0, started.stderr
+        waited = _window(folder, env, "wait", "results", "600", "--copy-to", str(back))
+        assert waited.returncode == window.EXIT_ENDED, waited.stdout + waited.stderr
+        assert "0 of 2 processes have results" in waited.stdout
+        assert _log_lines(results, "primed ")[-1].split("INFO ")[1].startswith(f"primed {primed} runs")
+    assert len(_log_lines(results, "window ended")) == 2  # the second window found the cache: primed nothing
+    assert not (results / "trials.jsonl").exists()
+    assert sorted(path.name for path in back.iterdir()) == ["checkpoints.json", "environment.json", "launcher.log",
+                                                           "prime.jsonl", "window.json"]  # fmt: skip
+
+    shutil.rmtree(results / "shared-cache")  # the next window is a fresh machine: prime.jsonl came, the cache did not
+    third = run_ok([sys.executable, "-m", "compilebench.harness.launcher", "plan.json", "results", "--prime", "1"],
+                   folder, env)  # fmt: skip
+    assert "primed 1 runs" in third.stderr and "window ended" not in third.stderr
+    primes = [json.loads(line) for line in (results / "prime.jsonl").read_text().splitlines()]
+    assert len(primes) == 2 and len({line["boot_id"] for line in primes}) == 1 and primes[0]["status"] == "ok"
+    trials = [json.loads(line) for line in (results / "trials.jsonl").read_text().splitlines()]
+    assert sorted(t["trial_id"] for t in trials) == sorted(
+        f"current/microsoft--resnet-50/bs1/{arm}/r{block}" for arm in ("eager", "default") for block in (0, 1)
+    )  # every trial once
+    assert {t["status"] for t in trials} == {"ok"}
+
+
+@pytest.mark.slow
+def test_a_second_start_is_refused_and_stop_ends_the_launcher_it_started(exported, tmp_path):
+    folder, env = exported
+    out = tmp_path / "stopped"
+    started = _window(folder, env, "start", "plan.json", str(out), "--prime", "1")
+    assert started.returncode == 0, started.stderr
+    state = window.read_state(out)
+    assert window.running(state)
+    again = _window(folder, env, "start", "plan.json", str(out))
+    assert again.returncode != 0 and "a launcher still runs" in again.stderr
+    stopped = _window(folder, env, "stop", str(out))
+    assert stopped.returncode == window.EXIT_FAILED, stopped.stdout + stopped.stderr  # ended by SIGTERM, not 0
+    state = window.read_state(out)
+    assert state["returncode"] not in (None, 0) and not window.running(state)
+    deadline = time.monotonic() + 30
+    while window.keeper_alive(state["keeper_pid"]) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not window.keeper_alive(state["keeper_pid"])
+    with pytest.raises(ProcessLookupError):
+        os.kill(state["launcher_pid"], 0)
+
+
+def test_wait_on_a_folder_where_nothing_started_says_so(tmp_path):
+    done = subprocess.run([sys.executable, "-m", "compilebench.harness.window", "wait", str(tmp_path), "1"],
+                          capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert done.returncode == window.EXIT_NOTHING and "nothing was started" in done.stderr
+    stop = subprocess.run([sys.executable, "-m", "compilebench.harness.window", "stop", str(tmp_path)],
+                          capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert stop.returncode == window.EXIT_NOTHING and "no launcher runs" in stop.stderr
+
+
+def test_a_deadline_that_is_not_positive_is_refused(tmp_path):
+    (tmp_path / "plan.json").write_text("{}")
+    done = subprocess.run([sys.executable, "-m", "compilebench.harness.launcher", str(tmp_path / "plan.json"),
+                           str(tmp_path / "out"), "--stop-after-min", "0"], capture_output=True, text=True,
+                          timeout=60)  # fmt: skip
+    assert done.returncode == 2 and "--stop-after-min must be a positive number of minutes" in done.stderr
+    assert not (tmp_path / "out").exists()
