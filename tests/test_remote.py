@@ -3,7 +3,9 @@ bare GPU box), the pipeline's own loop adding blocks there, a second window resu
 
 import json
 import os
+import shutil
 import sys
+import uuid
 
 import mlflow
 import pytest
@@ -56,6 +58,33 @@ def test_ingest_logs_every_trial_once_the_added_blocks_included(exported):
     mlflow.set_tracking_uri(f"sqlite:///{root}/mlruns/mlflow.db")
     logged = mlflow.search_runs(experiment_names=["compilebench"], filter_string="tags.mlflow.parentRunId != ''")
     assert len(logged) == 2 and logged["tags.compilebench.run_uid"].is_unique  # eager and default, once each
+
+
+def test_a_plan_whose_launcher_has_not_finished_is_written_but_not_logged_until_it_has(exported, tmp_path):
+    root, folder, env, _, _ = exported
+    copy = tmp_path / "window-1"  # the same results as a new invocation, brought back before the plan finished
+    shutil.copytree(folder, copy)
+    invocation = uuid.uuid4().hex
+    for name, keys in (("plan.json", ["invocation_id"]), ("export.json", ["context", "invocation_id"])):
+        tree = json.loads((copy / name).read_text())
+        (tree if len(keys) == 1 else tree[keys[0]])[keys[-1]] = invocation
+        (copy / name).write_text(json.dumps(tree))
+    (copy / "results" / "finished.json").unlink()
+    store = f"sqlite:///{root}/mlruns/mlflow.db"
+    run_ok([sys.executable, "-m", "compilebench.benchmark", "--ingest", str(copy)], root, env)
+    run_info = json.loads((root / "data/results/run_info.json").read_text())
+    assert "has not finished this plan" in run_info["not_logged"] and run_info["invocation_id"] == invocation
+    for stage in ("aggregate", "plot", "sync"):  # the readers of run_info write their files and log nothing
+        run_ok([sys.executable, "-m", f"compilebench.{stage}"], root, env)
+    assert "Not logged to MLflow" in (root / "data/report/report.md").read_text()
+    mlflow.set_tracking_uri(store)
+    tagged = f"tags.`compilebench.invocation` = '{invocation}'"
+    assert mlflow.search_runs(experiment_names=["compilebench"], filter_string=tagged).empty  # no parent either
+    (copy / "results" / "finished.json").write_text((folder / "results" / "finished.json").read_text())
+    run_ok([sys.executable, "-m", "compilebench.benchmark", "--ingest", str(copy)], root, env)
+    logged = mlflow.search_runs(experiment_names=["compilebench"],
+                                filter_string=f"tags.`compilebench.run_uid` LIKE '{invocation}/%'")  # fmt: skip
+    assert len(logged) == 2  # once it finished: eager and default
 
 
 def test_an_export_for_a_gpu_prints_its_estimated_minutes_and_refuses_nothing(exported, tmp_path):

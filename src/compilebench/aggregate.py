@@ -285,6 +285,9 @@ def main() -> None:
         {f"verdict_{key.replace(' ', '_')}": int(value) for key, value in judged["verdict"].value_counts().items()}
     )
     write_json(config.paths.metrics, metrics)
+    if run_info.get(tracking.NOT_LOGGED):
+        LOGGER.info("tables written, not logged to MLflow: %s", run_info[tracking.NOT_LOGGED])
+        return
     tracker = tracking.Tracker(config.paths.tracking_uri, run_info["invocation_id"])
     files = [
         Path(p) for p in (config.paths.summary, config.paths.verdicts, config.paths.comparison, config.paths.metrics)

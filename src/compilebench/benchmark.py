@@ -146,7 +146,9 @@ class Recorder:
         self.log_final()
 
     def log_final(self) -> None:
-        """Log every complete run whose model gets no more blocks, once (by run uid)."""
+        """Log every complete run whose model gets no more blocks, once (by run uid); nothing without a tracker."""
+        if self.tracker is None:
+            return
         for record in self.records():
             if record.run_uid not in self.logged and (record.model_id, record.batch_size) not in self.open:
                 self.tracker.log_run(**tracking.run_payload(record.to_dict()))
@@ -186,15 +188,19 @@ def measure_adaptively(
 
 
 def finish(config: Config, records: list[runs.RunRecord], invocation_id: str, tracker, extra: dict) -> None:
-    """Write the results and run info, close the parent run, say what failed and what was not logged."""
+    """Write the results and run info, close the parent run, say what failed and what was not logged. Without a
+    tracker (an ingest of a plan not finished: extra says why, under tracking.NOT_LOGGED) nothing is logged."""
     write_jsonl(config.paths.results, [record.to_dict() for record in records])
     failed = [f"{r.model_id} bs{r.batch_size} {r.variant} [{r.environment}]: {r.status}" for r in records
               if r.status != STATUS_OK]  # fmt: skip
-    parent = {"name": tracker.parent_name, "params": tracker.parent_params, "tags": tracker.parent_tags}  # for sync
+    parent = {"name": tracker.parent_name, "params": tracker.parent_params, "tags": tracker.parent_tags} if (
+        tracker) else {}  # fmt: skip  # for sync
     crashed = any(record.status in tracking.CRASHED for record in records)  # measured nothing: the parent FAILED
     run_info = {"invocation_id": invocation_id, "experiment": tracking.EXPERIMENT, "failed_runs": failed,
                 "crashed": crashed, "parent": parent, **extra}  # fmt: skip
     write_json(config.paths.run_info, run_info)
+    if tracker is None:
+        return
     tracker.log_parent(finish_failed=crashed)
     if failed:
         LOGGER.warning("%d of %d runs did not end ok (recorded in the tables and MLflow): %s", len(failed),
@@ -377,6 +383,11 @@ def ingest(config: Config, folder: Path) -> None:
     if missing:
         LOGGER.warning("%d of %d trials have no result yet (rerun the launcher there to finish): %s", len(missing),
                        len(exported.trials), missing[:5])  # fmt: skip
+    finished = (folder / "results" / launcher.FINISHED).exists() or not exported.adaptive  # no loop: as it stands
+    not_logged = None if finished else (
+        f"the launcher has not finished this plan ({len(exported.trials) - len(missing)} of {len(exported.trials)} "
+        f"trials have results, and its loop may still add blocks): nothing is logged to MLflow until it has; run it "
+        f"again there, bring {folder / 'results'} back and ingest again")  # fmt: skip
     selection = saved["selection"]
     first = next(result for result in results.values() if result.environment)
     machine = saved["context"]["machine"] or first.environment.get("hostname", "remote")
@@ -390,7 +401,7 @@ def ingest(config: Config, folder: Path) -> None:
     }
     info = {e["label"]: runs.EnvironmentInfo(e["label"], f"{e['name']} on {machine}", key, found, freeze)
             for e in selection["environments"]}  # fmt: skip
-    tracker = tracking.Tracker(
+    tracker = None if not_logged else tracking.Tracker(
         config.paths.tracking_uri, exported.invocation_id, parent_name(selection, machine) + " (ingested)",
         parent_params(selection, config.benchmark, run_context, first.environment),
         {"suite": selection["suite"], "machine": machine, "machine_fingerprint": first.environment.get(
@@ -404,8 +415,10 @@ def ingest(config: Config, folder: Path) -> None:
         recorder(specs, [results[spec.trial_id] for spec in specs], resumed=True)
     labels = {label: {"name": e.name, "key": e.key, "pins": e.pins} for label, e in info.items()}
     extra = {"ingested_from": str(folder), "trials": len(exported.trials), "trials_missing": len(missing),
-             "environments": labels}  # fmt: skip
+             "environments": labels, **({tracking.NOT_LOGGED: not_logged} if not_logged else {})}  # fmt: skip
     finish(config, recorder.records(), exported.invocation_id, tracker, extra)
+    if not_logged:
+        LOGGER.warning("results written to %s; %s", config.paths.results, not_logged)
 
 
 def main() -> None:

@@ -288,6 +288,9 @@ def main() -> None:
     text = report.render(results, table, verdicts, compared, published, written, report_path.parent, run_info)
     write_atomic(report_path, text)
     LOGGER.info("wrote %s", report_path)
+    if run_info.get(tracking.NOT_LOGGED):
+        LOGGER.info("figures and report written, not logged to MLflow: %s", run_info[tracking.NOT_LOGGED])
+        return
     tracker = tracking.Tracker(config.paths.tracking_uri, run_info["invocation_id"])
     if not (tracker.log_parent(written, "plots") and tracker.log_parent([report_path], "report")):
         LOGGER.warning("figures and report are on disk; `python -m compilebench.sync` attaches them to MLflow later")

@@ -252,6 +252,7 @@ def render(
         f"{first.get('replicates')} fresh processes. MLflow experiment `{run_info.get('experiment')}`, "
         f"invocation `{run_info.get('invocation_id')}` (tag `compilebench.invocation` of the parent run).",
         "",
+        *([f"**Not logged to MLflow:** {run_info['not_logged']}.", ""] if run_info.get("not_logged") else []),
         "## Environment",
         "",
         _table(environment_table(results)),

@@ -29,6 +29,9 @@ def main() -> None:
     except (OSError, json.JSONDecodeError) as error:
         LOGGER.error("nothing to sync: %s", error)
         sys.exit(2)
+    if run_info.get(tracking.NOT_LOGGED):
+        LOGGER.info("nothing to sync: %s", run_info[tracking.NOT_LOGGED])
+        return
     invocation = run_info["invocation_id"]
     parent = run_info.get("parent", {})  # made here if the store was down all along: as the benchmark names it
     tracker = tracking.Tracker(config.paths.tracking_uri, invocation, parent.get("name") or f"{config.suite} (synced)",

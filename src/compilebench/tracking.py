@@ -33,6 +33,7 @@ LOGGER = logging.getLogger(__name__)
 
 PARENT_RUN_TAG = "mlflow.parentRunId"
 RUN_UID_TAG = "compilebench.run_uid"
+NOT_LOGGED = "not_logged"  # in run_info: why none of the invocation's results go to MLflow (a plan not finished)
 INVOCATION_TAG = "compilebench.invocation"
 EXPERIMENT_NAME_TAG = "dvc.exp_name"  # the DVC experiment an invocation ran in (`dvc exp run`, queued or not)
 # A down server otherwise blocks each call for minutes (MLflow's default retries); users may set their own values.

@@ -64,6 +64,7 @@ LOG_TAIL_LINES = 8
 # A warm trial repeats its cold trial: when that one ended like this, the repeats would too, minutes each.
 NOT_REPEATED = MEASURED_NOTHING
 ADDED_TRIALS = "added.jsonl"  # beside an exported plan's results: the specs of the blocks its loop added
+FINISHED = "finished.json"  # beside them once the plan and its loop have ended: no block will be added any more
 
 
 def oom_kills() -> int:
@@ -510,6 +511,7 @@ def main() -> None:
     os.chdir(args.plan.resolve().parent)  # the plan's paths are relative to its folder
     out = args.out if args.out.is_absolute() else Path.cwd().joinpath(args.out)
     out.mkdir(parents=True, exist_ok=True)
+    (out / FINISHED).unlink(missing_ok=True)  # a larger --budget-min may add blocks to a plan that had finished
     started = time.time()
     (out / "environment.json").write_text(
         json.dumps({"python": sys.executable, "freeze": fingerprint.freeze(sys.executable)})
@@ -571,6 +573,7 @@ def main() -> None:
         LOGGER.info("window ended: %s; %d processes left for a later window (run this again)", ended, left)
         return  # the shared cache and the work folder stay: a resume on this machine uses them
     shutil.rmtree(out / "work", ignore_errors=True)
+    (out / FINISHED).write_text(json.dumps({"finished_at": time.time(), "trials": len(results)}))
     LOGGER.info("%d trials in %.0f s -> %s", len(results), time.time() - started, results_path)
 
 

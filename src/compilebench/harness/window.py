@@ -11,9 +11,9 @@ started) and, once it ended, its exit status. A second `start` on an OUT whose l
 
 `wait` returns when that launcher has ended or SECONDS have passed. It prints how far the plan got (processes with
 results, of the plan's and the added blocks'), and with --copy-to it copies the result files (trials.jsonl,
-added.jsonl, prime.jsonl, checkpoints.json, environment.json, launcher.log, window.json: seven small files, each
-whole as of the copy) to DIR, the way back from a machine that keeps only a few files of each command. Exit status:
-0 the launcher ended with 0; 1 it ended otherwise; 3 it still runs; 2 nothing was started on OUT.
+added.jsonl, prime.jsonl, checkpoints.json, environment.json, finished.json, launcher.log, window.json: eight small
+files, each whole as of the copy) to DIR, the way back from a machine that keeps only a few files of each command.
+Exit status: 0 the launcher ended with 0; 1 it ended otherwise; 3 it still runs; 2 nothing was started on OUT.
 
 `stop` sends SIGTERM to the keeper this module started (by its recorded process id, after checking that the id is
 still the keeper's), which passes it on to the launcher: that ends its trial's process group and exits.
@@ -32,12 +32,13 @@ import sys
 import time
 from pathlib import Path
 
-from compilebench.harness.launcher import ADDED_TRIALS, read_added, read_results
+from compilebench.harness.launcher import ADDED_TRIALS, FINISHED, read_added, read_results
 from compilebench.harness.records import Plan, processes, read_json
 
 STATE = "window.json"
 LOG = "launcher.log"
-RESULT_FILES = ("trials.jsonl", ADDED_TRIALS, "prime.jsonl", "checkpoints.json", "environment.json", LOG, STATE)
+RESULT_FILES = ("trials.jsonl", ADDED_TRIALS, "prime.jsonl", "checkpoints.json", "environment.json", FINISHED, LOG,
+                STATE)  # fmt: skip
 POLL_S = 1.0
 EXIT_ENDED, EXIT_FAILED, EXIT_NOTHING, EXIT_RUNNING = 0, 1, 2, 3
 KEEPER = b"_keep"  # the verb in the keeper's command line
