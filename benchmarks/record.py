@@ -27,6 +27,12 @@ def machine(rows: list[dict]) -> str:
     return f"`{first.get('device_name', '?')}` (fingerprint `{first.get('machine_fingerprint', '?')}`)"
 
 
+def processes(rows: list[dict]) -> int:
+    """How many fresh processes measured the runs (a timing process serves every run of its arms)."""
+    return len({process.get("process_id") or process["trial_id"] for row in rows
+                for process in row.get("process_results", [])})  # fmt: skip
+
+
 def stacks(rows: list[dict]) -> list[str]:
     """Each environment measured, with the torch and transformers its runs recorded."""
     seen = {}
@@ -72,7 +78,7 @@ def main() -> None:
         args.command,
         "```",
         "",
-        f"Wall time {int(args.wall_s)} s ({minutes} min {seconds} s); {info.get('processes', '?')} processes "
+        f"Wall time {int(args.wall_s)} s ({minutes} min {seconds} s); {processes(rows)} processes "
         f"({info.get('planned_processes', '?')} planned, the rest added by the adaptive loop), {len(rows)} runs.",
         "",
         "Stacks: " + "; ".join(stacks(rows)) + ".",

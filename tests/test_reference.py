@@ -7,6 +7,7 @@ import pandas as pd
 import pytest
 
 from compilebench import reference
+from compilebench.config import Variant
 
 ROOT = Path(__file__).resolve().parents[1]
 CSV = ROOT / "data" / "reference" / "published.csv"
@@ -162,11 +163,9 @@ def test_reproduced_is_not_easier_when_the_published_gpus_disagree():
 
 
 def test_published_cells_are_what_a_published_number_judges(published):
-    from compilebench.config import Variant
-
-    variants = {"eager": Variant(compile=False), "default": Variant(), "reduce-overhead": Variant(mode="reduce-overhead"),
-                "max-autotune": Variant(mode="max-autotune"), "freezing": Variant(inductor={"freezing": True}),
-                "bf16": Variant(dtype="bfloat16")}  # fmt: skip
+    variants = {"eager": Variant(compile=False), "default": Variant(),
+                "reduce-overhead": Variant(mode="reduce-overhead"), "max-autotune": Variant(mode="max-autotune"),
+                "freezing": Variant(inductor={"freezing": True}), "bf16": Variant(dtype="bfloat16")}  # fmt: skip
     models = sorted(set(published["model_id"]))
     cells = reference.published_cells(published, models, [1, 16], variants, "float32")
     by_variant = Counter(variant for _, _, variant in cells)
