@@ -102,3 +102,21 @@ def test_an_export_for_a_gpu_prints_its_estimated_minutes_and_refuses_nothing(ex
     assert len({trial["model"]["model_id"] for trial in plan["trials"]}) == 12 and len(plan["recipes"]) == 12
     reduce = {trial["model"]["label"] for trial in plan["trials"] if trial["variant"]["name"] == "reduce-overhead"}
     assert len(plan["trials"]) == 60 * 2 + 4 * 5 and len(reduce) == 4  # `cells: published`: the doc's 16 cells
+
+
+def test_a_recipe_that_cannot_be_built_costs_its_model_not_the_window(tmp_path):
+    from compilebench.harness import launcher, models
+    from compilebench.harness.records import CheckpointRecipe, Plan
+
+    good = models.recipe(models.get_card("microsoft/resnet-50"), "tiny", 0, "checkpoints/resnet")
+    broken = CheckpointRecipe("acme/broken", "checkpoints/broken", "NoSuchModel", "NoSuchConfig", {}, "NoSuchProcessor",
+                              {}, 0)  # fmt: skip  # a transformers without these classes
+    built = launcher.build_checkpoints(Plan("x", (), (broken, good), {}), tmp_path)
+    by_model = {entry["model_id"]: entry for entry in built}
+    assert "NoSuchConfig" in by_model["acme/broken"]["error"] and by_model["acme/broken"]["param_count"] is None
+    assert (
+        not (tmp_path / "checkpoints" / "broken").exists()
+        and not (tmp_path / "checkpoints" / "broken.partial").exists()
+    )
+    assert "error" not in by_model["microsoft/resnet-50"] and by_model["microsoft/resnet-50"]["param_count"] > 0
+    assert (tmp_path / "checkpoints" / "resnet" / "compilebench-recipe.json").exists()

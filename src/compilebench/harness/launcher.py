@@ -411,23 +411,31 @@ def prime(
 
 
 def build_checkpoints(plan: Plan, root: Path) -> list[dict]:
-    """Build each recipe's random-init checkpoint under `root` (skipping complete folders); what was built."""
+    """Build each recipe's random-init checkpoint under `root` (skipping complete folders); what was built. A recipe
+    that fails to build (this transformers lacks a class, say) is an entry with its `error`, logged, and no folder:
+    its model's trials then fail at load, as a status, while the other models run."""
     from compilebench.harness import models  # torch and transformers: only on the machine that runs trials
 
     built = []
     for recipe in plan.recipes:
         folder = root / recipe.folder
         record = folder / "compilebench-recipe.json"
+        entry = {"model_id": recipe.model_id, "folder": recipe.folder, "weights_source": "random-init",
+                 "config_origin": f"recipe:{recipe.config_class}", "seed": recipe.seed}  # fmt: skip
         if not record.exists():
             partial = folder.with_name(folder.name + ".partial")
             shutil.rmtree(partial, ignore_errors=True)
-            param_count = models.build_checkpoint(recipe, partial)
+            try:
+                param_count = models.build_checkpoint(recipe, partial)
+            except Exception as error:  # one model's recipe: the window goes on with the others
+                LOGGER.error("checkpoint of %s not built: %s: %s", recipe.model_id, type(error).__name__, error)
+                shutil.rmtree(partial, ignore_errors=True)
+                built.append({**entry, "param_count": None, "error": f"{type(error).__name__}: {error}"[:2000]})
+                continue
             (partial / record.name).write_text(json.dumps({"param_count": param_count}))
             shutil.rmtree(folder, ignore_errors=True)
             partial.rename(folder)
-        built.append({"model_id": recipe.model_id, "folder": recipe.folder, "weights_source": "random-init",
-                      "config_origin": f"recipe:{recipe.config_class}", "seed": recipe.seed,
-                      "param_count": json.loads(record.read_text())["param_count"]})  # fmt: skip
+        built.append({**entry, "param_count": json.loads(record.read_text())["param_count"]})
     return built
 
 
