@@ -184,6 +184,8 @@ def test_a_plan_is_estimated_from_the_costs_of_itsprocesses():
         COSTS,
     )
     assert slow.seconds == pytest.approx(5 + 3 + 4 + 6 + 1.0 + 20.0)  # 1000 rounds of 20 ms: 20 s timed
+    assert slow.primes == 2 and slow.prime_s == pytest.approx(2 * (5 + 3) + 20 + 30)  # shared: primed, not cold
+    assert found.primes == 0 and found.prime_s == 0  # cold processes of its own: nothing to prime
 
 
 def test_a_model_or_variant_without_costs_borrows_the_median_of_the_others():

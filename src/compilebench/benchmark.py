@@ -364,9 +364,14 @@ def estimate_line(trials: list[TrialSpec], config: Config) -> str:
     found = plan.estimate(trials, costs)
     borrowed = f"; no measured cost for {len(found.borrowed)} (model, variant): {', '.join(found.borrowed[:6])}" + (
         " ..." if len(found.borrowed) > 6 else "") if found.borrowed else ""  # fmt: skip
+    prime = ""
+    if found.primes:
+        prime = (f"; before them `launcher --prime N` compiles the plan's {found.primes} runs, "
+                 f"{found.prime_s / 60:.0f} minutes one at a time (N at a time take less where the machine has the "
+                 "cores)")  # fmt: skip
     return (f"estimated {found.seconds / 60:.0f} GPU minutes on {costs['device']} for {found.processes} processes "
-            f"one after the other (from {costs_path}: {costs['stack']}{borrowed}); add the machine's start-up, and "
-            "--prime N compiles in parallel first")  # fmt: skip
+            f"one after the other (from {costs_path}: {costs['stack']}{borrowed}){prime}; add the machine's "
+            "start-up")  # fmt: skip
 
 
 def ingest(config: Config, folder: Path) -> None:

@@ -181,6 +181,8 @@ class Estimate:
     seconds: float
     processes: int
     borrowed: tuple[str, ...]  # "model variant" pairs the table had no cost for: the median of the others is used
+    prime_s: float = 0.0  # a shared-cache plan's compile-only processes (launcher --prime), one after the other
+    primes: int = 0  # how many (one per compiled run)
 
 
 def _cost(costs: dict[str, Any], model: str, variant: str | None, key: str, borrowed: set[str]) -> float:
@@ -202,7 +204,8 @@ def estimate(trials: list[TrialSpec], costs: dict[str, Any]) -> Estimate:
     """The seconds a plan's processes take one after the other on the device of `costs` (benchmarks/gpu_costs.py):
     per process its start-up and load; a cold process its cold compile; a timing or paired one each arm's warm compile
     (as measured in a process of its own, so an upper bound for the arms after the first), its warm-up and its timed
-    rounds (min_iters rounds or min_time_s, whichever is longer, at most max_time_s)."""
+    rounds (min_iters rounds or min_time_s, whichever is longer, at most max_time_s). For a shared-cache plan, apart:
+    the prime's compile-only processes (start-up, load, cold compile), one after the other."""
     borrowed: set[str] = set()
     total = 0.0
     groups = processes(trials)
@@ -219,7 +222,12 @@ def estimate(trials: list[TrialSpec], costs: dict[str, Any]) -> Estimate:
             seconds += max(timing.warmup_s, timing.warmup_iters * round_s)
             seconds += min(max(timing.min_iters * round_s, timing.min_time_s), timing.max_time_s)
         total += seconds
-    return Estimate(total, len(groups), tuple(sorted(borrowed)))
+    primed = {spec.cache_key: spec for spec in trials if spec.cache == CACHE_SHARED and spec.variant.compile}
+    prime_s = sum(_cost(costs, spec.model.model_id, None, "startup_s", borrowed)
+                  + _cost(costs, spec.model.model_id, None, "load_s", borrowed)
+                  + _cost(costs, spec.model.model_id, spec.variant.name, "cold_compile_s", borrowed)
+                  for spec in primed.values())  # fmt: skip
+    return Estimate(total, len(groups), tuple(sorted(borrowed)), prime_s, len(primed))
 
 
 def selection(
