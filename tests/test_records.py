@@ -5,6 +5,7 @@ import re
 
 import pytest
 
+from compilebench.harness.files import append_lines
 from compilebench.harness.records import (
     CompileHealth,
     ModelSpec,
@@ -81,3 +82,15 @@ def test_a_result_line_of_the_earlier_format_is_read_with_defaults_and_still_typ
     assert result.compile_position is None and result.arms == () and result.eager_ms == (1.0,)
     with pytest.raises(RecordError, match="key 'compiled_ms'"):
         read_result_lines(_lines(tmp_path, [{**older, "compiled_ms": "0.5"}]))
+
+
+@pytest.mark.parametrize(
+    ("before", "after"),
+    [(None, "b\nc\n"), ("", "b\nc\n"), ("a\n", "a\nb\nc\n"), ('a\n{"torn', "a\nb\nc\n"), ('{"torn', "b\nc\n")],
+)
+def test_appended_lines_never_join_a_torn_last_line(tmp_path, before, after):
+    path = tmp_path / "trials.jsonl"
+    if before is not None:
+        path.write_text(before)
+    append_lines(path, ["b", "c"])
+    assert path.read_text() == after

@@ -58,11 +58,13 @@ def test_windows_end_between_processes_resume_and_prime_again_where_the_cache_is
                                                            "prime.jsonl", "window.json"]  # fmt: skip
 
     shutil.rmtree(results / "shared-cache")  # the next window is a fresh machine: prime.jsonl came, the cache did not
+    with open(results / "prime.jsonl", "a") as torn:  # and a line copied while it was being written
+        torn.write('{"cache_key": "current/micro')
     third = run_ok([sys.executable, "-m", "compilebench.harness.launcher", "plan.json", "results", "--prime", "1"],
                    folder, env)  # fmt: skip
     assert "primed 1 runs" in third.stderr and "window ended" not in third.stderr
     assert json.loads((results / "finished.json").read_text())["trials"] == 4  # not after a window that ended
-    primes = [json.loads(line) for line in (results / "prime.jsonl").read_text().splitlines()]
+    primes = [json.loads(line) for line in (results / "prime.jsonl").read_text().splitlines()]  # the torn one cut
     assert len(primes) == 2 and len({line["boot_id"] for line in primes}) == 1 and primes[0]["status"] == "ok"
     trials = [json.loads(line) for line in (results / "trials.jsonl").read_text().splitlines()]
     assert sorted(t["trial_id"] for t in trials) == sorted(

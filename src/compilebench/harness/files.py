@@ -1,6 +1,7 @@
 """Files a reader never sees half-written, even after a power loss: write a unique temporary file beside the
-target, flush it to disk, rename it over the target (atomic on POSIX), then flush the folder's entry. And a lock on
-a file beside one that several processes update (read, change, write)."""
+target, flush it to disk, rename it over the target (atomic on POSIX), then flush the folder's entry. Lines appended
+to a JSON-lines file after cutting off a torn last line. And a lock on a file beside one that several processes
+update (read, change, write)."""
 
 from __future__ import annotations
 
@@ -41,6 +42,27 @@ def locked(path: str | Path):
     with open(path, "a") as handle:
         fcntl.flock(handle, fcntl.LOCK_EX)
         yield
+
+
+def append_lines(path: str | Path, lines: list[str]) -> None:
+    """Append `lines` (each without its newline) in one write, on disk once this returns. A last line without its
+    newline (a write a kill cut short, or a copy taken while the file was written) is cut off first: appended after
+    it, the first new line would join it and neither could be read."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.touch()
+    with open(path, "r+b") as handle:
+        end = handle.seek(0, os.SEEK_END)
+        if end:
+            handle.seek(end - 1)
+            if handle.read(1) != b"\n":
+                handle.seek(0)
+                end = handle.read().rfind(b"\n") + 1
+                handle.truncate(end)
+        handle.seek(end)
+        handle.write("".join(line + "\n" for line in lines).encode())
+        handle.flush()
+        os.fsync(handle.fileno())
 
 
 def write_json(path: str | Path, payload: Any, indent: int | None = 2) -> None:

@@ -35,6 +35,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from compilebench.harness import fingerprint
+from compilebench.harness.files import append_lines
 from compilebench.harness.groups import LIVE, end_group, end_trials_on_signal
 from compilebench.harness.records import (
     CACHE_COLD,
@@ -385,6 +386,17 @@ def _lines(path: Path) -> list[str]:
     return [line for line in path.read_text().splitlines() if line.strip()] if path.exists() else []
 
 
+def _json_lines(path: Path) -> list[dict]:
+    """The JSON objects of a file's lines; a torn one (a kill, a copy taken while it was written) is left out."""
+    parsed = []
+    for line in _lines(path):
+        try:
+            parsed.append(json.loads(line))
+        except json.JSONDecodeError:
+            continue
+    return parsed
+
+
 def prime(
     trials: list[TrialSpec], pythons: dict[str, str], workdir: Path, cache_dir: Path, timeout_s: float, workers: int
 ) -> list[tuple[str, TrialResult]]:
@@ -440,11 +452,8 @@ def build_checkpoints(plan: Plan, root: Path) -> list[dict]:
 
 
 def append_results(path: Path, results: list[TrialResult]) -> None:
-    """A process's result lines, in one write, on disk before the next process starts."""
-    with open(path, "a") as handle:
-        handle.write("".join(json.dumps(result.to_dict()) + "\n" for result in results))
-        handle.flush()
-        os.fsync(handle.fileno())
+    """A process's result lines, in one write, on disk before the next process starts (files.append_lines)."""
+    append_lines(path, [json.dumps(result.to_dict()) for result in results])
 
 
 def read_results(path: Path) -> dict[str, TrialResult]:
@@ -456,10 +465,10 @@ def read_results(path: Path) -> dict[str, TrialResult]:
 def read_added(path: Path) -> tuple[TrialSpec, ...]:
     """The specs of the blocks an earlier run of this plan's loop added (a torn last line from a kill is ignored)."""
     added = []
-    for line in _lines(path):
+    for raw in _json_lines(path):
         try:
-            added.append(TrialSpec.from_dict(json.loads(line)))
-        except (json.JSONDecodeError, ValueError, TypeError):
+            added.append(TrialSpec.from_dict(raw))
+        except (ValueError, TypeError):
             continue
     return tuple(added)
 
@@ -483,8 +492,7 @@ def run_plan_adaptively(plan: Plan, trials: list[TrialSpec], run, out: Path, bud
         return [record.to_dict() for record in runs.run_records(specs, results, environments, models, context)]
 
     def added(specs: list[TrialSpec]) -> None:
-        with open(out / ADDED_TRIALS, "a") as handle:
-            handle.write("".join(json.dumps(spec.to_dict()) + "\n" for spec in specs))
+        append_lines(out / ADDED_TRIALS, [json.dumps(spec.to_dict()) for spec in specs])
 
     adaptive.measure(trials, labels, settings, run, records_of, added=added)
 
@@ -551,15 +559,13 @@ def main() -> None:
             parser.error("--prime needs a plan exported with benchmark.compile_cache=shared")
         cache = out / "shared-cache"
         boot, cached = boot_id(), cache.is_dir()  # a later window on a fresh machine finds prime.jsonl, not the cache
-        primed_before = {line["cache_key"] for line in map(json.loads, _lines(out / "prime.jsonl"))
+        primed_before = {line["cache_key"] for line in _json_lines(out / "prime.jsonl")
                          if line.get("boot_id") == boot and cached}  # fmt: skip
         os.environ.update(cache_variables(cache))  # the trials after the prime find all it compiled
         pending = [s for s in trials if s.trial_id not in done and s.cache_key not in primed_before]
         primed = prime(pending, pythons, out / "work", cache, args.timeout_s, args.prime)
-        with open(out / "prime.jsonl", "a") as handle:
-            for spec_key, result in primed:
-                line = {**result.to_dict(), "cache_key": spec_key, "parallel": args.prime, "boot_id": boot}
-                handle.write(json.dumps(line) + "\n")
+        append_lines(out / "prime.jsonl", [json.dumps({**result.to_dict(), "cache_key": key, "parallel": args.prime,
+                                                       "boot_id": boot}) for key, result in primed])  # fmt: skip
         LOGGER.info("primed %d runs %d at a time in %.0f s", len(primed), args.prime, time.time() - started)
     results = dict(done)
 

@@ -12,7 +12,8 @@ started) and, once it ended, its exit status. A second `start` on an OUT whose l
 `wait` returns when that launcher has ended or SECONDS have passed. It prints how far the plan got (processes with
 results, of the plan's and the added blocks'), and with --copy-to it copies the result files (trials.jsonl,
 added.jsonl, prime.jsonl, checkpoints.json, environment.json, finished.json, launcher.log, window.json: eight small
-files, each whole as of the copy) to DIR, the way back from a machine that keeps only a few files of each command.
+files, as they are then: a line being written may come torn, and readers leave a torn last line out) to DIR, the
+way back from a machine that keeps only a few files of each command.
 Exit status: 0 the launcher ended with 0; 1 it ended otherwise; 3 it still runs; 2 nothing was started on OUT.
 
 `stop` sends SIGTERM to the keeper this module started (by its recorded process id, after checking that the id is
