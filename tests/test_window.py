@@ -71,6 +71,14 @@ def test_windows_end_between_processes_resume_and_prime_again_where_the_cache_is
         f"current/microsoft--resnet-50/bs1/{arm}/r{block}" for arm in ("eager", "default") for block in (0, 1)
     )  # every trial once
     assert {t["status"] for t in trials} == {"ok"}
+    before = window.read_state(results)
+    again = _window(
+        folder, env, "run", "plan.json", "results", "5", "--copy-to", str(tmp_path / "last"), "--prime", "1"
+    )
+    assert again.returncode == window.EXIT_ENDED and "the plan has finished" in again.stdout, again.stderr
+    assert window.read_state(results) == before  # nothing started
+    brought = {path.name for path in (tmp_path / "last").iterdir()}  # all a window brings back: 8 files at most
+    assert brought == set(window.RESULT_FILES) - {"added.jsonl"} and len(window.RESULT_FILES) == 8  # no block added
 
 
 @pytest.mark.slow

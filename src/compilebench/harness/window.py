@@ -3,6 +3,7 @@
     python -m compilebench.harness.window start PLAN.json OUT [LAUNCHER OPTIONS]   # returns at once
     python -m compilebench.harness.window wait OUT SECONDS [--copy-to DIR]        # until it ends, or SECONDS pass
     python -m compilebench.harness.window stop OUT                                # ends the launcher it started
+    python -m compilebench.harness.window run PLAN.json OUT SECONDS [--copy-to DIR] [LAUNCHER OPTIONS]  # both
 
 `start` runs `python -m compilebench.harness.launcher PLAN.json OUT [LAUNCHER OPTIONS]` under a keeper in a session
 of its own, so the command that started it may end (and a hang-up does not reach it). The launcher's output goes to
@@ -15,6 +16,9 @@ added.jsonl, prime.jsonl, checkpoints.json, environment.json, finished.json, lau
 files, as they are then: a line being written may come torn, and readers leave a torn last line out) to DIR, the
 way back from a machine that keeps only a few files of each command.
 Exit status: 0 the launcher ended with 0; 1 it ended otherwise; 3 it still runs; 2 nothing was started on OUT.
+
+`run` is `start` (unless a launcher runs on OUT already, or the plan has finished there), then `wait`: the one
+command every call of a window can send, the first as the later ones, on the same machine or a fresh one.
 
 `stop` sends SIGTERM to the keeper this module started (by its recorded process id, after checking that the id is
 still the keeper's), which passes it on to the launcher: that ends its trial's process group and exits.
@@ -167,6 +171,18 @@ def wait(out: Path, seconds: float, copy_to: Path | None) -> int:
     return EXIT_ENDED if returncode == 0 else EXIT_FAILED
 
 
+def start_and_wait(plan: Path, out: Path, seconds: float, copy_to: Path | None, options: list[str]) -> int:
+    """`start` unless a launcher runs on OUT or its plan has finished there; then `wait`."""
+    if running(read_state(out.resolve())):
+        print(f"window: a launcher runs on {out} already: waiting for it")
+    elif (out / FINISHED).exists():
+        print(f"window: the plan has finished on {out} ({FINISHED}): nothing started")
+    else:
+        state = start(plan, out, options)
+        print(f"window: launcher {state['launcher_pid']} started on {state['plan']}; output in {out / LOG}")
+    return wait(out, seconds, copy_to)
+
+
 def stop(out: Path) -> int:
     """SIGTERM to the launcher OUT's keeper started, if it still runs; waits for the keeper to record its end."""
     out = out.resolve()
@@ -190,18 +206,25 @@ def main() -> None:
     waited.add_argument("--copy-to", type=Path, default=None, metavar="DIR", help="copy the result files to DIR")
     stopped = verbs.add_parser("stop", help="end OUT's launcher (SIGTERM)")
     stopped.add_argument("out", type=Path)
+    both = verbs.add_parser("run", help="start (unless one runs, or the plan finished), then wait")
+    both.add_argument("plan", type=Path)
+    both.add_argument("out", type=Path)
+    both.add_argument("seconds", type=float)
+    both.add_argument("--copy-to", type=Path, default=None, metavar="DIR", help="copy the result files to DIR")
     kept = verbs.add_parser("_keep")  # the keeper, started by `start`
     kept.add_argument("out", type=Path)
     args, options = parser.parse_known_args()
-    if options and args.verb != "start":
+    if options and args.verb not in ("start", "run"):
         parser.error(f"unrecognized arguments: {' '.join(options)}")
+    if getattr(args, "seconds", 0) < 0:
+        parser.error(f"SECONDS must be >= 0, got {args.seconds}")
     if args.verb == "start":
         state = start(args.plan, args.out, options)
         print(f"window: launcher {state['launcher_pid']} started on {state['plan']}; output in {args.out / LOG}")
     elif args.verb == "wait":
-        if args.seconds < 0:
-            parser.error(f"SECONDS must be >= 0, got {args.seconds}")
         sys.exit(wait(args.out, args.seconds, args.copy_to))
+    elif args.verb == "run":
+        sys.exit(start_and_wait(args.plan, args.out, args.seconds, args.copy_to, options))
     elif args.verb == "stop":
         sys.exit(stop(args.out))
     else:
