@@ -60,8 +60,8 @@ def test_windows_end_between_processes_resume_and_prime_again_where_the_cache_is
     shutil.rmtree(results / "shared-cache")  # the next window is a fresh machine: prime.jsonl came, the cache did not
     with open(results / "prime.jsonl", "a") as torn:  # and a line copied while it was being written
         torn.write('{"cache_key": "current/micro')
-    third = run_ok([sys.executable, "-m", "compilebench.harness.launcher", "plan.json", "results", "--prime", "1"],
-                   folder, env)  # fmt: skip
+    third = run_ok([sys.executable, "-m", "compilebench.harness.launcher", "plan.json", "results", "--prime", "1",
+                    "--cpus", "1"], folder, env)  # fmt: skip  # the timing processes pinned to core 1
     assert "primed 1 runs" in third.stderr and "window ended" not in third.stderr
     assert json.loads((results / "finished.json").read_text())["trials"] == 4  # not after a window that ended
     primes = [json.loads(line) for line in (results / "prime.jsonl").read_text().splitlines()]  # the torn one cut
@@ -71,6 +71,7 @@ def test_windows_end_between_processes_resume_and_prime_again_where_the_cache_is
         f"current/microsoft--resnet-50/bs1/{arm}/r{block}" for arm in ("eager", "default") for block in (0, 1)
     )  # every trial once
     assert {t["status"] for t in trials} == {"ok"}
+    assert {(t["num_threads"], t["device_state"]["start"]["cpu_cores"]) for t in trials} == {(1, "1")}
     before = window.read_state(results)
     again = _window(
         folder, env, "run", "plan.json", "results", "5", "--copy-to", str(tmp_path / "last"), "--prime", "1"
@@ -110,6 +111,27 @@ def test_wait_on_a_folder_where_nothing_started_says_so(tmp_path):
     stop = subprocess.run([sys.executable, "-m", "compilebench.harness.window", "stop", str(tmp_path)],
                           capture_output=True, text=True, timeout=60)  # fmt: skip
     assert stop.returncode == window.EXIT_NOTHING and "no launcher runs" in stop.stderr
+
+
+@pytest.mark.parametrize(("text", "error"), [("1-0", "is not a core or a range"), ("x", "is not a core"),
+                                              ("0,999", "[999] are not among")])  # fmt: skip
+def test_cores_to_pin_must_be_cores_this_process_may_use(tmp_path, text, error):
+    command = [
+        sys.executable,
+        "-m",
+        "compilebench.harness.launcher",
+        str(tmp_path / "plan.json"),
+        str(tmp_path / "out"),
+    ]
+    done = subprocess.run([*command, "--cpus", text], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and error in done.stderr and not (tmp_path / "out").exists()
+
+
+def test_core_lists_read_as_taskset_writes_them():
+    from compilebench.harness.launcher import parse_cpus, pinned_environment
+
+    assert parse_cpus("0,2,4-6") == [0, 2, 4, 5, 6] and parse_cpus("3") == [3]
+    assert pinned_environment([2, 3])["OMP_NUM_THREADS"] == "2"
 
 
 def test_a_deadline_that_is_not_positive_is_refused(tmp_path):

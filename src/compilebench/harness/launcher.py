@@ -40,6 +40,7 @@ from compilebench.harness.groups import LIVE, end_group, end_trials_on_signal
 from compilebench.harness.records import (
     CACHE_COLD,
     CACHE_SHARED,
+    CPUS_ENV,
     DEPLOY_AOTI,
     DEPLOY_ARTIFACTS,
     DEPLOY_DIR_ENV,
@@ -374,6 +375,25 @@ class Deadline:
                               f"(about {self.expected_s(specs):.0f} s)")  # fmt: skip
 
 
+def parse_cpus(text: str) -> list[int]:
+    """Cores as `taskset` lists them: "2-9", "0,2,4-6". Raises ValueError naming what is wrong."""
+    cores: set[int] = set()
+    for part in filter(None, (piece.strip() for piece in text.split(","))):
+        low, _, high = part.partition("-")
+        if not low.isdigit() or (high and not high.isdigit()) or (high and int(high) < int(low)):
+            raise ValueError(f"{part!r} is not a core or a range of cores (such as 2 or 2-9)")
+        cores.update(range(int(low), int(high or low) + 1))
+    if not cores:
+        raise ValueError("no core given")
+    return sorted(cores)
+
+
+def pinned_environment(cores: list[int]) -> dict[str, str]:
+    """What pins a trial process to `cores` (trial.pin_to_slot) with a thread per core for torch and inductor."""
+    threads = str(len(cores))
+    return {CPUS_ENV: ",".join(map(str, cores)), "OMP_NUM_THREADS": threads, "TORCHINDUCTOR_COMPILE_THREADS": threads}
+
+
 def boot_id() -> str:
     """This machine's boot (Linux's random boot id; else the host name): what a primed cache belongs to."""
     try:
@@ -511,12 +531,26 @@ def main() -> None:
                         help="after the plan, add blocks where intervals are widest while they fit in M minutes of "
                              "processes per environment (the plan's own budget if not given)")  # fmt: skip
     parser.add_argument("--plan-only", action="store_true", help="run the plan's trials only: no blocks added")
+    parser.add_argument("--cpus", default=None, metavar="LIST",
+                        help="pin every timing process to these cores (e.g. 2-9), a torch thread per core; the prime "
+                             "keeps the whole machine")  # fmt: skip
     parser.add_argument("--stop-after-min", type=float, default=None, metavar="M",
                         help="start no process that would end more than M minutes after the launcher started (by "
                              "the longest of its model so far); run again later to resume")  # fmt: skip
     args = parser.parse_args()
     if args.stop_after_min is not None and args.stop_after_min <= 0:
         parser.error(f"--stop-after-min must be a positive number of minutes, got {args.stop_after_min}")
+    pinned = None
+    if args.cpus is not None:
+        allowed = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else list(range(os.cpu_count()))
+        try:
+            cores = parse_cpus(args.cpus)
+        except ValueError as error:
+            parser.error(f"--cpus {args.cpus!r}: {error}")
+        if not set(cores) <= set(allowed):
+            parser.error(f"--cpus {args.cpus!r}: cores {sorted(set(cores) - set(allowed))} are not among this "
+                         f"machine's cores this process may use, {allowed}")  # fmt: skip
+        pinned = pinned_environment(cores)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     end_trials_on_signal()
     plan = Plan.from_dict(read_json(args.plan))
@@ -570,7 +604,7 @@ def main() -> None:
     results = dict(done)
 
     def run(pending: list[TrialSpec]) -> dict[str, TrialResult]:
-        for result in run_trials(pending, pythons, out / "work", args.timeout_s, results, report,
+        for result in run_trials(pending, pythons, out / "work", args.timeout_s, results, report, slot=pinned,
                                  before_process=deadline.check):  # fmt: skip
             results[result.trial_id] = result
         return results

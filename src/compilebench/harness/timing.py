@@ -240,11 +240,12 @@ def gpu_state(device: str) -> dict[str, Any]:
 def machine_state(device: str) -> dict[str, Any]:
     """What a process saw of the machine at one moment: the slot it ran on (an executor's: machine and GPU), the
     cores it may run on, the load, and its GPU's state."""
-    affinity = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    cores = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else list(range(os.cpu_count() or 1))
     slot = os.environ.get(SLOT_ENV, "")
     return {
         "slot": slot,
-        "cpu_affinity": affinity,
+        "cpu_affinity": len(cores),
+        "cpu_cores": ",".join(map(str, cores)),  # which ones (a pinned process: the launcher's --cpus)
         "omp_num_threads": os.environ.get("OMP_NUM_THREADS", ""),
         "load_1m": os.getloadavg()[0],
         **gpu_state(device),
