@@ -128,7 +128,10 @@ def keep(out: Path) -> None:
 
 def progress(out: Path, state: dict) -> str:
     """How far the plan got: processes whose every trial has a result, of the plan's and its added blocks'."""
-    plan = Plan.from_dict(read_json(Path(state["plan"])))
+    try:
+        plan = Plan.from_dict(read_json(Path(state["plan"])))
+    except (OSError, ValueError) as error:  # a state written on another machine, where the plan lay elsewhere
+        return f"plan {state['plan']} unreadable here ({error})"
     added = read_added(out / ADDED_TRIALS)
     done = read_results(out / "trials.jsonl")
     groups = processes(list(plan.trials) + list(added))
