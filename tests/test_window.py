@@ -129,10 +129,12 @@ def test_cores_to_pin_must_be_cores_this_process_may_use(tmp_path, text, error):
 
 
 def test_core_lists_read_as_taskset_writes_them():
-    from compilebench.harness.launcher import parse_cpus, pinned_environment
+    from compilebench.harness.launcher import parse_cpus
+    from compilebench.harness.records import CPUS_ENV, thread_environment
 
     assert parse_cpus("0,2,4-6") == [0, 2, 4, 5, 6] and parse_cpus("3") == [3]
-    assert pinned_environment([2, 3])["OMP_NUM_THREADS"] == "2"
+    assert thread_environment(2, [2, 3]) == {"OMP_NUM_THREADS": "2", "TORCHINDUCTOR_COMPILE_THREADS": "2",
+                                             CPUS_ENV: "2,3"}  # fmt: skip
 
 
 def test_a_deadline_that_is_not_positive_is_refused(tmp_path):

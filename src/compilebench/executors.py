@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from compilebench.harness import launcher
-from compilebench.harness.records import CPUS_ENV, SLOT_ENV, TrialResult, TrialSpec
+from compilebench.harness.records import SLOT_ENV, TrialResult, TrialSpec, thread_environment, usable_cores
 
 LOGGER = logging.getLogger(__name__)
 OnProcess = Callable[[list[TrialSpec], list[TrialResult], bool], None]
@@ -47,9 +47,7 @@ def units(trials: list[TrialSpec]) -> list[list[TrialSpec]]:
 
 def slot_environment(name: str, threads: int, cores: list[int] | None = None, gpu: str | None = None) -> dict:
     """A slot's variables for its trial processes (see the module docstring)."""
-    slot = {SLOT_ENV: name, "OMP_NUM_THREADS": str(threads), "TORCHINDUCTOR_COMPILE_THREADS": str(threads)}
-    if cores:
-        slot[CPUS_ENV] = ",".join(str(core) for core in cores)
+    slot = {SLOT_ENV: name, **thread_environment(threads, cores)}
     if gpu is not None:
         slot["CUDA_VISIBLE_DEVICES"] = gpu
     return slot
@@ -111,7 +109,7 @@ class Slots:
 
 def local_slots(gpus: list[int], cpus_per_slot: int, count: int | None = None) -> list[dict[str, str]]:
     """This machine's slots: a GPU each (`gpus`, or `count` without GPUs), its cores split evenly among them."""
-    cores = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else list(range(os.cpu_count() or 1))
+    cores = usable_cores()
     names = [str(gpu) for gpu in gpus] or [None] * (count or 1)
     share = cpus_per_slot or max(len(cores) // len(names), 1)
     host = socket.gethostname()

@@ -40,7 +40,6 @@ from compilebench.harness.groups import LIVE, end_group, end_trials_on_signal
 from compilebench.harness.records import (
     CACHE_COLD,
     CACHE_SHARED,
-    CPUS_ENV,
     DEPLOY_AOTI,
     DEPLOY_ARTIFACTS,
     DEPLOY_DIR_ENV,
@@ -55,7 +54,9 @@ from compilebench.harness.records import (
     processes,
     read_json,
     read_result_lines,
+    thread_environment,
     trial_stem,
+    usable_cores,
 )
 
 LOGGER = logging.getLogger(__name__)
@@ -370,9 +371,10 @@ class Deadline:
 
     def check(self, specs: list[TrialSpec]) -> None:
         """Raise WindowEnded when the process of `specs` would end after the deadline."""
-        if self.at is not None and time.time() + self.expected_s(specs) > self.at:
+        expected_s = self.expected_s(specs)
+        if self.at is not None and time.time() + expected_s > self.at:
             raise WindowEnded(f"--stop-after-min: {specs[0].process_id or specs[0].trial_id} would end after it "
-                              f"(about {self.expected_s(specs):.0f} s)")  # fmt: skip
+                              f"(about {expected_s:.0f} s)")  # fmt: skip
 
 
 def parse_cpus(text: str) -> list[int]:
@@ -386,12 +388,6 @@ def parse_cpus(text: str) -> list[int]:
     if not cores:
         raise ValueError("no core given")
     return sorted(cores)
-
-
-def pinned_environment(cores: list[int]) -> dict[str, str]:
-    """What pins a trial process to `cores` (trial.pin_to_slot) with a thread per core for torch and inductor."""
-    threads = str(len(cores))
-    return {CPUS_ENV: ",".join(map(str, cores)), "OMP_NUM_THREADS": threads, "TORCHINDUCTOR_COMPILE_THREADS": threads}
 
 
 def boot_id() -> str:
@@ -542,7 +538,7 @@ def main() -> None:
         parser.error(f"--stop-after-min must be a positive number of minutes, got {args.stop_after_min}")
     pinned = None
     if args.cpus is not None:
-        allowed = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else list(range(os.cpu_count()))
+        allowed = usable_cores()
         try:
             cores = parse_cpus(args.cpus)
         except ValueError as error:
@@ -550,7 +546,7 @@ def main() -> None:
         if not set(cores) <= set(allowed):
             parser.error(f"--cpus {args.cpus!r}: cores {sorted(set(cores) - set(allowed))} are not among this "
                          f"machine's cores this process may use, {allowed}")  # fmt: skip
-        pinned = pinned_environment(cores)
+        pinned = thread_environment(len(cores), cores)  # a thread per core
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     end_trials_on_signal()
     plan = Plan.from_dict(read_json(args.plan))

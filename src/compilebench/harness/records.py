@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -415,6 +416,21 @@ def processes(trials: list[TrialSpec]) -> list[list[TrialSpec]]:
 
 
 LOCAL_PREFIXES = ("/", "./", "../", "~")  # how a suite names a local checkpoint folder (anything else is a Hub id)
+
+
+def usable_cores() -> list[int]:
+    """The cores this process may run on (its affinity; every core where the system cannot say)."""
+    return sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else list(range(os.cpu_count() or 1))
+
+
+def thread_environment(threads: int, cores: list[int] | None = None) -> dict[str, str]:
+    """The variables that give a trial process `threads` threads (torch's OpenMP pool, inductor's compile workers)
+    and, with `cores`, pin it to them (CPUS_ENV, read by trial.pin_to_slot): what an executor's slot and the
+    launcher's --cpus set."""
+    variables = {"OMP_NUM_THREADS": str(threads), "TORCHINDUCTOR_COMPILE_THREADS": str(threads)}
+    if cores:
+        variables[CPUS_ENV] = ",".join(str(core) for core in cores)
+    return variables
 
 
 def is_local(model_id: str) -> bool:

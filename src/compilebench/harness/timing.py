@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from compilebench.harness import stats
-from compilebench.harness.records import SLOT_ENV, williams_orders
+from compilebench.harness.records import SLOT_ENV, usable_cores, williams_orders
 
 CI_CHECK_EVERY = 10  # pairs between two adaptive-stop checks of the speedup CI
 WARMUP_DRIFT = 0.03  # warm-up goes on while an arm's last rounds are still this much faster than the ones before
@@ -240,7 +240,7 @@ def gpu_state(device: str) -> dict[str, Any]:
 def machine_state(device: str) -> dict[str, Any]:
     """What a process saw of the machine at one moment: the slot it ran on (an executor's: machine and GPU), the
     cores it may run on, the load, and its GPU's state."""
-    cores = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else list(range(os.cpu_count() or 1))
+    cores = usable_cores()
     slot = os.environ.get(SLOT_ENV, "")
     return {
         "slot": slot,

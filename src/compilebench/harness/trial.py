@@ -54,6 +54,7 @@ from compilebench.harness.records import (
     TrialResult,
     TrialSpec,
     VariantSpec,
+    usable_cores,
 )
 
 LOGGER = logging.getLogger(__name__)
@@ -110,7 +111,7 @@ def threads(requested: int) -> int:
     """Intra-op threads: the requested number, or one per core this process may run on."""
     if requested:
         return requested
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    return len(usable_cores())
 
 
 def limit_device_memory(extra_mib: float, device: str) -> None:

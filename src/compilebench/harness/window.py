@@ -86,7 +86,8 @@ def running(state: dict | None) -> bool:
 
 
 def start(plan: Path, out: Path, options: list[str]) -> dict:
-    """Start the keeper, which starts the launcher, in a session of its own; the state once the launcher runs."""
+    """Start the keeper, which starts the launcher, in a session of its own; say so, and return the state once
+    the launcher runs."""
     plan, out = plan.resolve(), out.resolve()  # the launcher works in the plan's folder: no relative paths
     if not plan.is_file():
         raise SystemExit(f"window start: no plan at {plan}")
@@ -105,6 +106,7 @@ def start(plan: Path, out: Path, options: list[str]) -> dict:
     while time.monotonic() < deadline:
         state = read_state(out)
         if state and state.get("launcher_pid"):
+            print(f"window: launcher {state['launcher_pid']} started on {plan}; output in {out / LOG}")
             return state
         if keeper.poll() is not None:
             raise SystemExit(f"window start: the keeper exited with {keeper.returncode} before the launcher started")
@@ -181,8 +183,7 @@ def start_and_wait(plan: Path, out: Path, seconds: float, copy_to: Path | None, 
     elif (out / FINISHED).exists():
         print(f"window: the plan has finished on {out} ({FINISHED}): nothing started")
     else:
-        state = start(plan, out, options)
-        print(f"window: launcher {state['launcher_pid']} started on {state['plan']}; output in {out / LOG}")
+        start(plan, out, options)
     return wait(out, seconds, copy_to)
 
 
@@ -222,8 +223,7 @@ def main() -> None:
     if getattr(args, "seconds", 0) < 0:
         parser.error(f"SECONDS must be >= 0, got {args.seconds}")
     if args.verb == "start":
-        state = start(args.plan, args.out, options)
-        print(f"window: launcher {state['launcher_pid']} started on {state['plan']}; output in {args.out / LOG}")
+        start(args.plan, args.out, options)
     elif args.verb == "wait":
         sys.exit(wait(args.out, args.seconds, args.copy_to))
     elif args.verb == "run":
