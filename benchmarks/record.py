@@ -42,6 +42,16 @@ def stacks(rows: list[dict]) -> list[str]:
     return [f"`{label}`: {versions}" for label, versions in seen.items()]
 
 
+def planned(info: dict, measured: int) -> str:
+    """How many of a run's processes its plan had, and how many the adaptive loop added."""
+    if "planned_processes" not in info:  # an ingest from before the count was kept
+        return "planned and added not told apart"
+    count = info["planned_processes"]
+    if measured < count:  # an ingest of a plan not run to its end
+        return f"of {count} planned"
+    return f"{count} planned, {measured - count} added by the adaptive loop"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("project", type=Path)
@@ -79,7 +89,7 @@ def main() -> None:
         "```",
         "",
         f"Wall time {int(args.wall_s)} s ({minutes} min {seconds} s); {processes(rows)} processes "
-        f"({info.get('planned_processes', '?')} planned, the rest added by the adaptive loop), {len(rows)} runs.",
+        f"({planned(info, processes(rows))}), {len(rows)} runs.",
         "",
         "Stacks: " + "; ".join(stacks(rows)) + ".",
         "",

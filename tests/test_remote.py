@@ -55,6 +55,8 @@ def test_ingest_logs_every_trial_once_the_added_blocks_included(exported):
     rows = [json.loads(line) for line in (root / "data/results/runs.jsonl").read_text().splitlines()]
     default = next(row for row in rows if row["variant"] == "default")
     assert [(p["kind"], p["replicate"]) for p in default["process_results"]] == [("arm", 0), ("arm", 1), ("arm", 2)]
+    info = json.loads((root / "data/results/run_info.json").read_text())
+    assert (info["planned_processes"], info["trials"]) == (2, 6)  # two planned blocks; the loop added the third
     mlflow.set_tracking_uri(f"sqlite:///{root}/mlruns/mlflow.db")
     logged = mlflow.search_runs(experiment_names=["compilebench"], filter_string="tags.mlflow.parentRunId != ''")
     assert len(logged) == 2 and logged["tags.compilebench.run_uid"].is_unique  # eager and default, once each

@@ -378,6 +378,7 @@ def ingest(config: Config, folder: Path) -> None:
     """Results measured elsewhere (an exported plan run by the launcher) as runs: logged once, written as results."""
     exported = Plan.from_dict(read_json(folder / "plan.json"))
     added = launcher.read_added(folder / "results" / launcher.ADDED_TRIALS)  # blocks its loop added there
+    planned_processes = len(processes(exported.trials))
     exported = replace(exported, trials=exported.trials + added)
     saved = read_json(folder / EXPORT_CONTEXT)
     results = launcher.read_results(folder / "results" / "trials.jsonl")
@@ -420,7 +421,8 @@ def ingest(config: Config, folder: Path) -> None:
         recorder(specs, [results[spec.trial_id] for spec in specs], resumed=True)
     labels = {label: {"name": e.name, "key": e.key, "pins": e.pins} for label, e in info.items()}
     extra = {"ingested_from": str(folder), "trials": len(exported.trials), "trials_missing": len(missing),
-             "environments": labels, **({tracking.NOT_LOGGED: not_logged} if not_logged else {})}  # fmt: skip
+             "planned_processes": planned_processes, "environments": labels,
+             **({tracking.NOT_LOGGED: not_logged} if not_logged else {})}  # fmt: skip
     finish(config, recorder.records(), exported.invocation_id, tracker, extra)
     if not_logged:
         LOGGER.warning("results written to %s; %s", config.paths.results, not_logged)
