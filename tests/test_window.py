@@ -144,3 +144,34 @@ def test_a_deadline_that_is_not_positive_is_refused(tmp_path):
                           timeout=60)  # fmt: skip
     assert done.returncode == 2 and "--stop-after-min must be a positive number of minutes" in done.stderr
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize(("cache", "options", "error"), [
+    ("warm", ["--prime", "2"], "--prime needs a plan exported with benchmark.compile_cache=shared"),
+    ("shared", ["--python", "B"], "--python takes ENV=PATH"),
+])  # fmt: skip
+def test_a_plan_the_launcher_cannot_run_as_asked_is_refused_before_anything_is_written(tmp_path, cache, options,
+                                                                                        error):  # fmt: skip
+    from compilebench.harness.records import ModelSpec, Plan, TimingSpec, TrialSpec, VariantSpec
+
+    model = ModelSpec("acme/m", "M", "image-classification", "X", "checkpoints/m")
+    spec = TrialSpec("current/m/bs1/default/r0", "current", model, 1, VariantSpec("default"), 0, cache, "i.jpg",
+                     TimingSpec())  # fmt: skip
+    (tmp_path / "plan.json").write_text(json.dumps(Plan("inv", (spec,), (), {}).to_dict()))
+    done = subprocess.run([sys.executable, "-m", "compilebench.harness.launcher", str(tmp_path / "plan.json"),
+                           str(tmp_path / "out"), *options], capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert done.returncode == 2 and error in done.stderr and not (tmp_path / "out").exists()
+
+
+def test_a_plan_naming_an_environment_without_an_interpreter_is_refused(tmp_path):
+    from compilebench.harness.launcher import plan_problem
+    from compilebench.harness.records import ModelSpec, Plan, TimingSpec, TrialSpec, VariantSpec
+
+    model = ModelSpec("acme/m", "M", "image-classification", "X", "checkpoints/m")
+    specs = tuple(TrialSpec(f"{label}/m/bs1/default/r0", label, model, 1, VariantSpec("default"), 0, "shared", "i.jpg",
+                            TimingSpec()) for label in ("current", "B"))  # fmt: skip
+    plan = Plan("inv", specs, (), {})
+    assert "environments ['B']; give their interpreters with --python ENV=PATH" in plan_problem(
+        plan, {"current": ""}, 0
+    )
+    assert plan_problem(plan, {"current": "", "B": "/b/python"}, 2) is None

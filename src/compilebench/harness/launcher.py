@@ -513,7 +513,7 @@ def run_plan_adaptively(plan: Plan, trials: list[TrialSpec], run, out: Path, bud
     adaptive.measure(trials, labels, settings, run, records_of, added=added)
 
 
-def main() -> None:
+def arguments() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description="Run an exported plan's trials on this machine.")
     parser.add_argument("plan", type=Path, help="plan.json written by `compilebench.benchmark --export`")
     parser.add_argument("out", type=Path, help="folder for trials.jsonl and checkpoints.json")
@@ -533,27 +533,70 @@ def main() -> None:
     parser.add_argument("--stop-after-min", type=float, default=None, metavar="M",
                         help="start no process that would end more than M minutes after the launcher started (by "
                              "the longest of its model so far); run again later to resume")  # fmt: skip
-    args = parser.parse_args()
-    if args.stop_after_min is not None and args.stop_after_min <= 0:
-        parser.error(f"--stop-after-min must be a positive number of minutes, got {args.stop_after_min}")
-    pinned = None
-    if args.cpus is not None:
-        allowed = usable_cores()
-        try:
-            cores = parse_cpus(args.cpus)
-        except ValueError as error:
-            parser.error(f"--cpus {args.cpus!r}: {error}")
-        if not set(cores) <= set(allowed):
-            parser.error(f"--cpus {args.cpus!r}: cores {sorted(set(cores) - set(allowed))} are not among this "
-                         f"machine's cores this process may use, {allowed}")  # fmt: skip
-        pinned = thread_environment(len(cores), cores)  # a thread per core
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
-    end_trials_on_signal()
-    plan = Plan.from_dict(read_json(args.plan))
-    pythons = {CURRENT: sys.executable, **dict(item.split("=", 1) for item in args.python)}
+    return parser
+
+
+def pinned_slot(cpus: str | None) -> dict[str, str] | None:
+    """The variables that pin timing processes to `cpus` (a taskset list), a thread per core; None without it.
+    ValueError names what is wrong."""
+    if cpus is None:
+        return None
+    allowed = usable_cores()
+    try:
+        cores = parse_cpus(cpus)
+    except ValueError as error:
+        raise ValueError(f"--cpus {cpus!r}: {error}") from None
+    if not set(cores) <= set(allowed):
+        raise ValueError(f"--cpus {cpus!r}: cores {sorted(set(cores) - set(allowed))} are not among this machine's "
+                         f"cores this process may use, {allowed}")  # fmt: skip
+    return thread_environment(len(cores), cores)
+
+
+def plan_problem(plan: Plan, pythons: dict[str, str], prime_parallel: int) -> str | None:
+    """Why this launcher cannot run `plan` as asked, or None."""
     missing = sorted({spec.environment for spec in plan.trials} - set(pythons))
     if missing:
-        parser.error(f"the plan runs environments {missing}; give their interpreters with --python ENV=PATH")
+        return f"the plan runs environments {missing}; give their interpreters with --python ENV=PATH"
+    if prime_parallel and any(spec.cache != CACHE_SHARED for spec in plan.trials):
+        return "--prime needs a plan exported with benchmark.compile_cache=shared"
+    return None
+
+
+def log_process(specs: list[TrialSpec], ended: list[TrialResult], resumed: bool) -> None:
+    """One line per trial of a process that ended (or had ended in an earlier window): status and medians."""
+    for spec, result in zip(specs, ended, strict=True):
+        medians = ""
+        if result.status == STATUS_OK and result.eager_ms:
+            medians = f" eager {sorted(result.eager_ms)[len(result.eager_ms) // 2]:.2f} ms"
+            if result.compiled_ms:
+                medians += f" compiled {sorted(result.compiled_ms)[len(result.compiled_ms) // 2]:.2f} ms"
+                medians += f" first call {result.compile_s:.1f} s"
+        LOGGER.info("%s: %s%s (%.0f s)%s", spec.trial_id, result.status, medians, result.wall_s,
+                    " (done before)" if resumed else "")  # fmt: skip
+
+
+def prime_shared_cache(
+    trials: list[TrialSpec], done: dict[str, TrialResult], pythons: dict[str, str], out: Path, timeout_s: float,
+    parallel: int,
+) -> None:  # fmt: skip
+    """Compile every run not done and not primed on this machine before, `parallel` at a time, into the shared
+    cache, which this process's environment then points the trials at; each prime's result in prime.jsonl."""
+    started = time.time()
+    cache = out / "shared-cache"
+    boot, cached = boot_id(), cache.is_dir()  # a later window on a fresh machine finds prime.jsonl, not the cache
+    primed_before = {line["cache_key"] for line in _json_lines(out / "prime.jsonl")
+                     if line.get("boot_id") == boot and cached}  # fmt: skip
+    os.environ.update(cache_variables(cache))  # the trials after the prime find all it compiled
+    pending = [spec for spec in trials if spec.trial_id not in done and spec.cache_key not in primed_before]
+    primed = prime(pending, pythons, out / "work", cache, timeout_s, parallel)
+    append_lines(out / "prime.jsonl", [json.dumps({**result.to_dict(), "cache_key": key, "parallel": parallel,
+                                                   "boot_id": boot}) for key, result in primed])  # fmt: skip
+    LOGGER.info("primed %d runs %d at a time in %.0f s", len(primed), parallel, time.time() - started)
+
+
+def launch(plan: Plan, args: argparse.Namespace, pythons: dict[str, str], pinned: dict[str, str] | None) -> None:
+    """Build the plan's checkpoints, prime, run its trials (and the blocks its loop adds) into `args.out`; a plan
+    that has run to its end leaves FINISHED there, a window that ended leaves what a later run resumes from."""
     os.chdir(args.plan.resolve().parent)  # the plan's paths are relative to its folder
     out = args.out if args.out.is_absolute() else Path.cwd().joinpath(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -565,38 +608,17 @@ def main() -> None:
     (out / "checkpoints.json").write_text(json.dumps(build_checkpoints(plan, Path.cwd()), indent=1))
     LOGGER.info("checkpoints ready in %.0f s", time.time() - started)
     results_path = out / "trials.jsonl"
-
     deadline = Deadline(None if args.stop_after_min is None else started + args.stop_after_min * 60)
 
     def report(specs: list[TrialSpec], ended: list[TrialResult], resumed: bool) -> None:
         if not resumed:
             append_results(results_path, ended)
             deadline.ended(specs, ended)
-        for spec, result in zip(specs, ended, strict=True):
-            medians = ""
-            if result.status == STATUS_OK and result.eager_ms:
-                medians = f" eager {sorted(result.eager_ms)[len(result.eager_ms) // 2]:.2f} ms"
-                if result.compiled_ms:
-                    medians += f" compiled {sorted(result.compiled_ms)[len(result.compiled_ms) // 2]:.2f} ms"
-                    medians += f" first call {result.compile_s:.1f} s"
-            LOGGER.info("%s: %s%s (%.0f s)%s", spec.trial_id, result.status, medians, result.wall_s,
-                        " (done before)" if resumed else "")  # fmt: skip
+        log_process(specs, ended, resumed)
 
     trials, done = list(plan.trials) + list(read_added(out / ADDED_TRIALS)), read_results(results_path)
-    cache = None
     if args.prime:
-        if any(spec.cache != CACHE_SHARED for spec in trials):
-            parser.error("--prime needs a plan exported with benchmark.compile_cache=shared")
-        cache = out / "shared-cache"
-        boot, cached = boot_id(), cache.is_dir()  # a later window on a fresh machine finds prime.jsonl, not the cache
-        primed_before = {line["cache_key"] for line in _json_lines(out / "prime.jsonl")
-                         if line.get("boot_id") == boot and cached}  # fmt: skip
-        os.environ.update(cache_variables(cache))  # the trials after the prime find all it compiled
-        pending = [s for s in trials if s.trial_id not in done and s.cache_key not in primed_before]
-        primed = prime(pending, pythons, out / "work", cache, args.timeout_s, args.prime)
-        append_lines(out / "prime.jsonl", [json.dumps({**result.to_dict(), "cache_key": key, "parallel": args.prime,
-                                                       "boot_id": boot}) for key, result in primed])  # fmt: skip
-        LOGGER.info("primed %d runs %d at a time in %.0f s", len(primed), args.prime, time.time() - started)
+        prime_shared_cache(trials, done, pythons, out, args.timeout_s, args.prime)
     results = dict(done)
 
     def run(pending: list[TrialSpec]) -> dict[str, TrialResult]:
@@ -619,6 +641,27 @@ def main() -> None:
     shutil.rmtree(out / "work", ignore_errors=True)
     (out / FINISHED).write_text(json.dumps({"finished_at": time.time(), "trials": len(results)}))
     LOGGER.info("%d trials in %.0f s -> %s", len(results), time.time() - started, results_path)
+
+
+def main() -> None:
+    parser = arguments()
+    args = parser.parse_args()
+    if args.stop_after_min is not None and args.stop_after_min <= 0:
+        parser.error(f"--stop-after-min must be a positive number of minutes, got {args.stop_after_min}")
+    try:
+        pinned = pinned_slot(args.cpus)
+    except ValueError as error:
+        parser.error(str(error))
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+    end_trials_on_signal()
+    plan = Plan.from_dict(read_json(args.plan))
+    if any("=" not in item for item in args.python):
+        parser.error(f"--python takes ENV=PATH (an environment's name, its interpreter), got {args.python}")
+    pythons = {CURRENT: sys.executable, **dict(item.split("=", 1) for item in args.python)}
+    problem = plan_problem(plan, pythons, args.prime)
+    if problem:
+        parser.error(problem)
+    launch(plan, args, pythons, pinned)
 
 
 if __name__ == "__main__":
