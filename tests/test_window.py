@@ -175,3 +175,18 @@ def test_a_plan_naming_an_environment_without_an_interpreter_is_refused(tmp_path
         plan, {"current": ""}, 0
     )
     assert plan_problem(plan, {"current": "", "B": "/b/python"}, 2) is None
+
+
+@pytest.mark.parametrize(("text", "error"), [
+    (None, "no plan readable at"),
+    ("{", "not JSON"),
+    ('{"a": 1}', "not a plan written by `compilebench.benchmark --export`"),
+    ('{"invocation_id": "x", "trials": [{"trial_id": "t"}]}', "a trial or recipe lacks the key"),
+])  # fmt: skip
+def test_a_file_that_is_not_a_plan_is_refused_by_name(tmp_path, text, error):
+    if text is not None:
+        (tmp_path / "plan.json").write_text(text)
+    done = subprocess.run([sys.executable, "-m", "compilebench.harness.launcher", str(tmp_path / "plan.json"),
+                           str(tmp_path / "out")], capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert done.returncode == 2 and error in done.stderr and str(tmp_path / "plan.json") in done.stderr
+    assert "Traceback" not in done.stderr and not (tmp_path / "out").exists()

@@ -48,6 +48,7 @@ from compilebench.harness.records import (
     VariantSpec,
     processes,
     read_json,
+    read_plan,
     slug,
 )
 
@@ -376,7 +377,7 @@ def estimate_line(trials: list[TrialSpec], config: Config) -> str:
 
 def ingest(config: Config, folder: Path) -> None:
     """Results measured elsewhere (an exported plan run by the launcher) as runs: logged once, written as results."""
-    exported = Plan.from_dict(read_json(folder / "plan.json"))
+    exported = read_plan(folder / "plan.json")
     added = launcher.read_added(folder / "results" / launcher.ADDED_TRIALS)  # blocks its loop added there
     planned_processes = len(processes(exported.trials))
     exported = replace(exported, trials=exported.trials + added)

@@ -49,10 +49,11 @@ from compilebench.harness.records import (
     MEASURED_NOTHING,
     STATUS_OK,
     Plan,
+    RecordError,
     TrialResult,
     TrialSpec,
     processes,
-    read_json,
+    read_plan,
     read_result_lines,
     thread_environment,
     trial_stem,
@@ -654,7 +655,10 @@ def main() -> None:
         parser.error(str(error))
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     end_trials_on_signal()
-    plan = Plan.from_dict(read_json(args.plan))
+    try:
+        plan = read_plan(args.plan)
+    except RecordError as error:
+        parser.error(str(error))
     if any("=" not in item for item in args.python):
         parser.error(f"--python takes ENV=PATH (an environment's name, its interpreter), got {args.python}")
     pythons = {CURRENT: sys.executable, **dict(item.split("=", 1) for item in args.python)}

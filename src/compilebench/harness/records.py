@@ -467,6 +467,25 @@ def read_json(path: str | Path) -> Any:
     return json.loads(Path(path).read_text())
 
 
+def read_plan(path: str | Path) -> Plan:
+    """An exported plan; RecordError naming the file and what is wrong with it."""
+    try:
+        raw = read_json(path)
+    except OSError as error:
+        raise RecordError(f"no plan readable at {path} ({error.strerror or error})") from None
+    except json.JSONDecodeError as error:
+        raise RecordError(f"{path}: not JSON ({error.msg}, line {error.lineno})") from None
+    if not isinstance(raw, dict) or "invocation_id" not in raw or "trials" not in raw:
+        raise RecordError(f"{path}: not a plan written by `compilebench.benchmark --export` (a JSON object with "
+                          f"'invocation_id' and 'trials')")  # fmt: skip
+    try:
+        return Plan.from_dict(raw)
+    except KeyError as error:
+        raise RecordError(f"{path}: a trial or recipe lacks the key {error}") from None
+    except (TypeError, ValueError) as error:
+        raise RecordError(f"{path}: a trial or recipe cannot be read ({error})") from None
+
+
 def read_jsonl(path: str | Path) -> list[dict[str, Any]]:
     """The rows of a JSON-lines file (blank lines skipped)."""
     return [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()]

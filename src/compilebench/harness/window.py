@@ -38,7 +38,7 @@ import time
 from pathlib import Path
 
 from compilebench.harness.launcher import ADDED_TRIALS, FINISHED, read_added, read_results
-from compilebench.harness.records import Plan, processes, read_json
+from compilebench.harness.records import processes, read_plan
 
 STATE = "window.json"
 LOG = "launcher.log"
@@ -131,7 +131,7 @@ def keep(out: Path) -> None:
 def progress(out: Path, state: dict) -> str:
     """How far the plan got: processes whose every trial has a result, of the plan's and its added blocks'."""
     try:
-        plan = Plan.from_dict(read_json(Path(state["plan"])))
+        plan = read_plan(Path(state["plan"]))
     except (OSError, ValueError) as error:  # a state written on another machine, where the plan lay elsewhere
         return f"plan {state['plan']} unreadable here ({error})"
     added = read_added(out / ADDED_TRIALS)
