@@ -28,6 +28,7 @@ from compilebench.harness.records import (
     KIND_COLD,
     KIND_PAIRED,
     STATUS_OK,
+    CompileHealth,
     TrialResult,
     TrialSpec,
 )
@@ -524,55 +525,11 @@ def compiled_run(
         "processes": len(measured),
         "disturbed_processes": sum(is_disturbed(r, context.disturbed_cores) for _, r in trials),
         "process_results": tuple(process_record(s, r, context).to_dict() for s, r in trials),
+        **_compile_and_memory_fields(compiled, clean),
+        **_correctness_fields([r for _, r in compiled if r.max_abs_diff is not None]),
     }  # fmt: skip
-    cold_results = [r for s, r in compiled if compiled_cold(s, r)]
-    warm_results = [r for s, r in compiled if not compiled_cold(s, r)]
-    record.update(
-        compile_s=_median([r.compile_s for r in cold_results]),
-        compile_s_warm=_median([r.compile_s for r in warm_results]),
-        first_inference_s=_median([first_inference_s(r, r.compile_s) for r in cold_results]),
-        first_inference_s_warm=_median(
-            [first_inference_s(r, r.compile_s + (r.inductor_startup_s or 0.0)) for r in warm_results]
-        ),
-        peak_mem_mib=_median([r.peak_mem_mib for _, r in clean]),
-        mem_delta_mib=_median([r.mem_delta_mib for _, r in clean]),
-        compile_peak_mem_mib=_median([r.compile_peak_mem_mib for _, r in clean]),
-        reserved_mem_mib=_median([r.reserved_mem_mib for _, r in clean]),
-    )
-    checked = [r for _, r in compiled if r.max_abs_diff is not None]
-    if checked:
-        record.update(
-            max_abs_diff=max(r.max_abs_diff for r in checked),
-            max_rel_diff=max(r.max_rel_diff for r in checked),
-            task_check=checked[0].task_check,
-            task_agreement=min(r.task_agreement for r in checked if r.task_agreement is not None),
-            warmup_calls=checked[0].warmup_calls,
-        )
     if measured:
-        samples = [list(r.compiled_ms) for _, r in measured]
-        eager = [list(r.eager_ms) for _, r in measured]
-        record.update(_latency_fields(samples, spec.batch_size))
-        paired = stats.summarize_ms([value for process in eager for value in process])
-        speedup = stats.speedup_estimate(list(zip(eager, samples, strict=True)))
-        eager_median, compiled_median = paired["latency_ms_median"], record["latency_ms_median"]
-        record.update(
-            eager_latency_ms_mean=paired["latency_ms_mean"],
-            eager_latency_ms_median=eager_median,
-            eager_cv=paired["cv"],
-            speedup=speedup.value,
-            speedup_ci_low=speedup.low,
-            speedup_ci_high=speedup.high,
-            speedup_ci_method=speedup.method,
-            speedup_verdict=stats.verdict(speedup.low, speedup.high) if speedup.has_interval else None,
-            improvement_pct=stats.improvement_pct(paired["latency_ms_mean"], record["latency_ms_mean"]),
-            eager_first_inference_s=_median([first_inference_s(r, r.eager_first_call_s) for _, r in measured]),
-        )
-        for key, compile_s in (
-            ("break_even_calls", record["compile_s"]),
-            ("break_even_calls_warm", record["compile_s_warm"]),
-        ):
-            if compile_s is not None:
-                record[key] = stats.break_even_calls(compile_s, eager_median, compiled_median)
+        record.update(_speedup_fields(spec, measured, record))
         if status == STATUS_OK:
             problems = disturbed_problems + validity_problems([r for _, r in measured], context, compiled=True)
             record["pair_cv"] = _median([process_cv(r, compiled=True) for _, r in measured])
@@ -580,30 +537,108 @@ def compiled_run(
                 record.update(status="invalid", error="; ".join(problems))
     elif status == STATUS_OK and not timed:
         record.update(status="error", error="no process timed this variant: every timing trial failed or was left out")
-    healths = [r.health for r in results if r.health is not None]
-    if healths:
-        record.update(
-            graph_count=max(h.graph_count for h in healths),
-            graph_break_count=max(h.graph_break_count for h in healths),
-            graph_break_reasons=tuple(dict.fromkeys(reason for h in healths for reason in h.graph_break_reasons)),
-            recompile_count=max(h.recompile_count for h in healths),
-            fell_back_to_eager=any(h.fell_back_to_eager for h in healths),
-            inductor_counters=healths[0].inductor_counters,
-            recompile_reasons=tuple(dict.fromkeys(reason for h in healths for reason in h.recompile_reasons)),
-        )  # fmt: skip
+    record.update(_health_fields([r.health for r in results if r.health is not None]))
+    record.update(_serve_fields(spec, trials))
+    return RunRecord(**record)
+
+
+def _compile_and_memory_fields(
+    compiled: list[tuple[TrialSpec, TrialResult]], clean: list[tuple[TrialSpec, TrialResult]]
+) -> dict[str, Any]:
+    """Compile time and first inference, cold and warm, from the processes whose compile was not disturbed; memory
+    from the undisturbed ones."""
+    cold_results = [r for s, r in compiled if compiled_cold(s, r)]
+    warm_results = [r for s, r in compiled if not compiled_cold(s, r)]
+    return {
+        "compile_s": _median([r.compile_s for r in cold_results]),
+        "compile_s_warm": _median([r.compile_s for r in warm_results]),
+        "first_inference_s": _median([first_inference_s(r, r.compile_s) for r in cold_results]),
+        "first_inference_s_warm": _median(
+            [first_inference_s(r, r.compile_s + (r.inductor_startup_s or 0.0)) for r in warm_results]
+        ),
+        "peak_mem_mib": _median([r.peak_mem_mib for _, r in clean]),
+        "mem_delta_mib": _median([r.mem_delta_mib for _, r in clean]),
+        "compile_peak_mem_mib": _median([r.compile_peak_mem_mib for _, r in clean]),
+        "reserved_mem_mib": _median([r.reserved_mem_mib for _, r in clean]),
+    }
+
+
+def _correctness_fields(checked: list[TrialResult]) -> dict[str, Any]:
+    """The worst output difference against eager over the processes that checked it, and the task's agreement."""
+    if not checked:
+        return {}
+    return {
+        "max_abs_diff": max(r.max_abs_diff for r in checked),
+        "max_rel_diff": max(r.max_rel_diff for r in checked),
+        "task_check": checked[0].task_check,
+        "task_agreement": min(r.task_agreement for r in checked if r.task_agreement is not None),
+        "warmup_calls": checked[0].warmup_calls,
+    }
+
+
+def _speedup_fields(
+    spec: TrialSpec, measured: list[tuple[TrialSpec, TrialResult]], record: dict[str, Any]
+) -> dict[str, Any]:
+    """Latency, eager's latency from the same rounds, the paired speedup with its interval and verdict, and the calls
+    a compile takes to pay for itself (cold and warm: `record` holds the compile times)."""
+    samples = [list(r.compiled_ms) for _, r in measured]
+    eager = [list(r.eager_ms) for _, r in measured]
+    fields = _latency_fields(samples, spec.batch_size)
+    paired = stats.summarize_ms([value for process in eager for value in process])
+    speedup = stats.speedup_estimate(list(zip(eager, samples, strict=True)))
+    eager_median, compiled_median = paired["latency_ms_median"], fields["latency_ms_median"]
+    fields.update(
+        eager_latency_ms_mean=paired["latency_ms_mean"],
+        eager_latency_ms_median=eager_median,
+        eager_cv=paired["cv"],
+        speedup=speedup.value,
+        speedup_ci_low=speedup.low,
+        speedup_ci_high=speedup.high,
+        speedup_ci_method=speedup.method,
+        speedup_verdict=stats.verdict(speedup.low, speedup.high) if speedup.has_interval else None,
+        improvement_pct=stats.improvement_pct(paired["latency_ms_mean"], fields["latency_ms_mean"]),
+        eager_first_inference_s=_median([first_inference_s(r, r.eager_first_call_s) for _, r in measured]),
+    )
+    for key, compile_s in (
+        ("break_even_calls", record["compile_s"]),
+        ("break_even_calls_warm", record["compile_s_warm"]),
+    ):
+        if compile_s is not None:
+            fields[key] = stats.break_even_calls(compile_s, eager_median, compiled_median)
+    return fields
+
+
+def _health_fields(healths: list[CompileHealth]) -> dict[str, Any]:
+    """Graphs, breaks and recompiles over the processes (the worst), their reasons, and a cold process's counters."""
+    if not healths:
+        return {}
+    return {
+        "graph_count": max(h.graph_count for h in healths),
+        "graph_break_count": max(h.graph_break_count for h in healths),
+        "graph_break_reasons": tuple(dict.fromkeys(reason for h in healths for reason in h.graph_break_reasons)),
+        "recompile_count": max(h.recompile_count for h in healths),
+        "fell_back_to_eager": any(h.fell_back_to_eager for h in healths),
+        "inductor_counters": healths[0].inductor_counters,
+        "recompile_reasons": tuple(dict.fromkeys(reason for h in healths for reason in h.recompile_reasons)),
+    }
+
+
+def _serve_fields(spec: TrialSpec, trials: list[tuple[TrialSpec, TrialResult]]) -> dict[str, Any]:
+    """A dynamic-batch run: the batch sizes it served, each one's first call cold, its graphs and recompiles."""
+    fields: dict[str, Any] = {}
     if spec.serve_batch_sizes:  # what it was to serve, also when no process got through
-        record["serve_batch_sizes"] = ",".join(str(size) for size in spec.serve_batch_sizes)
+        fields["serve_batch_sizes"] = ",".join(str(size) for size in spec.serve_batch_sizes)
     served = [(s, r) for s, r in trials if r.serve_graph_counts]
     if served:
         cold = [r for s, r in served if compiled_cold(s, r)]
-        record.update(
+        fields.update(
             serve_first_call_s=tuple(
                 _median([r.serve_first_call_s[i] for r in cold]) for i in range(len(spec.serve_batch_sizes))
             ),
             serve_graphs=max(r.serve_graph_counts[-1] for _, r in served),
             serve_recompiles=max(r.serve_graph_counts[-1] - r.serve_graph_counts[0] for _, r in served),
         )
-    return RunRecord(**record)
+    return fields
 
 
 def eager_processes(trials: list[tuple[TrialSpec, TrialResult]]) -> list[tuple[TrialSpec, TrialResult]]:
