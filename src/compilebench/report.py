@@ -238,13 +238,35 @@ def render(
     report_dir: Path,
     run_info: dict[str, Any],
 ) -> str:
-    """The whole report."""
+    """The whole report, section by section (a section with nothing to show is left out)."""
+    environments = list(dict.fromkeys(r["environment"] for r in results))
+    lines = [
+        *_header_section(results, run_info),
+        *_measured_section(summary),
+        *_comparison_section(compared, list(run_info.get("environments") or environments)),
+        *_precision_section(run_info.get("targets") or []),
+        *_startup_section(summary),
+        *_dynamic_batch_section(summary),
+        *_published_section(verdicts),
+        *_best_variant_section(verdicts),
+        *_anomalies_section(published),
+        *_failures_section(results),
+        "## Figures",
+        "",
+    ]
+    for figure in figures:
+        lines += [f"![{figure.stem}]({os.path.relpath(figure, report_dir)})", ""]
+    return "\n".join(lines)
+
+
+def _header_section(results: list[dict[str, Any]], run_info: dict[str, Any]) -> list[str]:
+    """What ran (suite, models, batch sizes, variants, environments), where it is logged, and the environments."""
     first = results[0] if results else {}
     labels = list(dict.fromkeys(r["label"] for r in results))
     batches = sorted({r["batch_size"] for r in results})
     variants = list(dict.fromkeys(r["variant"] for r in results))
     environments = list(dict.fromkeys(r["environment"] for r in results))
-    lines = [
+    return [
         "# compilebench report",
         "",
         f"Suite `{first.get('suite')}` ({first.get('scale')} scale): {len(labels)} models × batch sizes {batches} "
@@ -261,92 +283,118 @@ def render(
         + ". Random-init weights have the published architecture and input shapes; latency does not depend on "
         "weight values.",
         "",
-        "## Measured, in the doc's layout (mean ms per batch)",
-        "",
     ]
+
+
+def _measured_section(summary: pd.DataFrame) -> list[str]:
+    """Mean ms per batch in the doc's layout, a table per (environment, device, batch size)."""
+    lines = ["## Measured, in the doc's layout (mean ms per batch)", ""]
     for (environment, device, batch), _ in summary.groupby(["environment", "device_name", "batch_size"], sort=False):
         lines += [
             f"### {device} (batch size: {batch}), environment `{environment}`",
             "",
             _table(doc_layout(summary, environment, device, int(batch))),
         ]
-    if not compared.empty:
-        margin = float(compared["margin"].iloc[0]) if "margin" in compared else math.nan
-        calibrated = bool(compared["calibrated"].all()) if "calibrated" in compared else False
-        noise = (
-            "Intervals pool each cell's blocks with this machine's noise record (paths.calibration: every earlier "
-            "comparison and A/A run on it); a cell much noisier than the machine stands alone and is flagged."
-            if calibrated
-            else "**No noise record of this machine yet**: each cell's interval rests on its own blocks only (wide "
-            "with few). Every comparison adds its blocks to the record; `dvc exp run -S 'compare=[current,current]'` "
-            "(an A/A run) is a quick start."
-        )
+    return lines
+
+
+def _comparison_section(compared: pd.DataFrame, series: list[str]) -> list[str]:
+    """B against A per cell and metric, and for a series (`compare`'s order, the baseline first) each step."""
+    if compared.empty:
+        return []
+    margin = float(compared["margin"].iloc[0]) if "margin" in compared else math.nan
+    calibrated = bool(compared["calibrated"].all()) if "calibrated" in compared else False
+    noise = (
+        "Intervals pool each cell's blocks with this machine's noise record (paths.calibration: every earlier "
+        "comparison and A/A run on it); a cell much noisier than the machine stands alone and is flagged."
+        if calibrated
+        else "**No noise record of this machine yet**: each cell's interval rests on its own blocks only (wide "
+        "with few). Every comparison adds its blocks to the record; `dvc exp run -S 'compare=[current,current]'` "
+        "(an A/A run) is a quick start."
+    )
+    lines = [
+        "## Environments compared (interleaved in this invocation)",
+        "",
+        "B / A per cell from paired blocks (A and B of a cell ran one after the other in every block): the mean "
+        "of the per-block log differences with its 95% CI. Two answers per metric: *did it change?* (a t-test "
+        f"at 5%: slower / faster, higher / lower, more / less) and *does it matter?* against a margin of "
+        f"±{margin:.0%} (`equivalent` when the 90% CI lies inside it; `beyond margin` when wholly outside). "
+        "The word shown is `equivalent` when it does not matter, the direction when the change is significant, "
+        "`inconclusive` otherwise; the headline (`verdict`) is Holm-adjusted across all cells, so an A/A run "
+        f"flags a headline in at most 5% of invocations. {noise} Compile cold: the first call of a process on an "
+        "empty inductor cache, warm: on the cache it left. Changes of compile health come first.",
+        "",
+        _table(comparison_table(compared)),
+    ]
+    if len(series) > 2:
+        steps = compare.series_steps(compared.to_dict("records"), series)
         lines += [
-            "## Environments compared (interleaved in this invocation)",
+            "### The series, step by step",
             "",
-            "B / A per cell from paired blocks (A and B of a cell ran one after the other in every block): the mean "
-            "of the per-block log differences with its 95% CI. Two answers per metric: *did it change?* (a t-test "
-            f"at 5%: slower / faster, higher / lower, more / less) and *does it matter?* against a margin of "
-            f"±{margin:.0%} (`equivalent` when the 90% CI lies inside it; `beyond margin` when wholly outside). "
-            "The word shown is `equivalent` when it does not matter, the direction when the change is significant, "
-            "`inconclusive` otherwise; the headline (`verdict`) is Holm-adjusted across all cells, so an A/A run "
-            f"flags a headline in at most 5% of invocations. {noise} Compile cold: the first call of a process on an "
-            "empty inductor cache, warm: on the cache it left. Changes of compile health come first.",
+            "Each stack is compared with the one before it too; per cell, the first step whose headline change is "
+            "significant and beyond the margin:",
             "",
-            _table(comparison_table(compared)),
+            _table(series_table(steps)),
         ]
-        series = list(run_info.get("environments") or environments)  # `compare`'s order: the baseline first
-        if len(series) > 2:
-            steps = compare.series_steps(compared.to_dict("records"), series)
-            lines += [
-                "### The series, step by step",
-                "",
-                "Each stack is compared with the one before it too; per cell, the first step whose headline change is "
-                "significant and beyond the margin:",
-                "",
-                _table(series_table(steps)),
-            ]
-    reached = run_info.get("targets") or []
-    if reached:
-        lines += [
-            "## Precision reached",
-            "",
-            "Each run got `benchmark.replicates` blocks, then more (widest intervals first) until its 95% CIs met "
-            "`benchmark.target`, or `benchmark.budget_min` or `benchmark.max_replicates` ran out. Per run, its "
-            "widest interval (B/A when stacks are compared) and, where short, about how many more blocks it needs:",
-            "",
-            _table(precision_table(reached)),
-        ]
-    if "first_inference_s" in summary and summary["first_inference_s"].notna().any():
-        lines += [
-            "## Start-up: time to first inference in a fresh process",
-            "",
-            "What a restarted or scaled-out service waits before its first answer: interpreter and imports, loading "
-            "the checkpoint, then eager's first call, or compiling (building or loading a package) and the first "
-            "compiled call. Cold: on an empty inductor cache. Warm: `jit` and `regional` on the local cache a cold "
-            "process left; `artifacts` on an empty cache plus the cold process's portable cache artifacts; `aoti` "
-            "loading the package the cold process built. Medians over processes; break-even: calls until the "
-            "compile time is saved back (never: compiled is not faster).",
-            "",
-            _table(startup_table(summary)),
-        ]
+    return lines
+
+
+def _precision_section(reached: list[dict[str, Any]]) -> list[str]:
+    """Per run, the widest interval it reached and the blocks it would still need."""
+    if not reached:
+        return []
+    return [
+        "## Precision reached",
+        "",
+        "Each run got `benchmark.replicates` blocks, then more (widest intervals first) until its 95% CIs met "
+        "`benchmark.target`, or `benchmark.budget_min` or `benchmark.max_replicates` ran out. Per run, its "
+        "widest interval (B/A when stacks are compared) and, where short, about how many more blocks it needs:",
+        "",
+        _table(precision_table(reached)),
+    ]
+
+
+def _startup_section(summary: pd.DataFrame) -> list[str]:
+    """Time to first inference in a fresh process, where a run measured it."""
+    if "first_inference_s" not in summary or not summary["first_inference_s"].notna().any():
+        return []
+    return [
+        "## Start-up: time to first inference in a fresh process",
+        "",
+        "What a restarted or scaled-out service waits before its first answer: interpreter and imports, loading "
+        "the checkpoint, then eager's first call, or compiling (building or loading a package) and the first "
+        "compiled call. Cold: on an empty inductor cache. Warm: `jit` and `regional` on the local cache a cold "
+        "process left; `artifacts` on an empty cache plus the cold process's portable cache artifacts; `aoti` "
+        "loading the package the cold process built. Medians over processes; break-even: calls until the "
+        "compile time is saved back (never: compiled is not faster).",
+        "",
+        _table(startup_table(summary)),
+    ]
+
+
+def _dynamic_batch_section(summary: pd.DataFrame) -> list[str]:
+    """One compiled model serving every batch size, where a suite has `serve` variants."""
     dynamic = dynamic_batch_table(summary)
-    if not dynamic.empty:
-        lines += [
-            "## Dynamic batch: one compiled model serving every batch size",
-            "",
-            "A `serve` variant's every process first calls its one compiled model at each batch size of the suite, "
-            "smallest first, as a server meets them, then times its own batch size: graphs and recompiles are "
-            "dynamo's own count after serving them all, compile time is the time to the first answer at every size. "
-            "`serve-static`: static shapes; `serve-auto`: torch's default (a size that changes becomes dynamic at "
-            "the recompile); `serve-dynamic`: the batch dim marked dynamic (sizes 0 and 1 still specialise); "
-            "`serve-unbacked`: marked unbacked (no specialisation). Beside them, `default` compiles one static "
-            "graph per batch size, in a process per size. Latency: median ms; speedup against eager at that size.",
-            "",
-            _table(dynamic),
-        ]
-    ok = verdicts[verdicts["status"] == "ok"]
-    lines += [
+    if dynamic.empty:
+        return []
+    return [
+        "## Dynamic batch: one compiled model serving every batch size",
+        "",
+        "A `serve` variant's every process first calls its one compiled model at each batch size of the suite, "
+        "smallest first, as a server meets them, then times its own batch size: graphs and recompiles are "
+        "dynamo's own count after serving them all, compile time is the time to the first answer at every size. "
+        "`serve-static`: static shapes; `serve-auto`: torch's default (a size that changes becomes dynamic at "
+        "the recompile); `serve-dynamic`: the batch dim marked dynamic (sizes 0 and 1 still specialise); "
+        "`serve-unbacked`: marked unbacked (no specialisation). Beside them, `default` compiles one static "
+        "graph per batch size, in a process per size. Latency: median ms; speedup against eager at that size.",
+        "",
+        _table(dynamic),
+    ]
+
+
+def _published_section(verdicts: pd.DataFrame) -> list[str]:
+    """Each compiled run against the doc's published speedup, and the count of each verdict."""
+    return [
         "## Against the published numbers",
         "",
         "Speedup = median(eager) / median(compiled), pooled over fresh processes, each interleaving eager and "
@@ -361,21 +409,35 @@ def render(
         "Verdicts: " + ", ".join(f"{k} {v}" for k, v in verdicts["verdict"].value_counts().items()) + ".",
         "",
     ]
-    if not ok.empty:
-        best = ok.sort_values("speedup", ascending=False).drop_duplicates(["environment", "label", "batch_size",
-                                                                           "device_name"])  # fmt: skip
-        best = best[best["speedup_ci_low"] > 1.0]
-        lines += [
-            "## Best variant per model (significantly faster than eager)",
-            "",
-            _table(best[["environment", "label", "batch_size", "device_name", "variant", "speedup"]].round(2)),
-        ]
+
+
+def _best_variant_section(verdicts: pd.DataFrame) -> list[str]:
+    """Per model, batch size and device, the fastest variant whose speedup's interval lies above 1."""
+    ok = verdicts[verdicts["status"] == "ok"]
+    if ok.empty:
+        return []
+    best = ok.sort_values("speedup", ascending=False).drop_duplicates(["environment", "label", "batch_size",
+                                                                       "device_name"])  # fmt: skip
+    best = best[best["speedup_ci_low"] > 1.0]
+    return [
+        "## Best variant per model (significantly faster than eager)",
+        "",
+        _table(best[["environment", "label", "batch_size", "device_name", "variant", "speedup"]].round(2)),
+    ]
+
+
+def _anomalies_section(published: pd.DataFrame) -> list[str]:
+    """The published rows left out of every verdict, and why."""
     flagged = published[published["anomaly"] != ""]
-    lines += [
+    return [
         "## Anomalies in the published data (excluded from verdicts)",
         "",
         _table(flagged[["scenario", "gpu", "batch_size", "label", "eager_ms", "compiled_ms", "anomaly"]]),
     ]
+
+
+def _failures_section(results: list[dict[str, Any]]) -> list[str]:
+    """Every run that did not end ok, with its status and error."""
     failed = pd.DataFrame(
         [
             {k: r.get(k) for k in ("environment", "label", "batch_size", "variant", "status", "error")}
@@ -383,8 +445,4 @@ def render(
             if r.get("status") != "ok"
         ]
     )
-    lines += ["## Failed or invalid runs", "", _table(failed)]
-    lines += ["## Figures", ""]
-    for figure in figures:
-        lines += [f"![{figure.stem}]({os.path.relpath(figure, report_dir)})", ""]
-    return "\n".join(lines)
+    return ["## Failed or invalid runs", "", _table(failed)]
