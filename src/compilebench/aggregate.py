@@ -30,7 +30,7 @@ import pandas as pd
 
 from compilebench import reference, tracking
 from compilebench.analysis import compare
-from compilebench.config import stage_config
+from compilebench.config import Config, stage_config
 from compilebench.harness.files import locked, write_atomic, write_json
 from compilebench.harness.records import STATUS_OK, read_jsonl
 
@@ -235,6 +235,71 @@ def check(config) -> None:
     sys.exit(4 if changed else 0)
 
 
+def add_to_calibration(path: str, rows: list[dict[str, Any]], record: dict[str, Any]) -> None:
+    """Merge this invocation's blocks into the machine's noise record at `path` (others' invocations kept: experiments
+    queued side by side add to one record), and say what the record now holds."""
+    with locked(f"{path}.lock"):
+        calibrations = compare.load_calibrations(path)
+        key = compare.calibration_key(rows[0])
+        latest = calibrations.get(key) or record
+        invocations = {**latest.get("invocations", {}), **record["invocations"]}  # theirs and ours, ours kept
+        calibrations[key] = {**record, "invocations": invocations}
+        write_json(path, calibrations)
+    noise = compare.machine_noise(record)
+    pooled = compare.pooled_by_metric(noise)
+    LOGGER.info("this machine's noise record (%s): %d cell(s) from %d invocation(s); over all cells %s", path,
+                len(noise), len(record["invocations"]),
+                {m: f"sd {n.variance ** 0.5:.3f} ({n.dof} df)" for m, n in pooled.items()})  # fmt: skip
+
+
+def log_series(compared: list[dict[str, Any]], labels: list[str]) -> None:
+    """For three environments or more, the first step of the series at which each cell changed."""
+    for step in compare.series_steps(compared, labels) if len(labels) > 2 else []:
+        LOGGER.info("series: %s bs%s %s first changes at %s: %s %.3f [%.3f, %.3f]", step["label"], step["batch_size"],
+                    step["variant"], step["step"], step["metric"], step["ratio"], step["ci_low"],
+                    step["ci_high"])  # fmt: skip
+
+
+def log_tables(config: Config, run_info: dict[str, Any], compared: list[dict[str, Any]], metrics: dict) -> None:
+    """The comparison on each candidate run, the tables and headline metrics on the parent run; nothing where the
+    invocation is not to be logged yet (an exported plan not finished)."""
+    if run_info.get(tracking.NOT_LOGGED):
+        LOGGER.info("tables written, not logged to MLflow: %s", run_info[tracking.NOT_LOGGED])
+        return
+    tracker = tracking.Tracker(config.paths.tracking_uri, run_info["invocation_id"])
+    files = [
+        Path(p) for p in (config.paths.summary, config.paths.verdicts, config.paths.comparison, config.paths.metrics)
+    ]
+    tracker.log_comparison(compared)
+    if not tracker.log_parent(files, "summary", metrics=metrics) or tracker.failures:
+        LOGGER.warning("tables are on disk; `python -m compilebench.sync` attaches them to MLflow later")
+
+
+def aggregate(config: Config, rows: list[dict[str, Any]], run_info: dict[str, Any]) -> None:
+    """The summary, the verdicts against the doc, the comparison of environments and the headline metrics, written
+    and logged; the machine's noise record updated."""
+    table = summarize(pd.DataFrame(rows))
+    write_csv(table, config.paths.summary)
+    best = best_variants(table)
+    if not best.empty:
+        LOGGER.info("best significant variant per cell:\n%s", best.to_string(index=False))
+    judged = reference.verdicts(table, reference.read_published(config.paths.reference))
+    write_csv(judged, config.paths.verdicts)
+    LOGGER.info("verdicts against the published numbers: %s", judged["verdict"].value_counts().to_dict())
+    labels = list(run_info.get("environments", {}))
+    compared, record = comparison(rows, labels, config.paths.calibration, config.margin)
+    write_csv(comparison_frame(compared), config.paths.comparison)
+    if record is not None:
+        add_to_calibration(config.paths.calibration, rows, record)
+    log_series(compared, labels)
+    metrics = headline_metrics(table, compared)
+    metrics.update(
+        {f"verdict_{key.replace(' ', '_')}": int(value) for key, value in judged["verdict"].value_counts().items()}
+    )
+    write_json(config.paths.metrics, metrics)
+    log_tables(config, run_info, compared, metrics)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--from-mlflow", action="store_true", help="read every measurement run of the MLflow store")
@@ -252,49 +317,7 @@ def main() -> None:
     except (OSError, json.JSONDecodeError) as error:
         LOGGER.error("%s", error)
         sys.exit(2)
-    table = summarize(pd.DataFrame(rows))
-    write_csv(table, config.paths.summary)
-    best = best_variants(table)
-    if not best.empty:
-        LOGGER.info("best significant variant per cell:\n%s", best.to_string(index=False))
-    judged = reference.verdicts(table, reference.read_published(config.paths.reference))
-    write_csv(judged, config.paths.verdicts)
-    LOGGER.info("verdicts against the published numbers: %s", judged["verdict"].value_counts().to_dict())
-    labels = list(run_info.get("environments", {}))
-    compared, record = comparison(rows, labels, config.paths.calibration, config.margin)
-    write_csv(comparison_frame(compared), config.paths.comparison)
-    if record is not None:
-        with locked(f"{config.paths.calibration}.lock"):  # experiments queued side by side add to one record
-            calibrations = compare.load_calibrations(config.paths.calibration)
-            key = compare.calibration_key(rows[0])
-            latest = calibrations.get(key) or record
-            invocations = {**latest.get("invocations", {}), **record["invocations"]}  # theirs and ours, ours kept
-            calibrations[key] = {**record, "invocations": invocations}
-            write_json(config.paths.calibration, calibrations)
-        noise = compare.machine_noise(record)
-        pooled = compare.pooled_by_metric(noise)
-        LOGGER.info("this machine's noise record (%s): %d cell(s) from %d invocation(s); over all cells %s",
-                    config.paths.calibration, len(noise), len(record["invocations"]),
-                    {m: f"sd {n.variance ** 0.5:.3f} ({n.dof} df)" for m, n in pooled.items()})  # fmt: skip
-    for step in compare.series_steps(compared, labels) if len(labels) > 2 else []:
-        LOGGER.info("series: %s bs%s %s first changes at %s: %s %.3f [%.3f, %.3f]", step["label"], step["batch_size"],
-                    step["variant"], step["step"], step["metric"], step["ratio"], step["ci_low"],
-                    step["ci_high"])  # fmt: skip
-    metrics = headline_metrics(table, compared)
-    metrics.update(
-        {f"verdict_{key.replace(' ', '_')}": int(value) for key, value in judged["verdict"].value_counts().items()}
-    )
-    write_json(config.paths.metrics, metrics)
-    if run_info.get(tracking.NOT_LOGGED):
-        LOGGER.info("tables written, not logged to MLflow: %s", run_info[tracking.NOT_LOGGED])
-        return
-    tracker = tracking.Tracker(config.paths.tracking_uri, run_info["invocation_id"])
-    files = [
-        Path(p) for p in (config.paths.summary, config.paths.verdicts, config.paths.comparison, config.paths.metrics)
-    ]
-    tracker.log_comparison(compared)
-    if not tracker.log_parent(files, "summary", metrics=metrics) or tracker.failures:
-        LOGGER.warning("tables are on disk; `python -m compilebench.sync` attaches them to MLflow later")
+    aggregate(config, rows, run_info)
 
 
 if __name__ == "__main__":

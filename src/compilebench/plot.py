@@ -19,6 +19,7 @@ import logging
 import re
 import sys
 from pathlib import Path
+from typing import Any
 
 import matplotlib
 
@@ -29,7 +30,7 @@ import pandas as pd
 
 from compilebench import reference, report, tracking
 from compilebench.analysis import compare
-from compilebench.config import stage_config
+from compilebench.config import Config, stage_config
 from compilebench.harness.files import write_atomic
 from compilebench.harness.records import read_jsonl
 
@@ -238,32 +239,12 @@ def save_figure(fig: plt.Figure, path: Path, dpi: int) -> Path:
     return path
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--from-mlflow", action="store_true", help="the versions figure of the whole MLflow store")
-    args = parser.parse_args()
-    config = stage_config()
-    try:
-        if args.from_mlflow:
-            versions = pd.read_csv(Path(config.paths.store) / "versions.csv")
-        else:
-            table = pd.read_csv(config.paths.summary)
-            verdicts = pd.read_csv(config.paths.verdicts)
-            compared = pd.read_csv(config.paths.comparison)
-            run_info = json.loads(Path(config.paths.run_info).read_text())
-            results = read_jsonl(config.paths.results)
-    except (OSError, ValueError) as error:
-        LOGGER.error("%s", error)
-        sys.exit(2)
-    width, dpi = config.plot.width_in, config.plot.dpi
-    if args.from_mlflow:
-        if versions.empty:
-            LOGGER.info("the MLflow store holds one software stack per machine and cell: no versions to compare")
-            return
-        path = save_figure(versions_figure(versions, width), Path(config.paths.store) / "versions.png", dpi)
-        LOGGER.info("wrote %s", path)
-        return
-    out_dir, written = Path(config.paths.plots), []
+def write_figures(
+    table: pd.DataFrame, verdicts: pd.DataFrame, compared: pd.DataFrame, out_dir: Path, width: float, dpi: int
+) -> list[Path]:
+    """Per (environment, device, batch size): durations, improvements and, where measured, start-up; per device the
+    speedups against the published ones; the comparison of environments. The paths written."""
+    written = []
     for environment, device, batch, rows in panels(table):
         stem = f"{_slug(environment)}_{_slug(device)}_bs{batch}"
         suffix = f" — {device}, batch size {batch}, {environment}"
@@ -281,6 +262,14 @@ def main() -> None:
     if not compared.empty:
         figure = comparison_figure(compared, cell_names(compared), width)
         written.append(save_figure(figure, out_dir / "comparison.png", dpi))
+    return written
+
+
+def plot(config: Config, table: pd.DataFrame, verdicts: pd.DataFrame, compared: pd.DataFrame,
+         run_info: dict[str, Any], results: list[dict[str, Any]]) -> None:  # fmt: skip
+    """The figures, their data for `dvc plots` and the report, written and logged to the parent run."""
+    out_dir = Path(config.paths.plots)
+    written = write_figures(table, verdicts, compared, out_dir, config.plot.width_in, config.plot.dpi)
     write_atomic(config.paths.plot_data, plot_data(table).to_csv(index=False))
     LOGGER.info("wrote %d figures to %s", len(written), out_dir)
     published = reference.read_published(config.paths.reference)
@@ -294,6 +283,39 @@ def main() -> None:
     tracker = tracking.Tracker(config.paths.tracking_uri, run_info["invocation_id"])
     if not (tracker.log_parent(written, "plots") and tracker.log_parent([report_path], "report")):
         LOGGER.warning("figures and report are on disk; `python -m compilebench.sync` attaches them to MLflow later")
+
+
+def plot_versions(config: Config, versions: pd.DataFrame) -> None:
+    """The versions figure of the whole MLflow store (`--from-mlflow`), where it holds more than one stack."""
+    if versions.empty:
+        LOGGER.info("the MLflow store holds one software stack per machine and cell: no versions to compare")
+        return
+    path = save_figure(versions_figure(versions, config.plot.width_in), Path(config.paths.store) / "versions.png",
+                       config.plot.dpi)  # fmt: skip
+    LOGGER.info("wrote %s", path)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--from-mlflow", action="store_true", help="the versions figure of the whole MLflow store")
+    args = parser.parse_args()
+    config = stage_config()
+    try:
+        if args.from_mlflow:
+            versions = pd.read_csv(Path(config.paths.store) / "versions.csv")
+        else:
+            table = pd.read_csv(config.paths.summary)
+            verdicts = pd.read_csv(config.paths.verdicts)
+            compared = pd.read_csv(config.paths.comparison)
+            run_info = json.loads(Path(config.paths.run_info).read_text())
+            results = read_jsonl(config.paths.results)
+    except (OSError, ValueError) as error:
+        LOGGER.error("%s", error)
+        sys.exit(2)
+    if args.from_mlflow:
+        plot_versions(config, versions)
+    else:
+        plot(config, table, verdicts, compared, run_info, results)
 
 
 if __name__ == "__main__":
