@@ -339,37 +339,38 @@ def _comparison_section(compared: pd.DataFrame, series: list[str]) -> list[str]:
     return lines
 
 
+def _section(title: str, prose: str, table: pd.DataFrame) -> list[str]:
+    """A report section: its heading, what it shows and how to read it, its table."""
+    return [f"## {title}", "", prose, "", _table(table)]
+
+
 def _precision_section(reached: list[dict[str, Any]]) -> list[str]:
     """Per run, the widest interval it reached and the blocks it would still need."""
     if not reached:
         return []
-    return [
-        "## Precision reached",
-        "",
+    return _section(
+        "Precision reached",
         "Each run got `benchmark.replicates` blocks, then more (widest intervals first) until its 95% CIs met "
         "`benchmark.target`, or `benchmark.budget_min` or `benchmark.max_replicates` ran out. Per run, its "
         "widest interval (B/A when stacks are compared) and, where short, about how many more blocks it needs:",
-        "",
-        _table(precision_table(reached)),
-    ]
+        precision_table(reached),
+    )
 
 
 def _startup_section(summary: pd.DataFrame) -> list[str]:
     """Time to first inference in a fresh process, where a run measured it."""
     if "first_inference_s" not in summary or not summary["first_inference_s"].notna().any():
         return []
-    return [
-        "## Start-up: time to first inference in a fresh process",
-        "",
+    return _section(
+        "Start-up: time to first inference in a fresh process",
         "What a restarted or scaled-out service waits before its first answer: interpreter and imports, loading "
         "the checkpoint, then eager's first call, or compiling (building or loading a package) and the first "
         "compiled call. Cold: on an empty inductor cache. Warm: `jit` and `regional` on the local cache a cold "
         "process left; `artifacts` on an empty cache plus the cold process's portable cache artifacts; `aoti` "
         "loading the package the cold process built. Medians over processes; break-even: calls until the "
         "compile time is saved back (never: compiled is not faster).",
-        "",
-        _table(startup_table(summary)),
-    ]
+        startup_table(summary),
+    )
 
 
 def _dynamic_batch_section(summary: pd.DataFrame) -> list[str]:
@@ -377,9 +378,8 @@ def _dynamic_batch_section(summary: pd.DataFrame) -> list[str]:
     dynamic = dynamic_batch_table(summary)
     if dynamic.empty:
         return []
-    return [
-        "## Dynamic batch: one compiled model serving every batch size",
-        "",
+    return _section(
+        "Dynamic batch: one compiled model serving every batch size",
         "A `serve` variant's every process first calls its one compiled model at each batch size of the suite, "
         "smallest first, as a server meets them, then times its own batch size: graphs and recompiles are "
         "dynamo's own count after serving them all, compile time is the time to the first answer at every size. "
@@ -387,9 +387,8 @@ def _dynamic_batch_section(summary: pd.DataFrame) -> list[str]:
         "the recompile); `serve-dynamic`: the batch dim marked dynamic (sizes 0 and 1 still specialise); "
         "`serve-unbacked`: marked unbacked (no specialisation). Beside them, `default` compiles one static "
         "graph per batch size, in a process per size. Latency: median ms; speedup against eager at that size.",
-        "",
-        _table(dynamic),
-    ]
+        dynamic,
+    )
 
 
 def _published_section(verdicts: pd.DataFrame) -> list[str]:
