@@ -490,6 +490,16 @@ def read_added(path: Path) -> tuple[TrialSpec, ...]:
     return tuple(added)
 
 
+def plan_progress(plan: Plan, out: Path) -> tuple[int, int, int]:
+    """Of the processes of `plan` and the blocks its loop added in `out`: how many have a result for every trial,
+    how many there are, how many of them are added blocks."""
+    added = read_added(out / ADDED_TRIALS)
+    done = read_results(out / "trials.jsonl")
+    groups = processes(list(plan.trials) + list(added))
+    finished = sum(all(spec.trial_id in done for spec in group) for group in groups)
+    return finished, len(groups), len(processes(list(added)))
+
+
 def run_plan_adaptively(plan: Plan, trials: list[TrialSpec], run, out: Path, budget_min: float | None) -> None:
     """The plan's trials, then the pipeline's own loop (adaptive.measure) on this machine's results: more blocks
     where the intervals are widest, within the plan's budget (or `budget_min`). Each added block's specs are
@@ -634,10 +644,8 @@ def launch(plan: Plan, args: argparse.Namespace, pythons: dict[str, str], pinned
         else:
             run(trials)
     except WindowEnded as ended:
-        planned = list(plan.trials) + list(read_added(out / ADDED_TRIALS))
-        measured = read_results(results_path)
-        left = len({spec.process_id or spec.trial_id for spec in planned if spec.trial_id not in measured})
-        LOGGER.info("window ended: %s; %d processes left for a later window (run this again)", ended, left)
+        finished, total, _ = plan_progress(plan, out)
+        LOGGER.info("window ended: %s; %d processes left for a later window (run this again)", ended, total - finished)
         return  # the shared cache and the work folder stay: a resume on this machine uses them
     shutil.rmtree(out / "work", ignore_errors=True)
     (out / FINISHED).write_text(json.dumps({"finished_at": time.time(), "trials": len(results)}))

@@ -37,8 +37,9 @@ import sys
 import time
 from pathlib import Path
 
-from compilebench.harness.launcher import ADDED_TRIALS, FINISHED, read_added, read_results
-from compilebench.harness.records import processes, read_plan
+from compilebench.harness.files import write_json
+from compilebench.harness.launcher import ADDED_TRIALS, FINISHED, plan_progress
+from compilebench.harness.records import RecordError, read_plan
 
 STATE = "window.json"
 LOG = "launcher.log"
@@ -74,9 +75,7 @@ def read_state(out: Path) -> dict | None:
 
 def write_state(out: Path, state: dict) -> None:
     """OUT/window.json, replaced whole (a reader never sees half of it)."""
-    partial = out / (STATE + ".partial")
-    partial.write_text(json.dumps(state, indent=1))
-    partial.replace(out / STATE)
+    write_json(out / STATE, state, indent=1)
 
 
 def running(state: dict | None) -> bool:
@@ -132,13 +131,10 @@ def progress(out: Path, state: dict) -> str:
     """How far the plan got: processes whose every trial has a result, of the plan's and its added blocks'."""
     try:
         plan = read_plan(Path(state["plan"]))
-    except (OSError, ValueError) as error:  # a state written on another machine, where the plan lay elsewhere
+    except RecordError as error:  # a state written on another machine, where the plan lay elsewhere
         return f"plan {state['plan']} unreadable here ({error})"
-    added = read_added(out / ADDED_TRIALS)
-    done = read_results(out / "trials.jsonl")
-    groups = processes(list(plan.trials) + list(added))
-    finished = sum(all(spec.trial_id in done for spec in group) for group in groups)
-    return f"{finished} of {len(groups)} processes have results ({len(processes(list(added)))} of them added blocks)"
+    finished, total, added = plan_progress(plan, out)
+    return f"{finished} of {total} processes have results ({added} of them added blocks)"
 
 
 def copy_results(out: Path, destination: Path) -> list[str]:
