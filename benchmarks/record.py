@@ -79,6 +79,7 @@ def main() -> None:
                             text=True).stdout.strip()  # fmt: skip
     ended = datetime.fromtimestamp((data / "results" / "run_info.json").stat().st_mtime, UTC)
     minutes, seconds = divmod(int(args.wall_s), 60)
+    measured = processes(rows)
     lines = [
         f"# {record.name}",
         "",
@@ -88,8 +89,8 @@ def main() -> None:
         args.command,
         "```",
         "",
-        f"Wall time {int(args.wall_s)} s ({minutes} min {seconds} s); {processes(rows)} processes "
-        f"({planned(info, processes(rows))}), {len(rows)} runs.",
+        f"Wall time {int(args.wall_s)} s ({minutes} min {seconds} s); {measured} processes "
+        f"({planned(info, measured)}), {len(rows)} runs.",
         "",
         "Stacks: " + "; ".join(stacks(rows)) + ".",
         "",
