@@ -4,6 +4,7 @@ bare GPU box), the pipeline's own loop adding blocks there, a second window resu
 import json
 import os
 import shutil
+import subprocess
 import sys
 import uuid
 
@@ -104,6 +105,36 @@ def test_an_export_for_a_gpu_prints_its_estimated_minutes_and_refuses_nothing(ex
     assert len({trial["model"]["model_id"] for trial in plan["trials"]}) == 12 and len(plan["recipes"]) == 12
     reduce = {trial["model"]["label"] for trial in plan["trials"] if trial["variant"]["name"] == "reduce-overhead"}
     assert len(plan["trials"]) == 60 * 2 + 4 * 5 and len(reduce) == 4  # `cells: published`: the doc's 16 cells
+
+
+def test_an_export_goes_only_into_a_new_or_empty_folder_and_is_written_whole_or_not_at_all(exported, tmp_path):
+    root, folder, env, _, _ = exported
+
+    def export(target, *sets):
+        command = [sys.executable, "-m", "compilebench.benchmark", "--export", str(target)]
+        return subprocess.run(command + [a for s in sets for a in ("--set", s)], cwd=root, env=env,
+                              capture_output=True, text=True, timeout=600)  # fmt: skip
+
+    before = {path: path.read_bytes() for path in (folder / "plan.json", folder / "results" / "trials.jsonl")}
+    again = export(folder, "suite=paper-bs1")  # a plan that has results: replacing it would orphan them
+    assert again.returncode == 2 and "holds a plan" in again.stderr and "new or empty folder" in again.stderr
+    assert {path: path.read_bytes() for path in before} == before
+    busy = tmp_path / "busy"
+    busy.mkdir()
+    (busy / "notes.txt").write_text("mine")
+    refused = export(busy)
+    assert refused.returncode == 2 and "is not an empty folder" in refused.stderr
+    assert [path.name for path in busy.iterdir()] == ["notes.txt"]
+    failed = export(tmp_path / "failed", "paths.image=/no/such/image.jpg")
+    assert failed.returncode == 2 and "/no/such/image.jpg does not exist" in failed.stderr
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["busy"]  # no folder, no .partial
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert export(empty).returncode == 0
+    assert sorted(path.name for path in empty.iterdir()) == sorted(
+        path.name for path in folder.iterdir() if path.name not in ("results", "checkpoints"))  # fmt: skip
+    assert json.loads((empty / "plan.json").read_text())["invocation_id"] != json.loads(before[folder / "plan.json"])[
+        "invocation_id"]  # fmt: skip
 
 
 def test_a_recipe_that_cannot_be_built_costs_its_model_not_the_window(tmp_path):

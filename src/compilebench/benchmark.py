@@ -295,10 +295,47 @@ def measure(config: Config, selection: dict, manifest: list[dict], image_meta: d
 
 
 def export(config: Config, folder: Path) -> None:
-    """A plan another machine can run with only torch and transformers: trials, checkpoint recipes, image, harness."""
+    """A plan another machine can run with only torch and transformers: trials, checkpoint recipes, image, harness;
+    into a new or empty folder only, written whole or not at all (built beside it, then renamed into place)."""
+    folder = folder.resolve()
+    if folder.exists() and (not folder.is_dir() or any(folder.iterdir())):
+        held = " holds a plan (results measured from it would no longer match it)" if (
+            folder / "plan.json").exists() else " is not an empty folder"  # fmt: skip
+        raise FileExistsError(f"--export {folder}{held}: export into a new or empty folder")
+    image = Path(config.paths.image)
+    if not image.exists():
+        raise FileNotFoundError(f"{image} does not exist: run `dvc repro fetch_image` first (the plan carries it)")
+    exported, selection, carried = export_plan(config)
+    partial = folder.with_name(folder.name + ".partial")
+    shutil.rmtree(partial, ignore_errors=True)  # an export that failed before
+    partial.mkdir(parents=True)
+    try:
+        write_export(config, partial, exported, selection, carried)
+    except BaseException:
+        shutil.rmtree(partial, ignore_errors=True)
+        raise
+    if folder.exists():
+        folder.rmdir()  # empty, checked above
+    partial.rename(folder)
+    trials = list(exported.trials)
+    LOGGER.info(
+        "exported %d trials in %d processes to %s; on the other machine: cd %s && python -m "
+        "compilebench.harness.launcher plan.json results", len(trials), len(processes(trials)), folder, folder.name,
+    )  # fmt: skip
+    LOGGER.info("%s", estimate_line(trials, config))
+
+
+def exported_checkpoint(model_id: str) -> str:
+    """Where a model's checkpoint lies in an exported plan's folder (built there by recipe, or carried)."""
+    return f"checkpoints/{slug(model_id)}"
+
+
+def export_plan(config: Config) -> tuple[Plan, dict, list[dict]]:
+    """The selected suite as a plan (checkpoints by recipe), its selection, and the manifest entries of the models
+    without a card, whose checkpoints the export carries."""
     suite = config.selected
     cells = reference.selected_cells(config)
-    paths = {model_id: f"checkpoints/{slug(model_id)}" for model_id in suite.models}
+    paths = {model_id: exported_checkpoint(model_id) for model_id in suite.models}
     carded = [model_id for model_id in suite.models if model_id in models.registry()]
     loaded = {spec["model_id"]: spec for spec in read_json(config.paths.selection)["models"]} if (
         len(carded) < len(suite.models) and Path(config.paths.selection).exists()) else {}  # fmt: skip
@@ -315,31 +352,26 @@ def export(config: Config, folder: Path) -> None:
     trials = plan_trials(config.benchmark, selection, "image.jpg")
     recipes = [models.recipe(models.get_card(model_id), suite.scale, config.models.seed, paths[model_id])
                for model_id in carded]  # fmt: skip
-    invocation_id = uuid.uuid4().hex
-    folder.mkdir(parents=True, exist_ok=True)
     uncarded = set(suite.models) - set(carded)
     carried = [entry for entry in read_json(config.paths.manifest) if entry["model_id"] in uncarded] if uncarded else []
-    for entry in carried:
-        shutil.rmtree(folder / paths[entry["model_id"]], ignore_errors=True)
-        shutil.copytree(entry["path"], folder / paths[entry["model_id"]])
-    write_json(folder / CARRIED_CHECKPOINTS, carried)
     loop = {"settings": adaptive.Settings.of(config.benchmark, config.margin).to_dict(),
             "context": {key: getattr(config.benchmark, key) for key in ADAPTIVE_CONTEXT},
             "labels": [entry["label"] for entry in selection["environments"]]}  # fmt: skip
-    write_json(folder / "plan.json", Plan(invocation_id, tuple(trials), tuple(recipes), loop).to_dict())
-    image = Path(config.paths.image)
-    if not image.exists():
-        raise FileNotFoundError(f"{image} does not exist: run `dvc repro fetch_image` first (the plan carries it)")
-    shutil.copyfile(image, folder / "image.jpg")
+    return Plan(uuid.uuid4().hex, tuple(trials), tuple(recipes), loop), selection, carried
+
+
+def write_export(config: Config, folder: Path, exported: Plan, selection: dict, carried: list[dict]) -> None:
+    """The export's files in `folder`: the checkpoints it carries, the plan, the image, the run's context, the
+    harness."""
+    for entry in carried:
+        shutil.copytree(entry["path"], folder / exported_checkpoint(entry["model_id"]))
+    write_json(folder / CARRIED_CHECKPOINTS, carried)
+    write_json(folder / "plan.json", exported.to_dict())
+    shutil.copyfile(config.paths.image, folder / "image.jpg")
     image_meta = read_json(config.paths.image_meta)
-    run_context = context(config, selection, invocation_id, image_meta, config.runner.machine)
+    run_context = context(config, selection, exported.invocation_id, image_meta, config.runner.machine)
     write_json(folder / EXPORT_CONTEXT, {"context": run_context.__dict__, "selection": selection})
     copy_harness(folder)
-    LOGGER.info(
-        "exported %d trials in %d processes to %s; on the other machine: cd %s && python -m "
-        "compilebench.harness.launcher plan.json results", len(trials), len(processes(trials)), folder, folder.name,
-    )  # fmt: skip
-    LOGGER.info("%s", estimate_line(trials, config))
 
 
 REMOTE_PACKAGES = ("harness", "analysis")  # what runs on the other machine: trials, and the loop that adds blocks
