@@ -132,6 +132,42 @@ def test_a_segfaulting_trial_is_recorded_as_crashed(tiny_resnet, tmp_path):
     assert result.status == "crashed" and "SIGSEGV" in result.error
 
 
+def test_a_trial_a_stop_ends_in_a_pools_thread_is_no_result_and_no_trial_starts_after_it(tiny_resnet, tmp_path):
+    """The stop's handler as SIGTERM runs it (in the main thread) while a trial runs in another thread, as in the
+    prime's pool and the slots' threads: the trial's group ends, and the thread raises rather than reporting a
+    trial "crashed" by the stop, which a resume would take as its result."""
+    spec = _spec(tiny_resnet, VariantSpec("default"), min_time_s=60.0, max_time_s=60.0)
+    outcome = {}
+
+    def in_a_pool():
+        try:
+            outcome["result"] = _run(tmp_path / "pool", spec)
+        except groups.Stopped:
+            outcome["stopped"] = True
+
+    saved = {number: signal.getsignal(number) for number in (signal.SIGTERM, signal.SIGINT)}
+    groups.end_trials_on_signal()
+    handler = signal.getsignal(signal.SIGTERM)
+    for number, previous in saved.items():
+        signal.signal(number, previous)
+    worker = threading.Thread(target=in_a_pool)
+    worker.start()
+    try:
+        deadline = time.time() + 120
+        while time.time() < deadline and not groups.LIVE:
+            time.sleep(0.05)
+        [process] = list(groups.LIVE)
+        with pytest.raises(SystemExit):
+            handler(signal.SIGTERM, None)
+        worker.join(timeout=60)
+        assert outcome == {"stopped": True} and not _running(process.pid)
+        with pytest.raises(groups.Stopped):
+            _run(tmp_path / "after", spec)
+        assert not (tmp_path / "after").exists()  # refused before anything was written
+    finally:
+        groups.STOPPING.clear()
+
+
 def test_exit_statuses_name_their_cause():
     assert launcher.exit_status(-9, oom_killed=True)[0] == "oom"
     status, why = launcher.exit_status(-9, oom_killed=False)

@@ -5,9 +5,11 @@ again on a machine whose primed cache is gone, and a launcher stopped by the id 
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 from conftest import make_project, project_env, run_ok
@@ -104,6 +106,48 @@ def test_a_second_start_is_refused_and_stop_ends_the_launcher_it_started(exporte
     assert not window.keeper_alive(state["keeper_pid"])
     with pytest.raises(ProcessLookupError):
         os.kill(state["launcher_pid"], 0)
+
+
+def _trials(pid):
+    """The trial processes whose parent is `pid` (read from /proc)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            if (entry.name.isdigit() and (entry / "stat").read_text().rsplit(")", 1)[1].split()[1] == str(pid)
+                    and b"compilebench.harness.trial" in (entry / "cmdline").read_bytes()):  # fmt: skip
+                found.append(int(entry.name))
+        except (OSError, IndexError):
+            continue  # ended while we looked
+    return found
+
+
+@pytest.mark.slow
+def test_a_launcher_stopped_while_it_primes_starts_no_further_prime_and_ends_the_running_one(exported, tmp_path):
+    folder, env = exported
+    two = tmp_path / "two"  # two compiled variants: two primes, one at a time
+    run_ok([sys.executable, "-m", "compilebench.benchmark", "--export", str(two), "--set",
+            "suites.smoke.variants=[eager,default,freezing]"], folder.parent, project_env())  # fmt: skip
+    launcher = subprocess.Popen([sys.executable, "-m", "compilebench.harness.launcher", "plan.json", "results",
+                                 "--prime", "1"], cwd=two, env=env, stdout=subprocess.DEVNULL,
+                                stderr=subprocess.DEVNULL)  # fmt: skip
+    try:
+        trial, deadline = [], time.monotonic() + 300
+        while not trial and launcher.poll() is None and time.monotonic() < deadline:
+            trial = _trials(launcher.pid)  # the first prime's process
+            time.sleep(0.05)
+        assert trial, "no prime started"
+        launcher.send_signal(signal.SIGTERM)
+        assert launcher.wait(timeout=60) == 128 + signal.SIGTERM
+    finally:
+        if launcher.poll() is None:
+            launcher.kill()  # ours, by its id: not left behind by a failing test
+            launcher.wait()
+    primes = sorted(path.name for path in (two / "results" / "work" / "prime").glob("*.spec.json"))
+    assert len(primes) == 1, primes  # before the fix the pool went on to the second prime and waited for it
+    for pid in trial:  # gone, or a zombie not yet reaped by whoever inherited it
+        stat = Path(f"/proc/{pid}/stat")
+        assert not stat.exists() or stat.read_text().rsplit(")", 1)[1].split()[0] == "Z"
+    assert not (two / "results" / "prime.jsonl").exists()  # a stopped prime is no result
 
 
 def test_wait_on_a_folder_where_nothing_started_says_so(tmp_path):

@@ -11,9 +11,11 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 
 LIVE: set[subprocess.Popen] = set()  # group leaders running now, started by this process
+STOPPING = threading.Event()  # set by the stop handler: from then on no group starts, and none that ended is a result
 PR_SET_PDEATHSIG = 1  # prctl(2): the signal a process gets when the thread that started it ends
 
 
@@ -30,11 +32,32 @@ def die_with_parent() -> bool:
         return False
 
 
+class Stopped(BaseException):
+    """This process is being stopped (SIGTERM, Ctrl-C): raised in a thread that would start a group, or that saw its
+    group ended by the stop, so that nothing it would report (a trial "crashed" by the stop) is taken as a result."""
+
+
+def track(process: subprocess.Popen) -> None:
+    """Count a group leader just started among those a stop ends; one started as the stop began is ended here."""
+    LIVE.add(process)
+    if STOPPING.is_set():  # the handler may have ended LIVE before this one was in it
+        end_group(process)
+        LIVE.discard(process)
+        raise Stopped
+
+
+def refuse_when_stopping() -> None:
+    """Before starting a group (in a pool's thread, say): none starts once the stop has begun."""
+    if STOPPING.is_set():
+        raise Stopped
+
+
 def run_in_group(command: list[str], **popen: object) -> int:
     """Run a helper process (an environment's builder) as the leader of a process group of its own, ended with
     everything it started when this process is stopped (end_trials_on_signal) or killed; its exit code."""
+    refuse_when_stopping()
     process = subprocess.Popen(command, start_new_session=True, preexec_fn=die_with_parent, **popen)
-    LIVE.add(process)
+    track(process)
     try:
         while True:  # in short waits: a blocking wait holds the Popen's lock, and the stop handler needs it
             try:
@@ -61,6 +84,7 @@ def end_trials_on_signal() -> None:
     run in sessions of their own and would otherwise go on measuring, and disturb whatever runs next."""
 
     def handler(signum: int, frame: object) -> None:
+        STOPPING.set()  # first: a thread starting a group now ends it itself (track)
         for process in list(LIVE):
             end_group(process)
         raise SystemExit(128 + signum)

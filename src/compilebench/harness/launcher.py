@@ -36,7 +36,15 @@ from pathlib import Path
 
 from compilebench.harness import fingerprint
 from compilebench.harness.files import append_lines
-from compilebench.harness.groups import LIVE, end_group, end_trials_on_signal
+from compilebench.harness.groups import (
+    LIVE,
+    STOPPING,
+    Stopped,
+    end_group,
+    end_trials_on_signal,
+    refuse_when_stopping,
+    track,
+)
 from compilebench.harness.records import (
     CACHE_COLD,
     CACHE_SHARED,
@@ -161,6 +169,7 @@ def run_trial_process(
 ) -> TrialResult | list[TrialResult]:
     """One trial (a list: a timing process's arms) in a fresh process of `python`; a timeout, crash or kill becomes
     the status of each. Returns a result per spec (one result for one spec)."""
+    refuse_when_stopping()  # a pool's thread after the stop began: no new process, nothing written
     specs = spec if isinstance(spec, list) else [spec]
     first = specs[0]
     name = first.process_id if isinstance(spec, list) else first.trial_id  # prime runs arms one by one, at once
@@ -183,7 +192,7 @@ def run_trial_process(
             start_new_session=True,
             env=trial_environment(cache_dir, deploy_dir, slot),
         )
-        LIVE.add(process)
+        track(process)
         cap_mib = first.timing.memory_limit_mib if not first.timing.device.startswith("cuda") else 0.0
         try:
             returncode, peak_mib = wait_within(process, timeout_s, cap_mib)
@@ -193,6 +202,8 @@ def run_trial_process(
             return results if isinstance(spec, list) else results[0]
         finally:
             LIVE.discard(process)
+        if STOPPING.is_set():  # ended by the stop (in another thread's handler): not a result, crashed or not
+            raise Stopped
         if returncode is None:
             end_group(process)
             results = each_failed("oom", f"the trial's processes used {peak_mib:.0f} MiB of memory, more than "
@@ -422,7 +433,8 @@ def prime(
     from concurrent.futures import ThreadPoolExecutor
 
     first = list({spec.cache_key: spec for spec in reversed(trials) if spec.variant.compile}.values())[::-1]
-    with ThreadPoolExecutor(max_workers=workers) as pool:
+    pool = ThreadPoolExecutor(max_workers=workers)
+    try:
         futures = [
             pool.submit(
                 run_trial_process,
@@ -437,6 +449,8 @@ def prime(
             for spec in first
         ]
         return [(spec.cache_key, future.result()) for spec, future in zip(first, futures, strict=True)]
+    finally:  # stopped: the primes not started never start, and those running were ended by the stop's handler
+        pool.shutdown(wait=True, cancel_futures=True)
 
 
 def build_checkpoints(plan: Plan, root: Path) -> list[dict]:
