@@ -107,7 +107,9 @@ def test_an_export_for_a_gpu_prints_its_estimated_minutes_and_refuses_nothing(ex
     assert len(plan["trials"]) == 60 * 2 + 4 * 5 and len(reduce) == 4  # `cells: published`: the doc's 16 cells
 
 
-def test_an_export_goes_only_into_a_new_or_empty_folder_and_is_written_whole_or_not_at_all(exported, tmp_path):
+def test_an_export_goes_only_into_a_new_or_empty_folder_is_written_whole_and_ingests_only_its_own_results(
+    exported, tmp_path
+):
     root, folder, env, _, _ = exported
 
     def export(target, *sets):
@@ -135,6 +137,10 @@ def test_an_export_goes_only_into_a_new_or_empty_folder_and_is_written_whole_or_
         path.name for path in folder.iterdir() if path.name not in ("results", "checkpoints"))  # fmt: skip
     assert json.loads((empty / "plan.json").read_text())["invocation_id"] != json.loads(before[folder / "plan.json"])[
         "invocation_id"]  # fmt: skip
+    shutil.copytree(folder / "results", empty / "results", ignore=shutil.ignore_patterns("work", "shared-cache"))
+    mixed = subprocess.run([sys.executable, "-m", "compilebench.benchmark", "--ingest", str(empty)], cwd=root, env=env,
+                           capture_output=True, text=True, timeout=600)  # fmt: skip  # results of the first plan
+    assert mixed.returncode == 2 and "holds results of another plan" in mixed.stderr, mixed.stderr
 
 
 def test_a_recipe_that_cannot_be_built_costs_its_model_not_the_window(tmp_path):

@@ -122,7 +122,9 @@ def _trials(pid):
 
 
 @pytest.mark.slow
-def test_a_launcher_stopped_while_it_primes_starts_no_further_prime_and_ends_the_running_one(exported, tmp_path):
+def test_a_launcher_stopped_while_it_primes_starts_no_further_prime_and_its_results_are_its_plans_only(
+    exported, tmp_path
+):
     folder, env = exported
     two = tmp_path / "two"  # two compiled variants: two primes, one at a time
     run_ok([sys.executable, "-m", "compilebench.benchmark", "--export", str(two), "--set",
@@ -148,6 +150,14 @@ def test_a_launcher_stopped_while_it_primes_starts_no_further_prime_and_ends_the
         stat = Path(f"/proc/{pid}/stat")
         assert not stat.exists() or stat.read_text().rsplit(")", 1)[1].split()[0] == "Z"
     assert not (two / "results" / "prime.jsonl").exists()  # a stopped prime is no result
+
+    before = {path.name: path.read_bytes() for path in (two / "results").iterdir() if path.is_file()}
+    other = subprocess.run([sys.executable, "-m", "compilebench.harness.launcher", str(folder / "plan.json"),
+                            str(two / "results")], env=env, capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert other.returncode == 2 and "holds results of another plan" in other.stderr, other.stderr
+    ran = _window(folder, env, "run", "plan.json", str(two / "results"), "5")
+    assert ran.returncode != 0 and "holds results of another plan" in ran.stderr, ran.stdout + ran.stderr
+    assert {path.name: path.read_bytes() for path in (two / "results").iterdir() if path.is_file()} == before
 
 
 def test_wait_on_a_folder_where_nothing_started_says_so(tmp_path):

@@ -35,7 +35,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from compilebench.harness import fingerprint
-from compilebench.harness.files import append_lines
+from compilebench.harness.files import append_lines, write_json
 from compilebench.harness.groups import (
     LIVE,
     STOPPING,
@@ -587,6 +587,33 @@ def plan_problem(plan: Plan, pythons: dict[str, str], prime_parallel: int) -> st
     return None
 
 
+ENVIRONMENT = "environment.json"  # in OUT: the interpreter and packages of the last run, and the plan it ran
+
+
+def output_folder(plan_path: Path, out: Path) -> Path:
+    """Where the launcher writes: OUT, relative to the plan's folder (where it works) unless absolute."""
+    return out if out.is_absolute() else plan_path.resolve().parent / out
+
+
+def results_plan(out: Path) -> str | None:
+    """The invocation id of the plan whose results OUT holds, as the launcher recorded it; None where no launcher
+    ran there (or one from before the record)."""
+    try:
+        return json.loads((out / ENVIRONMENT).read_text()).get("invocation_id")
+    except (OSError, ValueError, AttributeError):
+        return None
+
+
+def output_problem(plan: Plan, out: Path) -> str | None:
+    """Why `plan` must not run into OUT (it holds another plan's results, which a resume would take for its own
+    wherever trial ids agree), or None."""
+    owner = results_plan(out)
+    if owner is None or owner == plan.invocation_id:
+        return None
+    return (f"{out} holds results of another plan (invocation {owner}; this plan is {plan.invocation_id}): give "
+            "this plan an output folder of its own")  # fmt: skip
+
+
 def log_process(specs: list[TrialSpec], ended: list[TrialResult], resumed: bool) -> None:
     """One line per trial of a process that ended (or had ended in an earlier window): status and medians."""
     for spec, result in zip(specs, ended, strict=True):
@@ -622,14 +649,13 @@ def prime_shared_cache(
 def launch(plan: Plan, args: argparse.Namespace, pythons: dict[str, str], pinned: dict[str, str] | None) -> None:
     """Build the plan's checkpoints, prime, run its trials (and the blocks its loop adds) into `args.out`; a plan
     that has run to its end leaves FINISHED there, a window that ended leaves what a later run resumes from."""
+    out = output_folder(args.plan, args.out)
     os.chdir(args.plan.resolve().parent)  # the plan's paths are relative to its folder
-    out = args.out if args.out.is_absolute() else Path.cwd().joinpath(args.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / FINISHED).unlink(missing_ok=True)  # a larger --budget-min may add blocks to a plan that had finished
     started = time.time()
-    (out / "environment.json").write_text(
-        json.dumps({"python": sys.executable, "freeze": fingerprint.freeze(sys.executable)})
-    )
+    write_json(out / ENVIRONMENT, {"python": sys.executable, "freeze": fingerprint.freeze(sys.executable),
+                                   "invocation_id": plan.invocation_id}, indent=None)  # fmt: skip
     (out / "checkpoints.json").write_text(json.dumps(build_checkpoints(plan, Path.cwd()), indent=1))
     LOGGER.info("checkpoints ready in %.0f s", time.time() - started)
     results_path = out / "trials.jsonl"
@@ -684,7 +710,7 @@ def main() -> None:
     if any("=" not in item for item in args.python):
         parser.error(f"--python takes ENV=PATH (an environment's name, its interpreter), got {args.python}")
     pythons = {CURRENT: sys.executable, **dict(item.split("=", 1) for item in args.python)}
-    problem = plan_problem(plan, pythons, args.prime)
+    problem = plan_problem(plan, pythons, args.prime) or output_problem(plan, output_folder(args.plan, args.out))
     if problem:
         parser.error(problem)
     launch(plan, args, pythons, pinned)

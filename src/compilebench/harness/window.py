@@ -38,7 +38,7 @@ import time
 from pathlib import Path
 
 from compilebench.harness.files import write_json
-from compilebench.harness.launcher import ADDED_TRIALS, FINISHED, plan_progress
+from compilebench.harness.launcher import ADDED_TRIALS, FINISHED, output_problem, plan_progress
 from compilebench.harness.records import RecordError, read_plan
 
 STATE = "window.json"
@@ -174,6 +174,12 @@ def wait(out: Path, seconds: float, copy_to: Path | None) -> int:
 
 def start_and_wait(plan: Path, out: Path, seconds: float, copy_to: Path | None, options: list[str]) -> int:
     """`start` unless a launcher runs on OUT or its plan has finished there; then `wait`."""
+    try:
+        problem = output_problem(read_plan(plan), out.resolve())
+    except RecordError as error:
+        raise SystemExit(f"window run: {error}") from None
+    if problem:
+        raise SystemExit(f"window run: {problem}")
     if running(read_state(out.resolve())):
         print(f"window: a launcher runs on {out} already: waiting for it")
     elif (out / FINISHED).exists():
