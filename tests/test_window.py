@@ -218,6 +218,18 @@ def test_a_plan_the_launcher_cannot_run_as_asked_is_refused_before_anything_is_w
     assert done.returncode == 2 and error in done.stderr and not (tmp_path / "out").exists()
 
 
+def test_a_launcher_that_ends_with_an_error_is_explained_in_the_windows_own_output(tmp_path):
+    from compilebench.harness.records import ModelSpec, Plan, TimingSpec, TrialSpec, VariantSpec
+
+    model = ModelSpec("acme/m", "M", "image-classification", "X", "checkpoints/m")
+    spec = TrialSpec("current/m/bs1/default/r0", "current", model, 1, VariantSpec("default"), 0, "shared", "i.jpg",
+                     TimingSpec())  # fmt: skip
+    (tmp_path / "plan.json").write_text(json.dumps(Plan("inv", (spec,), (), {}).to_dict()))
+    done = _window(tmp_path, None, "run", "plan.json", "out", "60", "--python", "B", timeout=120)
+    assert done.returncode == window.EXIT_FAILED and "the launcher ended with 2" in done.stdout, done.stdout
+    assert "--python takes ENV=PATH" in done.stderr, done.stderr  # the launcher's own error, from its log
+
+
 def test_a_plan_naming_an_environment_without_an_interpreter_is_refused(tmp_path):
     from compilebench.harness.launcher import plan_problem
     from compilebench.harness.records import ModelSpec, Plan, TimingSpec, TrialSpec, VariantSpec

@@ -11,7 +11,8 @@ OUT/launcher.log; OUT/window.json says what runs (the keeper's and the launcher'
 started) and, once it ended, its exit status. A second `start` on an OUT whose launcher still runs is refused.
 
 `wait` returns when that launcher has ended or SECONDS have passed. It prints how far the plan got (processes with
-results, of the plan's and the added blocks'), and with --copy-to it copies the result files (trials.jsonl,
+results, of the plan's and the added blocks'), the last lines of the launcher's log where it ended with an error, and
+with --copy-to it copies the result files (trials.jsonl,
 added.jsonl, prime.jsonl, checkpoints.json, environment.json, finished.json, launcher.log, window.json: eight small
 files, as they are then: a line being written may come torn, and readers leave a torn last line out) to DIR, the
 way back from a machine that keeps only a few files of each command.
@@ -148,6 +149,15 @@ def copy_results(out: Path, destination: Path) -> list[str]:
     return copied
 
 
+def log_tail(path: Path, lines: int = 20) -> str:
+    """The last `lines` lines of a log (a progress bar's carriage returns: its last state only)."""
+    try:
+        text = path.read_text(errors="replace")
+    except OSError as error:
+        return f"(unreadable: {error})"
+    return "\n".join(line.rsplit("\r", 1)[-1] for line in text.splitlines()[-lines:])
+
+
 def wait(out: Path, seconds: float, copy_to: Path | None) -> int:
     """Wait for OUT's launcher to end, at most `seconds`; report, copy; the exit status (module docstring)."""
     out = out.resolve()
@@ -165,6 +175,8 @@ def wait(out: Path, seconds: float, copy_to: Path | None) -> int:
     if ended and returncode is None:
         where = "ended without an exit status (its keeper was killed)"
     print(f"window: the launcher {where}; {progress(out, state)}")
+    if ended and returncode != 0:  # why, in this command's own output: a lent machine may not get another
+        print(f"window: the last lines of {out / LOG}:\n{log_tail(out / LOG)}", file=sys.stderr)
     if copy_to is not None:
         print(f"window: copied {', '.join(copy_results(out, copy_to))} to {copy_to}")
     if not ended:
