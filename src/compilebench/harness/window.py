@@ -12,10 +12,10 @@ started) and, once it ended, its exit status. A second `start` on an OUT whose l
 
 `wait` returns when that launcher has ended or SECONDS have passed. It prints how far the plan got (processes with
 results, of the plan's and the added blocks'), the last lines of the launcher's log where it ended with an error, and
-with --copy-to it copies the result files (trials.jsonl,
-added.jsonl, prime.jsonl, checkpoints.json, environment.json, finished.json, launcher.log, window.json: eight small
-files, as they are then: a line being written may come torn, and readers leave a torn last line out) to DIR, the
-way back from a machine that keeps only a few files of each command.
+with --copy-to it copies the result files (trials.jsonl, added.jsonl, prime.jsonl, checkpoints.json, environment.json,
+finished.json, launcher.log, window.json: eight small files, as they are then: a line being written may come torn,
+and readers leave a torn last line out) to DIR, the way back from a machine that keeps only a few files of each
+command.
 Exit status: 0 the launcher ended with 0; 1 it ended otherwise; 3 it still runs; 2 nothing was started on OUT.
 
 `run` is `start` (unless a launcher runs on OUT already, or the plan has finished there), then `wait`: the one
