@@ -419,7 +419,7 @@ def ingest(config: Config, folder: Path) -> None:
     exported = replace(exported, trials=exported.trials + added)
     saved = read_json(folder / EXPORT_CONTEXT)
     results = launcher.read_results(folder / "results" / "trials.jsonl")
-    remote = read_json(folder / "results" / "environment.json")
+    remote = read_json(folder / "results" / launcher.ENVIRONMENT)
     missing = [spec.trial_id for spec in exported.trials if spec.trial_id not in results]
     if len(missing) == len(exported.trials):
         raise FileNotFoundError(f"{folder / 'results' / 'trials.jsonl'} holds no result of this plan")

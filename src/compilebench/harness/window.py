@@ -39,12 +39,12 @@ import time
 from pathlib import Path
 
 from compilebench.harness.files import write_json
-from compilebench.harness.launcher import ADDED_TRIALS, FINISHED, output_problem, plan_progress
+from compilebench.harness.launcher import ADDED_TRIALS, ENVIRONMENT, FINISHED, output_problem, plan_progress
 from compilebench.harness.records import RecordError, read_plan
 
 STATE = "window.json"
 LOG = "launcher.log"
-RESULT_FILES = ("trials.jsonl", ADDED_TRIALS, "prime.jsonl", "checkpoints.json", "environment.json", FINISHED, LOG,
+RESULT_FILES = ("trials.jsonl", ADDED_TRIALS, "prime.jsonl", "checkpoints.json", ENVIRONMENT, FINISHED, LOG,
                 STATE)  # fmt: skip
 POLL_S = 1.0
 EXIT_ENDED, EXIT_FAILED, EXIT_NOTHING, EXIT_RUNNING = 0, 1, 2, 3
