@@ -74,6 +74,14 @@ def test_the_machine_state_has_no_gpu_fields_on_a_cpu():
     assert not any(key.startswith("gpu_") for key in state)
 
 
+def test_a_function_the_drivers_nvml_lacks_costs_its_field_only():
+    import ctypes
+
+    library = ctypes.CDLL(None)  # a real library (this process's C library) without NVML's functions
+    assert timing._nvml_read(library, "nvmlDeviceGetCurrentClocksEventReasons", None, None) is None
+    assert timing._nvml_read(library, "abs", -3) == 3  # a function it has is called, its return code returned
+
+
 def test_single_samples_stop_at_the_minimums_or_max_time():
     samples, elapsed = timing.single_samples(lambda: None, "cpu", min_iters=4, min_time_s=0.0, max_time_s=5.0)
     assert len(samples) == 4

@@ -199,6 +199,13 @@ def _nvml() -> Any:
     return library if library.nvmlInit_v2() == 0 else None
 
 
+def _nvml_read(library: Any, name: str, *args: Any) -> int | None:
+    """NVML's return code of `name(*args)`, or None where this driver's library lacks the function: one missing
+    function costs its field only."""
+    function = getattr(library, name, None)
+    return None if function is None else function(*args)
+
+
 def gpu_state(device: str) -> dict[str, Any]:
     """The GPU a trial times on, as NVML reads it: SM and memory clocks (MHz), power (W), temperature (C), the
     clock-throttle reasons (a bit mask; 0 = none) and how many compute processes use it (this one included).
@@ -220,16 +227,18 @@ def gpu_state(device: str) -> dict[str, Any]:
         state: dict[str, Any] = {}
         value, wide = ctypes.c_uint(), ctypes.c_ulonglong()
         for key, clock in (("gpu_sm_clock_mhz", NVML_CLOCK_SM), ("gpu_mem_clock_mhz", NVML_CLOCK_MEM)):
-            if library.nvmlDeviceGetClockInfo(handle, clock, ctypes.byref(value)) == 0:
+            if _nvml_read(library, "nvmlDeviceGetClockInfo", handle, clock, ctypes.byref(value)) == 0:
                 state[key] = value.value
-        if library.nvmlDeviceGetPowerUsage(handle, ctypes.byref(value)) == 0:
+        if _nvml_read(library, "nvmlDeviceGetPowerUsage", handle, ctypes.byref(value)) == 0:
             state["gpu_power_w"] = value.value / 1000
-        if library.nvmlDeviceGetTemperature(handle, NVML_TEMPERATURE_GPU, ctypes.byref(value)) == 0:
+        if _nvml_read(library, "nvmlDeviceGetTemperature", handle, NVML_TEMPERATURE_GPU, ctypes.byref(value)) == 0:
             state["gpu_temperature_c"] = value.value
-        if library.nvmlDeviceGetCurrentClocksThrottleReasons(handle, ctypes.byref(wide)) == 0:
-            state["gpu_throttle_reasons"] = wide.value
+        for name in ("nvmlDeviceGetCurrentClocksEventReasons", "nvmlDeviceGetCurrentClocksThrottleReasons"):
+            if _nvml_read(library, name, handle, ctypes.byref(wide)) == 0:  # the newer name first, the older kept
+                state["gpu_throttle_reasons"] = wide.value
+                break
         count = ctypes.c_uint(0)  # asked with no room: NVML answers how many there are
-        if library.nvmlDeviceGetComputeRunningProcesses_v3(handle, ctypes.byref(count), None) in (
+        if _nvml_read(library, "nvmlDeviceGetComputeRunningProcesses_v3", handle, ctypes.byref(count), None) in (
             0, NVML_ERROR_INSUFFICIENT_SIZE):  # fmt: skip
             state["gpu_processes"] = count.value
         return state
