@@ -68,7 +68,8 @@ def test_a_plan_whose_launcher_has_not_finished_is_written_but_not_logged_until_
     copy = tmp_path / "window-1"  # the same results as a new invocation, brought back before the plan finished
     shutil.copytree(folder, copy)
     invocation = uuid.uuid4().hex
-    for name, keys in (("plan.json", ["invocation_id"]), ("export.json", ["context", "invocation_id"])):
+    for name, keys in (("plan.json", ["invocation_id"]), ("export.json", ["context", "invocation_id"]),
+                       ("results/environment.json", ["invocation_id"])):  # fmt: skip
         tree = json.loads((copy / name).read_text())
         (tree if len(keys) == 1 else tree[keys[0]])[keys[-1]] = invocation
         (copy / name).write_text(json.dumps(tree))
