@@ -410,10 +410,9 @@ def estimate_line(trials: list[TrialSpec], config: Config) -> str:
 def ingest(config: Config, folder: Path) -> None:
     """Results measured elsewhere (an exported plan run by the launcher) as runs: logged once, written as results."""
     exported = read_plan(folder / "plan.json")
-    owner = launcher.results_plan(folder / "results")
-    if owner not in (None, exported.invocation_id):
-        raise RecordError(f"{folder / 'results'} holds results of another plan (invocation {owner}), not of "
-                          f"{folder / 'plan.json'} ({exported.invocation_id}): nothing ingested")  # fmt: skip
+    problem = launcher.output_problem(exported, folder / "results")
+    if problem:
+        raise RecordError(f"{problem}; nothing ingested")
     added = launcher.read_added(folder / "results" / launcher.ADDED_TRIALS)  # blocks its loop added there
     planned_processes = len(processes(exported.trials))
     exported = replace(exported, trials=exported.trials + added)

@@ -46,8 +46,9 @@ def track(process: subprocess.Popen) -> None:
         raise Stopped
 
 
-def refuse_when_stopping() -> None:
-    """Before starting a group (in a pool's thread, say): none starts once the stop has begun."""
+def check_stopping() -> None:
+    """Raise Stopped once the stop has begun: before a group starts (in a pool's thread, say), none does; after one
+    ended, its end is the stop's, not a result."""
     if STOPPING.is_set():
         raise Stopped
 
@@ -55,7 +56,7 @@ def refuse_when_stopping() -> None:
 def run_in_group(command: list[str], **popen: object) -> int:
     """Run a helper process (an environment's builder) as the leader of a process group of its own, ended with
     everything it started when this process is stopped (end_trials_on_signal) or killed; its exit code."""
-    refuse_when_stopping()
+    check_stopping()
     process = subprocess.Popen(command, start_new_session=True, preexec_fn=die_with_parent, **popen)
     track(process)
     try:

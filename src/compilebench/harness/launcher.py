@@ -36,15 +36,7 @@ from pathlib import Path
 
 from compilebench.harness import fingerprint
 from compilebench.harness.files import append_lines, write_json
-from compilebench.harness.groups import (
-    LIVE,
-    STOPPING,
-    Stopped,
-    end_group,
-    end_trials_on_signal,
-    refuse_when_stopping,
-    track,
-)
+from compilebench.harness.groups import LIVE, check_stopping, end_group, end_trials_on_signal, track
 from compilebench.harness.records import (
     CACHE_COLD,
     CACHE_SHARED,
@@ -118,13 +110,19 @@ def exit_status(returncode: int, oom_killed: bool) -> tuple[str, str]:
     return "crashed", f"exited with {returncode}"
 
 
-def log_tail(path: Path) -> str:
-    """The last lines a process wrote, on one line."""
+def last_lines(path: Path, count: int = LOG_TAIL_LINES) -> list[str]:
+    """The last `count` lines a process wrote to its log (a progress bar's redraws, split at their carriage returns,
+    are lines too), stripped; none where the log cannot be read."""
     try:
         lines = path.read_text(errors="replace").strip().splitlines()
     except OSError:
-        return ""
-    return " | ".join(line.strip() for line in lines[-LOG_TAIL_LINES:])
+        return []
+    return [line.strip() for line in lines[-count:]]
+
+
+def log_tail(path: Path) -> str:
+    """The last lines a process wrote, on one line."""
+    return " | ".join(last_lines(path))
 
 
 def cache_variables(cache_dir: Path) -> dict[str, str]:
@@ -169,7 +167,7 @@ def run_trial_process(
 ) -> TrialResult | list[TrialResult]:
     """One trial (a list: a timing process's arms) in a fresh process of `python`; a timeout, crash or kill becomes
     the status of each. Returns a result per spec (one result for one spec)."""
-    refuse_when_stopping()  # a pool's thread after the stop began: no new process, nothing written
+    check_stopping()  # a pool's thread after the stop began: no new process, nothing written
     specs = spec if isinstance(spec, list) else [spec]
     first = specs[0]
     name = first.process_id if isinstance(spec, list) else first.trial_id  # prime runs arms one by one, at once
@@ -202,8 +200,7 @@ def run_trial_process(
             return results if isinstance(spec, list) else results[0]
         finally:
             LIVE.discard(process)
-        if STOPPING.is_set():  # ended by the stop (in another thread's handler): not a result, crashed or not
-            raise Stopped
+        check_stopping()  # ended by the stop (in another thread's handler): not a result, crashed or not
         if returncode is None:
             end_group(process)
             results = each_failed("oom", f"the trial's processes used {peak_mib:.0f} MiB of memory, more than "
@@ -610,8 +607,8 @@ def output_problem(plan: Plan, out: Path) -> str | None:
     owner = results_plan(out)
     if owner is None or owner == plan.invocation_id:
         return None
-    return (f"{out} holds results of another plan (invocation {owner}; this plan is {plan.invocation_id}): give "
-            "this plan an output folder of its own")  # fmt: skip
+    return (f"{out} holds results of another plan (invocation {owner}; this plan is {plan.invocation_id}): a plan's "
+            "results go in a folder of their own")  # fmt: skip
 
 
 def log_process(specs: list[TrialSpec], ended: list[TrialResult], resumed: bool) -> None:

@@ -39,7 +39,14 @@ import time
 from pathlib import Path
 
 from compilebench.harness.files import write_json
-from compilebench.harness.launcher import ADDED_TRIALS, ENVIRONMENT, FINISHED, output_problem, plan_progress
+from compilebench.harness.launcher import (
+    ADDED_TRIALS,
+    ENVIRONMENT,
+    FINISHED,
+    last_lines,
+    output_problem,
+    plan_progress,
+)
 from compilebench.harness.records import RecordError, read_plan
 
 STATE = "window.json"
@@ -47,6 +54,7 @@ LOG = "launcher.log"
 RESULT_FILES = ("trials.jsonl", ADDED_TRIALS, "prime.jsonl", "checkpoints.json", ENVIRONMENT, FINISHED, LOG,
                 STATE)  # fmt: skip
 POLL_S = 1.0
+LOG_TAIL_SHOWN = 20  # lines of the launcher's log `wait` prints when the launcher ended with an error
 EXIT_ENDED, EXIT_FAILED, EXIT_NOTHING, EXIT_RUNNING = 0, 1, 2, 3
 KEEPER = b"_keep"  # the verb in the keeper's command line
 
@@ -149,15 +157,6 @@ def copy_results(out: Path, destination: Path) -> list[str]:
     return copied
 
 
-def log_tail(path: Path, lines: int = 20) -> str:
-    """The last `lines` lines of a log (a progress bar's carriage returns: its last state only)."""
-    try:
-        text = path.read_text(errors="replace")
-    except OSError as error:
-        return f"(unreadable: {error})"
-    return "\n".join(line.rsplit("\r", 1)[-1] for line in text.splitlines()[-lines:])
-
-
 def wait(out: Path, seconds: float, copy_to: Path | None) -> int:
     """Wait for OUT's launcher to end, at most `seconds`; report, copy; the exit status (module docstring)."""
     out = out.resolve()
@@ -176,7 +175,8 @@ def wait(out: Path, seconds: float, copy_to: Path | None) -> int:
         where = "ended without an exit status (its keeper was killed)"
     print(f"window: the launcher {where}; {progress(out, state)}")
     if ended and returncode != 0:  # why, in this command's own output: a lent machine may not get another
-        print(f"window: the last lines of {out / LOG}:\n{log_tail(out / LOG)}", file=sys.stderr)
+        tail = "\n".join(last_lines(out / LOG, LOG_TAIL_SHOWN)) or "(empty or unreadable)"
+        print(f"window: the last lines of {out / LOG}:\n{tail}", file=sys.stderr)
     if copy_to is not None:
         print(f"window: copied {', '.join(copy_results(out, copy_to))} to {copy_to}")
     if not ended:
