@@ -279,6 +279,14 @@ def serve_files(files: dict[str, bytes]) -> Iterator[str]:
         httpd.shutdown()
 
 
+def running(pid: int) -> bool:
+    """Whether `pid` is a live process (not gone, not a zombie waiting to be reaped)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
 def descendants(pid: int) -> list[int]:
     """Every process below `pid` (children first), from /proc."""
     found, todo = [], [pid]

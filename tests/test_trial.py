@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import running
 
 from compilebench.analysis import plan
 from compilebench.harness import checks, groups, launcher, trial
@@ -160,7 +161,7 @@ def test_a_trial_a_stop_ends_in_a_pools_thread_is_no_result_and_no_trial_starts_
         with pytest.raises(SystemExit):
             handler(signal.SIGTERM, None)
         worker.join(timeout=60)
-        assert outcome == {"stopped": True} and not _running(process.pid)
+        assert outcome == {"stopped": True} and not running(process.pid)
         with pytest.raises(groups.Stopped):
             _run(tmp_path / "after", spec)
         assert not (tmp_path / "after").exists()  # refused before anything was written
@@ -254,14 +255,6 @@ launcher.run_trial_process(spec, sys.executable, Path(sys.argv[2]), None, 600.0)
 """
 
 
-def _running(pid: int) -> bool:
-    """Whether `pid` is a live process (not gone, not a zombie waiting to be reaped)."""
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
-
-
 @pytest.mark.slow
 def test_a_trial_does_not_outlive_its_killed_launcher(tiny_resnet, tmp_path):
     """kill -9 of the process that launched a trial (the benchmark) ends the trial too, not minutes later."""
@@ -278,16 +271,16 @@ def test_a_trial_does_not_outlive_its_killed_launcher(tiny_resnet, tmp_path):
         time.sleep(0.1)
     assert trial_pid is not None, "the launcher started no trial"
     time.sleep(8)  # the trial is past its imports, timing for minutes
-    assert _running(trial_pid)
+    assert running(trial_pid)
     os.kill(launching.pid, signal.SIGKILL)
     launching.wait()
     try:
         deadline = time.time() + 20
-        while _running(trial_pid) and time.time() < deadline:
+        while running(trial_pid) and time.time() < deadline:
             time.sleep(0.1)
-        assert not _running(trial_pid), "the trial outlived its launcher"
+        assert not running(trial_pid), "the trial outlived its launcher"
     finally:
-        if _running(trial_pid):
+        if running(trial_pid):
             os.kill(trial_pid, signal.SIGKILL)  # started by the launcher this test started
 
 
