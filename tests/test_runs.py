@@ -123,6 +123,25 @@ def test_a_process_that_drifted_between_its_halves_makes_the_run_invalid():
     assert _records(steady)["default"].status == "ok"
 
 
+def test_halves_that_differ_no_more_than_a_noisy_process_does_keep_the_run_valid():
+    """At 5 rounds a half, a steady but noisy process's halves differ by 10-30% by chance (SegFormer-B0 on the
+    2-core VM): the run stays valid unless the halves' per-pair ratios differ beyond that noise."""
+    context = replace(CONTEXT, max_halves_diff=0.10)
+    specs = [_spec(0, "cold"), _spec(1, "warm")]
+    ratios = [2.4, 1.8, 2.6, 2.5, 1.9, 2.0, 2.5, 1.85, 2.1, 2.55]  # halves' medians 2.4 and 2.1 (12.5%), interleaved
+    noisy = [(s, _result(s, [10.0] * 10, [10.0 / r for r in ratios], 1.0)) for s in specs]
+    records = runs.run_records(specs, {s.trial_id: r for s, r in noisy}, ENVIRONMENT, MODELS, context)
+    compiled = next(record for record in records if record.variant == "default")
+    assert [p["halves_ratio"] for p in compiled.process_results] == pytest.approx([0.875, 0.875])
+    assert all(p["halves_p"] > runs.HALVES_ALPHA for p in compiled.process_results)
+    assert compiled.status == "ok", compiled.error
+    shifted = [2.4, 2.3, 2.6, 2.5, 2.35, 2.0, 2.1, 1.85, 2.2, 2.15]  # the same medians, every first-half ratio above
+    drifted = [(s, _result(s, [10.0] * 10, [10.0 / r for r in shifted], 1.0)) for s in specs]
+    records = runs.run_records(specs, {s.trial_id: r for s, r in drifted}, ENVIRONMENT, MODELS, context)
+    compiled = next(record for record in records if record.variant == "default")
+    assert compiled.status == "invalid" and "14.3%" in compiled.error and "beyond its noise" in compiled.error
+
+
 def test_too_few_pairs_make_the_run_invalid():
     spec = _spec(0, "cold")
     compiled = _records([(spec, _result(spec, [10.0] * 3, [5.0] * 3, 1.0))])["default"]
@@ -213,5 +232,6 @@ def test_a_process_record_derives_its_values_and_reads_rows_of_earlier_versions(
     assert record.block == "default/r2" and not record.cold_compile and record.kind == "paired"
     assert record.speedup == pytest.approx(2.2) and record.speedup_of_means == pytest.approx(2.2)
     assert record.halves_ratio == pytest.approx(1.2) and record.pair_cv == pytest.approx(0.4 / 1.349 / 2.2)
+    assert record.halves_p < runs.HALVES_ALPHA  # every ratio of the second half above every one of the first
     assert runs.ProcessRecord.from_dict({"cache": "cold", "eager_ms": [1.0]}, index=4).block == "p4"
     assert runs.ProcessRecord.from_dict({"trial_id": "x", "cache": "cold"}).cold_compile  # by its cache, as before

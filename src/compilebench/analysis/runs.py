@@ -33,6 +33,8 @@ from compilebench.harness.records import (
     TrialSpec,
 )
 
+HALVES_ALPHA = 0.05  # a process's halves differ beyond its noise below this p (halves_p_value): at 5 rounds a half,
+#                     only when nearly every ratio of one half is above every ratio of the other
 FAILURE_ORDER = ("crashed", "killed", "oom", "timeout", "compile_error", "error", "accuracy_fail")
 
 
@@ -121,6 +123,7 @@ class ProcessRecord:
     speedup_of_means: float | None = None  # mean eager / mean compiled (the doc averaged its calls)
     pair_cv: float | None = None  # robust CV of the per-pair ratio (an eager run: of eager latency)
     halves_ratio: float | None = None  # the speedup of the process's second half of rounds over its first half
+    halves_p: float | None = None  # how likely a steady process's halves differ that much (halves_p_value)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -156,6 +159,28 @@ def halves_ratio(eager_ms: tuple[float, ...], compiled_ms: tuple[float, ...]) ->
     return stats.speedup(eager_ms[half : 2 * half], compiled_ms[half : 2 * half]) / first
 
 
+def halves_p_value(eager_ms: tuple[float, ...], compiled_ms: tuple[float, ...]) -> float | None:
+    """How likely the halves of a steady process differ as much as these do: a two-sided Mann-Whitney test of the
+    first half's per-pair ratios against the second half's (ranks: a few outlying calls do not decide it)."""
+    half = len(compiled_ms) // 2
+    if half < 2 or min(compiled_ms[: 2 * half]) <= 0:
+        return None
+    from scipy import stats as scipy_stats
+
+    ratios = [e / c for e, c in zip(eager_ms, compiled_ms, strict=False)]
+    return float(scipy_stats.mannwhitneyu(ratios[:half], ratios[half : 2 * half], alternative="two-sided").pvalue)
+
+
+def halves_drift(eager_ms: tuple[float, ...], compiled_ms: tuple[float, ...]) -> float | None:
+    """How far a process's speedup moved between its halves (|log| of halves_ratio) where that is beyond its noise
+    (halves_p_value below HALVES_ALPHA), else 0; None where it has too few rounds to tell."""
+    ratio = halves_ratio(eager_ms, compiled_ms)
+    if ratio is None:
+        return None
+    p_value = halves_p_value(eager_ms, compiled_ms)
+    return abs(math.log(ratio)) if p_value is not None and p_value < HALVES_ALPHA else 0.0
+
+
 def derived(record: ProcessRecord) -> ProcessRecord:
     """A process record with its values computed from its samples (a pure function of them)."""
     values: dict[str, Any] = {}
@@ -168,7 +193,8 @@ def derived(record: ProcessRecord) -> ProcessRecord:
                       compiled_ms_mean=statistics.mean(record.compiled_ms),
                       speedup=stats.speedup(record.eager_ms, record.compiled_ms),
                       speedup_of_means=statistics.mean(record.eager_ms) / statistics.mean(record.compiled_ms),
-                      halves_ratio=halves_ratio(record.eager_ms, record.compiled_ms))  # fmt: skip
+                      halves_ratio=halves_ratio(record.eager_ms, record.compiled_ms),
+                      halves_p=halves_p_value(record.eager_ms, record.compiled_ms))  # fmt: skip
     ratios = [e / c for e, c in zip(record.eager_ms, record.compiled_ms, strict=False) if c > 0] if paired else None
     samples = ratios if paired else list(record.eager_ms)
     if samples:
@@ -355,11 +381,12 @@ def validity_problems(processes: list[TrialResult], context: Context, compiled: 
     if cv is not None and cv > context.max_cv:
         what = "per-pair ratio" if compiled else "latency"
         problems.append(f"median process robust cv of the {what} {cv:.3f} > benchmark.max_cv {context.max_cv}")
-    drift = _median([abs(math.log(ratio)) for ratio in (halves_ratio(r.eager_ms, r.compiled_ms) for r in processes)
-                     if ratio]) if compiled and context.max_halves_diff > 0 else None  # fmt: skip
+    drift = _median([halves_drift(r.eager_ms, r.compiled_ms) for r in processes]) if (
+        compiled and context.max_halves_diff > 0) else None  # fmt: skip
     if drift is not None and drift > math.log1p(context.max_halves_diff):
-        problems.append(f"the median process's speedup moved {math.expm1(drift):.1%} between the halves of its rounds "
-                        f"> benchmark.max_halves_diff {context.max_halves_diff}")  # fmt: skip
+        problems.append(f"the median process's speedup moved {math.expm1(drift):.1%} between the halves of its "
+                        f"rounds, beyond its noise (p < {HALVES_ALPHA}), > benchmark.max_halves_diff "
+                        f"{context.max_halves_diff}")  # fmt: skip
     return problems
 
 
