@@ -91,50 +91,51 @@ def test_a_plan_whose_launcher_has_not_finished_is_written_but_not_logged_until_
     assert len(logged) == 2  # once it finished: eager and default
 
 
-def _estimate(stderr: str) -> tuple[str, int, int]:
-    """The line of an export's log that estimates GPU minutes, the minutes and the processes it names."""
-    [line] = [line for line in stderr.splitlines() if "GPU minutes" in line]
-    minutes = int(line.split("estimated ")[1].split(" GPU minutes")[0])
-    return line, minutes, int(line.split(" for ")[1].split(" processes")[0])
+GPU_PLAN = ["benchmark.device=cuda", "benchmark.compile_cache=shared", "benchmark.replicates=5",
+            "benchmark.max_replicates=10", "benchmark.min_iters=100", "benchmark.min_time_s=4"]  # fmt: skip
 
 
-def test_an_export_for_a_gpu_prints_its_estimated_minutes_and_refuses_nothing(exported, tmp_path):
+def _gpu_export(exported, folder, suite: str, *sets: str) -> tuple[str, int, int, dict]:
+    """`suite` exported for a GPU into `folder`: the log's line estimating GPU minutes, the minutes and the processes
+    it names, and the plan."""
     root, _, env, _, _ = exported
-    folder = tmp_path / "paper"
-    done = run_ok([sys.executable, "-m", "compilebench.benchmark", "--export", str(folder), "--set", "suite=paper-bs1",
-                   "--set", "benchmark.device=cuda", "--set", "benchmark.compile_cache=shared", "--set",
-                   "benchmark.replicates=5", "--set", "benchmark.max_replicates=10", "--set",
-                   "benchmark.min_iters=100", "--set", "benchmark.min_time_s=4"],
-                  root, env)  # fmt: skip
-    line, minutes, processes = _estimate(done.stderr)
+    arguments = [arg for value in [f"suite={suite}", *GPU_PLAN, *sets] for arg in ("--set", value)]
+    done = run_ok([sys.executable, "-m", "compilebench.benchmark", "--export", str(folder), *arguments], root, env)
+    [line] = [line for line in done.stderr.splitlines() if "GPU minutes" in line]
+    minutes = int(line.split("estimated ")[1].split(" GPU minutes")[0])
+    processes = int(line.split(" for ")[1].split(" processes")[0])
+    return line, minutes, processes, json.loads((folder / "plan.json").read_text())
+
+
+@pytest.fixture(scope="module")
+def paper_bs1(exported, tmp_path_factory):
+    return _gpu_export(exported, tmp_path_factory.mktemp("paper") / "paper-bs1", "paper-bs1")
+
+
+def test_an_export_for_a_gpu_prints_its_estimated_minutes_and_refuses_nothing(paper_bs1):
+    line, minutes, processes, plan = paper_bs1
     assert 10 <= minutes <= 120 and "NVIDIA H100" in line and processes == 60  # 12 models x 5 blocks
-    plan = json.loads((folder / "plan.json").read_text())
     assert len({trial["model"]["model_id"] for trial in plan["trials"]}) == 12 and len(plan["recipes"]) == 12
     reduce = {trial["model"]["label"] for trial in plan["trials"] if trial["variant"]["name"] == "reduce-overhead"}
     assert len(plan["trials"]) == 60 * 2 + 4 * 5 and len(reduce) == 4  # `cells: published`: the doc's 16 cells
 
 
+def _compiled_cells(plan: dict) -> list[tuple[str, str]]:
+    return sorted({(t["model"]["model_id"], t["variant"]["name"]) for t in plan["trials"] if t["variant"]["compile"]})
+
+
 def test_paper_bs1s_three_window_suites_hold_its_16_cells_each_once_and_each_fits_a_15_minute_gpu_window(
-    exported, tmp_path
+    exported, paper_bs1, tmp_path
 ):
     """A GPU window of this workplace is 15 minutes of device time with the machine's start (a minute or more) and the
     prime (a minute or two): a window suite's processes must be estimated at no more than 11 minutes."""
-    root, _, env, _, _ = exported
-    gpu = ["benchmark.device=cuda", "benchmark.compile_cache=shared", "benchmark.replicates=5",
-           "benchmark.max_replicates=10", "benchmark.min_iters=100", "benchmark.min_time_s=4",
-           "benchmark.budget_min=0"]  # fmt: skip
-
-    def cells_and_minutes(suite: str) -> tuple[list[tuple[str, str]], int, int]:
-        folder = tmp_path / suite
-        sets = [arg for value in [f"suite={suite}", *gpu] for arg in ("--set", value)]
-        done = run_ok([sys.executable, "-m", "compilebench.benchmark", "--export", str(folder), *sets], root, env)
-        _, minutes, processes = _estimate(done.stderr)
-        trials = json.loads((folder / "plan.json").read_text())["trials"]
-        cells = sorted({(t["model"]["model_id"], t["variant"]["name"]) for t in trials if t["variant"]["compile"]})
-        return cells, minutes, processes
-
-    whole, _, _ = cells_and_minutes("paper-bs1")
-    windows = [cells_and_minutes(f"paper-bs1-w{n}") for n in (1, 2, 3)]
+    whole = _compiled_cells(paper_bs1[3])
+    windows = []
+    for n in (1, 2, 3):
+        _, minutes, processes, plan = _gpu_export(
+            exported, tmp_path / f"w{n}", f"paper-bs1-w{n}", "benchmark.budget_min=0"
+        )
+        windows.append((_compiled_cells(plan), minutes, processes))
     assert sorted(cell for cells, _, _ in windows for cell in cells) == whole and len(whole) == 16
     assert [len(cells) for cells, _, _ in windows] == [8, 5, 3]  # the reduce-overhead cells first
     assert all(processes == 5 * len({model for model, _ in cells}) for cells, _, processes in windows)
