@@ -94,6 +94,10 @@ def test_a_disturbed_block_is_re_run_and_a_failed_run_is_not_extended():
     assert [(spec.model.model_id, spec.replicate) for spec in added] == [("steady", 2), ("steady", 2)]
     failed = [{**row, "status": "compile_error"} for row in records]
     assert adaptive.extend(trials, results, failed, ["A", "B"], _bench(), None) == []
+    invalid = [{**row, "status": "invalid"} for row in records]  # too noisy: more blocks can help
+    assert adaptive.extend(trials, results, invalid, ["A", "B"], _bench(), None) == added
+    mixed = [{**row, "status": "invalid", "machines": 2} for row in records]  # two machines: no block unmixes it
+    assert adaptive.extend(trials, results, mixed, ["A", "B"], _bench(), None) == []
 
 
 def test_a_cold_block_where_cold_compile_is_the_widest():

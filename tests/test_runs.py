@@ -59,6 +59,30 @@ def test_a_compiled_run_pools_its_processes():
     assert compiled.environment_freeze == ("torch==2.13.0",) and compiled.run_uid.endswith("bs2/default")
 
 
+def _on(result, **fields):
+    return replace(result, environment={**result.environment, **fields})
+
+
+def test_processes_of_two_machines_or_stacks_are_not_pooled_into_one_run():
+    """A plan resumed on another kind of GPU (or after an upgrade) must not average both into one verdict: its
+    runs are invalid, the error names each machine and stack and how many processes ran there, and the loop
+    would add no block to them; another hostname on the same hardware and stack pools."""
+    h100 = {"device_name": "NVIDIA H100 80GB HBM3", "machine_fingerprint": "5ec15378526d", "torch_version": "2.11.0"}
+    h200 = {**h100, "device_name": "NVIDIA H200", "machine_fingerprint": "0a1b2c3d4e5f"}
+    three = _three()
+    same = _records([(s, _on(r, **h100, hostname=f"vm{i}")) for i, (s, r) in enumerate(three)])
+    assert {(r.status, r.machines) for r in same.values()} == {("ok", 1)}
+    assert [p["machine_fingerprint"] for p in same["default"].process_results] == ["5ec15378526d"] * 3
+    torch_12 = ({**h100, "torch_version": "2.12.0"}, "NVIDIA H100 80GB HBM3 (machine 5ec15378526d), torch 2.12.0")
+    for other, named in ((h200, "NVIDIA H200 (machine 0a1b2c3d4e5f), torch 2.11.0"), torch_12):
+        records = _records([(s, _on(r, **(other if i == 2 else h100))) for i, (s, r) in enumerate(three)])
+        for record in records.values():
+            assert (record.status, record.machines) == ("invalid", 2), record.error
+            assert "2 different machines or software stacks (2 processes on NVIDIA H100 80GB HBM3 (machine " \
+                   f"5ec15378526d), torch 2.11.0; 1 process on {named})" in record.error  # fmt: skip
+        assert records["default"].speedup is not None  # the numbers are kept; the run is not judged
+
+
 def test_a_shared_cache_process_is_warm_when_every_graph_came_from_the_cache():
     """On the H100 (shared cache, the launcher's way) the first process of ResNet-50 compiled in 12.6 s and the
     second, all FX-graph cache hits, in 3.5 s: reporting their mean as the cold compile mixed the two."""

@@ -215,6 +215,34 @@ def test_a_plan_the_launcher_cannot_run_as_asked_is_refused_before_anything_is_w
     assert done.returncode == 2 and error in done.stderr and not (tmp_path / "out").exists()
 
 
+def test_a_plan_measured_on_another_machine_or_stack_is_not_continued_here(tmp_path):
+    """A later window on another kind of machine (the device tool falls back from an H100 to an H200) or stack
+    would pool both into each run: the launcher refuses before it writes anything; on the same machine, it goes on."""
+    from compilebench.harness import fingerprint, launcher
+    from compilebench.harness.records import ModelSpec, Plan, TimingSpec, TrialResult, TrialSpec, VariantSpec
+
+    model = ModelSpec("acme/m", "M", "image-classification", "X", "checkpoints/m")
+    specs = tuple(TrialSpec(f"current/m/bs1/default/r{r}", "current", model, 1, VariantSpec("default"), r, "shared",
+                            "i.jpg", TimingSpec()) for r in (0, 1))  # fmt: skip
+    plan = Plan("inv", specs, (), {})
+    (tmp_path / "plan.json").write_text(json.dumps(plan.to_dict()))
+    out = tmp_path / "out"
+    out.mkdir()
+    here = fingerprint.collect("cpu")  # what this interpreter's trials record here
+    for environment, refused in ((here, False), ({**here, "machine_fingerprint": "0a1b2c3d4e5f"}, True),
+                                 ({**here, "torch_version": "2.11.0+cu130"}, True)):  # fmt: skip
+        row = TrialResult(specs[0].trial_id, "ok", environment=environment, eager_ms=(1.0,), compiled_ms=(0.5,))
+        (out / "trials.jsonl").write_text(json.dumps(row.to_dict()) + "\n")
+        problem = launcher.machine_problem(plan, out, {"current": sys.executable})
+        assert (problem is not None) == refused, problem
+    assert "holds results of environment 'current' measured elsewhere (1 process on " in problem
+    assert "torch 2.11.0+cu130, " in problem and f"), and this machine is {fingerprint.described(here)}: " in problem
+    done = subprocess.run([sys.executable, "-m", "compilebench.harness.launcher", str(tmp_path / "plan.json"),
+                           str(out)], capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert done.returncode == 2 and "a run pools the processes of one machine and stack only" in done.stderr
+    assert sorted(path.name for path in out.iterdir()) == ["trials.jsonl"]  # nothing written, nothing built
+
+
 def test_a_launcher_that_ends_with_an_error_is_explained_in_the_windows_own_output(tmp_path):
     from compilebench.harness.records import ModelSpec, Plan, TimingSpec, TrialSpec, VariantSpec
 

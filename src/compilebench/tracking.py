@@ -223,7 +223,7 @@ PROCESS_TABLE = "processes.json"  # every process of a run, one row each: mlflow
 TABLE_COLUMNS = ("trial_id", "block", "kind", "replicate", "cache", "cold_compile", "status", "disturbed",
                  "compile_disturbed", "wall_s", "compile_s", "compile_position", "eager_ms_median",
                  "compiled_ms_median", "speedup", "speedup_of_means", "pair_cv", "halves_ratio", "peak_mem_mib",
-                 "warmup_s", "slot", "omp_num_threads")  # fmt: skip
+                 "warmup_s", "slot", "machine_fingerprint", "omp_num_threads")  # fmt: skip
 
 
 def process_table(row: dict[str, Any]) -> dict[str, list]:

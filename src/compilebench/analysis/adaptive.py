@@ -43,6 +43,7 @@ LOGGER = logging.getLogger(__name__)
 Slot = tuple[str, int, str]  # (model id, batch size, variant): a run without its environment
 Unit = tuple[str, str, int, str]  # (timing | cold | paired, model id, batch size, variant or "" for timing)
 EXTENDABLE = (STATUS_OK, "invalid")  # runs more blocks can help; a failure would repeat
+MIXED = "mixed"  # an invalid run whose processes ran on several machines or stacks (runs.machine_problems)
 # A noise record stops the loop only from this many degrees of freedom on: a variance from one or two is too often
 # far too small (one cold block a side was taken on such a cell record, and two invocations' cold compile intervals
 # of one cell missed each other); below it, the metric's record over every cell of the machine, else the cell's own.
@@ -295,7 +296,10 @@ def extend(
             short_of[unit] = (max(distance, width.distance), was_cold or cold)
     statuses: dict[Slot, set[str]] = {}
     for row in records:
-        statuses.setdefault((row["model_id"], row["batch_size"], row["variant"]), set()).add(row["status"])
+        mixed = row.get("machines", 1) > 1  # invalid for good: more blocks would not unmix its processes
+        statuses.setdefault((row["model_id"], row["batch_size"], row["variant"]), set()).add(
+            MIXED if mixed else row["status"]
+        )
     clean = clean_blocks(trials, results, bench.disturbed_cores)
     rerun = [unit for unit in units if clean.get(unit, 0) < _planned(unit, bench)]
     ranked = rerun + sorted((u for u in short_of if u not in rerun), key=lambda u: -short_of[u][0])

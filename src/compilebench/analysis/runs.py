@@ -111,6 +111,7 @@ class ProcessRecord:
     warmup_s: float | None = None
     warmup_drift: float | None = None
     slot: str = ""  # where it ran (an executor's slot: machine and GPU), from its machine state
+    machine_fingerprint: str = ""  # the hardware it ran on (fingerprint.fingerprint)
     omp_num_threads: str = ""  # OMP_NUM_THREADS as the process saw it
     serve_first_call_s: tuple[float, ...] = ()
     serve_graph_counts: tuple[int, ...] = ()
@@ -259,6 +260,7 @@ class RunRecord:
     process_cv: float | None = None  # median over processes of their own latency robust cv
     pair_cv: float | None = None  # compiled: median over processes of the per-pair ratio's robust cv (validity)
     disturbed_processes: int = 0  # processes left out: the machine was busy while they timed (process_results)
+    machines: int = 1  # machines and software stacks its processes ran on (fingerprint.mixed): above 1, invalid
     latency_ms_median_ci_low: float | None = None
     latency_ms_median_ci_high: float | None = None
     latency_ci_method: str | None = None
@@ -390,6 +392,16 @@ def validity_problems(processes: list[TrialResult], context: Context, compiled: 
     return problems
 
 
+def machine_problems(processes: list[TrialResult]) -> tuple[int, list[str]]:
+    """How many machines and software stacks a run's processes ran on, and the problem when more than one: a run
+    pools processes of one machine and stack (a plan resumed on another kind of GPU, a cell moved to another node
+    or an upgrade in between would otherwise be averaged into one number)."""
+    records = [result.environment for result in processes if result.environment]
+    problem = fingerprint.mixed(records)
+    found = [f"{problem}; a run pools the processes of one machine and stack only"] if problem else []
+    return max(len(fingerprint.mixture(records)), 1), found
+
+
 def undisturbed(
     trials: list[tuple[TrialSpec, TrialResult]], context: Context
 ) -> tuple[list[tuple[TrialSpec, TrialResult]], list[str]]:
@@ -500,6 +512,7 @@ def process_record(spec: TrialSpec, result: TrialResult, context: Context, eager
         warmup_s=result.warmup_s,
         warmup_drift=result.warmup_drift,
         slot=str(started.get("slot", "")),
+        machine_fingerprint=str(result.environment.get("machine_fingerprint", "")),
         omp_num_threads=str(started.get("omp_num_threads", "")),
         serve_first_call_s=tuple(result.serve_first_call_s),
         serve_graph_counts=tuple(result.serve_graph_counts),
@@ -538,6 +551,7 @@ def compiled_run(
     timed = [(s, r) for s, r in trials if r.compiled_ms and r.eager_ms and len(r.compiled_ms) == len(r.eager_ms)]
     measured, disturbed_problems = undisturbed(timed, context)
     clean = [(s, r) for s, r in trials if not is_disturbed(r, context.disturbed_cores)]
+    machines, mixed_problems = machine_problems(results)
     compiled = [(s, r) for s, r in trials if r.compile_s is not None and r.status in (STATUS_OK, "accuracy_fail")
                 and not compile_disturbed(r, context.disturbed_cores)]  # fmt: skip
     record: dict[str, Any] = {
@@ -551,6 +565,7 @@ def compiled_run(
         "replicates": len(trials),
         "processes": len(measured),
         "disturbed_processes": sum(is_disturbed(r, context.disturbed_cores) for _, r in trials),
+        "machines": machines,
         "process_results": tuple(process_record(s, r, context).to_dict() for s, r in trials),
         **_compile_and_memory_fields(compiled, clean),
         **_correctness_fields([r for _, r in compiled if r.max_abs_diff is not None]),
@@ -558,7 +573,8 @@ def compiled_run(
     if measured:
         record.update(_speedup_fields(spec, measured, record))
         if status == STATUS_OK:
-            problems = disturbed_problems + validity_problems([r for _, r in measured], context, compiled=True)
+            spread = validity_problems([r for _, r in measured], context, compiled=True)
+            problems = mixed_problems + disturbed_problems + spread
             record["pair_cv"] = _median([process_cv(r, compiled=True) for _, r in measured])
             if problems:
                 record.update(status="invalid", error="; ".join(problems))
@@ -686,6 +702,7 @@ def eager_run(
     measured, disturbed_problems = undisturbed([(s, r) for s, r in trials if r.eager_ms], context)
     load_failures = [r for r in results if r.status != STATUS_OK and r.eager_first_call_s is None]
     status, error = _run_status(load_failures) if load_failures else (STATUS_OK, None)
+    machines, mixed_problems = machine_problems(results)
     if status == STATUS_OK and not measured:
         status, error = "error", "no process timed eager: every trial failed before its eager timing"
     record: dict[str, Any] = {
@@ -706,6 +723,7 @@ def eager_run(
         "replicates": len(trials),
         "processes": len(measured),
         "disturbed_processes": sum(is_disturbed(r, context.disturbed_cores) for _, r in trials),
+        "machines": machines,
         "process_results": tuple(process_record(s, r, context, eager_run=True).to_dict() for s, r in trials),
         "first_call_s": _median([r.eager_first_call_s for r in results]),
         "first_inference_s": _median([first_inference_s(r, r.eager_first_call_s) for r in results]),
@@ -716,8 +734,9 @@ def eager_run(
     }
     if measured:
         record.update(_latency_fields([list(r.eager_ms) for _, r in measured], spec.batch_size))
-        if status == STATUS_OK and eager_alone:
-            problems = disturbed_problems + validity_problems([r for _, r in measured], context, compiled=False)
+        if status == STATUS_OK:  # beside a compiled variant, the ratio is judged (compiled_run), not eager's spread
+            spread = validity_problems([r for _, r in measured], context, compiled=False) if eager_alone else []
+            problems = mixed_problems + (disturbed_problems + spread if eager_alone else [])
             if problems:
                 record.update(status="invalid", error="; ".join(problems))
     return RunRecord(**record)

@@ -16,6 +16,7 @@ import os
 import platform
 import subprocess
 import sys
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +31,8 @@ RUN_FIELDS = (
     "gpu_power_limit_w", "gpu_max_sm_clock_mhz", "platform", "float32_matmul_precision", "matmul_allow_tf32",
     "cudnn_allow_tf32", "cudnn_benchmark",
 )  # fmt: skip
+# With the hardware fingerprint, what one run's processes must share: the software stack that ran them.
+STACK_FIELDS = ("torch_version", "transformers_version", "python_version", "cuda_version", "cudnn_version")
 NVIDIA_SMI_FIELDS = {  # nvidia-smi --query-gpu name -> our field
     "driver_version": "gpu_driver",
     "power.limit": "gpu_power_limit_w",
@@ -166,6 +169,39 @@ def fingerprint(fields: dict[str, Any]) -> str:
     """A short hash of the hardware fields: equal on identical machines, different where hardware differs."""
     hardware = {key: str(fields.get(key, "")) for key in HARDWARE_FIELDS}
     return hashlib.sha256(json.dumps(hardware, sort_keys=True).encode()).hexdigest()[:12]
+
+
+def machine_and_stack(fields: dict[str, Any]) -> tuple[str, ...]:
+    """The machine (its hardware fingerprint) and the software stack a process ran on, from its record."""
+    return tuple(str(fields.get(key, "")) for key in ("machine_fingerprint", *STACK_FIELDS))
+
+
+def described(fields: dict[str, Any]) -> str:
+    """A machine and stack in words: `NVIDIA H100 80GB HBM3 (machine 5ec15378526d), torch 2.11.0+cu130, ...`."""
+    stack = ", ".join(f"{key.removesuffix('_version')} {fields[key]}" for key in STACK_FIELDS if fields.get(key))
+    name = fields.get("device_name") or fields.get("cpu_model") or "unknown device"
+    return f"{name} (machine {fields.get('machine_fingerprint') or 'unknown'}), {stack or 'no versions recorded'}"
+
+
+def mixture(records: list[dict[str, Any]]) -> dict[tuple[str, ...], tuple[int, str]]:
+    """Processes' records by machine and stack: how many ran on each, and each in words (the most first)."""
+    counts = Counter(machine_and_stack(record) for record in records)
+    words = {machine_and_stack(record): described(record) for record in records}
+    return {key: (count, words[key]) for key, count in counts.most_common()}
+
+
+def counted(found: dict[tuple[str, ...], tuple[int, str]]) -> str:
+    """A mixture in words: `3 processes on ...; 1 process on ...`."""
+    return "; ".join(f"{count} process{'' if count == 1 else 'es'} on {words}" for count, words in found.values())
+
+
+def mixed(records: list[dict[str, Any]]) -> str | None:
+    """Why processes cannot be pooled into one run: they ran on more than one machine or stack (a plan resumed on
+    another kind of GPU, or after an upgrade; a cell moved to another node); None where they share one."""
+    found = mixture(records)
+    if len(found) <= 1:
+        return None
+    return f"its processes ran on {len(found)} different machines or software stacks ({counted(found)})"
 
 
 FREEZE_CODE = (

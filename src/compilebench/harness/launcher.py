@@ -611,6 +611,43 @@ def output_problem(plan: Plan, out: Path) -> str | None:
             "results go in a folder of their own")  # fmt: skip
 
 
+def this_machine(python: str, device: str) -> dict[str, str] | None:
+    """What a trial of `python` on `device` would record of this machine and its stack (fingerprint.collect, in a
+    process of its own: the interpreter's imports and, on a GPU, CUDA's start); None, said, where that fails."""
+    command = [python, "-m", "compilebench.harness.fingerprint", device]
+    try:
+        done = subprocess.run(command, env=trial_environment(None), capture_output=True, text=True, timeout=300,
+                              check=True)  # fmt: skip
+        return json.loads(done.stdout)
+    except (OSError, subprocess.SubprocessError, ValueError) as error:
+        LOGGER.warning("could not read this machine's record with %s (%s); its results are checked at ingest", command,
+                       error)  # fmt: skip
+        return None
+
+
+def machine_problem(plan: Plan, out: Path, pythons: dict[str, str]) -> str | None:
+    """Why this machine must not continue the plan whose results OUT holds: they were measured on another machine or
+    software stack (another kind of GPU, another torch), and a run pools the processes of one only; None where
+    nothing ran yet or this machine is the one (same hardware fingerprint and stack) they ran on."""
+    done = read_results(out / "trials.jsonl")
+    environment_of = {spec.trial_id: spec.environment for spec in (*plan.trials, *read_added(out / ADDED_TRIALS))}
+    recorded: dict[str, list[dict]] = {}
+    for trial_id, result in done.items():
+        if result.environment and trial_id in environment_of:
+            recorded.setdefault(environment_of[trial_id], []).append(result.environment)
+    device = plan.trials[0].timing.device
+    for label, records in recorded.items():
+        here = this_machine(pythons[label], device)
+        found = fingerprint.mixture(records)
+        if here is None or fingerprint.machine_and_stack(here) in found:
+            continue
+        return (f"{out} holds results of environment {label!r} measured elsewhere ({fingerprint.counted(found)}), and "
+                f"this machine is {fingerprint.described(here)}: a run pools the processes of one machine and stack "
+                "only. Continue the plan on a machine like that one, or export it again into a folder of its own for "
+                "this one")  # fmt: skip
+    return None
+
+
 def log_process(specs: list[TrialSpec], ended: list[TrialResult], resumed: bool) -> None:
     """One line per trial of a process that ended (or had ended in an earlier window): status and medians."""
     for spec, result in zip(specs, ended, strict=True):
@@ -707,7 +744,10 @@ def main() -> None:
     if any("=" not in item for item in args.python):
         parser.error(f"--python takes ENV=PATH (an environment's name, its interpreter), got {args.python}")
     pythons = {CURRENT: sys.executable, **dict(item.split("=", 1) for item in args.python)}
-    problem = plan_problem(plan, pythons, args.prime) or output_problem(plan, output_folder(args.plan, args.out))
+    out = output_folder(args.plan, args.out)
+    problem = (
+        plan_problem(plan, pythons, args.prime) or output_problem(plan, out) or machine_problem(plan, out, pythons)
+    )
     if problem:
         parser.error(problem)
     launch(plan, args, pythons, pinned)
