@@ -260,7 +260,7 @@ class RunRecord:
     process_cv: float | None = None  # median over processes of their own latency robust cv
     pair_cv: float | None = None  # compiled: median over processes of the per-pair ratio's robust cv (validity)
     disturbed_processes: int = 0  # processes left out: the machine was busy while they timed (process_results)
-    machines: int = 1  # machines and software stacks its processes ran on (fingerprint.mixed): above 1, invalid
+    machines: int = 1  # machines and software stacks its processes ran on (machine_problems): above 1, invalid
     latency_ms_median_ci_low: float | None = None
     latency_ms_median_ci_high: float | None = None
     latency_ci_method: str | None = None
@@ -396,10 +396,13 @@ def machine_problems(processes: list[TrialResult]) -> tuple[int, list[str]]:
     """How many machines and software stacks a run's processes ran on, and the problem when more than one: a run
     pools processes of one machine and stack (a plan resumed on another kind of GPU, a cell moved to another node
     or an upgrade in between would otherwise be averaged into one number)."""
-    records = [result.environment for result in processes if result.environment]
-    problem = fingerprint.mixed(records)
-    found = [f"{problem}; a run pools the processes of one machine and stack only"] if problem else []
-    return max(len(fingerprint.mixture(records)), 1), found
+    found = fingerprint.mixture([result.environment for result in processes if result.environment])
+    if len(found) <= 1:
+        return 1, []
+    return len(found), [
+        f"its processes ran on {len(found)} different machines or software stacks "
+        f"({fingerprint.counted(found)}); a run pools the processes of one machine and stack only"
+    ]
 
 
 def undisturbed(
@@ -735,8 +738,11 @@ def eager_run(
     if measured:
         record.update(_latency_fields([list(r.eager_ms) for _, r in measured], spec.batch_size))
         if status == STATUS_OK:  # beside a compiled variant, the ratio is judged (compiled_run), not eager's spread
-            spread = validity_problems([r for _, r in measured], context, compiled=False) if eager_alone else []
-            problems = mixed_problems + (disturbed_problems + spread if eager_alone else [])
+            measured_results = [r for _, r in measured]
+            judged = (
+                disturbed_problems + validity_problems(measured_results, context, compiled=False) if eager_alone else []
+            )
+            problems = mixed_problems + judged
             if problems:
                 record.update(status="invalid", error="; ".join(problems))
     return RunRecord(**record)

@@ -195,15 +195,6 @@ def counted(found: dict[tuple[str, ...], tuple[int, str]]) -> str:
     return "; ".join(f"{count} process{'' if count == 1 else 'es'} on {words}" for count, words in found.values())
 
 
-def mixed(records: list[dict[str, Any]]) -> str | None:
-    """Why processes cannot be pooled into one run: they ran on more than one machine or stack (a plan resumed on
-    another kind of GPU, or after an upgrade; a cell moved to another node); None where they share one."""
-    found = mixture(records)
-    if len(found) <= 1:
-        return None
-    return f"its processes ran on {len(found)} different machines or software stacks ({counted(found)})"
-
-
 FREEZE_CODE = (
     "import json\nfrom importlib import metadata\n"
     "print(json.dumps(sorted({f\"{d.metadata['Name']}=={d.version}\" for d in metadata.distributions()})))"
