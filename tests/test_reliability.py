@@ -106,6 +106,20 @@ def test_kill_9_mid_benchmark_resumes_without_duplicates(loaded):
     assert not (root / "data" / "results" / "runs.jsonl").exists()  # no partial result
     assert not list(journal.glob("*.tmp"))
 
+    # The project copied to another machine mid-run: its journal is not pooled with this machine's processes.
+    kept_text = done_before[0].read_text()
+    elsewhere = [{**arm, "environment": {**arm["environment"], "machine_fingerprint": "0a1b2c3d4e5f"}} for arm in arms]
+    done_before[0].write_text(json.dumps(elsewhere))
+    refused = subprocess.run([sys.executable, "-m", "compilebench.benchmark"], cwd=root, env=env, capture_output=True,
+                             text=True, timeout=600)  # fmt: skip
+    assert refused.returncode == 2, refused.stderr
+    assert "holds results of environment 'current' measured elsewhere (1 process on " in refused.stderr  # 2 arms
+    assert "(machine 0a1b2c3d4e5f)" in refused.stderr and "delete that folder to measure afresh" in refused.stderr
+    assert json.loads(done_before[0].read_text()) == elsewhere and len(list(journal.glob("*.json"))) == 1  # kept
+    assert not (root / "data" / "results" / "runs.jsonl").exists()
+    assert not (root / "mlruns" / "mlflow.db").exists() or _children(f"sqlite:///{root}/mlruns/mlflow.db").empty
+    done_before[0].write_text(kept_text)
+
     resumed = _stage("benchmark", root, env)
     assert "resuming interrupted invocation" in resumed.stderr and "(from the journal)" in resumed.stderr
     rows = [json.loads(line) for line in (root / "data/results/runs.jsonl").read_text().splitlines()]

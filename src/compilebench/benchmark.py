@@ -250,6 +250,12 @@ def measure(config: Config, selection: dict, manifest: list[dict], image_meta: d
     )
     journal_dir = Path(config.paths.journal)
     invocation_id, done, resumed = journal.open_journal(journal_dir, key, fresh=fresh)
+    pythons = {label: stack.python for label, stack in stacks.items()}
+    if resumed and config.runner.executor != "ray":  # a Ray cluster's cells run on whichever node takes them
+        problem = launcher.measured_elsewhere(trials, done, pythons, config.benchmark.device)
+        if problem:  # a copied project, a shared disk: the journal is kept, nothing is logged or written
+            raise RecordError(f"{journal_dir} (the journal of interrupted invocation {invocation_id}) holds {problem}. "
+                              "Resume it on that machine, or delete that folder to measure afresh here")  # fmt: skip
     if resumed:
         LOGGER.info("resuming interrupted invocation %s: %d of %d trials already done", invocation_id, len(done),
                     len(trials))  # fmt: skip
@@ -271,7 +277,6 @@ def measure(config: Config, selection: dict, manifest: list[dict], image_meta: d
         recorder(specs, ended, was_done)
         progress.update(len(specs))
 
-    pythons = {label: stack.python for label, stack in stacks.items()}
     runner = executors.executor(config.runner, config.benchmark.device, pythons, journal_dir)
 
     def run(pending: list[TrialSpec]) -> None:

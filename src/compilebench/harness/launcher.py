@@ -625,27 +625,37 @@ def this_machine(python: str, device: str) -> dict[str, str] | None:
         return None
 
 
-def machine_problem(plan: Plan, out: Path, pythons: dict[str, str]) -> str | None:
-    """Why this machine must not continue the plan whose results OUT holds: they were measured on another machine or
-    software stack (another kind of GPU, another torch), and a run pools the processes of one only; None where
-    nothing ran yet or this machine is the one (same hardware fingerprint and stack) they ran on."""
-    done = read_results(out / "trials.jsonl")
-    environment_of = {spec.trial_id: spec.environment for spec in (*plan.trials, *read_added(out / ADDED_TRIALS))}
-    recorded: dict[str, list[dict]] = {}
-    for trial_id, result in done.items():
-        if result.environment and trial_id in environment_of:
-            recorded.setdefault(environment_of[trial_id], []).append(result.environment)
-    device = plan.trials[0].timing.device
+def measured_elsewhere(
+    specs: list[TrialSpec], done: dict[str, TrialResult], pythons: dict[str, str], device: str
+) -> str | None:  # fmt: skip
+    """Why these results must not be continued here: an environment's were measured on another machine or software
+    stack (another kind of GPU, another torch) than a trial of it on `device` would be here, and a run pools the
+    processes of one only; None where nothing ran yet or this machine is the one they ran on."""
+    recorded: dict[str, dict[str, dict]] = {}  # environment -> process -> its record (a timing process's arms: one)
+    for spec in specs:
+        result = done.get(spec.trial_id)
+        if result is not None and result.environment:
+            recorded.setdefault(spec.environment, {})[spec.process_id or spec.trial_id] = result.environment
     for label, records in recorded.items():
         here = this_machine(pythons[label], device)
-        found = fingerprint.mixture(records)
+        found = fingerprint.mixture(list(records.values()))
         if here is None or fingerprint.machine_and_stack(here) in found:
             continue
-        return (f"{out} holds results of environment {label!r} measured elsewhere ({fingerprint.counted(found)}), and "
-                f"this machine is {fingerprint.described(here)}: a run pools the processes of one machine and stack "
-                "only. Continue the plan on a machine like that one, or export it again into a folder of its own for "
-                "this one")  # fmt: skip
+        return (
+            f"results of environment {label!r} measured elsewhere ({fingerprint.counted(found)}), and this "
+            f"machine is {fingerprint.described(here)}: a run pools the processes of one machine and stack only"
+        )
     return None
+
+
+def machine_problem(plan: Plan, out: Path, pythons: dict[str, str]) -> str | None:
+    """Why this machine must not continue the plan whose results OUT holds (`measured_elsewhere`); None where it may."""
+    specs = [*plan.trials, *read_added(out / ADDED_TRIALS)]
+    problem = measured_elsewhere(specs, read_results(out / "trials.jsonl"), pythons, plan.trials[0].timing.device)
+    if problem is None:
+        return None
+    return (f"{out} holds {problem}. Continue the plan on a machine like that one, or export it again into a folder "
+            "of its own for this one")  # fmt: skip
 
 
 def log_process(specs: list[TrialSpec], ended: list[TrialResult], resumed: bool) -> None:
