@@ -259,9 +259,9 @@ class Benchmark:
     max_cv: float = 0.25  # a run whose processes' robust CV (IQR / 1.349 / median; median over processes) is
     #                       above this is `invalid` (too noisy); a few outliers do not count, a wide spread does
     max_halves_diff: float = 0.10  # a compiled run whose median process's speedup differs between the first and the
-    #                                second half of its rounds by more than this (0.10 = 10%), and by more than its
-    #                                noise explains (analysis.runs.halves_drift), is `invalid`: it drifted;
-    #                                0 = not checked
+    #                                second half of its rounds by more than this (0.10 = 10%), by more than its
+    #                                noise explains and one way in most processes (analysis.runs.halves_drift, signed),
+    #                                is `invalid`: it drifted; 0 = not checked
     compile_cache: str = "cold"  # cold: a fresh inductor cache per run, warm afterwards | shared: the user's cache
     memory_limit_mib: float = 0.0  # CPU: resident memory of a trial's processes (with its compile workers), MiB;
     #                                CUDA: device memory it may add after loading its model; beyond: oom; 0 = no cap
