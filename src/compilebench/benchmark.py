@@ -140,7 +140,7 @@ class Recorder:
 
     def __call__(self, specs: list[TrialSpec], ended: list[TrialResult], resumed: bool = False) -> None:
         if not resumed and self.journal_dir is not None:  # on disk before anything is logged
-            journal.save_process(self.journal_dir, specs[0].process_id or specs[0].trial_id, ended)
+            journal.save_process(self.journal_dir, specs[0].process, ended)
         for spec, result in zip(specs, ended, strict=True):
             self.results[spec.trial_id] = result
             LOGGER.info("%s%s", _result_line(spec, result), " (from the journal)" if resumed else "")
@@ -251,12 +251,14 @@ def measure(config: Config, selection: dict, manifest: list[dict], image_meta: d
     journal_dir = Path(config.paths.journal)
     invocation_id, done, resumed = journal.open_journal(journal_dir, key, fresh=fresh)
     pythons = {label: stack.python for label, stack in stacks.items()}
-    if resumed and config.runner.executor != "ray":  # a Ray cluster's cells run on whichever node takes them
-        problem = launcher.measured_elsewhere(trials, done, pythons, config.benchmark.device)
-        if problem:  # a copied project, a shared disk: the journal is kept, nothing is logged or written
+    if resumed:
+        # A copied project, a shared disk: refused, the journal kept, nothing logged or written. Not on Ray, whose
+        # cells run on whichever node takes them (a run that spans two is `invalid` at analysis).
+        problem = None if config.runner.executor == "ray" else launcher.measured_elsewhere(
+            trials, done, pythons, config.benchmark.device)  # fmt: skip
+        if problem:
             raise RecordError(f"{journal_dir} (the journal of interrupted invocation {invocation_id}) holds {problem}. "
                               "Resume it on that machine, or delete that folder to measure afresh here")  # fmt: skip
-    if resumed:
         LOGGER.info("resuming interrupted invocation %s: %d of %d trials already done", invocation_id, len(done),
                     len(trials))  # fmt: skip
     info = {label: runs.EnvironmentInfo(label, s.name, s.key, s.pins, s.freeze) for label, s in stacks.items()}

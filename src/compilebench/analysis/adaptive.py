@@ -211,7 +211,7 @@ def _process_walls(results: dict[str, TrialResult], trials: list[TrialSpec]) -> 
     for spec in trials:
         result = results.get(spec.trial_id)
         if result is not None:
-            walls[spec.process_id or spec.trial_id] = result.wall_s
+            walls[spec.process] = result.wall_s
     return walls
 
 
@@ -220,7 +220,7 @@ def _block_cost_s(trials: list[TrialSpec], results: dict[str, TrialResult], unit
     processes of the same kind (cold or warm, for a paired unit) where there is one."""
     mine = [spec for spec in trials if unit_of(spec) == unit and spec.trial_id in results]
     walls = _process_walls(results, mine)
-    kind = [walls[s.process_id or s.trial_id] for s in mine if (s.cache == CACHE_COLD) == cold]
+    kind = [walls[s.process] for s in mine if (s.cache == CACHE_COLD) == cold]
     kind = [wall for wall in kind if wall] or [wall for wall in walls.values() if wall]
     return statistics.median(kind) if kind else 0.0
 

@@ -382,7 +382,7 @@ class Deadline:
         """Raise WindowEnded when the process of `specs` would end after the deadline."""
         expected_s = self.expected_s(specs)
         if self.at is not None and time.time() + expected_s > self.at:
-            raise WindowEnded(f"--stop-after-min: {specs[0].process_id or specs[0].trial_id} would end after it "
+            raise WindowEnded(f"--stop-after-min: {specs[0].process} would end after it "
                               f"(about {expected_s:.0f} s)")  # fmt: skip
 
 
@@ -635,7 +635,7 @@ def measured_elsewhere(
     for spec in specs:
         result = done.get(spec.trial_id)
         if result is not None and result.environment:
-            recorded.setdefault(spec.environment, {})[spec.process_id or spec.trial_id] = result.environment
+            recorded.setdefault(spec.environment, {})[spec.process] = result.environment
     for label, records in recorded.items():
         here = this_machine(pythons[label], device)
         found = fingerprint.mixture(list(records.values()))

@@ -218,6 +218,11 @@ class TrialSpec:
             raise ValueError(f"TrialSpec {self.trial_id}: an arm names its process, and only an arm does")
 
     @property
+    def process(self) -> str:
+        """The process this trial ran in: its timing process (shared by the arms), or its own."""
+        return self.process_id or self.trial_id
+
+    @property
     def run_key(self) -> tuple[str, str, int, str]:
         """The run this trial is a replicate of: (environment, model, batch size, variant)."""
         return self.environment, self.model.model_id, self.batch_size, self.variant.name
