@@ -7,9 +7,11 @@ import sys
 from dataclasses import replace
 from types import SimpleNamespace
 
+import pandas as pd
 import pytest
 from conftest import make_project, project_env, run_ok, set_params
 
+from compilebench import report
 from compilebench.analysis import adaptive, runs
 from compilebench.harness import launcher, stats
 from compilebench.harness.records import CompileHealth, ModelSpec, TimingSpec, TrialResult, TrialSpec, VariantSpec
@@ -83,6 +85,23 @@ def test_the_cap_and_a_met_target_end_the_loop():
     assert adaptive.extend(trials, results, records, ["A", "B"], _bench(), None) == []
     [reached] = adaptive.shortfalls(records, ["A", "B"], _bench(), None)
     assert reached["met"] and reached["more_blocks"] == 0
+
+
+def test_the_report_shows_every_targeted_interval_of_a_run_not_only_its_widest():
+    """A run whose cold compile has no interval yet still shows whether its speedup reached the target."""
+    *_, records = _state({"steady": 0.0, "wild": 0.2}, blocks=3)
+    every = SimpleNamespace(speedup=0.05, compile=0.05, latency=0.10)
+    reached = adaptive.shortfalls(records, ["A", "B"], _bench(target=every), None)
+    wild = {row["metric"]: row for row in reached if row["model_id"] == "wild" and row["variant"] == "default"}
+    assert list(wild) == ["eager_latency", "compiled_latency", "speedup", "compile_cold", "compile_warm"]
+    assert wild["compile_cold"]["halfwidth_pct"] is None and wild["compile_cold"]["blocks"] == 1
+    assert not wild["speedup"]["met"] and wild["speedup"]["more_blocks"] > 0
+    table = report.precision_table(reached).set_index(["model", "variant"])
+    assert table.loc[("steady", "default"), "speedup (±5%)"] == "±0.0% (3 blocks)"
+    assert table.loc[("wild", "default"), "speedup (±5%)"].startswith("±78.9% (3 blocks): ~")
+    assert table.loc[("wild", "default"), "compile cold (±5%)"] == "no CI (1 block)"
+    assert table.loc[("steady", "default"), "reached"] == "no" and table.loc[("steady", "eager"), "reached"] == "yes"
+    assert pd.isna(table.loc[("steady", "eager"), "speedup (±5%)"])
 
 
 def test_a_disturbed_block_is_re_run_and_a_failed_run_is_not_extended():

@@ -161,7 +161,7 @@ def measure_adaptively(
 ) -> list[dict[str, Any]]:
     """Run the planned trials, then more blocks where the intervals are widest (`adaptive.measure`) until every run
     meets its target or the budget or the cap runs out; log each model's runs once they are final. Returns, per
-    run, what its widest interval reached (for the report)."""
+    run and targeted interval, what it reached (for the report)."""
     settings = adaptive.Settings.of(config.benchmark, config.margin)
     recorder.open = {(spec.model.model_id, spec.batch_size) for spec in recorder.trials}
 

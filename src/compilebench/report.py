@@ -208,24 +208,34 @@ def series_table(steps: list[dict[str, Any]]) -> pd.DataFrame:
     )
 
 
+def _precision_cell(row: dict[str, Any]) -> str:
+    """One interval against its target: half-width, the blocks behind it, and where short, the blocks it needs."""
+    blocks = f"{row['blocks']} block{'s' if row['blocks'] != 1 else ''}"
+    if row["halfwidth_pct"] is None:
+        return f"no CI ({blocks})"
+    text = f"±{row['halfwidth_pct']:.1f}% ({blocks})"
+    if row["met"]:
+        return text
+    return f"{text}: ~{row['more_blocks']} more" if row["more_blocks"] else f"{text}: short"
+
+
 def precision_table(reached: list[dict[str, Any]]) -> pd.DataFrame:
-    """Per run, its widest interval against its target, and the blocks it would still need (adaptive.shortfalls)."""
-    return pd.DataFrame(
-        [
-            {
-                "model": row["model_id"],
-                "batch": row["batch_size"],
-                "variant": row["variant"],
-                "widest": row["metric"],
-                "half-width": _fmt(row["halfwidth_pct"], 1, "%") or "no CI",
-                "target": _fmt(row["target_pct"], 0, "%"),
-                "blocks": row["blocks"],
-                "reached": "yes" if row["met"] else "no",
-                "more blocks needed": "" if row["met"] else (row["more_blocks"] or "unknown"),
-            }
-            for row in reached
-        ]
-    )
+    """Per run, each targeted interval (adaptive.shortfalls) in a column headed by its metric and target, and whether
+    the run reached every target."""
+    runs: dict[tuple[str, int, str], dict[str, Any]] = {}
+    heads = {}
+    for row in reached:
+        head = f"{row['metric'].replace('_', ' ')} (±{row['target_pct']:.0f}%)"
+        heads.setdefault(row["metric"], head)
+        entry = runs.setdefault(
+            (row["model_id"], row["batch_size"], row["variant"]),
+            {"model": row["model_id"], "batch": row["batch_size"], "variant": row["variant"], "reached": "yes"},
+        )
+        entry[heads[row["metric"]]] = _precision_cell(row)
+        if not row["met"]:
+            entry["reached"] = "no"
+    order = [heads[metric.name] for metric in compare.METRICS if metric.name in heads]
+    return pd.DataFrame(list(runs.values()), columns=["model", "batch", "variant", *order, "reached"])
 
 
 def render(
@@ -351,8 +361,10 @@ def _precision_section(reached: list[dict[str, Any]]) -> list[str]:
     return _section(
         "Precision reached",
         "Each run got `benchmark.replicates` blocks, then more (widest intervals first) until its 95% CIs met "
-        "`benchmark.target`, or `benchmark.budget_min` or `benchmark.max_replicates` ran out. Per run, its "
-        "widest interval (B/A when stacks are compared) and, where short, about how many more blocks it needs:",
+        "`benchmark.target`, or `benchmark.budget_min` or `benchmark.max_replicates` ran out. Per run, each "
+        "targeted interval's half-width (B/A when stacks are compared; the target in the column's head), the "
+        "blocks behind it and, where short, about how many more blocks it needs. Cold compile time gets an "
+        "interval from two cold blocks on (`benchmark.cold_replicates`).",
         precision_table(reached),
     )
 

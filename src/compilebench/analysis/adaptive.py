@@ -13,7 +13,7 @@ and a unit has fewer than `benchmark.max_replicates` blocks. A unit with fewer u
 one first: a disturbed process is re-run, never silently dropped. It stops on width, never on significance, so the
 error rates measured by benchmarks/verdict_power.py hold. Every decision is a pure function of the results so far
 (the budget counts the processes' own wall time), so a resumed invocation takes the same ones. `shortfalls` tells the
-report, per run, what its widest interval reached and about how many more blocks it needs.
+report, per run and targeted interval, what it reached and about how many more blocks it needs.
 """
 
 from __future__ import annotations
@@ -182,7 +182,7 @@ def widths(
 
 
 def widest(found: list[Width]) -> dict[Slot, Width]:
-    """Per run, the interval furthest from its target (met ones included, so a run's state can be reported)."""
+    """Per run, the interval furthest from its target (met ones included)."""
     worst: dict[Slot, Width] = {}
     for width in found:
         if width.slot not in worst or width.distance > worst[width.slot].distance:
@@ -325,11 +325,18 @@ def extend(
 def shortfalls(
     records: list[dict[str, Any]], labels: list[str], bench: Settings, noise: compare.CellNoise | None
 ) -> list[dict[str, Any]]:
-    """Per run, its widest interval against its target: reached or not, and about how many more blocks it needs."""
+    """Per run and targeted metric (in compare.METRICS order), its interval against its target (of several compared
+    environments, the widest B/A): reached or not, and about how many more blocks it needs."""
     rows = []
-    found = widths(records, labels, _targets(bench), noise, bench.margin)
-    for (model_id, batch, variant), width in sorted(widest(found).items()):
-        rows.append({"model_id": model_id, "batch_size": batch, "variant": variant, "metric": width.metric,
+    order = {metric.name: i for i, metric in enumerate(compare.METRICS)}
+    worst: dict[tuple[Slot, str], Width] = {}
+    for width in widths(records, labels, _targets(bench), noise, bench.margin):
+        key = (width.slot, width.metric)
+        if key not in worst or width.distance > worst[key].distance:
+            worst[key] = width
+    for (slot, metric), width in sorted(worst.items(), key=lambda item: (item[0][0], order[item[0][1]])):
+        model_id, batch, variant = slot
+        rows.append({"model_id": model_id, "batch_size": batch, "variant": variant, "metric": metric,
                      "halfwidth_pct": 100 * math.expm1(width.halfwidth) if math.isfinite(width.halfwidth) else None,
                      "target_pct": 100 * math.expm1(width.target), "blocks": width.blocks, "met": width.met,
                      "more_blocks": width.more})  # fmt: skip
