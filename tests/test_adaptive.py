@@ -181,7 +181,8 @@ def test_dvc_repro_adds_blocks_until_the_cap_and_reports_what_it_reached(tmp_pat
     [reached] = info["targets"]
     assert reached["blocks"] == 3 and not reached["met"] and reached["metric"] == "speedup"
     report = (root / "data/report/report.md").read_text()
-    assert "## Precision reached" in report
+    assert "## Precision reached" in report and "| speedup (±0.1%) | reached |" in report
+    assert "each run timed in 3 fresh processes, each compiled variant's cold compile in 1 (" in report
     assert subprocess.run(["dvc", "status"], cwd=root, env=env, capture_output=True, text=True).returncode == 0
 
 

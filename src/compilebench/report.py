@@ -13,8 +13,10 @@ from typing import Any
 import pandas as pd
 
 from compilebench.analysis import compare
+from compilebench.analysis.runs import ProcessRecord
 from compilebench.harness import fingerprint
 from compilebench.harness.models import DOC_TASK_TITLES
+from compilebench.harness.records import KIND_COLD
 from compilebench.reference import GPUS, TOLERANCE
 
 ENVIRONMENT_FIELDS = ("environment_name", "environment_pins", *fingerprint.RUN_FIELDS, "machine", "num_threads",
@@ -225,7 +227,7 @@ def precision_table(reached: list[dict[str, Any]]) -> pd.DataFrame:
     runs: dict[tuple[str, int, str], dict[str, Any]] = {}
     heads = {}
     for row in reached:
-        head = f"{row['metric'].replace('_', ' ')} (±{row['target_pct']:.0f}%)"
+        head = f"{row['metric'].replace('_', ' ')} (±{row['target_pct']:.3g}%)"
         heads.setdefault(row["metric"], head)
         entry = runs.setdefault(
             (row["model_id"], row["batch_size"], row["variant"]),
@@ -269,6 +271,25 @@ def render(
     return "\n".join(lines)
 
 
+def _span(values: set[int]) -> str:
+    return str(min(values)) if min(values) == max(values) else f"{min(values)}–{max(values)}"
+
+
+def _processes_phrase(results: list[dict[str, Any]]) -> str:
+    """How many fresh processes timed each run, and how many compiled each compiled variant on an empty cache (a
+    run's `replicates` counts both, and an eager run lists the cold processes of its model's variants)."""
+    timed, cold = set(), set()
+    for row in results:
+        processes = [ProcessRecord.from_dict(raw, i) for i, raw in enumerate(row.get("process_results") or ())]
+        timed.add(sum(process.kind != KIND_COLD for process in processes) if processes else row.get("replicates", 0))
+        if processes and row.get("compile"):
+            cold.add(sum(process.cold_compile for process in processes))
+    phrase = f"each run timed in {_span(timed)} fresh processes" if timed else "no run timed"
+    if cold and max(cold):
+        phrase += f", each compiled variant's cold compile in {_span(cold)} (on an empty inductor cache)"
+    return phrase
+
+
 def _header_section(results: list[dict[str, Any]], run_info: dict[str, Any]) -> list[str]:
     """What ran (suite, models, batch sizes, variants, environments), where it is logged, and the environments."""
     first = results[0] if results else {}
@@ -280,8 +301,8 @@ def _header_section(results: list[dict[str, Any]], run_info: dict[str, Any]) -> 
         "# compilebench report",
         "",
         f"Suite `{first.get('suite')}` ({first.get('scale')} scale): {len(labels)} models × batch sizes {batches} "
-        f"× variants {variants} in environment(s) {environments}; each run measured in "
-        f"{first.get('replicates')} fresh processes. MLflow experiment `{run_info.get('experiment')}`, "
+        f"× variants {variants} in environment(s) {environments}; {_processes_phrase(results)}. MLflow experiment "
+        f"`{run_info.get('experiment')}`, "
         f"invocation `{run_info.get('invocation_id')}` (tag `compilebench.invocation` of the parent run).",
         "",
         *([f"**Not logged to MLflow:** {run_info['not_logged']}.", ""] if run_info.get("not_logged") else []),
