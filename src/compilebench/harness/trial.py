@@ -616,7 +616,6 @@ def run_cold(spec: TrialSpec) -> TrialResult:
             peak, delta = timing.memory_peak_mib(compiled["call"], spec.timing.memory_iters, spec.timing.device)
             measured = {**measured_of(compiled), "peak_mem_mib": peak, "mem_delta_mib": delta,
                         "reserved_mem_mib": timing.peak_reserved_mib(spec.timing.device)}  # fmt: skip
-            start_inductor(spec.timing.device)  # after measuring: the cache a timing process starts from holds it
     except Exception as error:  # the trial boundary
         LOGGER.exception("cold trial %s failed while %s", spec.trial_id, state["phase"])
         return TrialResult.failed(spec.trial_id, classify_error(error, state["phase"]), _message(error), **known)
