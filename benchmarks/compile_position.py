@@ -57,13 +57,18 @@ def trivial_python(work: Path) -> str:
     return str(wrapper)
 
 
+def by_position(rows: list[dict], start: str, variant: str) -> tuple[list[float], list[float]]:
+    """One start-up's and variant's compile times, (compiled first, compiled second)."""
+    mine = [row for row in rows if row["start"] == start and row["variant"] == variant]
+    return ([row["compile_s"] for row in mine if row["position"] == 0],
+            [row["compile_s"] for row in mine if row["position"] == 1])  # fmt: skip
+
+
 def summary(rows: list[dict], start: str, variant: str) -> str:
     """One start-up's and variant's compile times by position."""
-    mine = [row for row in rows if row["start"] == start and row["variant"] == variant]
-    first = [row["compile_s"] for row in mine if row["position"] == 0]
-    second = [row["compile_s"] for row in mine if row["position"] == 1]
+    first, second = by_position(rows, start, variant)
     ratio = stats.welch_ratio(second, first)  # first / second
-    spread = statistics.stdev(math.log(row["compile_s"]) for row in mine)
+    spread = statistics.stdev(math.log(value) for value in first + second)
     return (f"{start} {variant}: first / second {ratio.value:.3f} [{ratio.low:.3f}, {ratio.high:.3f}] "
             f"(p {ratio.p_value:.3f}; {len(first)} and {len(second)} processes), first "
             f"{statistics.geometric_mean(first):.2f} s, second {statistics.geometric_mean(second):.2f} s, "
@@ -108,9 +113,8 @@ def main() -> None:
         print(f"{start}: start-up median {statistics.median(startups):.2f} s")
     ratios = {}
     for start in pythons:
-        mine = [row for row in rows if row["start"] == start and row["variant"] == "default"]
-        first = [row["compile_s"] for row in mine if row["position"] == 0]
-        ratios[start] = stats.welch_ratio([row["compile_s"] for row in mine if row["position"] == 1], first).value
+        first, second = by_position(rows, start, "default")
+        ratios[start] = stats.welch_ratio(second, first).value
     print(f"default_first_over_second_harness={ratios['harness']:.3f} trivial={ratios['trivial']:.3f}")
 
 

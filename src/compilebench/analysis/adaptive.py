@@ -181,12 +181,14 @@ def widths(
     return result
 
 
-def widest(found: list[Width]) -> dict[Slot, Width]:
-    """Per run, the interval furthest from its target (met ones included)."""
-    worst: dict[Slot, Width] = {}
+def widest(found: list[Width], per_metric: bool = False) -> dict[Any, Width]:
+    """Per run (per run and metric: keyed by (slot, metric)), the interval furthest from its target (met ones
+    included)."""
+    worst: dict[Any, Width] = {}
     for width in found:
-        if width.slot not in worst or width.distance > worst[width.slot].distance:
-            worst[width.slot] = width
+        key = (width.slot, width.metric) if per_metric else width.slot
+        if key not in worst or width.distance > worst[key].distance:
+            worst[key] = width
     return worst
 
 
@@ -329,14 +331,10 @@ def shortfalls(
     environments, the widest B/A): reached or not, and about how many more blocks it needs."""
     rows = []
     order = {metric.name: i for i, metric in enumerate(compare.METRICS)}
-    worst: dict[tuple[Slot, str], Width] = {}
-    for width in widths(records, labels, _targets(bench), noise, bench.margin):
-        key = (width.slot, width.metric)
-        if key not in worst or width.distance > worst[key].distance:
-            worst[key] = width
-    for (slot, metric), width in sorted(worst.items(), key=lambda item: (item[0][0], order[item[0][1]])):
-        model_id, batch, variant = slot
-        rows.append({"model_id": model_id, "batch_size": batch, "variant": variant, "metric": metric,
+    found = widest(widths(records, labels, _targets(bench), noise, bench.margin), per_metric=True).values()
+    for width in sorted(found, key=lambda width: (width.slot, order[width.metric])):
+        model_id, batch, variant = width.slot
+        rows.append({"model_id": model_id, "batch_size": batch, "variant": variant, "metric": width.metric,
                      "halfwidth_pct": 100 * math.expm1(width.halfwidth) if math.isfinite(width.halfwidth) else None,
                      "target_pct": 100 * math.expm1(width.target), "blocks": width.blocks, "met": width.met,
                      "more_blocks": width.more})  # fmt: skip
