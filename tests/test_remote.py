@@ -58,6 +58,9 @@ def test_ingest_logs_every_trial_once_the_added_blocks_included(exported):
     assert [(p["kind"], p["replicate"]) for p in default["process_results"]] == [("arm", 0), ("arm", 1), ("arm", 2)]
     info = json.loads((root / "data/results/run_info.json").read_text())
     assert (info["planned_processes"], info["trials"]) == (2, 6)  # two planned blocks; the loop added the third
+    [speedup] = [row for row in info["targets"] if row["variant"] == "default" and row["metric"] == "speedup"]
+    assert (speedup["blocks"], speedup["met"], speedup["target_pct"]) == (3, False, pytest.approx(0.1, rel=0.01))
+    assert speedup["halfwidth_pct"] > 0.1  # what the launcher's loop judged there, for the next window to size
     mlflow.set_tracking_uri(f"sqlite:///{root}/mlruns/mlflow.db")
     logged = mlflow.search_runs(experiment_names=["compilebench"], filter_string="tags.mlflow.parentRunId != ''")
     assert len(logged) == 2 and logged["tags.compilebench.run_uid"].is_unique  # eager and default, once each

@@ -414,6 +414,16 @@ def estimate_line(trials: list[TrialSpec], config: Config) -> str:
             "start-up")  # fmt: skip
 
 
+def reached(exported: Plan, recorder: Recorder) -> list[dict[str, Any]]:
+    """Per run and targeted interval of an exported plan, what its results reached and the blocks each would still
+    need: the launcher's loop judged them there on the same settings (so the next window can be sized)."""
+    if not exported.adaptive:
+        return []
+    settings = adaptive.Settings(**exported.adaptive["settings"])
+    rows = [record.to_dict() for record in recorder.records()]
+    return adaptive.shortfalls(rows, exported.adaptive["labels"], settings, None)
+
+
 def ingest(config: Config, folder: Path) -> None:
     """Results measured elsewhere (an exported plan run by the launcher) as runs: logged once, written as results."""
     exported = read_plan(folder / "plan.json")
@@ -464,7 +474,7 @@ def ingest(config: Config, folder: Path) -> None:
         recorder(specs, [results[spec.trial_id] for spec in specs], resumed=True)
     labels = {label: {"name": e.name, "key": e.key, "pins": e.pins} for label, e in info.items()}
     extra = {"ingested_from": str(folder), "trials": len(exported.trials), "trials_missing": len(missing),
-             "planned_processes": planned_processes, "environments": labels,
+             "planned_processes": planned_processes, "environments": labels, "targets": reached(exported, recorder),
              **({tracking.NOT_LOGGED: not_logged} if not_logged else {})}  # fmt: skip
     finish(config, recorder.records(), exported.invocation_id, tracker, extra)
     if not_logged:
