@@ -6,9 +6,10 @@
 Reads each record's plan.json and results/trials.jsonl (an exported plan run by the launcher) and writes, per model,
 the medians over its trials that measured (ok, accuracy_fail or invalid: their times are real) of: process start-up
 (interpreter and imports), load (checkpoint, processor, inputs), per variant the compile time on an empty or cold
-cache and on a warm one, and the latency of a call (eager, and each compiled variant). Trials on a `shared` cache
-count as cold when inductor found none of their graphs cached. The device, the stack and the records it came from
-go into the file.
+cache and on a warm one, and the latency of a call (eager, and each compiled variant); of a timing process of arms,
+inductor's one-time start-up before its arms and the rest of its wall time beyond the parts measured (`other_s`:
+eager's first call, the checks, exit). Trials on a `shared` cache count as cold when inductor found none of their
+graphs cached. The device, the stack and the records it came from go into the file.
 """
 
 from __future__ import annotations
@@ -23,7 +24,15 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from compilebench.harness.records import CACHE_COLD, CACHE_SHARED, Plan, TrialResult, read_json
+from compilebench.harness.records import (
+    CACHE_COLD,
+    CACHE_SHARED,
+    KIND_ARM,
+    Plan,
+    TrialResult,
+    processes,
+    read_json,
+)
 
 
 def cold(cache: str, result: TrialResult) -> bool:
@@ -32,6 +41,15 @@ def cold(cache: str, result: TrialResult) -> bool:
         return cache == CACHE_COLD
     counters = result.health.inductor_counters if result.health else {}
     return not (counters.get("fxgraph_cache_hit", 0) > 0 and counters.get("fxgraph_cache_miss", 0) == 0)
+
+
+def other_seconds(arms: list[TrialResult]) -> float:
+    """A timing process's wall time beyond its start-up, load, inductor's start-up, its arms' compiles, warm-up and
+    timed rounds (the arms' results share those of the process)."""
+    first = arms[0]
+    parts = [first.startup_s, first.load_s, first.inductor_startup_s, first.warmup_s, first.timed_s]
+    parts += [arm.compile_s for arm in arms if arm.compile_s is not None]
+    return max(first.wall_s - sum(part or 0.0 for part in parts), 0.0)
 
 
 def _median(values: list[float]) -> float | None:
@@ -45,8 +63,10 @@ def costs(records: list[Path]) -> dict:
     for record in records:
         plan = Plan.from_dict(read_json(record / "plan.json"))
         specs = {spec.trial_id: spec for spec in plan.trials}
+        results = {}
         for line in (record / "results" / "trials.jsonl").read_text().splitlines():
             result = TrialResult.from_dict(json.loads(line))
+            results[result.trial_id] = result
             spec = specs.get(result.trial_id)
             if spec is None or result.status not in ("ok", "accuracy_fail", "invalid"):  # their times are real
                 continue
@@ -63,9 +83,21 @@ def costs(records: list[Path]) -> dict:
                 model[f"{spec.variant.name}:{kind}"].append(result.compile_s)
             if result.compiled_ms:
                 model[f"{spec.variant.name}:call_ms"].append(statistics.median(result.compiled_ms))
+        for group in processes(list(plan.trials)):
+            ended = [results[spec.trial_id] for spec in group if spec.trial_id in results]
+            if (
+                group[0].kind == KIND_ARM
+                and ended
+                and all(r.status in ("ok", "accuracy_fail", "invalid") for r in ended)
+            ):
+                process = seen[group[0].model.model_id]
+                if ended[0].inductor_startup_s is not None:
+                    process["inductor_startup_s"].append(ended[0].inductor_startup_s)
+                process["other_s"].append(other_seconds(ended))
     table = {}
     for model_id, values in sorted(seen.items()):
         entry: dict = {key: _median(values[key]) for key in ("startup_s", "load_s", "eager_ms")}
+        entry |= {key: _median(values[key]) for key in ("inductor_startup_s", "other_s") if values[key]}
         variants: dict[str, dict] = defaultdict(dict)
         for key, found in values.items():
             if ":" in key:

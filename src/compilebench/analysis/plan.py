@@ -195,17 +195,30 @@ def _cost(costs: dict[str, Any], model: str, variant: str | None, key: str, borr
     borrowed.add(f"{model} {variant or ''}".strip())
     others = [m.get("variants", {}).get(variant, {}).get(key) if variant else m.get(key) for m in models.values()]
     others = [value for value in others if value is not None]
-    if not others and variant is not None:  # a variant nobody measured: as `default`
+    if not others and variant not in (None, "default"):  # a variant nobody measured: as `default`
         return _cost(costs, model, "default", key, borrowed)
     return float(statistics.median(others)) if others else 0.0
+
+
+def _process_cost(costs: dict[str, Any], model: str, key: str, borrowed: set[str]) -> float:
+    """A cost of a timing process of arms that older tables lack (`inductor_startup_s`, `other_s`): the model's own,
+    else the median of the models that have it; none where no model has it."""
+    if not any(entry.get(key) is not None for entry in costs["models"].values()):
+        return 0.0
+    own: set[str] = set()
+    value = _cost(costs, model, None, key, own)
+    borrowed.update(f"{name} (process of arms)" for name in own)
+    return value
 
 
 def estimate(trials: list[TrialSpec], costs: dict[str, Any]) -> Estimate:
     """The seconds a plan's processes take one after the other on the device of `costs` (benchmarks/gpu_costs.py):
     per process its start-up and load; a cold process its cold compile; a timing or paired one each arm's warm compile
     (as measured in a process of its own, so an upper bound for the arms after the first), its warm-up and its timed
-    rounds (min_iters rounds or min_time_s, whichever is longer, at most max_time_s). For a shared-cache plan, apart:
-    the prime's compile-only processes (start-up, load, cold compile), one after the other."""
+    rounds (min_iters rounds or min_time_s, whichever is longer, at most max_time_s); a timing process of arms also
+    inductor's start-up before its arms and the rest of its wall time (eager's first call, the checks, exit), where
+    the table has them. For a shared-cache plan, apart: the prime's compile-only processes (start-up, load, cold
+    compile), one after the other."""
     borrowed: set[str] = set()
     total = 0.0
     groups = processes(trials)
@@ -221,6 +234,8 @@ def estimate(trials: list[TrialSpec], costs: dict[str, Any]) -> Estimate:
                        + sum(_cost(costs, model, v, "call_ms", borrowed) for v in compiled)) / 1000  # fmt: skip
             seconds += max(timing.warmup_s, timing.warmup_iters * round_s)
             seconds += min(max(timing.min_iters * round_s, timing.min_time_s), timing.max_time_s)
+        if first.kind == KIND_ARM:
+            seconds += sum(_process_cost(costs, model, key, borrowed) for key in ("inductor_startup_s", "other_s"))
         total += seconds
     primed = {spec.cache_key: spec for spec in trials if spec.cache == CACHE_SHARED and spec.variant.compile}
     prime_s = sum(_cost(costs, spec.model.model_id, None, "startup_s", borrowed)
