@@ -282,3 +282,21 @@ def test_a_file_that_is_not_a_plan_is_refused_by_name(tmp_path, text, error):
                            str(tmp_path / "out")], capture_output=True, text=True, timeout=60)  # fmt: skip
     assert done.returncode == 2 and error in done.stderr and str(tmp_path / "plan.json") in done.stderr
     assert "Traceback" not in done.stderr and not (tmp_path / "out").exists()
+
+
+def test_a_plan_ended_by_hand_names_the_processes_that_will_not_run_and_no_window_starts_it_again(repo_root, tmp_path):
+    """`window end` here, on a copy of the first GPU window's record (16 of its 20 processes came back), with the
+    project's harness (run from outside the record, whose frozen copy would come first on the path)."""
+    record = tmp_path / "w1"
+    shutil.copytree(repo_root / "benchmarks/results/2026-11-27-h100-paper-bs1-w1", record)
+    plan, results = str(record / "plan.json"), str(record / "results")
+    empty = _window(tmp_path, os.environ, "end", plan, str(record / "elsewhere"))
+    assert empty.returncode != 0 and "no process of the plan has results" in empty.stderr
+    assert not (record / "elsewhere" / "finished.json").exists()
+    ended = _window(tmp_path, os.environ, "end", plan, results)
+    assert ended.returncode == window.EXIT_ENDED and "with 16 of 20 processes; 4 will not run" in ended.stdout
+    finished = json.loads((record / "results" / "finished.json").read_text())
+    assert (finished["trials"], finished["processes_not_run"]) == (48, 4)
+    again = _window(tmp_path, os.environ, "run", plan, results, "1")
+    assert again.returncode == window.EXIT_ENDED and "the plan has finished" in again.stdout
+    assert "already" in _window(tmp_path, os.environ, "end", plan, results).stdout

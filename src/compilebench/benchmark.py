@@ -439,10 +439,13 @@ def ingest(config: Config, folder: Path) -> None:
     missing = [spec.trial_id for spec in exported.trials if spec.trial_id not in results]
     if len(missing) == len(exported.trials):
         raise FileNotFoundError(f"{folder / 'results' / 'trials.jsonl'} holds no result of this plan")
+    ended = folder / "results" / launcher.FINISHED
+    finished = ended.exists() or not exported.adaptive  # no loop: as it stands
+    not_run = read_json(ended).get("processes_not_run", 0) if ended.exists() else 0  # ended by `window end`
     if missing:
-        LOGGER.warning("%d of %d trials have no result yet (rerun the launcher there to finish): %s", len(missing),
-                       len(exported.trials), missing[:5])  # fmt: skip
-    finished = (folder / "results" / launcher.FINISHED).exists() or not exported.adaptive  # no loop: as it stands
+        why = "the plan was ended with `window end`" if not_run else "rerun the launcher there to finish"
+        LOGGER.warning("%d of %d trials have no result (%s): %s", len(missing), len(exported.trials), why,
+                       missing[:5])  # fmt: skip
     not_logged = None if finished else (
         f"the launcher has not finished this plan ({len(exported.trials) - len(missing)} of {len(exported.trials)} "
         f"trials have results, and its loop may still add blocks): nothing is logged to MLflow until it has; run it "
@@ -475,6 +478,7 @@ def ingest(config: Config, folder: Path) -> None:
     labels = {label: {"name": e.name, "key": e.key, "pins": e.pins} for label, e in info.items()}
     extra = {"ingested_from": str(folder), "trials": len(exported.trials), "trials_missing": len(missing),
              "planned_processes": planned_processes, "environments": labels, "targets": reached(exported, recorder),
+             "processes_not_run": not_run,
              **({tracking.NOT_LOGGED: not_logged} if not_logged else {})}  # fmt: skip
     finish(config, recorder.records(), exported.invocation_id, tracker, extra)
     if not_logged:

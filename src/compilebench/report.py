@@ -306,6 +306,15 @@ def _header_section(results: list[dict[str, Any]], run_info: dict[str, Any]) -> 
         f"invocation `{run_info.get('invocation_id')}` (tag `compilebench.invocation` of the parent run).",
         "",
         *([f"**Not logged to MLflow:** {run_info['not_logged']}.", ""] if run_info.get("not_logged") else []),
+        *(
+            [
+                f"**Ended early:** {run_info['processes_not_run']} of the plan's processes did not run (`window end`): "
+                "each run has the processes counted above.",
+                "",
+            ]
+            if run_info.get("processes_not_run")
+            else []
+        ),
         "## Environment",
         "",
         _table(environment_table(results)),

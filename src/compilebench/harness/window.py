@@ -4,6 +4,7 @@
     python -m compilebench.harness.window wait OUT SECONDS [--copy-to DIR]        # until it ends, or SECONDS pass
     python -m compilebench.harness.window stop OUT                                # ends the launcher it started
     python -m compilebench.harness.window run PLAN.json OUT SECONDS [--copy-to DIR] [LAUNCHER OPTIONS]  # both
+    python -m compilebench.harness.window end PLAN.json OUT                       # the plan ends as it stands
 
 `start` runs `python -m compilebench.harness.launcher PLAN.json OUT [LAUNCHER OPTIONS]` under a keeper in a session
 of its own, so the command that started it may end (and a hang-up does not reach it). The launcher's output goes to
@@ -20,6 +21,11 @@ Exit status: 0 the launcher ended with 0; 1 it ended otherwise; 3 it still runs;
 
 `run` is `start` (unless a launcher runs on OUT already, or the plan has finished there), then `wait`: the one
 command every call of a window can send, the first as the later ones, on the same machine or a fresh one.
+
+`end` ends a plan as it stands where no further window will run it (on any machine, the results brought back
+included): it writes OUT/finished.json, naming the processes that will not run, so `benchmark --ingest` logs its runs
+with the processes they have. Refused while a launcher runs on OUT or before any process has results. Running the
+launcher on OUT again resumes the plan (its runs, once logged, keep the numbers they were logged with).
 
 `stop` sends SIGTERM to the keeper this module started (by its recorded process id, after checking that the id is
 still the keeper's), which passes it on to the launcher: that ends its trial's process group and exits.
@@ -46,6 +52,7 @@ from compilebench.harness.launcher import (
     last_lines,
     output_problem,
     plan_progress,
+    read_results,
 )
 from compilebench.harness.records import RecordError, read_plan
 
@@ -201,6 +208,34 @@ def start_and_wait(plan: Path, out: Path, seconds: float, copy_to: Path | None, 
     return wait(out, seconds, copy_to)
 
 
+def end(plan: Path, out: Path) -> int:
+    """The plan ends with the processes that have results: OUT/finished.json says so (module docstring)."""
+    out = out.resolve()
+    try:
+        exported = read_plan(plan)
+    except RecordError as error:
+        raise SystemExit(f"window end: {error}") from None
+    problem = output_problem(exported, out)
+    if problem:
+        raise SystemExit(f"window end: {problem}")
+    state = read_state(out)
+    if running(state):
+        raise SystemExit(f"window end: a launcher still runs on {out} (process {state['launcher_pid']}); "
+                         f"`window stop {out}` first")  # fmt: skip
+    if (out / FINISHED).exists():
+        print(f"window: the plan has finished on {out} already ({FINISHED}): nothing to end")
+        return EXIT_ENDED
+    finished, total, _ = plan_progress(exported, out)
+    if not finished:
+        raise SystemExit(f"window end: no process of the plan has results in {out}: nothing to end (run it first)")
+    trials = len(read_results(out / "trials.jsonl"))
+    write_json(out / FINISHED, {"finished_at": time.time(), "trials": trials, "ended": "window end",
+                                "processes_not_run": total - finished})  # fmt: skip
+    print(f"window: the plan ends on {out} with {finished} of {total} processes; {total - finished} will not run "
+          "(`benchmark --ingest` logs it now)")  # fmt: skip
+    return EXIT_ENDED
+
+
 def stop(out: Path) -> int:
     """SIGTERM to the launcher OUT's keeper started, if it still runs; waits for the keeper to record its end."""
     out = out.resolve()
@@ -229,6 +264,9 @@ def main() -> None:
     both.add_argument("out", type=Path)
     both.add_argument("seconds", type=float)
     both.add_argument("--copy-to", type=Path, default=None, metavar="DIR", help="copy the result files to DIR")
+    ended = verbs.add_parser("end", help="end the plan as it stands: no further process runs; ingest logs it")
+    ended.add_argument("plan", type=Path)
+    ended.add_argument("out", type=Path)
     kept = verbs.add_parser("_keep")  # the keeper, started by `start`
     kept.add_argument("out", type=Path)
     args, options = parser.parse_known_args()
@@ -244,6 +282,8 @@ def main() -> None:
         sys.exit(start_and_wait(args.plan, args.out, args.seconds, args.copy_to, options))
     elif args.verb == "stop":
         sys.exit(stop(args.out))
+    elif args.verb == "end":
+        sys.exit(end(args.plan, args.out))
     else:
         keep(args.out)
 
