@@ -289,6 +289,8 @@ def test_a_plan_ended_by_hand_names_the_processes_that_will_not_run_and_no_windo
     project's harness (run from outside the record, whose frozen copy would come first on the path)."""
     record = tmp_path / "w1"
     shutil.copytree(repo_root / "benchmarks/results/2026-11-27-h100-paper-bs1-w1", record)
+    kept = json.loads((record / "results" / "finished.json").read_text())  # what `window end` wrote there
+    (record / "results" / "finished.json").unlink()  # the results as they came back, before the plan was ended
     plan, results = str(record / "plan.json"), str(record / "results")
     empty = _window(tmp_path, os.environ, "end", plan, str(record / "elsewhere"))
     assert empty.returncode != 0 and "no process of the plan has results" in empty.stderr
@@ -296,7 +298,7 @@ def test_a_plan_ended_by_hand_names_the_processes_that_will_not_run_and_no_windo
     ended = _window(tmp_path, os.environ, "end", plan, results)
     assert ended.returncode == window.EXIT_ENDED and "with 16 of 20 processes; 4 will not run" in ended.stdout
     finished = json.loads((record / "results" / "finished.json").read_text())
-    assert (finished["trials"], finished["processes_not_run"]) == (48, 4)
+    assert (finished["trials"], finished["processes_not_run"]) == (48, 4) == (kept["trials"], kept["processes_not_run"])
     again = _window(tmp_path, os.environ, "run", plan, results, "1")
     assert again.returncode == window.EXIT_ENDED and "the plan has finished" in again.stdout
     assert "already" in _window(tmp_path, os.environ, "end", plan, results).stdout
