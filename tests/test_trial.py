@@ -315,6 +315,7 @@ def test_a_timing_process_pairs_every_arm_with_eager_and_each_arm_compiles_its_o
     # config patch alone does not make the backends differ): inductor folded the weights for it, not for default.
     assert frozen.inductor_counters.get("binary_folding", 0) > 0 == plain.inductor_counters.get("binary_folding", 0)
     assert frozen.graph_count == plain.graph_count == 1 and frozen.recompile_count == 0
+    assert not [reason for arm in arms for reason in arm.health.recompile_reasons]  # another arm's backend is none
     assert all(arm.replay_max_rel_diff < 1e-3 for arm in arms)  # a call after warm-up checked too
 
 
