@@ -54,7 +54,7 @@ from compilebench.harness.launcher import (
     plan_progress,
     read_results,
 )
-from compilebench.harness.records import RecordError, read_plan
+from compilebench.harness.records import Plan, RecordError, read_plan
 
 STATE = "window.json"
 LOG = "launcher.log"
@@ -191,14 +191,21 @@ def wait(out: Path, seconds: float, copy_to: Path | None) -> int:
     return EXIT_ENDED if returncode == 0 else EXIT_FAILED
 
 
+def plan_for(verb: str, plan: Path, out: Path) -> Plan:
+    """The plan, where it reads and OUT holds no other plan's results; else SystemExit naming `verb` and why."""
+    try:
+        exported = read_plan(plan)
+    except RecordError as error:
+        raise SystemExit(f"window {verb}: {error}") from None
+    problem = output_problem(exported, out.resolve())
+    if problem:
+        raise SystemExit(f"window {verb}: {problem}")
+    return exported
+
+
 def start_and_wait(plan: Path, out: Path, seconds: float, copy_to: Path | None, options: list[str]) -> int:
     """`start` unless a launcher runs on OUT or its plan has finished there; then `wait`."""
-    try:
-        problem = output_problem(read_plan(plan), out.resolve())
-    except RecordError as error:
-        raise SystemExit(f"window run: {error}") from None
-    if problem:
-        raise SystemExit(f"window run: {problem}")
+    plan_for("run", plan, out)
     if running(read_state(out.resolve())):
         print(f"window: a launcher runs on {out} already: waiting for it")
     elif (out / FINISHED).exists():
@@ -211,13 +218,7 @@ def start_and_wait(plan: Path, out: Path, seconds: float, copy_to: Path | None, 
 def end(plan: Path, out: Path) -> int:
     """The plan ends with the processes that have results: OUT/finished.json says so (module docstring)."""
     out = out.resolve()
-    try:
-        exported = read_plan(plan)
-    except RecordError as error:
-        raise SystemExit(f"window end: {error}") from None
-    problem = output_problem(exported, out)
-    if problem:
-        raise SystemExit(f"window end: {problem}")
+    exported = plan_for("end", plan, out)
     state = read_state(out)
     if running(state):
         raise SystemExit(f"window end: a launcher still runs on {out} (process {state['launcher_pid']}); "
