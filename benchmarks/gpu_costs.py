@@ -34,6 +34,8 @@ from compilebench.harness.records import (
     read_json,
 )
 
+MEASURED = ("ok", "accuracy_fail", "invalid")  # the statuses of trials whose times are real
+
 
 def cold(cache: str, result: TrialResult) -> bool:
     """Whether the trial compiled without its graphs in the cache (as runs.compiled_cold decides)."""
@@ -68,7 +70,7 @@ def costs(records: list[Path]) -> dict:
             result = TrialResult.from_dict(json.loads(line))
             results[result.trial_id] = result
             spec = specs.get(result.trial_id)
-            if spec is None or result.status not in ("ok", "accuracy_fail", "invalid"):  # their times are real
+            if spec is None or result.status not in MEASURED:
                 continue
             model = seen[spec.model.model_id]
             devices.add(result.environment.get("device_name", "?"))
@@ -85,11 +87,7 @@ def costs(records: list[Path]) -> dict:
                 model[f"{spec.variant.name}:call_ms"].append(statistics.median(result.compiled_ms))
         for group in processes(list(plan.trials)):
             ended = [results[spec.trial_id] for spec in group if spec.trial_id in results]
-            if (
-                group[0].kind == KIND_ARM
-                and ended
-                and all(r.status in ("ok", "accuracy_fail", "invalid") for r in ended)
-            ):
+            if group[0].kind == KIND_ARM and ended and all(result.status in MEASURED for result in ended):
                 process = seen[group[0].model.model_id]
                 if ended[0].inductor_startup_s is not None:
                     process["inductor_startup_s"].append(ended[0].inductor_startup_s)
