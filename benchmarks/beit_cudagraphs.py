@@ -14,10 +14,14 @@ with mode="reduce-overhead", called five times (warm-up, recording, replays) and
   beit                  BEiT-base as published (relative position bias), random weights
   beit-device-index     the same model, its index built on the model's device (the same values: a workaround
                         that keeps the measurement honest, if it runs)
+  minimal-cpu-index-x12 twelve minimal modules in a row, each building its own CPU index (as BEiT's twelve layers do)
+  beit-no-partition     BEiT as published, inductor's graph partitioning off (it splits CPU operations out of the
+                        graphed parts; without it a graph with CPU operations is not graphed at all)
 
-If the minimal CPU case fails like BEiT and the device cases run, the cause is the CPU index, and the fix belongs
-in transformers (or torch, which could move the constant to the device); the README records the result with the
-torch version.
+Each case records inductor's CUDA-graph counters (`cudagraph_skips`: graphs inductor ran without a CUDA graph), so
+an `ok` says whether a graph was replayed. The first H100 run (benchmarks/results/2026-11-27-h100-beit-cudagraphs,
+before the last two cases and the counters): BEiT fails, BEiT with its index on the device runs, a single minimal
+CPU-index module runs.
 """
 
 from __future__ import annotations
@@ -65,24 +69,53 @@ def beit(device: str, index_on_device: bool) -> tuple[nn.Module, dict[str, torch
     return model, {"pixel_values": torch.randn(1, 3, 224, 224, device=device)}
 
 
-def run_case(name: str, model: nn.Module, inputs: dict[str, torch.Tensor]) -> dict:
+def graph_counters() -> dict[str, int]:
+    """Inductor's CUDA-graph counters since the last reset (skips: graphs run without a CUDA graph)."""
+    from torch._dynamo.utils import counters
+
+    return {key: int(value) for key, value in counters["inductor"].items() if "cudagraph" in key}
+
+
+def run_case(name: str, model: nn.Module, inputs: dict[str, torch.Tensor], partition: bool = True) -> dict:
     """Compile with reduce-overhead, call CALLS times, compare the last output with eager's."""
-    with torch.no_grad():
-        expected = model(**inputs)
-        compiled = torch.compile(model, mode="reduce-overhead")
-        try:
-            for _ in range(CALLS):
-                torch.compiler.cudagraph_mark_step_begin()
-                output = compiled(**inputs)
-            torch.cuda.synchronize()
-        except Exception as error:  # the point of the script: what fails, and where
-            last = traceback.extract_tb(error.__traceback__)[-1]
-            return {"case": name, "status": "error", "error": str(error).splitlines()[0][:300],
-                    "where": f"{last.filename.rsplit('/', 2)[-1]}:{last.lineno}"}  # fmt: skip
-        got = output.logits if hasattr(output, "logits") else output
-        want = expected.logits if hasattr(expected, "logits") else expected
-        diff = ((got - want).abs().max() / want.abs().max()).item()
-        return {"case": name, "status": "ok", "max_rel_diff": diff}
+    from torch._dynamo.utils import counters
+
+    torch._dynamo.reset()
+    counters.clear()
+    with torch.no_grad(), torch._inductor.config.patch(graph_partition=partition):
+        result = call_case(name, model, inputs)
+    return {**result, "graph_partition": partition, "counters": graph_counters()}
+
+
+def call_case(name: str, model: nn.Module, inputs: dict[str, torch.Tensor]) -> dict:
+    """`run_case`'s calls: what failed and where, or how far the last output is from eager's."""
+    expected = model(**inputs)
+    compiled = torch.compile(model, mode="reduce-overhead")
+    try:
+        for _ in range(CALLS):
+            torch.compiler.cudagraph_mark_step_begin()
+            output = compiled(**inputs)
+        torch.cuda.synchronize()
+    except Exception as error:  # the point of the script: what fails, and where
+        last = traceback.extract_tb(error.__traceback__)[-1]
+        return {"case": name, "status": "error", "error": str(error).splitlines()[0][:300],
+                "where": f"{last.filename.rsplit('/', 2)[-1]}:{last.lineno}"}  # fmt: skip
+    got = output.logits if hasattr(output, "logits") else output
+    want = expected.logits if hasattr(expected, "logits") else expected
+    return {"case": name, "status": "ok", "max_rel_diff": ((got - want).abs().max() / want.abs().max()).item()}
+
+
+class Stack(nn.Module):
+    """Modules applied one after another, each to the previous one's output."""
+
+    def __init__(self, layers: list[nn.Module]) -> None:
+        super().__init__()
+        self.layers = nn.ModuleList(layers)
+
+    def forward(self, values: torch.Tensor) -> torch.Tensor:
+        for layer in self.layers:
+            values = layer(values)
+        return values
 
 
 def main() -> None:
@@ -101,14 +134,17 @@ def main() -> None:
     ]
     results = [run_case(name, model, inputs) for name, model, inputs in cases]
     for name, on_device in (("beit", False), ("beit-device-index", True)):
-        torch._dynamo.reset()
         results.append(run_case(name, *beit(device, on_device)))
+    stack = Stack([CpuIndexGather(None) for _ in range(12)]).to(device)
+    results.append(run_case("minimal-cpu-index-x12", stack, {"values": torch.randn(4, device=device)}))
+    results.append(run_case("beit-no-partition", *beit(device, False), partition=False))
     versions = {"torch": torch.__version__, "transformers": transformers.__version__,
                 "device": torch.cuda.get_device_name(0)}  # fmt: skip
     print(json.dumps(versions))
     for result in results:
         detail = result.get("error") or f"max_rel_diff {result['max_rel_diff']:.2e}"
-        print(f"{result['case']:22} {result['status']:6} {detail} {result.get('where', '')}")
+        skips = result["counters"].get("cudagraph_skips", 0)
+        print(f"{result['case']:22} {result['status']:6} cudagraph_skips {skips}  {detail} {result.get('where', '')}")
     if args.json:
         with open(args.json, "w") as handle:
             json.dump({**versions, "results": results}, handle, indent=1)
