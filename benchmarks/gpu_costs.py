@@ -6,7 +6,8 @@
 Reads each record's plan.json and results/trials.jsonl (an exported plan run by the launcher) and writes, per model,
 the medians over its trials that measured (ok, accuracy_fail or invalid: their times are real) of: process start-up
 (interpreter and imports), load (checkpoint, processor, inputs), per variant the compile time on an empty or cold
-cache and on a warm one, and the latency of a call (eager, and each compiled variant); of a timing process of arms,
+cache and on a warm one, and the latency of a call (eager, and each compiled variant) at each batch size measured
+(`{"1": ms}`: a batch's latency says nothing of another's); of a timing process of arms,
 inductor's one-time start-up before its arms and the rest of its wall time beyond the parts measured (`other_s`:
 eager's first call, the checks, exit). Trials on a `shared` cache count as cold when inductor found none of their
 graphs cached. The device, the stack and the records it came from go into the file.
@@ -58,6 +59,12 @@ def _median(values: list[float]) -> float | None:
     return round(statistics.median(values), 3) if values else None
 
 
+def by_batch(values: dict[str, list], key: str) -> dict[str, float]:
+    """The medians of `key`'s samples per batch size (collected as `key@batch`), smallest batch first."""
+    found = {int(name.rsplit("@", 1)[1]): samples for name, samples in values.items() if name.startswith(f"{key}@")}
+    return {str(batch): _median(found[batch]) for batch in sorted(found)}
+
+
 def costs(records: list[Path]) -> dict:
     """The cost table of the trials in `records`."""
     seen: dict[str, dict[str, list]] = defaultdict(lambda: defaultdict(list))
@@ -79,12 +86,12 @@ def costs(records: list[Path]) -> dict:
                 if getattr(result, key) is not None:
                     model[key].append(getattr(result, key))
             if result.eager_ms:
-                model["eager_ms"].append(statistics.median(result.eager_ms))
+                model[f"eager_ms@{spec.batch_size}"].append(statistics.median(result.eager_ms))
             if spec.variant.compile and result.compile_s is not None:
                 kind = "cold_compile_s" if cold(spec.cache, result) else "warm_compile_s"
                 model[f"{spec.variant.name}:{kind}"].append(result.compile_s)
             if result.compiled_ms:
-                model[f"{spec.variant.name}:call_ms"].append(statistics.median(result.compiled_ms))
+                model[f"{spec.variant.name}:call_ms@{spec.batch_size}"].append(statistics.median(result.compiled_ms))
         for group in processes(list(plan.trials)):
             ended = [results[spec.trial_id] for spec in group if spec.trial_id in results]
             if group[0].kind == KIND_ARM and ended and all(result.status in MEASURED for result in ended):
@@ -94,13 +101,16 @@ def costs(records: list[Path]) -> dict:
                 process["other_s"].append(other_seconds(ended))
     table = {}
     for model_id, values in sorted(seen.items()):
-        entry: dict = {key: _median(values[key]) for key in ("startup_s", "load_s", "eager_ms")}
+        entry: dict = {key: _median(values[key]) for key in ("startup_s", "load_s")}
+        entry["eager_ms"] = by_batch(values, "eager_ms")
         entry |= {key: _median(values[key]) for key in ("inductor_startup_s", "other_s") if values[key]}
         variants: dict[str, dict] = defaultdict(dict)
         for key, found in values.items():
-            if ":" in key:
+            if ":" in key and "@" not in key:
                 variant, what = key.split(":")
                 variants[variant][what] = _median(found)
+        for variant in variants.keys() | {key.split(":")[0] for key in values if ":call_ms@" in key}:
+            variants[variant]["call_ms"] = by_batch(values, f"{variant}:call_ms")
         entry["variants"] = dict(sorted(variants.items()))
         table[model_id] = entry
     made = date.today().isoformat()

@@ -185,19 +185,41 @@ class Estimate:
     primes: int = 0  # how many (one per compiled run)
 
 
-def _cost(costs: dict[str, Any], model: str, variant: str | None, key: str, borrowed: set[str]) -> float:
-    """A cost from the table: the model's own, else the median over the models that have it (and say so)."""
+def _value(entry: dict[str, Any], variant: str | None, key: str, batch: int | None) -> float | None:
+    """One model's entry for `key` (a variant's where `variant` is given); a latency is kept per batch size."""
+    value = entry.get("variants", {}).get(variant, {}).get(key) if variant else entry.get(key)
+    return value.get(str(batch)) if isinstance(value, dict) else value
+
+
+def _cost(
+    costs: dict[str, Any], model: str, variant: str | None, key: str, borrowed: set[str], batch: int | None = None
+) -> float:
+    """A cost from the table: the model's own, else the median over the models that have it (and say so). A latency
+    (`batch` given) that no model has at that batch size is the one of the model's nearest measured batch size, named
+    as such: a batch's latency is no measure of another's, so the estimate is a guess there."""
     models = costs["models"]
-    own = models.get(model, {})
-    value = own.get("variants", {}).get(variant, {}).get(key) if variant else own.get(key)
+    value = _value(models.get(model, {}), variant, key, batch)
     if value is not None:
         return float(value)
+    others = [found for entry in models.values() if (found := _value(entry, variant, key, batch)) is not None]
+    if others:
+        borrowed.add(f"{model} {variant or ''}".strip())
+        return float(statistics.median(others))
+    measured = sorted({int(size) for entry in models.values() for size in _batches(entry, variant, key)})
+    if batch is not None and measured:
+        nearest = min(measured, key=lambda size: (abs(size - batch), size))
+        borrowed.add(f"{model} {variant or 'eager'} at batch {batch} (latency of batch {nearest})")
+        return _cost(costs, model, variant, key, borrowed, nearest)
     borrowed.add(f"{model} {variant or ''}".strip())
-    others = [m.get("variants", {}).get(variant, {}).get(key) if variant else m.get(key) for m in models.values()]
-    others = [value for value in others if value is not None]
-    if not others and variant not in (None, "default"):  # a variant nobody measured: as `default`
-        return _cost(costs, model, "default", key, borrowed)
-    return float(statistics.median(others)) if others else 0.0
+    if variant not in (None, "default"):  # a variant nobody measured: as `default`
+        return _cost(costs, model, "default", key, borrowed, batch)
+    return 0.0
+
+
+def _batches(entry: dict[str, Any], variant: str | None, key: str) -> list[str]:
+    """The batch sizes a model's latency `key` was measured at (none for a cost that is not a latency)."""
+    value = entry.get("variants", {}).get(variant, {}).get(key) if variant else entry.get(key)
+    return list(value) if isinstance(value, dict) else []
 
 
 def _process_cost(costs: dict[str, Any], model: str, key: str, borrowed: set[str]) -> float:
@@ -230,8 +252,9 @@ def estimate(trials: list[TrialSpec], costs: dict[str, Any]) -> Estimate:
         kind = "cold_compile_s" if first.kind == KIND_COLD or first.cache == CACHE_COLD else "warm_compile_s"
         seconds += sum(_cost(costs, model, variant, kind, borrowed) for variant in compiled)
         if first.kind != KIND_COLD:
-            round_s = (_cost(costs, model, None, "eager_ms", borrowed)
-                       + sum(_cost(costs, model, v, "call_ms", borrowed) for v in compiled)) / 1000  # fmt: skip
+            batch = first.batch_size
+            round_s = (_cost(costs, model, None, "eager_ms", borrowed, batch)
+                       + sum(_cost(costs, model, v, "call_ms", borrowed, batch) for v in compiled)) / 1000  # fmt: skip
             seconds += max(timing.warmup_s, timing.warmup_iters * round_s)
             seconds += min(max(timing.min_iters * round_s, timing.min_time_s), timing.max_time_s)
         if first.kind == KIND_ARM:
