@@ -185,9 +185,14 @@ class Estimate:
     primes: int = 0  # how many (one per compiled run)
 
 
+def _raw(entry: dict[str, Any], variant: str | None, key: str) -> Any:
+    """One model's entry for `key` (a variant's where `variant` is given): a number, or a latency's {batch: ms}."""
+    return entry.get("variants", {}).get(variant, {}).get(key) if variant else entry.get(key)
+
+
 def _value(entry: dict[str, Any], variant: str | None, key: str, batch: int | None) -> float | None:
-    """One model's entry for `key` (a variant's where `variant` is given); a latency is kept per batch size."""
-    value = entry.get("variants", {}).get(variant, {}).get(key) if variant else entry.get(key)
+    """One model's cost `key`, a latency's at `batch`; None where the table has none."""
+    value = _raw(entry, variant, key)
     return value.get(str(batch)) if isinstance(value, dict) else value
 
 
@@ -195,8 +200,8 @@ def _cost(
     costs: dict[str, Any], model: str, variant: str | None, key: str, borrowed: set[str], batch: int | None = None
 ) -> float:
     """A cost from the table: the model's own, else the median over the models that have it (and say so). A latency
-    (`batch` given) that no model has at that batch size is the one of the model's nearest measured batch size, named
-    as such: a batch's latency is no measure of another's, so the estimate is a guess there."""
+    (`batch` given) that no model has at that batch size is taken at the nearest batch size one was measured at, and
+    named as such: a batch's latency is no measure of another's, so the estimate is a guess there."""
     models = costs["models"]
     value = _value(models.get(model, {}), variant, key, batch)
     if value is not None:
@@ -205,7 +210,8 @@ def _cost(
     if others:
         borrowed.add(f"{model} {variant or ''}".strip())
         return float(statistics.median(others))
-    measured = sorted({int(size) for entry in models.values() for size in _batches(entry, variant, key)})
+    latencies = [_raw(entry, variant, key) for entry in models.values()]
+    measured = sorted({int(size) for value in latencies if isinstance(value, dict) for size in value})
     if batch is not None and measured:
         nearest = min(measured, key=lambda size: (abs(size - batch), size))
         borrowed.add(f"{model} {variant or 'eager'} at batch {batch} (latency of batch {nearest})")
@@ -214,12 +220,6 @@ def _cost(
     if variant not in (None, "default"):  # a variant nobody measured: as `default`
         return _cost(costs, model, "default", key, borrowed, batch)
     return 0.0
-
-
-def _batches(entry: dict[str, Any], variant: str | None, key: str) -> list[str]:
-    """The batch sizes a model's latency `key` was measured at (none for a cost that is not a latency)."""
-    value = entry.get("variants", {}).get(variant, {}).get(key) if variant else entry.get(key)
-    return list(value) if isinstance(value, dict) else []
 
 
 def _process_cost(costs: dict[str, Any], model: str, key: str, borrowed: set[str]) -> float:
