@@ -59,15 +59,16 @@ def _median(values: list[float]) -> float | None:
     return round(statistics.median(values), 3) if values else None
 
 
-def by_batch(values: dict[str, list], key: str) -> dict[str, float]:
-    """The medians of `key`'s samples per batch size (collected as `key@batch`), smallest batch first."""
-    found = {int(name.rsplit("@", 1)[1]): samples for name, samples in values.items() if name.startswith(f"{key}@")}
-    return {str(batch): _median(found[batch]) for batch in sorted(found)}
+def by_batch(samples: dict[int, list[float]]) -> dict[str, float]:
+    """A latency's medians per batch size, smallest batch first."""
+    return {str(batch): _median(samples[batch]) for batch in sorted(samples)}
 
 
 def costs(records: list[Path]) -> dict:
     """The cost table of the trials in `records`."""
     seen: dict[str, dict[str, list]] = defaultdict(lambda: defaultdict(list))
+    # a call's latencies, per model, variant (None: eager) and batch size: a batch's latency says nothing of another's
+    latencies: dict[str, dict] = defaultdict(lambda: defaultdict(lambda: defaultdict(list)))
     devices, stacks = set(), set()
     for record in records:
         plan = Plan.from_dict(read_json(record / "plan.json"))
@@ -85,13 +86,14 @@ def costs(records: list[Path]) -> dict:
             for key in ("startup_s", "load_s"):
                 if getattr(result, key) is not None:
                     model[key].append(getattr(result, key))
+            latency = latencies[spec.model.model_id]
             if result.eager_ms:
-                model[f"eager_ms@{spec.batch_size}"].append(statistics.median(result.eager_ms))
+                latency[None][spec.batch_size].append(statistics.median(result.eager_ms))
             if spec.variant.compile and result.compile_s is not None:
                 kind = "cold_compile_s" if cold(spec.cache, result) else "warm_compile_s"
                 model[f"{spec.variant.name}:{kind}"].append(result.compile_s)
             if result.compiled_ms:
-                model[f"{spec.variant.name}:call_ms@{spec.batch_size}"].append(statistics.median(result.compiled_ms))
+                latency[spec.variant.name][spec.batch_size].append(statistics.median(result.compiled_ms))
         for group in processes(list(plan.trials)):
             ended = [results[spec.trial_id] for spec in group if spec.trial_id in results]
             if group[0].kind == KIND_ARM and ended and all(result.status in MEASURED for result in ended):
@@ -102,15 +104,15 @@ def costs(records: list[Path]) -> dict:
     table = {}
     for model_id, values in sorted(seen.items()):
         entry: dict = {key: _median(values[key]) for key in ("startup_s", "load_s")}
-        entry["eager_ms"] = by_batch(values, "eager_ms")
+        entry["eager_ms"] = by_batch(latencies[model_id][None])
         entry |= {key: _median(values[key]) for key in ("inductor_startup_s", "other_s") if values[key]}
         variants: dict[str, dict] = defaultdict(dict)
         for key, found in values.items():
-            if ":" in key and "@" not in key:
+            if ":" in key:
                 variant, what = key.split(":")
                 variants[variant][what] = _median(found)
-        for variant in variants.keys() | {key.split(":")[0] for key in values if ":call_ms@" in key}:
-            variants[variant]["call_ms"] = by_batch(values, f"{variant}:call_ms")
+        for variant in variants.keys() | (latencies[model_id].keys() - {None}):
+            variants[variant]["call_ms"] = by_batch(latencies[model_id][variant])
         entry["variants"] = dict(sorted(variants.items()))
         table[model_id] = entry
     made = date.today().isoformat()
