@@ -229,22 +229,31 @@ def test_a_process_of_arms_is_estimated_with_inductors_start_up_and_the_rest_of_
     assert older.borrowed == () and found.borrowed == ("org/m1 (process of arms)",)
 
 
-def test_the_cost_table_accounts_for_the_whole_wall_of_the_gpu_windows_processes(repo_root):
-    """benchmarks/gpu_costs.py over the first window's record estimates its processes' summed wall time within 5%
-    (without inductor's start-up and the rest of a process, the table of the earlier records fell 27% short)."""
+@pytest.fixture
+def gpu_costs(repo_root):
+    """benchmarks/gpu_costs.py, the script that makes the cost table."""
     import sys
 
     sys.path.insert(0, str(repo_root / "benchmarks"))
     import gpu_costs
 
-    record = repo_root / "benchmarks/results/2026-11-27-h100-paper-bs1-w1"
+    return gpu_costs
+
+
+def ran(record):
+    """A window record's processes whose every trial came back, how many the plan had, and their summed wall time."""
     exported = Plan.from_dict(json.loads((record / "plan.json").read_text()))
-    walls = {}
-    for line in (record / "results/trials.jsonl").read_text().splitlines():
-        result = json.loads(line)
-        walls[result["trial_id"]] = result["wall_s"]
-    done = [group for group in processes(list(exported.trials)) if all(spec.trial_id in walls for spec in group)]
-    measured = sum(walls[group[0].trial_id] for group in done)
+    walls = {row["trial_id"]: row["wall_s"] for row in map(json.loads, (record / "results/trials.jsonl").open())}
+    planned = processes(list(exported.trials))
+    done = [group for group in planned if all(spec.trial_id in walls for spec in group)]
+    return done, len(planned), sum(walls[group[0].trial_id] for group in done)
+
+
+def test_the_cost_table_accounts_for_the_whole_wall_of_the_gpu_windows_processes(repo_root, gpu_costs):
+    """benchmarks/gpu_costs.py over the first window's record estimates its processes' summed wall time within 5%
+    (without inductor's start-up and the rest of a process, the table of the earlier records fell 27% short)."""
+    record = repo_root / "benchmarks/results/2026-11-27-h100-paper-bs1-w1"
+    done, _, measured = ran(record)
     table = gpu_costs.costs([record])
     found = plan.estimate([spec for group in done for spec in group], table)
     assert len(done) == 16 and found.seconds == pytest.approx(measured, rel=0.05)
@@ -255,20 +264,12 @@ def test_the_cost_table_accounts_for_the_whole_wall_of_the_gpu_windows_processes
     assert all(set(v["call_ms"]) == {"1"} for entry in table["models"].values() for v in entry["variants"].values())
 
 
-def test_the_first_windows_cost_table_estimates_the_second_window_it_had_not_seen(repo_root):
+def test_the_first_windows_cost_table_estimates_the_second_window_it_had_not_seen(repo_root, gpu_costs):
     """The table made from the earlier records and the first window estimated the second window's 16 processes (other
     models) within 10% of their summed wall time before it ran (540 s for 571 s)."""
-    import sys
-
-    sys.path.insert(0, str(repo_root / "benchmarks"))
-    import gpu_costs
-
     results = repo_root / "benchmarks/results"
     earlier = [results / name for name in ("2026-11-27-h100-paper-bs1-w1", "h100-paper-bs1-run2", "h100-paper-bs1")]
-    second = results / "2026-11-27-h100-paper-bs1-w2"
-    exported = Plan.from_dict(json.loads((second / "plan.json").read_text()))
-    walls = {row["trial_id"]: row["wall_s"] for row in map(json.loads, (second / "results/trials.jsonl").open())}
-    groups = processes(list(exported.trials))
-    assert all(spec.trial_id in walls for group in groups for spec in group)
-    found = plan.estimate(list(exported.trials), gpu_costs.costs(earlier))
-    assert len(groups) == 16 and found.seconds == pytest.approx(sum(walls[g[0].trial_id] for g in groups), rel=0.10)
+    done, planned, measured = ran(results / "2026-11-27-h100-paper-bs1-w2")
+    assert len(done) == planned == 16  # every process came back
+    found = plan.estimate([spec for group in done for spec in group], gpu_costs.costs(earlier))
+    assert found.seconds == pytest.approx(measured, rel=0.10)
