@@ -139,7 +139,8 @@ def main() -> None:
     results.append(run_case("minimal-cpu-index-x12", stack, {"values": torch.randn(4, device=device)}))
     results.append(run_case("beit-no-partition", *beit(device, False), partition=False))
     versions = {"torch": torch.__version__, "transformers": transformers.__version__,
-                "device": torch.cuda.get_device_name(0)}  # fmt: skip
+                "device": torch.cuda.get_device_name(0),
+                "graph_partition_default": bool(torch._inductor.config.graph_partition)}  # fmt: skip
     print(json.dumps(versions))
     for result in results:
         detail = result.get("error") or f"max_rel_diff {result['max_rel_diff']:.2e}"
