@@ -84,6 +84,16 @@ def test_a_result_line_of_the_earlier_format_is_read_with_defaults_and_still_typ
         read_result_lines(_lines(tmp_path, [{**older, "compiled_ms": "0.5"}]))
 
 
+def test_a_format_2_line_needs_every_field_but_the_timeline_added_since(tmp_path):
+    format_2 = {**{k: v for k, v in GOOD.items() if k != "timeline_s"}, "format": 2}  # as the H100 windows wrote
+    [result] = read_result_lines(_lines(tmp_path, [format_2]))
+    assert result.timeline_s == {} and result.compile_s == 3.0
+    for bad, missing in (({k: v for k, v in format_2.items() if k != "arms"}, "arms"),
+                         ({k: v for k, v in GOOD.items() if k != "timeline_s"}, "timeline_s")):  # fmt: skip
+        with pytest.raises(RecordError, match=re.escape(f"missing keys ['{missing}']")):
+            read_result_lines(_lines(tmp_path, [bad]))
+
+
 @pytest.mark.parametrize(
     ("before", "after"),
     [(None, "b\nc\n"), ("", "b\nc\n"), ("a\n", "a\nb\nc\n"), ('a\n{"torn', "a\nb\nc\n"), ('{"torn', "b\nc\n")],

@@ -41,7 +41,9 @@ KIND_PAIRED, KIND_ARM, KIND_COLD = "paired", "arm", "cold"  # what a trial's pro
 KINDS = (KIND_PAIRED, KIND_ARM, KIND_COLD)
 
 
-RESULT_FORMAT = 2  # of a TrialResult line; 1 (no `format` key): before multi-arm processes, migrated by defaults
+RESULT_FORMAT = 3  # of a TrialResult line; older ones are read with the fields added since at their defaults
+RESULT_FIELDS_ADDED = {3: ("timeline_s",)}  # format -> the TrialResult fields it added (1, no `format` key: before
+#                                             multi-arm processes; 2: those, without a process's timeline)
 
 
 class RecordError(ValueError):
@@ -78,13 +80,14 @@ def check_result_row(raw: Any) -> dict[str, Any]:
         raise RecordError(f"a result must be a JSON object, got {type(raw).__name__}")
     row = dict(raw)
     version = row.pop("format", 1)
-    if version not in (1, RESULT_FORMAT):
-        raise RecordError(f"result format {version!r} is not one this version reads (1 or {RESULT_FORMAT})")
+    if version not in range(1, RESULT_FORMAT + 1):
+        raise RecordError(f"result format {version!r} is not one this version reads (1 to {RESULT_FORMAT})")
     declared = {f.name: f for f in fields(TrialResult)}
     unknown = sorted(set(row) - set(declared))
     if unknown:
         raise RecordError(f"unknown keys {unknown}")
-    required = set(declared) if version == RESULT_FORMAT else {"trial_id", "status"}
+    later = {name for added, names in RESULT_FIELDS_ADDED.items() if added > version for name in names}
+    required = set(declared) - later if version > 1 else {"trial_id", "status"}
     missing = sorted(required - set(row))
     if missing:
         raise RecordError(f"missing keys {missing}")
@@ -324,6 +327,8 @@ class TrialResult:
     serve_graph_counts: tuple[int, ...] = ()  # dynamo graphs after each of those first calls
     device_state: dict[str, dict[str, Any]] = field(default_factory=dict)  # the machine at the start and end of timing
     #   (timing.machine_state: host affinity, iowait; GPU clocks, power, temperature, throttle reasons, processes)
+    timeline_s: dict[str, float] = field(default_factory=dict)  # the process's moments, seconds since it started, by
+    #   what it had just done (trial.mark), `measured` last; wall_s less that is its exit
 
     def to_dict(self) -> dict[str, Any]:
         return {**asdict(self), "format": RESULT_FORMAT}

@@ -62,6 +62,16 @@ LOGGER = logging.getLogger(__name__)
 BATCH_DYNAMICS = (DYNAMIC_BATCH, DYNAMIC_BATCH_UNBACKED)
 CUDAGRAPH_WARMUP = 3  # calls before timing a CUDA-graph variant: warm-up run, recording, a first replay
 OOM_MARKERS = ("out of memory", "outofmemory", "can't allocate memory", "cannot allocate memory", "memoryerror")
+TIMELINE: dict[str, float] = {}  # this process's moments: seconds since it started, by what it had just done (mark)
+
+
+def mark(moment: str) -> None:
+    """Note that the process has just done `moment`, at its age in seconds (Linux; elsewhere nothing is noted): the
+    timeline every result of the process carries, which accounts for its whole wall time, where the phases measured
+    on their own (load, compile, timing) leave gaps."""
+    age = timing.process_age_s()
+    if age is not None:
+        TIMELINE[moment] = round(age, 3)
 
 
 def classify_error(error: BaseException, phase: str) -> str:
@@ -149,8 +159,12 @@ def load(spec: TrialSpec) -> dict[str, Any]:
 
     device, dtype = spec.timing.device, getattr(torch, spec.timing.dtype)
     folder = Path(spec.model.checkpoint)
-    model = models.model_class(spec.model).from_pretrained(folder, use_safetensors=True, dtype=dtype)
+    model_class = models.model_class(spec.model)
+    mark("model code imported")
+    model = model_class.from_pretrained(folder, use_safetensors=True, dtype=dtype)
+    mark("checkpoint read")
     model = model.eval().to(device)
+    mark("on the device")
     processor = models.load_processor(folder)
     with Image.open(spec.image) as image:
         single, text_source = models.single_inputs(spec.model, processor, image.convert("RGB"), folder)
@@ -504,12 +518,14 @@ def time_arms(calls: list[Any], timing_spec: TimingSpec, start: int) -> dict[str
     device = timing_spec.device
     state_before = timing.machine_state(device)
     rounds, warmup_s, drift = timing.warm_up(calls, device, timing_spec.warmup_iters, timing_spec.warmup_s, start)
+    mark("warmed up")
     before = timing.cpu_snapshot()
     samples, timed_s = timing.round_samples(
         calls, device, timing_spec.min_iters, timing_spec.min_time_s, timing_spec.max_time_s, start,
         timing_spec.target_ci_halfwidth,
     )  # fmt: skip
     busy = timing.disturbance(before, timing.cpu_snapshot())
+    mark("timed")
     return {"samples": samples, "timed_s": timed_s, "disturbance": busy, "warmup_s": warmup_s, "warmup_drift": drift,
             "warmup_rounds": rounds,
             "device_state": {"start": state_before, "end": timing.machine_state(device)}}  # fmt: skip
@@ -532,9 +548,11 @@ def start_process(spec: TrialSpec, known: dict[str, Any]) -> tuple[dict[str, Any
     known["device_state"] = {"start": timing.machine_state(device)}  # a timing process adds its timing's start and end
     known["num_threads"] = torch.get_num_threads()
     known["startup_s"] = timing.process_age_s()
+    mark("started")
     started = time.perf_counter()
     loaded = load(spec)
     known["load_s"] = time.perf_counter() - started
+    mark("loaded")
     loaded["task"] = spec.model.task
     known.update(input_shapes=loaded["input_shapes"], text_source=loaded["text_source"])
     limit_device_memory(timing_spec.memory_limit_mib, device)
@@ -545,6 +563,7 @@ def start_process(spec: TrialSpec, known: dict[str, Any]) -> tuple[dict[str, Any
         eager()
     eager_peak, eager_delta = timing.memory_peak_mib(eager, timing_spec.memory_iters, device)
     known.update(eager_first_call_s=eager_first_s, eager_peak_mem_mib=eager_peak, eager_mem_delta_mib=eager_delta)
+    mark("eager measured")
     return loaded, eager, reference
 
 
@@ -576,7 +595,9 @@ def run_trial(spec: TrialSpec) -> TrialResult:
                     graphs = graphs_so_far()
                     peak, delta = timing.memory_peak_mib(compiled["call"], timing_spec.memory_iters, device)
                     reserved = timing.peak_reserved_mib(device)
+                    mark(f"{spec.variant.name} compiled")
                     stop_compile_workers()
+                    mark("compile workers stopped")
                     timed = time_arms([eager, compiled["call"]], timing_spec, spec.replicate)
                     eager_ms, compiled_ms = timed.pop("samples")
                     health = with_recompiles(compiled["health"], graphs_so_far() - graphs)
@@ -594,6 +615,7 @@ def run_trial(spec: TrialSpec) -> TrialResult:
                 samples, timed_s = timing.single_samples(
                     eager, device, timing_spec.min_iters, timing_spec.min_time_s, timing_spec.max_time_s
                 )
+                mark("timed")
                 status, error_text = failure or ("ok", None)
                 measured = {"status": status, "error": error_text, "eager_ms": tuple(samples), "timed_s": timed_s,
                             "warmup_calls": timing_spec.warmup_iters,
@@ -618,6 +640,7 @@ def run_cold(spec: TrialSpec) -> TrialResult:
             compiled = compile_variant(spec, loaded, reference, state)
             timing.reset_peak_memory(spec.timing.device)
             peak, delta = timing.memory_peak_mib(compiled["call"], spec.timing.memory_iters, spec.timing.device)
+            mark(f"{spec.variant.name} compiled")
             measured = {**measured_of(compiled), "peak_mem_mib": peak, "mem_delta_mib": delta,
                         "reserved_mem_mib": timing.peak_reserved_mib(spec.timing.device)}  # fmt: skip
     except Exception as error:  # the trial boundary
@@ -645,6 +668,7 @@ def run_arms(specs: list[TrialSpec]) -> list[TrialResult]:
             if any(spec.variant.compile for spec in specs):
                 state["phase"] = "compile"
                 known["inductor_startup_s"] = start_inductor(timing_spec.device)
+                mark("inductor started")
             for position, spec in enumerate(s for s in specs if s.variant.compile):
                 try:
                     compiled = compile_variant(spec, loaded, reference, state, own_copy=True)
@@ -653,12 +677,14 @@ def run_arms(specs: list[TrialSpec]) -> list[TrialResult]:
                                                "compile_position": position}  # fmt: skip
                     calls.append(compiled["call"])
                     compiled_arms.append(spec)
+                    mark(f"{spec.variant.name} compiled")
                 except Exception as error:  # this arm failed; eager and the other arms are still timed
                     status, text = failed_variant(spec, error, state)
                     outcomes[spec.trial_id] = {"status": status, "error": text, "compile_position": position}
                     if status == "oom":
                         raise
             stop_compile_workers()
+            mark("compile workers stopped")
             state["phase"] = "run"
             graphs = graphs_so_far()  # the last arm's; made while timing, a graph means a guard failed
             timed = time_arms(calls, timing_spec, first.replicate)
@@ -724,7 +750,9 @@ def main() -> None:
     raw = json.loads(args.spec.read_text())
     specs = [TrialSpec.from_dict(item) for item in (raw if isinstance(raw, list) else [raw])]
     results = [run_cold(specs[0])] if args.compile_only else run_process(specs)
-    write_json(args.out, [{**result.to_dict(), "started_at": started} for result in results], indent=None)
+    mark("measured")
+    rows = [{**result.to_dict(), "started_at": started, "timeline_s": dict(TIMELINE)} for result in results]
+    write_json(args.out, rows, indent=None)
 
 
 if __name__ == "__main__":
