@@ -1,0 +1,97 @@
+"""Where a trial process's wall time goes, per model: the phases of its timeline, from a launcher's records.
+
+    python benchmarks/process_time.py benchmarks/results/2026-11-27-h100-paper-bs1-w2 [RECORD ...]
+
+Reads each record's results/trials.jsonl (the processes that time, one after another; the compile-only ones that
+prime a cache run side by side) and prints a Markdown table: per model and batch size, the median seconds of each
+phase over its processes, and over all of them with each phase's share of the wall time. A phase is named by what the
+process had just done (trial.mark): `started` is the interpreter, the imports and the machine's record; `exit` is the
+launcher's wall time after the result was written (the interpreter's teardown, where a process still paid it). A
+record from before processes kept a timeline (result format 2) shows its separately measured parts and the rest as
+`not accounted`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
+
+from compilebench.harness.records import TrialResult, read_result_lines
+
+MEASURED = ("ok", "accuracy_fail", "invalid")  # the statuses of trials whose times are real
+
+
+def phases_s(arms: list[TrialResult]) -> dict[str, float]:
+    """One process's wall time in phases (its results share the process's timeline and wall time)."""
+    first = arms[0]
+    if first.timeline_s:
+        phases, before = {}, 0.0
+        for moment, age_s in first.timeline_s.items():
+            phases[moment], before = age_s - before, age_s
+        return {**phases, "exit": first.wall_s - before}
+    compiles = [arm.compile_s for arm in arms if arm.compile_s is not None]
+    parts = {"started": first.startup_s, "loaded": first.load_s, "eager first call": first.eager_first_call_s,
+             "inductor started": first.inductor_startup_s, "compiled": sum(compiles) if compiles else None,
+             "warmed up": first.warmup_s, "timed": first.timed_s}  # fmt: skip
+    measured = {name: seconds for name, seconds in parts.items() if seconds is not None}
+    return {**measured, "not accounted": first.wall_s - sum(measured.values())}
+
+
+def processes(results: list[TrialResult]) -> dict[tuple[str, str], list[dict[str, float]]]:
+    """The phases of each process whose trials all measured, by (model, batch size) as their trial ids name them."""
+    grouped: dict[float, list[TrialResult]] = defaultdict(list)
+    for result in results:
+        grouped[result.started_at].append(result)  # a process's results share the moment the launcher started it
+    found: dict[tuple[str, str], list[dict[str, float]]] = defaultdict(list)
+    for arms in grouped.values():
+        if all(arm.status in MEASURED for arm in arms):
+            _environment, model, batch, *_ = arms[0].trial_id.split("/")
+            found[(model, batch)].append(phases_s(arms))
+    return found
+
+
+def table(found: dict[tuple[str, str], list[dict[str, float]]]) -> list[str]:
+    """Markdown: median seconds per phase, a row per model and batch size, and a row over every process."""
+    every = [process for group in found.values() for process in group]
+    names = list(dict.fromkeys(name for process in every for name in process))
+
+    def medians(group: list[dict[str, float]]) -> list[str]:
+        cells = []
+        for name in names:
+            values = [process[name] for process in group if name in process]
+            cells.append(f"{statistics.median(values):.2f}" if values else "")
+        return cells
+
+    def wall(group: list[dict[str, float]]) -> float:
+        return statistics.median(sum(process.values()) for process in group)
+
+    lines = ["| model | batch | processes | wall | " + " | ".join(names) + " |", "|---" * (len(names) + 4) + "|"]
+    for (model, batch), group in sorted(found.items()):
+        lines.append(f"| {model} | {batch} | {len(group)} | {wall(group):.1f} | " + " | ".join(medians(group)) + " |")
+    shares = []
+    for name in names:
+        total = sum(process.get(name, 0.0) for process in every)
+        shares.append(f"{100 * total / sum(sum(process.values()) for process in every):.0f}%")
+    lines.append(f"| all | | {len(every)} | {wall(every):.1f} | " + " | ".join(medians(every)) + " |")
+    lines.append("| share of all wall time | | | | " + " | ".join(shares) + " |")
+    return lines
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("records", nargs="+", type=Path, help="folders with results/trials.jsonl")
+    args = parser.parse_args()
+    results = [result for record in args.records for result in read_result_lines(record / "results" / "trials.jsonl")]
+    found = processes(results)
+    if not found:
+        sys.exit(f"no process whose trials all measured in the records {', '.join(map(str, args.records))}")
+    print("\n".join(table(found)))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,43 @@
+"""benchmarks/process_time.py: a process's wall time in phases, from its timeline or, in older records, its parts."""
+
+import sys
+
+import pytest
+
+from compilebench.harness.records import TrialResult, read_result_lines
+
+
+@pytest.fixture
+def process_time(repo_root):
+    sys.path.insert(0, str(repo_root / "benchmarks"))
+    import process_time
+
+    return process_time
+
+
+def _arm(variant, started_at, status="ok", **known):
+    return TrialResult(f"current/org--m/bs1/{variant}/r0", status, started_at=started_at, wall_s=20.0, **known)
+
+
+def test_a_timelines_phases_are_the_time_between_its_moments_and_exit_the_rest_of_the_wall(process_time):
+    timeline = {"started": 2.0, "loaded": 5.0, "default compiled": 11.0, "timed": 17.5, "measured": 17.5}
+    ok = [_arm(name, 1.0, timeline_s=timeline) for name in ("eager", "default")]
+    failed = [_arm("eager", 2.0, timeline_s=timeline), _arm("default", 2.0, "compile_error", timeline_s=timeline)]
+    found = process_time.processes([*ok, *failed])
+    assert found == {("org--m", "bs1"): [{"started": 2.0, "loaded": 3.0, "default compiled": 6.0, "timed": 6.5,
+                                          "measured": 0.0, "exit": 2.5}]}  # fmt: skip
+    lines = process_time.table(found)
+    assert lines[2].startswith("| org--m | bs1 | 1 | 20.0 | 2.00 | 3.00 | 6.00 | 6.50 | 0.00 | 2.50 |")
+    assert lines[-1] == "| share of all wall time | | | | 10% | 15% | 30% | 32% | 0% | 12% |"
+
+
+def test_a_record_without_timelines_shows_its_measured_parts_and_what_they_leave(repo_root, process_time):
+    """The second H100 window (result format 2): 16 processes, each one's phases summing to its wall time."""
+    path = repo_root / "benchmarks/results/2026-11-27-h100-paper-bs1-w2/results/trials.jsonl"
+    results = read_result_lines(path)
+    found = process_time.processes(results)
+    walls = {result.started_at: result.wall_s for result in results}
+    every = [phases for group in found.values() for phases in group]
+    assert len(found) == 4 and len(every) == 16
+    assert sorted(sum(phases.values()) for phases in every) == pytest.approx(sorted(walls.values()))
+    assert all(phases["not accounted"] > 0 and "exit" not in phases for phases in every)
