@@ -26,6 +26,7 @@ import dataclasses
 import json
 import logging
 import os
+import sys
 import time
 import traceback
 from pathlib import Path
@@ -730,6 +731,19 @@ def end_with_launcher() -> None:
         os._exit(1)
 
 
+def leave() -> None:
+    """End the process once its result is on disk, without the interpreter's teardown (every module, library and
+    tensor freed, the libraries' exit handlers): seconds of each process's wall time that measure nothing
+    (benchmarks/process_time.py shows them as `exit`). Compile workers are stopped first, as their exit handler
+    would (in a process that compiled), and the logs and output streams flushed."""
+    if "torch._inductor.async_compile" in sys.modules:
+        stop_compile_workers()
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
+
+
 def pin_to_slot() -> None:
     """Run on the cores the slot was given (COMPILEBENCH_CPUS, set by an executor that runs slots side by side)."""
     cores = os.environ.get(CPUS_ENV)
@@ -753,6 +767,7 @@ def main() -> None:
     mark("measured")
     rows = [{**result.to_dict(), "started_at": started, "timeline_s": dict(TIMELINE)} for result in results]
     write_json(args.out, rows, indent=None)
+    leave()
 
 
 if __name__ == "__main__":
