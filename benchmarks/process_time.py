@@ -5,10 +5,10 @@
 Reads each record's results/trials.jsonl (the processes that time, one after another; the compile-only ones that
 prime a cache run side by side) and prints a Markdown table: per model and batch size, the median seconds of each
 phase over its processes, and over all of them with each phase's share of the wall time. A phase is named by what the
-process had just done (trial.mark): `started` is the interpreter, the imports and the machine's record; `exit` is the
-launcher's wall time after the result was written (the interpreter's teardown, where a process still paid it). A
-record from before processes kept a timeline (result format 2) shows its separately measured parts and the rest as
-`not accounted`.
+process had just done (trial.mark): `imported` is the interpreter and the imports, `started` the machine's record
+(versions, NVML, nvidia-smi) and the numerics set (in older timelines: both); `exit` is the launcher's wall time
+after the result was written (the interpreter's teardown, where a process still paid it). A record from before
+processes kept a timeline (result format 2) shows its separately measured parts and the rest as `not accounted`.
 """
 
 from __future__ import annotations

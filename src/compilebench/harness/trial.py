@@ -543,6 +543,7 @@ def start_process(spec: TrialSpec, known: dict[str, Any]) -> tuple[dict[str, Any
     import torch
 
     timing_spec, device = spec.timing, spec.timing.device
+    mark("imported")  # the interpreter, torch and the harness
     torch.set_num_threads(threads(timing_spec.num_threads))
     set_numerics(timing_spec)
     known["environment"] = fingerprint.collect(device)
