@@ -29,13 +29,12 @@ from compilebench.harness.records import (
     CACHE_COLD,
     CACHE_SHARED,
     KIND_ARM,
+    MEASURED_NOTHING,
     Plan,
     TrialResult,
     processes,
     read_json,
 )
-
-MEASURED = ("ok", "accuracy_fail", "invalid")  # the statuses of trials whose times are real
 
 
 def cold(cache: str, result: TrialResult) -> bool:
@@ -78,7 +77,7 @@ def costs(records: list[Path]) -> dict:
             result = TrialResult.from_dict(json.loads(line))
             results[result.trial_id] = result
             spec = specs.get(result.trial_id)
-            if spec is None or result.status not in MEASURED:
+            if spec is None or result.status in MEASURED_NOTHING:
                 continue
             model = seen[spec.model.model_id]
             devices.add(result.environment.get("device_name", "?"))
@@ -96,7 +95,7 @@ def costs(records: list[Path]) -> dict:
                 latency[spec.variant.name][spec.batch_size].append(statistics.median(result.compiled_ms))
         for group in processes(list(plan.trials)):
             ended = [results[spec.trial_id] for spec in group if spec.trial_id in results]
-            if group[0].kind == KIND_ARM and ended and all(result.status in MEASURED for result in ended):
+            if group[0].kind == KIND_ARM and ended and all(result.status not in MEASURED_NOTHING for result in ended):
                 process = seen[group[0].model.model_id]
                 if ended[0].inductor_startup_s is not None:
                     process["inductor_startup_s"].append(ended[0].inductor_startup_s)

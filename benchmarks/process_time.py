@@ -21,9 +21,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from compilebench.harness.records import TrialResult, read_result_lines
-
-MEASURED = ("ok", "accuracy_fail", "invalid")  # the statuses of trials whose times are real
+from compilebench.harness.records import MEASURED_NOTHING, TrialResult, read_result_lines
 
 
 def phases_s(arms: list[TrialResult]) -> dict[str, float]:
@@ -49,7 +47,7 @@ def processes(results: list[TrialResult]) -> dict[tuple[str, str], list[dict[str
         grouped[result.started_at].append(result)  # a process's results share the moment the launcher started it
     found: dict[tuple[str, str], list[dict[str, float]]] = defaultdict(list)
     for arms in grouped.values():
-        if all(arm.status in MEASURED for arm in arms):
+        if all(arm.status not in MEASURED_NOTHING for arm in arms):
             _environment, model, batch, *_ = arms[0].trial_id.split("/")
             found[(model, batch)].append(phases_s(arms))
     return found
