@@ -21,7 +21,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from compilebench.harness.records import MEASURED_NOTHING, TrialResult, read_result_lines
+from compilebench.harness.records import MEASURED_NOTHING, RecordError, TrialResult, read_result_lines
 
 
 def phases_s(arms: list[TrialResult]) -> dict[str, float]:
@@ -84,7 +84,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("records", nargs="+", type=Path, help="folders with results/trials.jsonl")
     args = parser.parse_args()
-    results = [result for record in args.records for result in read_result_lines(record / "results" / "trials.jsonl")]
+    try:
+        results = [result for record in args.records for result in read_result_lines(record / "results/trials.jsonl")]
+    except (OSError, RecordError) as error:  # no such record, or a line that is not a result
+        sys.exit(f"process_time: {error}; a record is a folder with results/trials.jsonl")
     found = processes(results)
     if not found:
         sys.exit(f"no process whose trials all measured in the records {', '.join(map(str, args.records))}")

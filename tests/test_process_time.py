@@ -41,3 +41,14 @@ def test_a_record_without_timelines_shows_its_measured_parts_and_what_they_leave
     assert len(found) == 4 and len(every) == 16
     assert sorted(sum(phases.values()) for phases in every) == pytest.approx(sorted(walls.values()))
     assert all(phases["not accounted"] > 0 and "exit" not in phases for phases in every)
+
+
+def test_a_folder_that_is_no_record_is_refused_naming_it(repo_root, tmp_path):
+    import subprocess
+
+    script = repo_root / "benchmarks/process_time.py"
+    (tmp_path / "torn/results").mkdir(parents=True)
+    (tmp_path / "torn/results/trials.jsonl").write_text('{"trial_id": "a"}\n{"b": 1}\n')
+    for folder, says in ((tmp_path / "none", "none/results/trials.jsonl"), (tmp_path / "torn", "line 1: missing keys")):
+        done = subprocess.run([sys.executable, str(script), str(folder)], capture_output=True, text=True)
+        assert done.returncode == 1 and says in done.stderr and "Traceback" not in done.stderr, done.stderr
