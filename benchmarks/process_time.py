@@ -71,10 +71,8 @@ def table(found: dict[tuple[str, str], list[dict[str, float]]]) -> list[str]:
     lines = ["| model | batch | processes | wall | " + " | ".join(names) + " |", "|---" * (len(names) + 4) + "|"]
     for (model, batch), group in sorted(found.items()):
         lines.append(f"| {model} | {batch} | {len(group)} | {wall(group):.1f} | " + " | ".join(medians(group)) + " |")
-    shares = []
-    for name in names:
-        total = sum(process.get(name, 0.0) for process in every)
-        shares.append(f"{100 * total / sum(sum(process.values()) for process in every):.0f}%")
+    all_wall_s = sum(sum(process.values()) for process in every)
+    shares = [f"{100 * sum(process.get(name, 0.0) for process in every) / all_wall_s:.0f}%" for name in names]
     lines.append(f"| all | | {len(every)} | {wall(every):.1f} | " + " | ".join(medians(every)) + " |")
     lines.append("| share of all wall time | | | | " + " | ".join(shares) + " |")
     return lines
