@@ -19,6 +19,9 @@ from compilebench.harness.records import TimingSpec, TrialResult, TrialSpec, Var
 pytestmark = pytest.mark.xdist_group("test_trial")  # its module fixtures run once
 
 FAST = TimingSpec(min_iters=5, min_time_s=0.2, max_time_s=5.0, warmup_iters=1, memory_iters=1)
+# what every kind of trial process has done, in order, by the time eager is measured (trial.start_process)
+STARTED_MOMENTS = ("imported", "started", "model code imported", "checkpoint read", "on the device", "loaded",
+                   "eager measured")  # fmt: skip
 
 
 def _spec(tiny, variant, replicate=0, cache="shared", **timing):
@@ -318,8 +321,7 @@ def test_a_timing_process_pairs_every_arm_with_eager_and_each_arm_compiles_its_o
     assert not [reason for arm in arms for reason in arm.health.recompile_reasons]  # another arm's backend is none
     assert all(arm.replay_max_rel_diff < 1e-3 for arm in arms)  # a call after warm-up checked too
     compiled = [f"{name} compiled" for name in eager.arms[1:]]  # in the order the arms compiled
-    moments = ["imported", "started", "model code imported", "checkpoint read", "on the device", "loaded",
-               "eager measured", "inductor started", *compiled, "compile workers stopped", "warmed up", "timed",
+    moments = [*STARTED_MOMENTS, "inductor started", *compiled, "compile workers stopped", "warmed up", "timed",
                "measured"]  # fmt: skip
     assert list(eager.timeline_s) == moments and all(arm.timeline_s == eager.timeline_s for arm in arms)
     ages = list(eager.timeline_s.values())
@@ -331,16 +333,9 @@ def test_cold_processes_compile_alone_and_their_caches_warm_the_timing_processes
     specs, results, work = one_cell
     cold = [results[spec.trial_id] for spec in specs if spec.kind == "cold"]
     assert len(cold) == 2 and all(r.status == "ok" and not r.eager_ms and r.compile_s > 0 for r in cold)
-    loading = [
-        "imported",
-        "started",
-        "model code imported",
-        "checkpoint read",
-        "on the device",
-        "loaded",
-        "eager measured",
-    ]
-    assert all(list(r.timeline_s) == [*loading, f"{r.trial_id.split('/')[3]} compiled", "measured"] for r in cold)
+    assert all(
+        list(r.timeline_s) == [*STARTED_MOMENTS, f"{r.trial_id.split('/')[3]} compiled", "measured"] for r in cold
+    )
     assert all(r.peak_mem_mib > 0 and r.health.inductor_counters.get("fxgraph_cache_hit", 0) == 0 for r in cold)
     default_arms = [results[spec.trial_id] for spec in specs if spec.kind == "arm" and spec.variant.name == "default"]
     assert all(r.health.inductor_counters.get("fxgraph_cache_hit", 0) > 0 for r in default_arms)  # merged, warm
