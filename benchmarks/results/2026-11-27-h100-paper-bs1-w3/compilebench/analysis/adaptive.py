@@ -1,0 +1,369 @@
+"""How many blocks each run gets: the planned ones for every run, then more where the intervals are widest.
+
+A block is one fresh process per compared environment, one after the other in a balanced order
+(`plan.balanced_order`), in one of three units: a *timing* block of (model, batch size) is a timing process per
+environment (eager and every compiled arm, warm); a *cold* block of (model, batch size, variant) is a compile-only
+process per environment on an empty cache; a *paired* block of a variant measured alone (a deploy way, served sizes)
+is a paired trial per environment, cold or warm. Once the planned blocks are done, `extend` asks of every run how far
+each 95% interval is from its target (`benchmark.target`: speedup, compile time, latency; B/A when stacks are
+compared, the run's own interval otherwise), gives each metric to the unit that measures it (cold compile time to a
+cold block, the rest to a timing block), and adds a block to each unit short of its target, furthest first, while the
+blocks fit in `benchmark.budget_min` (minutes of trial processes per compared environment, the planned ones included)
+and a unit has fewer than `benchmark.max_replicates` blocks. A unit with fewer undisturbed blocks than planned gets
+one first: a disturbed process is re-run, never silently dropped. It stops on width, never on significance, so the
+error rates measured by benchmarks/verdict_power.py hold. Every decision is a pure function of the results so far
+(the budget counts the processes' own wall time), so a resumed invocation takes the same ones. `shortfalls` tells the
+report, per run and targeted interval, what it reached and about how many more blocks it needs.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import statistics
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, replace
+from typing import Any
+
+from compilebench.analysis import compare, plan
+from compilebench.analysis.runs import compile_disturbed, timing_disturbed
+from compilebench.harness import stats
+from compilebench.harness.records import (
+    CACHE_COLD,
+    CACHE_SHARED,
+    CACHE_WARM,
+    KIND_ARM,
+    KIND_COLD,
+    STATUS_OK,
+    TrialResult,
+    TrialSpec,
+)
+
+LOGGER = logging.getLogger(__name__)
+Slot = tuple[str, int, str]  # (model id, batch size, variant): a run without its environment
+Unit = tuple[str, str, int, str]  # (timing | cold | paired, model id, batch size, variant or "" for timing)
+EXTENDABLE = (STATUS_OK, "invalid")  # runs more blocks can help; a failure would repeat
+MIXED = "mixed"  # an invalid run whose processes ran on several machines or stacks (runs.machine_problems)
+# A noise record stops the loop only from this many degrees of freedom on: a variance from one or two is too often
+# far too small (one cold block a side was taken on such a cell record, and two invocations' cold compile intervals
+# of one cell missed each other); below it, the metric's record over every cell of the machine, else the cell's own.
+MIN_RECORD_DOF = 4
+
+
+@dataclass(frozen=True)
+class Settings:
+    """What the loop needs of `benchmark` and `margin` (config.Benchmark here; an exported plan carries it)."""
+
+    replicates: int
+    cold_replicates: int
+    max_replicates: int
+    budget_min: float  # minutes of processes per compared environment
+    disturbed_cores: float
+    target_speedup: float  # 95% CI half-widths aimed at (0.05 = +-5%); 0 = none
+    target_compile: float
+    target_latency: float
+    margin: float = 0.05
+
+    @classmethod
+    def of(cls, bench: Any, margin: float) -> Settings:
+        """From the config's benchmark section and margin."""
+        return cls(bench.replicates, bench.cold_replicates, bench.max_replicates, bench.budget_min,
+                   bench.disturbed_cores, bench.target.speedup, bench.target.compile, bench.target.latency,
+                   margin)  # fmt: skip
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class Width:
+    """One interval of a run against its target: half-widths on the log scale (0.049 = +-5%)."""
+
+    slot: Slot
+    metric: str  # a compare.METRICS name
+    halfwidth: float  # infinite without an interval
+    target: float
+    blocks: int
+    dof: float  # of the interval (the cell's noise record pooled in, where it has one)
+
+    @property
+    def met(self) -> bool:
+        return self.halfwidth <= self.target
+
+    @property
+    def distance(self) -> float:
+        """How far from the target: half-width / target (1 = reached)."""
+        return self.halfwidth / self.target
+
+    @property
+    def more(self) -> int | None:
+        """About how many more blocks would reach the target (None: cannot tell yet)."""
+        return stats.more_blocks(self.halfwidth, self.target, self.blocks, self.dof)
+
+
+def _targets(settings: Settings) -> dict[str, float]:
+    """The target half-widths per kind of metric that compare.Metric.target names."""
+    return {"speedup": settings.target_speedup, "compile": settings.target_compile, "latency": settings.target_latency}
+
+
+def slot_of(spec: TrialSpec) -> Slot:
+    return spec.model.model_id, spec.batch_size, spec.variant.name
+
+
+def unit_of(spec: TrialSpec) -> Unit:
+    """The unit of blocks a trial belongs to (see the module docstring)."""
+    if spec.kind == KIND_ARM:
+        return "timing", spec.model.model_id, spec.batch_size, ""
+    if spec.kind == KIND_COLD:
+        return "cold", spec.model.model_id, spec.batch_size, spec.variant.name
+    return "paired", spec.model.model_id, spec.batch_size, spec.variant.name
+
+
+def _log_halfwidth(estimate: stats.Estimate) -> float:
+    if not estimate.has_interval or estimate.low <= 0:
+        return math.inf
+    return (math.log(estimate.high) - math.log(estimate.low)) / 2
+
+
+def _own_intervals(row: dict[str, Any]) -> dict[str, stats.Estimate]:
+    """A run's own intervals (one environment): between-process t on its per-process values."""
+    names = ("speedup", "compiled_latency", "compile_cold", "compile_warm") if row["compile"] else ("eager_latency",)
+    return {name: stats.geometric_interval(list(compare.process_values(row, name).values())) for name in names}
+
+
+def _stopping_width(
+    row: dict[str, Any], metric: str, noise: compare.CellNoise | None, pooled: dict[str, stats.Noise]
+) -> tuple[float, float]:
+    """What a compared cell's width is judged by, (half-width, degrees of freedom). Where the machine has a record
+    the loop knows (at least MIN_RECORD_DOF degrees of freedom: the cell's own, else the metric's over every cell),
+    the half-width that noise gives the cell's blocks (stats.expected_halfwidth): it does not look at this
+    invocation's differences, so neither stopping nor the widest-first order can favour cells whose blocks happened
+    to agree. Otherwise (no record yet, or a cell noisier than its record), the cell's own interval."""
+    cell = (noise or {}).get(compare.cell_key(row), {}).get(metric)
+    machine = cell if cell is not None and cell.dof >= MIN_RECORD_DOF else pooled.get(metric)
+    blocks = int(row[f"{metric}_blocks"])
+    trusted = machine is not None and machine.dof >= MIN_RECORD_DOF
+    if not trusted or row[f"{metric}_noisy"] or row[f"{metric}_method"] != stats.PAIRED:
+        return row[f"{metric}_halfwidth"], float(row[f"{metric}_dof"] or 0)
+    return stats.expected_halfwidth(machine, blocks), float(machine.dof + blocks - 1)
+
+
+def widths(
+    records: list[dict[str, Any]],
+    labels: list[str],
+    targets: dict[str, float],
+    noise: compare.CellNoise | None,
+    margin: float,
+) -> list[Width]:
+    """Every targeted interval of every run: B/A against the baseline when stacks are compared, else the run's own."""
+    found: list[tuple[Slot, str, float, int, float]] = []  # slot, metric, half-width, blocks, dof
+    if len(labels) >= 2:
+        pooled = compare.pooled_by_metric(noise or {})
+        for row in compare.comparison_rows(records, noise, labels, margin):
+            if row["reference"] != compare.FIRST:
+                continue
+            for metric in compare.METRICS:
+                if f"{metric.name}_ratio" in row:
+                    halfwidth, dof = _stopping_width(row, metric.name, noise, pooled)
+                    slot = (row["model_id"], row["batch_size"], row["variant"])
+                    found.append((slot, metric.name, halfwidth, row[f"{metric.name}_blocks"], dof))
+    else:
+        for row in records:
+            for name, estimate in _own_intervals(row).items():
+                slot = (row["model_id"], row["batch_size"], row["variant"])
+                found.append((slot, name, _log_halfwidth(estimate), estimate.processes, estimate.processes - 1))
+    result = []
+    for slot, name, halfwidth, blocks, dof in found:
+        target = targets.get(compare.METRIC_BY_NAME[name].target or "", 0.0)
+        if target > 0:
+            halfwidth = halfwidth if math.isfinite(halfwidth) else math.inf
+            result.append(Width(slot, name, halfwidth, math.log1p(target), int(blocks), dof))
+    return result
+
+
+def widest(found: list[Width], per_metric: bool = False) -> dict[Any, Width]:
+    """Per run (per run and metric: keyed by (slot, metric)), the interval furthest from its target (met ones
+    included)."""
+    worst: dict[Any, Width] = {}
+    for width in found:
+        key = (width.slot, width.metric) if per_metric else width.slot
+        if key not in worst or width.distance > worst[key].distance:
+            worst[key] = width
+    return worst
+
+
+def units_of(width: Width, trials: list[TrialSpec]) -> list[Unit]:
+    """The units whose next block narrows `width`: a cold block for cold compile time (a cold paired one for a
+    variant measured alone), a timing block for the rest; an eager run's interval narrows with the blocks of every
+    process that times eager (a timing one, else each paired variant's)."""
+    model, batch, variant = width.slot
+    mine = [spec for spec in trials if spec.model.model_id == model and spec.batch_size == batch]
+    if any(unit_of(spec)[0] == "timing" for spec in mine if spec.variant.name == variant or variant == "eager"):
+        if width.metric == "compile_cold":
+            return [("cold", model, batch, variant)]
+        return [("timing", model, batch, "")]
+    if variant == "eager":
+        return sorted({unit_of(spec) for spec in mine if unit_of(spec)[0] == "paired"})
+    return [("paired", model, batch, variant)]
+
+
+def _process_walls(results: dict[str, TrialResult], trials: list[TrialSpec]) -> dict[str, float]:
+    """Each process's wall time once (a timing process's arms all carry it), by process."""
+    walls = {}
+    for spec in trials:
+        result = results.get(spec.trial_id)
+        if result is not None:
+            walls[spec.process] = result.wall_s
+    return walls
+
+
+def _block_cost_s(trials: list[TrialSpec], results: dict[str, TrialResult], unit: Unit, cold: bool) -> float:
+    """What a new block of `unit` costs per environment, in seconds of processes: the median wall time of its
+    processes of the same kind (cold or warm, for a paired unit) where there is one."""
+    mine = [spec for spec in trials if unit_of(spec) == unit and spec.trial_id in results]
+    walls = _process_walls(results, mine)
+    kind = [walls[s.process] for s in mine if (s.cache == CACHE_COLD) == cold]
+    kind = [wall for wall in kind if wall] or [wall for wall in walls.values() if wall]
+    return statistics.median(kind) if kind else 0.0
+
+
+def clean_blocks(trials: list[TrialSpec], results: dict[str, TrialResult], limit_cores: float) -> dict[Unit, int]:
+    """Per unit, the blocks none of whose processes was disturbed in what that unit measures (a cold process while
+    it compiled, the others while they timed)."""
+    blocks: dict[Unit, dict[tuple[int, bool], bool]] = {}
+    for spec in trials:
+        result = results.get(spec.trial_id)
+        busy = result is None or (compile_disturbed(result, limit_cores) if spec.kind == KIND_COLD
+                                  else timing_disturbed(result, limit_cores))  # fmt: skip
+        per_unit = blocks.setdefault(unit_of(spec), {})
+        key = (spec.replicate, spec.cache == CACHE_COLD)
+        per_unit[key] = per_unit.get(key, True) and not busy
+    return {unit: sum(per_unit.values()) for unit, per_unit in blocks.items()}
+
+
+def _planned(unit: Unit, bench: Settings) -> int:
+    """How many clean blocks a unit is planned to have: `cold_replicates` cold blocks, `replicates` of the others."""
+    return bench.cold_replicates if unit[0] == "cold" else bench.replicates
+
+
+def _next_block(trials: list[TrialSpec], unit: Unit, labels: list[str], cold: bool, statuses: dict) -> list[TrialSpec]:
+    """One more block of `unit`: a process per environment, in balanced order."""
+    specs = [spec for spec in trials if unit_of(spec) == unit]
+    replicate = max(spec.replicate for spec in specs) + 1
+    kind, *_ = unit
+    first = {spec.environment: spec for spec in specs if spec.replicate == specs[0].replicate}
+    added = []
+    for label in plan.balanced_order(labels, replicate):
+        base = first[label]
+        if kind == "timing":
+            arms = [
+                spec.variant
+                for spec in specs
+                if spec.replicate == base.replicate
+                and spec.environment == label
+                and (not spec.variant.compile or statuses.get(slot_of(spec), set()) <= set(EXTENDABLE))
+            ]
+            added += plan.timing_process(label, base.model, base.batch_size, arms, replicate,
+                                         base.cache == CACHE_SHARED, base.image, base.timing)  # fmt: skip
+        elif kind == "cold":
+            added.append(plan.cold_trial(label, base.model, base.batch_size, base.variant, replicate, base.image,
+                                         base.timing))  # fmt: skip
+        else:
+            cache = CACHE_SHARED if base.cache == CACHE_SHARED else (CACHE_COLD if cold else CACHE_WARM)
+            trial_id = f"{base.trial_id.rsplit('/', 1)[0]}/r{replicate}"
+            added.append(replace(base, trial_id=trial_id, replicate=replicate, cache=cache))
+    return added
+
+
+def extend(
+    trials: list[TrialSpec],
+    results: dict[str, TrialResult],
+    records: list[dict[str, Any]],
+    labels: list[str],
+    bench: Settings,
+    noise: compare.CellNoise | None,
+) -> list[TrialSpec]:
+    """The next blocks: for each unit short of its planned clean blocks or of a target, furthest first, one more block
+    (a process per environment, in balanced order) while it fits the budget and the cap. Empty when done."""
+    units = list(dict.fromkeys(unit_of(spec) for spec in trials))
+    short_of: dict[Unit, tuple[float, bool]] = {}  # unit -> (distance, cold: a paired unit's block re-runs cold)
+    for width in widths(records, labels, _targets(bench), noise, bench.margin):
+        if width.met:
+            continue
+        for unit in units_of(width, trials):
+            if unit not in units:
+                continue  # no cold process was planned (a shared cache, or cold_replicates 0): none is added
+            cold = width.metric == "compile_cold" and unit[0] == "paired"
+            distance, was_cold = short_of.get(unit, (0.0, False))
+            short_of[unit] = (max(distance, width.distance), was_cold or cold)
+    statuses: dict[Slot, set[str]] = {}
+    for row in records:
+        mixed = row.get("machines", 1) > 1  # invalid for good: more blocks would not unmix its processes
+        statuses.setdefault((row["model_id"], row["batch_size"], row["variant"]), set()).add(
+            MIXED if mixed else row["status"]
+        )
+    clean = clean_blocks(trials, results, bench.disturbed_cores)
+    rerun = [unit for unit in units if clean.get(unit, 0) < _planned(unit, bench)]
+    ranked = rerun + sorted((u for u in short_of if u not in rerun), key=lambda u: -short_of[u][0])
+    budget_s = bench.budget_min * 60 * len(labels)
+    spent_s = sum(_process_walls(results, trials).values())
+    added: list[TrialSpec] = []
+    for unit in ranked:
+        specs = [spec for spec in trials if unit_of(spec) == unit]
+        compiled = {slot_of(spec) for spec in specs if spec.variant.compile}
+        if not any(statuses.get(slot, set()) <= set(EXTENDABLE) for slot in compiled or {slot_of(specs[0])}):
+            continue  # every run it measures failed: another block would fail alike
+        if max(spec.replicate for spec in specs) + 1 >= bench.max_replicates:
+            continue
+        cold = unit[0] == "cold" or short_of.get(unit, (0.0, False))[1]
+        cost = _block_cost_s(trials, results, unit, cold) * len(labels)
+        if spent_s + cost > budget_s:
+            continue
+        spent_s += cost
+        added += _next_block(trials, unit, labels, cold, statuses)
+    return added
+
+
+def shortfalls(
+    records: list[dict[str, Any]], labels: list[str], bench: Settings, noise: compare.CellNoise | None
+) -> list[dict[str, Any]]:
+    """Per run and targeted metric (in compare.METRICS order), its interval against its target (of several compared
+    environments, the widest B/A): reached or not, and about how many more blocks it needs."""
+    rows = []
+    order = {metric.name: i for i, metric in enumerate(compare.METRICS)}
+    found = widest(widths(records, labels, _targets(bench), noise, bench.margin), per_metric=True).values()
+    for width in sorted(found, key=lambda width: (width.slot, order[width.metric])):
+        model_id, batch, variant = width.slot
+        rows.append({"model_id": model_id, "batch_size": batch, "variant": variant, "metric": width.metric,
+                     "halfwidth_pct": 100 * math.expm1(width.halfwidth) if math.isfinite(width.halfwidth) else None,
+                     "target_pct": 100 * math.expm1(width.target), "blocks": width.blocks, "met": width.met,
+                     "more_blocks": width.more})  # fmt: skip
+    return rows
+
+
+def measure(
+    trials: list[TrialSpec],
+    labels: list[str],
+    settings: Settings,
+    run: Callable[[list[TrialSpec]], dict[str, TrialResult]],
+    records_of: Callable[[list[TrialSpec], dict[str, TrialResult]], list[dict[str, Any]]],
+    noise_of: Callable[[list[dict[str, Any]]], compare.CellNoise | None] = lambda rows: None,
+    added: Callable[[list[TrialSpec]], None] = lambda specs: None,
+) -> tuple[list[TrialSpec], list[dict[str, Any]], compare.CellNoise | None]:
+    """The loop, the same in the pipeline and on a machine that runs an exported plan: run `trials` (`run` returns
+    every result so far, by trial id), then the blocks `extend` adds, until it adds none; `added` hears of each new
+    batch first. Returns every trial, the final run records and the noise they were judged with."""
+    trials, pending = list(trials), list(trials)
+    rows: list[dict[str, Any]] = []
+    noise = None
+    while pending:
+        results = run(pending)
+        rows = records_of(trials, results)
+        noise = noise_of(rows)
+        pending = extend(trials, results, rows, labels, settings, noise)
+        if pending:
+            LOGGER.info("adaptive: %d more trial(s) for %s", len(pending),
+                        sorted({f"{s.model.label} bs{s.batch_size} {s.variant.name}" for s in pending}))  # fmt: skip
+            added(pending)
+        trials += pending
+    return trials, rows, noise

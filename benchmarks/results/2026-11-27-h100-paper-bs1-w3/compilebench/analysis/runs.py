@@ -1,0 +1,784 @@
+"""From trial results to runs: one `RunRecord` per (environment, model, batch size, variant), its processes pooled.
+
+A compiled run's processes are its trials: compile-only cold ones (cold compile time, compile health, peak memory),
+and timing processes' arms or paired trials (steady-state samples paired with eager's from the same rounds, warm
+compile time). The eager run of (environment, model, batch size) pools each process's eager samples once: a timing
+process's eager arm, and every paired trial. Each process becomes a `ProcessRecord` (what it measured and what
+follows from it), built here and read by compare, tracking and the report. Statistics come from `stats`: latencies
+and speedup with a between-process interval, compile time cold and warm, memory as the median over processes. A run
+is `ok` only when every one of its processes is; otherwise it carries the worst failure's status and says which
+process. Pure functions over typed records; the tests feed them hand-made results.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import statistics
+from collections import defaultdict
+from dataclasses import asdict, dataclass, field, fields, replace
+from typing import Any
+
+from compilebench.harness import fingerprint, stats
+from compilebench.harness.records import (
+    CACHE_COLD,
+    CACHE_SHARED,
+    EAGER,
+    KIND_ARM,
+    KIND_COLD,
+    KIND_PAIRED,
+    STATUS_OK,
+    CompileHealth,
+    TrialResult,
+    TrialSpec,
+)
+
+HALVES_ALPHA = 0.05  # a process's halves differ beyond its noise below this p (halves_p_value): at 5 rounds a half,
+#                     only when nearly every ratio of one half is above every ratio of the other
+FAILURE_ORDER = ("crashed", "killed", "oom", "timeout", "compile_error", "error", "accuracy_fail")
+
+
+@dataclass(frozen=True)
+class Context:
+    """What is the same for every run of an invocation, or of one environment in it."""
+
+    invocation_id: str
+    suite: str
+    scale: str
+    machine: str  # the label a user gives this machine (runner.machine, or the hostname)
+    git_commit: str
+    image_source: str
+    image_sha256: str
+    min_iters: int
+    min_time_s: float
+    max_cv: float
+    disturbed_cores: float = 0.0  # a process whose machine was busier than this while it timed is left out; 0 = off
+    max_halves_diff: float = (
+        0.0  # a compiled run whose processes' halves disagree by more than this is invalid; 0 = off
+    )
+
+
+@dataclass(frozen=True)
+class ModelInfo:
+    """Where a model's checkpoint came from (the manifest's entry)."""
+
+    weights_source: str
+    config_origin: str
+    param_count: int | None
+    resolved_revision: str | None = None
+
+
+@dataclass(frozen=True)
+class EnvironmentInfo:
+    """A compared environment: its label in this invocation, its name in params, its pins and package list."""
+
+    label: str
+    name: str
+    key: str
+    pins: dict[str, str]
+    freeze: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class ProcessRecord:
+    """One process of a run: what it measured (raw samples kept) and the values that follow from its samples, for
+    the run it is listed in (an eager run lists eager's memory, a compiled run its variant's). Written into the run's
+    `process_results`; `from_dict` reads rows of any earlier version (the one place they are migrated)."""
+
+    trial_id: str
+    block: str  # `variant/rN` (a cold compile-only process: `variant/cN`): A and B of a cell share it
+    kind: str = KIND_PAIRED  # paired | arm | cold
+    process_id: str = ""  # the timing process (its arms share it)
+    replicate: int = 0
+    cache: str = CACHE_COLD
+    cold_compile: bool = False  # compiled on an empty cache (runs.compiled_cold)
+    status: str = STATUS_OK
+    started_at: float = 0.0
+    wall_s: float = 0.0
+    compile_s: float | None = None  # the compiled run's first call; None in an eager run
+    compile_position: int | None = None  # arms that compiled before this one in its process
+    inductor_startup_s: float | None = None  # a timing process: inductor's one-time start-up, before its arms
+    first_call_s: float | None = None  # eager's first call
+    startup_s: float | None = None
+    load_s: float | None = None
+    peak_mem_mib: float | None = None  # the run's variant's (eager's in an eager run), where measured alone
+    disturbance: dict[str, float] = field(default_factory=dict)
+    compile_disturbance: dict[str, float] = field(default_factory=dict)
+    disturbed: bool = False  # its samples are left out: the machine was busy while it timed (timing_disturbed)
+    compile_disturbed: bool = False  # its compile time is left out: busy while it compiled
+    eager_ms: tuple[float, ...] = ()
+    compiled_ms: tuple[float, ...] = ()  # paired with eager_ms by round (empty in an eager run)
+    warmup_s: float | None = None
+    warmup_drift: float | None = None
+    slot: str = ""  # where it ran (an executor's slot: machine and GPU), from its machine state
+    machine_fingerprint: str = ""  # the hardware it ran on (fingerprint.fingerprint)
+    omp_num_threads: str = ""  # OMP_NUM_THREADS as the process saw it
+    serve_first_call_s: tuple[float, ...] = ()
+    serve_graph_counts: tuple[int, ...] = ()
+    # Derived from the samples (`derived`):
+    eager_ms_median: float | None = None
+    eager_ms_mean: float | None = None
+    compiled_ms_median: float | None = None
+    compiled_ms_mean: float | None = None
+    speedup: float | None = None  # median eager / median compiled (the dynamo harness's)
+    speedup_of_means: float | None = None  # mean eager / mean compiled (the doc averaged its calls)
+    pair_cv: float | None = None  # robust CV of the per-pair ratio (an eager run: of eager latency)
+    halves_ratio: float | None = None  # the speedup of the process's second half of rounds over its first half
+    halves_p: float | None = None  # how likely a steady process's halves differ that much (halves_p_value)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, raw: dict[str, Any], index: int = 0) -> ProcessRecord:
+        """A row of `process_results` as written by any version: fields this version does not know are dropped,
+        missing ones derived (the block from the trial id or position, values from the samples)."""
+        known = {f.name for f in fields(cls)}
+        row = {key: value for key, value in raw.items() if key in known}
+        row["trial_id"] = row.get("trial_id") or f"p{index}"
+        if not row.get("block"):
+            trial_id = row["trial_id"]
+            row["block"] = "/".join(trial_id.split("/")[-2:]) if trial_id.count("/") >= 4 else f"p{index}"
+        if "cold_compile" not in raw:  # before it was recorded: by the cache
+            row["cold_compile"] = raw.get("cache") in (CACHE_COLD, CACHE_SHARED)
+        for key in ("eager_ms", "compiled_ms", "serve_first_call_s", "serve_graph_counts"):
+            row[key] = tuple(row.get(key) or ())
+        for key in ("disturbance", "compile_disturbance"):
+            row[key] = dict(row.get(key) or {})
+        return derived(cls(**{k: v for k, v in row.items() if v is not None or k in _OPTIONAL}))
+
+
+_OPTIONAL = {f.name for f in fields(ProcessRecord) if f.default is None}
+
+
+def halves_ratio(eager_ms: tuple[float, ...], compiled_ms: tuple[float, ...]) -> float | None:
+    """The speedup of the second half of a process's rounds over the first half's: 1 when the process was steady."""
+    half = len(compiled_ms) // 2
+    if half < 2:
+        return None
+    first = stats.speedup(eager_ms[:half], compiled_ms[:half])
+    return stats.speedup(eager_ms[half : 2 * half], compiled_ms[half : 2 * half]) / first
+
+
+def halves_p_value(eager_ms: tuple[float, ...], compiled_ms: tuple[float, ...]) -> float | None:
+    """How likely the halves of a steady process differ as much as these do: a two-sided Mann-Whitney test of the
+    first half's per-pair ratios against the second half's (ranks: a few outlying calls do not decide it)."""
+    half = len(compiled_ms) // 2
+    if half < 2 or min(compiled_ms[: 2 * half]) <= 0:
+        return None
+    from scipy import stats as scipy_stats
+
+    ratios = [e / c for e, c in zip(eager_ms, compiled_ms, strict=False)]
+    return float(scipy_stats.mannwhitneyu(ratios[:half], ratios[half : 2 * half], alternative="two-sided").pvalue)
+
+
+def halves_drift(eager_ms: tuple[float, ...], compiled_ms: tuple[float, ...]) -> float | None:
+    """How far and which way a process's speedup moved between its halves (log of halves_ratio: > 0 it rose) where
+    that is beyond its noise (halves_p_value below HALVES_ALPHA), else 0; None where it has too few rounds to tell."""
+    ratio = halves_ratio(eager_ms, compiled_ms)
+    if ratio is None:
+        return None
+    p_value = halves_p_value(eager_ms, compiled_ms)
+    return math.log(ratio) if p_value is not None and p_value < HALVES_ALPHA else 0.0
+
+
+def derived(record: ProcessRecord) -> ProcessRecord:
+    """A process record with its values computed from its samples (a pure function of them)."""
+    values: dict[str, Any] = {}
+    if record.eager_ms:
+        values.update(eager_ms_median=statistics.median(record.eager_ms),
+                      eager_ms_mean=statistics.mean(record.eager_ms))  # fmt: skip
+    paired = bool(record.eager_ms) and len(record.compiled_ms) == len(record.eager_ms)
+    if paired:
+        values.update(compiled_ms_median=statistics.median(record.compiled_ms),
+                      compiled_ms_mean=statistics.mean(record.compiled_ms),
+                      speedup=stats.speedup(record.eager_ms, record.compiled_ms),
+                      speedup_of_means=statistics.mean(record.eager_ms) / statistics.mean(record.compiled_ms),
+                      halves_ratio=halves_ratio(record.eager_ms, record.compiled_ms),
+                      halves_p=halves_p_value(record.eager_ms, record.compiled_ms))  # fmt: skip
+    ratios = [e / c for e, c in zip(record.eager_ms, record.compiled_ms, strict=False) if c > 0] if paired else None
+    samples = ratios if paired else list(record.eager_ms)
+    if samples:
+        values["pair_cv"] = stats.summarize_ms(samples).get("robust_cv")
+    return replace(record, **values)
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    """One run as it goes to results (a JSON line), the tables and MLflow: what ran, where, and what it measured."""
+
+    run_uid: str
+    invocation_id: str
+    suite: str
+    scale: str
+    environment: str
+    environment_name: str
+    environment_key: str
+    environment_pins: str  # JSON
+    environment_freeze: tuple[str, ...]  # the exact package list of the environment
+    model_id: str
+    label: str
+    task: str
+    batch_size: int
+    variant: str
+    compile: bool
+    compile_mode: str
+    inductor_options: str  # JSON
+    dynamic: bool | None
+    fullgraph: bool
+    dtype: str
+    variant_dtype: str
+    channels_last: bool
+    weights_source: str
+    config_origin: str
+    param_count: int | None
+    resolved_revision: str | None
+    image_source: str
+    image_sha256: str
+    machine: str
+    git_commit: str
+    status: str
+    error: str | None
+    replicates: int  # processes planned
+    processes: int  # processes that measured
+    deploy: str = "jit"  # how a fresh process got the compiled model: jit | artifacts | aoti | regional; eager: none
+    text_source: str | None = None
+    input_shapes: str | None = None  # JSON
+    num_threads: int | None = None
+    environment_fields: dict[str, str] = field(default_factory=dict)
+    count: int | None = None  # samples pooled over processes
+    latency_ms_mean: float | None = None
+    latency_ms_median: float | None = None
+    latency_ms_p90: float | None = None
+    latency_ms_p99: float | None = None
+    latency_ms_std: float | None = None
+    latency_ms_iqr: float | None = None
+    latency_ms_min: float | None = None
+    latency_ms_max: float | None = None
+    cv: float | None = None  # pooled samples' std / mean
+    robust_cv: float | None = None  # pooled samples' IQR / 1.349 / median: the spread without the outliers
+    process_cv: float | None = None  # median over processes of their own latency robust cv
+    pair_cv: float | None = None  # compiled: median over processes of the per-pair ratio's robust cv (validity)
+    disturbed_processes: int = 0  # processes left out: the machine was busy while they timed (process_results)
+    machines: int = 1  # machines and software stacks its processes ran on (machine_problems): above 1, invalid
+    latency_ms_median_ci_low: float | None = None
+    latency_ms_median_ci_high: float | None = None
+    latency_ci_method: str | None = None
+    throughput_img_s: float | None = None
+    eager_latency_ms_mean: float | None = None  # a compiled run's paired eager samples
+    eager_latency_ms_median: float | None = None
+    eager_cv: float | None = None
+    speedup: float | None = None
+    speedup_ci_low: float | None = None
+    speedup_ci_high: float | None = None
+    speedup_ci_method: str | None = None
+    speedup_verdict: str | None = None
+    improvement_pct: float | None = None
+    first_call_s: float | None = None  # eager: the first call (median over processes)
+    compile_s: float | None = None  # compiled: first call in a fresh process on an empty cache (median of cold)
+    compile_s_warm: float | None = None  # ... on the cache a cold process left (median of warm processes)
+    break_even_calls: float | None = None  # cold compile / time saved per call
+    break_even_calls_warm: float | None = None
+    # Time to first inference in a fresh process: interpreter and imports, load, then compile (or build or load a
+    # package) and the first call; what a restarted or scaled-out service waits. Medians over processes.
+    first_inference_s: float | None = None  # compiled: on an empty cache (cold); eager: eager's first call
+    first_inference_s_warm: float | None = None  # compiled: warm (local cache, artifacts or a built package)
+    eager_first_inference_s: float | None = None  # a compiled run's processes, had they served eager instead
+    startup_s: float | None = None  # interpreter and imports (median over processes)
+    load_s: float | None = None  # checkpoint, processor and inputs (median over processes)
+    peak_mem_mib: float | None = None
+    mem_delta_mib: float | None = None
+    compile_peak_mem_mib: float | None = None
+    reserved_mem_mib: float | None = None
+    eager_peak_mem_mib: float | None = None
+    max_abs_diff: float | None = None
+    max_rel_diff: float | None = None
+    task_check: str | None = None
+    task_agreement: float | None = None
+    graph_count: int | None = None
+    graph_break_count: int | None = None
+    graph_break_reasons: tuple[str, ...] = ()
+    recompile_count: int | None = None
+    fell_back_to_eager: bool | None = None
+    inductor_counters: dict[str, int] = field(default_factory=dict)
+    recompile_reasons: tuple[str, ...] = ()  # guard failures, as dynamo words them
+    # A `serve` variant: the one compiled model met every batch size of the suite, smallest first, in each process.
+    serve_batch_sizes: str | None = None  # e.g. "1,4,16"
+    serve_first_call_s: tuple[float | None, ...] = ()  # first call at each of them (median of cold processes)
+    serve_graphs: int | None = None  # dynamo graphs once every size was served (max over processes)
+    serve_recompiles: int | None = None  # graphs added after the first size (max over processes)
+    warmup_calls: int | None = None
+    process_results: tuple[dict[str, Any], ...] = ()  # per process: a ProcessRecord's fields (raw samples kept)
+
+    def to_dict(self) -> dict[str, Any]:
+        """A flat row: the environment fields beside the others, raw per-process samples kept."""
+        row = asdict(self)
+        row.update(row.pop("environment_fields"))
+        return row
+
+
+def run_uid(invocation_id: str, spec: TrialSpec, variant: str) -> str:
+    """The id of a run in its invocation: the same on every resume and sync, so it is logged once."""
+    return f"{invocation_id}/{spec.environment}/{spec.model.model_id}/bs{spec.batch_size}/{variant}"
+
+
+def _median(values: list[float | None]) -> float | None:
+    present = [value for value in values if value is not None]
+    return statistics.median(present) if present else None
+
+
+def _run_status(results: list[TrialResult]) -> tuple[str, str | None]:
+    """ok only when every process is; else the worst failure, naming the process."""
+    failed = [result for result in results if result.status != STATUS_OK]
+    if not failed:
+        return STATUS_OK, None
+    worst = min(failed, key=lambda r: FAILURE_ORDER.index(r.status) if r.status in FAILURE_ORDER else 99)
+    others = f" (and {len(failed) - 1} more process(es) not ok)" if len(failed) > 1 else ""
+    return worst.status, f"{worst.trial_id}: {worst.error}{others}"
+
+
+def pair_ratios(result: TrialResult) -> list[float]:
+    """A process's per-pair ratios eager / compiled: what a speedup rests on (both arms move together in a level
+    shift of the machine, and the ratio cancels it)."""
+    return [e / c for e, c in zip(result.eager_ms, result.compiled_ms, strict=False) if c > 0]
+
+
+def process_cv(result: TrialResult, compiled: bool) -> float | None:
+    """The robust CV validity judges: of the per-pair ratio for a compiled run, of eager latency for an eager one."""
+    samples = pair_ratios(result) if compiled else list(result.eager_ms)
+    return stats.summarize_ms(samples).get("robust_cv") if samples else None
+
+
+def _busy(window: dict[str, float] | None, limit_cores: float) -> bool:
+    window = window or {}
+    return limit_cores > 0 and max(window.get("others_cores", 0.0), window.get("steal_cores", 0.0)) > limit_cores
+
+
+def timing_disturbed(result: TrialResult, limit_cores: float) -> bool:
+    """Whether other processes (or the VM's steal) took more than `limit_cores` (0: never) while this process timed:
+    its samples are left out."""
+    return _busy(result.disturbance, limit_cores)
+
+
+def compile_disturbed(result: TrialResult, limit_cores: float) -> bool:
+    """... while it compiled (its first call): its compile time is left out."""
+    return _busy(result.compile_disturbance, limit_cores)
+
+
+def is_disturbed(result: TrialResult, limit_cores: float) -> bool:
+    """Whether either measured window of this process was disturbed."""
+    return timing_disturbed(result, limit_cores) or compile_disturbed(result, limit_cores)
+
+
+def validity_problems(processes: list[TrialResult], context: Context, compiled: bool) -> list[str]:
+    """Why an otherwise ok run is too thin or too noisy to report (empty when it is fine)."""
+    problems = []
+    for result in processes:
+        count = len(result.compiled_ms if compiled else result.eager_ms)
+        if count < context.min_iters:
+            problems.append(f"{result.trial_id}: {count} iterations < benchmark.min_iters {context.min_iters}")
+        if result.timed_s is not None and result.timed_s < context.min_time_s:
+            problems.append(f"{result.trial_id}: timed {result.timed_s:.2f} s < benchmark.min_time_s")
+    cv = _median([process_cv(result, compiled) for result in processes])
+    if cv is not None and cv > context.max_cv:
+        what = "per-pair ratio" if compiled else "latency"
+        problems.append(f"median process robust cv of the {what} {cv:.3f} > benchmark.max_cv {context.max_cv}")
+    # Signed: the speedup the verdict uses is the processes' median, which a drift biases only where most processes
+    # drift one way; level shifts inside processes, up in one and down in another, widen its interval instead.
+    drift = _median([halves_drift(r.eager_ms, r.compiled_ms) for r in processes]) if (
+        compiled and context.max_halves_diff > 0) else None  # fmt: skip
+    if drift is not None and abs(drift) > math.log1p(context.max_halves_diff):
+        problems.append(f"the median process's speedup moved {math.expm1(abs(drift)):.1%} between the halves of its "
+                        f"rounds ({'up' if drift > 0 else 'down'}), beyond its noise (p < {HALVES_ALPHA}), > "
+                        f"benchmark.max_halves_diff {context.max_halves_diff}")  # fmt: skip
+    return problems
+
+
+def machine_problems(processes: list[TrialResult]) -> tuple[int, list[str]]:
+    """How many machines and software stacks a run's processes ran on, and the problem when more than one: a run
+    pools processes of one machine and stack (a plan resumed on another kind of GPU, a cell moved to another node
+    or an upgrade in between would otherwise be averaged into one number)."""
+    found = fingerprint.mixture([result.environment for result in processes if result.environment])
+    if len(found) <= 1:
+        return 1, []
+    return len(found), [
+        f"its processes ran on {len(found)} different machines or software stacks "
+        f"({fingerprint.counted(found)}); a run pools the processes of one machine and stack only"
+    ]
+
+
+def undisturbed(
+    trials: list[tuple[TrialSpec, TrialResult]], context: Context
+) -> tuple[list[tuple[TrialSpec, TrialResult]], list[str]]:
+    """The processes a run's statistics use: those the machine left alone while they timed (every one, with a
+    problem named, when none was)."""
+    clean = [(s, r) for s, r in trials if not timing_disturbed(r, context.disturbed_cores)]
+    if clean or not trials:
+        return clean, []
+    return trials, [
+        f"every process was disturbed (others' CPU above benchmark.disturbed_cores {context.disturbed_cores})"
+    ]
+
+
+def _identity(spec: TrialSpec, environment: EnvironmentInfo, model: ModelInfo, context: Context) -> dict[str, Any]:
+    variant = spec.variant
+    return {
+        "invocation_id": context.invocation_id,
+        "suite": context.suite,
+        "scale": context.scale,
+        "environment": environment.label,
+        "environment_name": environment.name,
+        "environment_key": environment.key,
+        "environment_pins": json.dumps(environment.pins, sort_keys=True),
+        "environment_freeze": environment.freeze,
+        "model_id": spec.model.model_id,
+        "label": spec.model.label,
+        "task": spec.model.task,
+        "batch_size": spec.batch_size,
+        "dtype": spec.timing.dtype,
+        "weights_source": model.weights_source,
+        "config_origin": model.config_origin,
+        "param_count": model.param_count,
+        "resolved_revision": model.resolved_revision,
+        "image_source": context.image_source,
+        "image_sha256": context.image_sha256,
+        "machine": context.machine,
+        "git_commit": context.git_commit,
+        "compile": variant.compile,
+        "compile_mode": variant.mode if variant.compile else "none",
+        "inductor_options": json.dumps(variant.inductor, sort_keys=True),
+        "dynamic": variant.dynamic,
+        "fullgraph": variant.fullgraph,
+        "channels_last": variant.channels_last,
+        "deploy": variant.deploy if variant.compile else "none",
+    }
+
+
+def _measured_facts(results: list[TrialResult]) -> dict[str, Any]:
+    """What every process of a run saw alike (the environment, threads, inputs), and its start-up and load times."""
+    measured = [result for result in results if result.environment]
+    if not measured:
+        return {}
+    first = measured[0]
+    return {
+        "environment_fields": {key: first.environment.get(key, "") for key in fingerprint.RUN_FIELDS},
+        "num_threads": first.num_threads,
+        "text_source": first.text_source,
+        "input_shapes": json.dumps(first.input_shapes),
+        "startup_s": _median([result.startup_s for result in measured]),
+        "load_s": _median([result.load_s for result in measured]),
+    }
+
+
+def compiled_cold(spec: TrialSpec, result: TrialResult) -> bool:
+    """Whether a process compiled on a cold cache: `cold` and `warm` caches say so; a `shared` cache (the user's, or
+    the one a launcher primes) was warm for a process whose inductor graphs all came from it (FX-graph cache hits,
+    no misses), as its counters record."""
+    if spec.cache != CACHE_SHARED:
+        return spec.cache == CACHE_COLD
+    counters = result.health.inductor_counters if result.health else {}
+    return not (counters.get("fxgraph_cache_hit", 0) > 0 and counters.get("fxgraph_cache_miss", 0) == 0)
+
+
+def first_inference_s(result: TrialResult, first_call_s: float | None) -> float | None:
+    """Time to a first output in a fresh process: start-up and imports, load, then `first_call_s` (eager's first
+    call, or the compiled model's: compile, build or load, and call)."""
+    parts = (result.startup_s, result.load_s, first_call_s)
+    return None if any(part is None for part in parts) else sum(parts)
+
+
+def process_record(spec: TrialSpec, result: TrialResult, context: Context, eager_run: bool = False) -> ProcessRecord:
+    """A process as a run lists it: for an eager run, eager's samples, first call and memory only."""
+    started = result.device_state.get("start") or {}  # the machine's state as the process began: its slot, threads
+    record = ProcessRecord(
+        trial_id=result.trial_id,
+        block=spec.block,
+        kind=spec.kind,
+        process_id=spec.process_id,
+        replicate=spec.replicate,
+        cache=spec.cache,
+        cold_compile=False if eager_run else compiled_cold(spec, result),
+        status=result.status,
+        started_at=result.started_at,
+        wall_s=result.wall_s,
+        compile_s=None if eager_run else result.compile_s,
+        compile_position=None if eager_run else result.compile_position,
+        inductor_startup_s=None if eager_run else result.inductor_startup_s,
+        first_call_s=result.eager_first_call_s,
+        startup_s=result.startup_s,
+        load_s=result.load_s,
+        peak_mem_mib=result.eager_peak_mem_mib if eager_run else result.peak_mem_mib,
+        disturbance=dict(result.disturbance),
+        compile_disturbance={} if eager_run else dict(result.compile_disturbance),
+        disturbed=timing_disturbed(result, context.disturbed_cores),
+        compile_disturbed=False if eager_run else compile_disturbed(result, context.disturbed_cores),
+        eager_ms=tuple(result.eager_ms),
+        compiled_ms=() if eager_run else tuple(result.compiled_ms),
+        warmup_s=result.warmup_s,
+        warmup_drift=result.warmup_drift,
+        slot=str(started.get("slot", "")),
+        machine_fingerprint=str(result.environment.get("machine_fingerprint", "")),
+        omp_num_threads=str(started.get("omp_num_threads", "")),
+        serve_first_call_s=tuple(result.serve_first_call_s),
+        serve_graph_counts=tuple(result.serve_graph_counts),
+    )
+    return derived(record)
+
+
+def _latency_fields(samples: list[list[float]], batch_size: int) -> dict[str, Any]:
+    pooled = [value for process in samples for value in process]
+    summary = stats.summarize_ms(pooled)
+    median = stats.median_estimate(samples)
+    summary.pop("count")
+    return {
+        **summary,
+        "count": len(pooled),
+        "process_cv": _median([stats.summarize_ms(s).get("robust_cv") for s in samples]),
+        "latency_ms_median_ci_low": median.low,
+        "latency_ms_median_ci_high": median.high,
+        "latency_ci_method": median.method,
+        "throughput_img_s": stats.throughput_img_s(summary["latency_ms_median"], batch_size),
+    }
+
+
+def compiled_run(
+    trials: list[tuple[TrialSpec, TrialResult]], environment: EnvironmentInfo, model: ModelInfo, context: Context
+) -> RunRecord:
+    """One compiled run from its processes: latency and speedup from those that timed it (paired with eager's samples
+    of the same rounds), compile time cold and warm, memory where the variant was the only compiled model loaded (a
+    cold compile-only process, a paired trial), compile health first from a cold process (which ran inductor's
+    passes, not the cache)."""
+    trials = sorted(trials, key=lambda t: (t[0].kind != KIND_COLD, t[0].replicate))
+    spec = trials[0][0]
+    results = [result for _, result in trials]
+    status, error = _run_status(results)
+    variant_dtype = spec.variant.dtype or spec.timing.dtype
+    timed = [(s, r) for s, r in trials if r.compiled_ms and r.eager_ms and len(r.compiled_ms) == len(r.eager_ms)]
+    measured, disturbed_problems = undisturbed(timed, context)
+    clean = [(s, r) for s, r in trials if not is_disturbed(r, context.disturbed_cores)]
+    machines, mixed_problems = machine_problems(results)
+    compiled = [(s, r) for s, r in trials if r.compile_s is not None and r.status in (STATUS_OK, "accuracy_fail")
+                and not compile_disturbed(r, context.disturbed_cores)]  # fmt: skip
+    record: dict[str, Any] = {
+        **_identity(spec, environment, model, context),
+        **_measured_facts(results),
+        "run_uid": run_uid(context.invocation_id, spec, spec.variant.name),
+        "variant": spec.variant.name,
+        "variant_dtype": next((r.variant_dtype for r in results if r.variant_dtype), variant_dtype),
+        "status": status,
+        "error": error,
+        "replicates": len(trials),
+        "processes": len(measured),
+        "disturbed_processes": sum(is_disturbed(r, context.disturbed_cores) for _, r in trials),
+        "machines": machines,
+        "process_results": tuple(process_record(s, r, context).to_dict() for s, r in trials),
+        **_compile_and_memory_fields(compiled, clean),
+        **_correctness_fields([r for _, r in compiled if r.max_abs_diff is not None]),
+    }  # fmt: skip
+    if measured:
+        record.update(_speedup_fields(spec, measured, record))
+        if status == STATUS_OK:
+            spread = validity_problems([r for _, r in measured], context, compiled=True)
+            problems = mixed_problems + disturbed_problems + spread
+            record["pair_cv"] = _median([process_cv(r, compiled=True) for _, r in measured])
+            if problems:
+                record.update(status="invalid", error="; ".join(problems))
+    elif status == STATUS_OK and not timed:
+        record.update(status="error", error="no process timed this variant: every timing trial failed or was left out")
+    record.update(_health_fields([r.health for r in results if r.health is not None]))
+    record.update(_serve_fields(spec, trials))
+    return RunRecord(**record)
+
+
+def _compile_and_memory_fields(
+    compiled: list[tuple[TrialSpec, TrialResult]], clean: list[tuple[TrialSpec, TrialResult]]
+) -> dict[str, Any]:
+    """Compile time and first inference, cold and warm, from the processes whose compile was not disturbed; memory
+    from the undisturbed ones."""
+    cold_results = [r for s, r in compiled if compiled_cold(s, r)]
+    warm_results = [r for s, r in compiled if not compiled_cold(s, r)]
+    return {
+        "compile_s": _median([r.compile_s for r in cold_results]),
+        "compile_s_warm": _median([r.compile_s for r in warm_results]),
+        "first_inference_s": _median([first_inference_s(r, r.compile_s) for r in cold_results]),
+        "first_inference_s_warm": _median(
+            [first_inference_s(r, r.compile_s + (r.inductor_startup_s or 0.0)) for r in warm_results]
+        ),
+        "peak_mem_mib": _median([r.peak_mem_mib for _, r in clean]),
+        "mem_delta_mib": _median([r.mem_delta_mib for _, r in clean]),
+        "compile_peak_mem_mib": _median([r.compile_peak_mem_mib for _, r in clean]),
+        "reserved_mem_mib": _median([r.reserved_mem_mib for _, r in clean]),
+    }
+
+
+def _correctness_fields(checked: list[TrialResult]) -> dict[str, Any]:
+    """The worst output difference against eager over the processes that checked it, and the task's agreement."""
+    if not checked:
+        return {}
+    return {
+        "max_abs_diff": max(r.max_abs_diff for r in checked),
+        "max_rel_diff": max(r.max_rel_diff for r in checked),
+        "task_check": checked[0].task_check,
+        "task_agreement": min(r.task_agreement for r in checked if r.task_agreement is not None),
+        "warmup_calls": checked[0].warmup_calls,
+    }
+
+
+def _speedup_fields(
+    spec: TrialSpec, measured: list[tuple[TrialSpec, TrialResult]], record: dict[str, Any]
+) -> dict[str, Any]:
+    """Latency, eager's latency from the same rounds, the paired speedup with its interval and verdict, and the calls
+    a compile takes to pay for itself (cold and warm: `record` holds the compile times)."""
+    samples = [list(r.compiled_ms) for _, r in measured]
+    eager = [list(r.eager_ms) for _, r in measured]
+    fields = _latency_fields(samples, spec.batch_size)
+    paired = stats.summarize_ms([value for process in eager for value in process])
+    speedup = stats.speedup_estimate(list(zip(eager, samples, strict=True)))
+    eager_median, compiled_median = paired["latency_ms_median"], fields["latency_ms_median"]
+    fields.update(
+        eager_latency_ms_mean=paired["latency_ms_mean"],
+        eager_latency_ms_median=eager_median,
+        eager_cv=paired["cv"],
+        speedup=speedup.value,
+        speedup_ci_low=speedup.low,
+        speedup_ci_high=speedup.high,
+        speedup_ci_method=speedup.method,
+        speedup_verdict=stats.verdict(speedup.low, speedup.high) if speedup.has_interval else None,
+        improvement_pct=stats.improvement_pct(paired["latency_ms_mean"], fields["latency_ms_mean"]),
+        eager_first_inference_s=_median([first_inference_s(r, r.eager_first_call_s) for _, r in measured]),
+    )
+    for key, compile_s in (
+        ("break_even_calls", record["compile_s"]),
+        ("break_even_calls_warm", record["compile_s_warm"]),
+    ):
+        if compile_s is not None:
+            fields[key] = stats.break_even_calls(compile_s, eager_median, compiled_median)
+    return fields
+
+
+def _health_fields(healths: list[CompileHealth]) -> dict[str, Any]:
+    """Graphs, breaks and recompiles over the processes (the worst), their reasons, and a cold process's counters."""
+    if not healths:
+        return {}
+    return {
+        "graph_count": max(h.graph_count for h in healths),
+        "graph_break_count": max(h.graph_break_count for h in healths),
+        "graph_break_reasons": tuple(dict.fromkeys(reason for h in healths for reason in h.graph_break_reasons)),
+        "recompile_count": max(h.recompile_count for h in healths),
+        "fell_back_to_eager": any(h.fell_back_to_eager for h in healths),
+        "inductor_counters": healths[0].inductor_counters,
+        "recompile_reasons": tuple(dict.fromkeys(reason for h in healths for reason in h.recompile_reasons)),
+    }
+
+
+def _serve_fields(spec: TrialSpec, trials: list[tuple[TrialSpec, TrialResult]]) -> dict[str, Any]:
+    """A dynamic-batch run: the batch sizes it served, each one's first call cold, its graphs and recompiles."""
+    fields: dict[str, Any] = {}
+    if spec.serve_batch_sizes:  # what it was to serve, also when no process got through
+        fields["serve_batch_sizes"] = ",".join(str(size) for size in spec.serve_batch_sizes)
+    served = [(s, r) for s, r in trials if r.serve_graph_counts]
+    if served:
+        cold = [r for s, r in served if compiled_cold(s, r)]
+        fields.update(
+            serve_first_call_s=tuple(
+                _median([r.serve_first_call_s[i] for r in cold]) for i in range(len(spec.serve_batch_sizes))
+            ),
+            serve_graphs=max(r.serve_graph_counts[-1] for _, r in served),
+            serve_recompiles=max(r.serve_graph_counts[-1] - r.serve_graph_counts[0] for _, r in served),
+        )
+    return fields
+
+
+def eager_processes(trials: list[tuple[TrialSpec, TrialResult]]) -> list[tuple[TrialSpec, TrialResult]]:
+    """The processes of a model's trials as the eager run counts them, each once: a timing process through its eager
+    arm (its compiled arms carry the same eager samples), paired trials and cold processes themselves."""
+    return [(s, r) for s, r in trials if s.kind != KIND_ARM or not s.variant.compile]
+
+
+def eager_run(
+    trials: list[tuple[TrialSpec, TrialResult]], environment: EnvironmentInfo, model: ModelInfo, context: Context
+) -> RunRecord:
+    """The eager run of one (environment, model, batch size): every process's eager samples, first call and memory.
+    Judged by its latency's spread only in an eager-only suite (beside a compiled variant, the ratio is judged)."""
+    eager_alone = not any(spec.variant.compile for spec, _ in trials)
+    trials = eager_processes(trials)
+    spec = trials[0][0]
+    results = [result for _, result in trials]
+    measured, disturbed_problems = undisturbed([(s, r) for s, r in trials if r.eager_ms], context)
+    load_failures = [r for r in results if r.status != STATUS_OK and r.eager_first_call_s is None]
+    status, error = _run_status(load_failures) if load_failures else (STATUS_OK, None)
+    machines, mixed_problems = machine_problems(results)
+    if status == STATUS_OK and not measured:
+        status, error = "error", "no process timed eager: every trial failed before its eager timing"
+    record: dict[str, Any] = {
+        **_identity(spec, environment, model, context),
+        **_measured_facts(results),
+        "compile": False,
+        "compile_mode": "none",
+        "inductor_options": "{}",
+        "dynamic": None,
+        "fullgraph": False,
+        "channels_last": False,
+        "deploy": "none",
+        "run_uid": run_uid(context.invocation_id, spec, EAGER),
+        "variant": EAGER,
+        "variant_dtype": spec.timing.dtype,
+        "status": status,
+        "error": error,
+        "replicates": len(trials),
+        "processes": len(measured),
+        "disturbed_processes": sum(is_disturbed(r, context.disturbed_cores) for _, r in trials),
+        "machines": machines,
+        "process_results": tuple(process_record(s, r, context, eager_run=True).to_dict() for s, r in trials),
+        "first_call_s": _median([r.eager_first_call_s for r in results]),
+        "first_inference_s": _median([first_inference_s(r, r.eager_first_call_s) for r in results]),
+        "peak_mem_mib": _median([r.eager_peak_mem_mib for r in results]),
+        "mem_delta_mib": _median([r.eager_mem_delta_mib for r in results]),
+        "eager_peak_mem_mib": _median([r.eager_peak_mem_mib for r in results]),
+        "warmup_calls": spec.timing.warmup_iters,
+    }
+    if measured:
+        record.update(_latency_fields([list(r.eager_ms) for _, r in measured], spec.batch_size))
+        if status == STATUS_OK:  # beside a compiled variant, the ratio is judged (compiled_run), not eager's spread
+            measured_results = [r for _, r in measured]
+            judged = (
+                disturbed_problems + validity_problems(measured_results, context, compiled=False) if eager_alone else []
+            )
+            problems = mixed_problems + judged
+            if problems:
+                record.update(status="invalid", error="; ".join(problems))
+    return RunRecord(**record)
+
+
+def run_records(
+    trials: list[TrialSpec],
+    results: dict[str, TrialResult],
+    environments: dict[str, EnvironmentInfo],
+    models: dict[str, ModelInfo],
+    context: Context,
+) -> list[RunRecord]:
+    """Every run of an invocation whose trials all have results: per (environment, model, batch), eager first."""
+    by_model: dict[tuple, list[tuple[TrialSpec, TrialResult]]] = defaultdict(list)
+    by_run: dict[tuple, list[tuple[TrialSpec, TrialResult]]] = defaultdict(list)
+    for spec in trials:
+        result = results.get(spec.trial_id)
+        key = (spec.environment, spec.model.model_id, spec.batch_size)
+        by_model[key].append((spec, result))
+        by_run[spec.run_key].append((spec, result))
+    records = []
+    for key, model_trials in by_model.items():
+        if any(result is None for _, result in model_trials):
+            continue  # not complete yet
+        environment, model = environments[key[0]], models[key[1]]
+        records.append(eager_run(model_trials, environment, model, context))
+        for run_key, run_trials in by_run.items():
+            if run_key[:3] == key and run_trials[0][0].variant.compile:
+                records.append(
+                    compiled_run(sorted(run_trials, key=lambda t: t[0].replicate), environment, model, context)
+                )
+    return records
+
+
+def finite(value: Any) -> bool:
+    """A number that is not NaN or infinite (what a table or MLflow metric can hold)."""
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
