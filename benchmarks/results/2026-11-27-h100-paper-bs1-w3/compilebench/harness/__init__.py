@@ -1,7 +1,0 @@
-"""What a trial process imports, and the launcher that starts them: on any machine with torch and transformers.
-
-The boundary of the project: nothing here imports MLflow, DVC, pandas, omegaconf or matplotlib (tests/test_boundary.py
-starts a fresh interpreter and checks), so an exported plan runs on a bare GPU image. `records` holds the typed
-records that cross it (specs, results, plans), `trial` is the process, `timing`, `checks`, `models`, `fingerprint`
-and `stats` what it measures with, `launcher` runs processes in the plan's order, `files` writes atomically.
-"""
