@@ -207,6 +207,10 @@ def test_identical_machines_share_one_server_and_no_password_is_printed(loaded, 
     per_machine = all_runs[all_runs["machine"].isin(["machine-a", "machine-b"])].groupby("machine").size()
     assert per_machine.to_dict() == {"machine-a": 1, "machine-b": 1}  # one compiled run per machine in the summary
     assert all_runs["machine_fingerprint"].nunique() == 1  # the same hardware
+    judged = pd.read_csv(root / "data/store/verdicts.csv")  # the store's runs against the doc, one row per run
+    assert judged[["model_id", "variant"]].values.tolist() == all_runs[["model_id", "variant"]].values.tolist()
+    assert judged["comparison"].eq("CPU").all()  # CPU runs: never judged against the doc's GPUs
+    assert judged["verdict"].isin(["informational", "not comparable"]).all()
 
 
 FRESH_STORE = """

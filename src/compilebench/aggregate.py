@@ -2,8 +2,9 @@
 
     python -m compilebench.aggregate                 # writes summary, verdicts, comparison, metrics (DVC outputs)
     python -m compilebench.aggregate --check         # exit 3 if any run did not end ok, 4 if a headline changed
-    python -m compilebench.aggregate --from-mlflow   # every run of the MLflow store: paths.store/runs.csv and
-                                                     # versions.csv (across invocations: not interleaved)
+    python -m compilebench.aggregate --from-mlflow   # every run of the MLflow store: paths.store/runs.csv, its
+                                                     # verdicts.csv and versions.csv (across invocations: not
+                                                     # interleaved)
 
 1. summary: compiled runs beside their eager baseline, per environment.
 2. verdicts: each compiled run against the published numbers (rules in `reference`).
@@ -200,15 +201,21 @@ def version_rows(rows: list[dict[str, Any]], calibrations: dict[str, Any], margi
 
 
 def from_mlflow(config) -> None:
-    """Every measurement run of the store as a summary table, and the versions table across invocations."""
+    """Every measurement run of the store as a summary table, each of its compiled runs against the published
+    numbers (so that plans run in separate invocations, such as a suite split into GPU windows, are judged in one
+    table), and the versions table across invocations."""
     rows = store_rows(tracking.search_children(config.paths.tracking_uri, tracking.EXPERIMENT))
     out = Path(config.paths.store)
     table = summarize(pd.DataFrame(rows))
     write_csv(table, out / "runs.csv")
+    judged = reference.verdicts(table, reference.read_published(config.paths.reference))
+    write_csv(judged, out / "verdicts.csv")
     versions = version_rows(rows, compare.load_calibrations(config.paths.calibration), config.margin)
     write_csv(comparison_frame(versions), out / "versions.csv")
-    LOGGER.info("wrote %s (%d runs) and %s (%d comparisons across invocations, not interleaved)",
-                out / "runs.csv", len(table), out / "versions.csv", len(versions))  # fmt: skip
+    counts = judged.get("verdict", pd.Series()).value_counts().to_dict()  # an empty store has no verdict column
+    LOGGER.info("wrote %s (%d runs), %s (%s) and %s (%d comparisons across invocations, not interleaved)",
+                out / "runs.csv", len(table), out / "verdicts.csv", counts, out / "versions.csv",
+                len(versions))  # fmt: skip
 
 
 def check(config) -> None:
