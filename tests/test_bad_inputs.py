@@ -154,3 +154,19 @@ def test_no_remote_code_and_safetensors_only(repo_root):
     source = "\n".join(p.read_text() for p in (repo_root / "src").rglob("*.py"))
     assert "trust_remote_code=" not in source
     assert "use_safetensors=True" in source and '"*.bin"' not in source
+
+
+def test_reading_a_store_that_holds_no_runs_is_a_clear_error(tmp_path):
+    """`aggregate --from-mlflow` on a store without the experiment, then on one with the experiment and no measurement
+    run: exit 2, one line naming the store and what it lacks, no store table written."""
+    root = make_project(tmp_path, ["microsoft/resnet-50"])
+    env, store = project_env(), "sqlite:///mlruns/mlflow.db"  # the project's default store
+    done = _run(root, "aggregate", env, "--from-mlflow")
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr[-2000:]
+    assert f"no MLflow experiment 'compilebench' in {store}" in done.stderr
+    create = f"from compilebench import tracking as t; t.client('{store}').create_experiment(t.EXPERIMENT)"
+    subprocess.run([sys.executable, "-c", create], cwd=root, env=env, check=True, capture_output=True, timeout=300)
+    done = _run(root, "aggregate", env, "--from-mlflow")
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr[-2000:]
+    assert f"no measurement runs in the MLflow store {store}" in done.stderr
+    assert not (root / "data/store").exists()

@@ -204,7 +204,11 @@ def from_mlflow(config) -> None:
     """Every measurement run of the store as a summary table, each of its compiled runs against the published
     numbers (so that plans run in separate invocations, such as a suite split into GPU windows, are judged in one
     table), and the versions table across invocations."""
-    rows = store_rows(tracking.search_children(config.paths.tracking_uri, tracking.EXPERIMENT))
+    runs = tracking.search_children(config.paths.tracking_uri, tracking.EXPERIMENT)
+    if runs.empty:
+        uri = tracking.redact(tracking.tracking_uri(config.paths.tracking_uri))
+        raise tracking.StoreError(f"no measurement runs in the MLflow store {uri}: run the pipeline or `make ingest`")
+    rows = store_rows(runs)
     out = Path(config.paths.store)
     table = summarize(pd.DataFrame(rows))
     write_csv(table, out / "runs.csv")
@@ -212,7 +216,7 @@ def from_mlflow(config) -> None:
     write_csv(judged, out / "verdicts.csv")
     versions = version_rows(rows, compare.load_calibrations(config.paths.calibration), config.margin)
     write_csv(comparison_frame(versions), out / "versions.csv")
-    counts = judged.get("verdict", pd.Series()).value_counts().to_dict()  # an empty store has no verdict column
+    counts = judged.get("verdict", pd.Series()).value_counts().to_dict()  # eager runs only: no verdict column
     LOGGER.info("wrote %s (%d runs), %s (%s) and %s (%d comparisons across invocations, not interleaved)",
                 out / "runs.csv", len(table), out / "verdicts.csv", counts, out / "versions.csv",
                 len(versions))  # fmt: skip
@@ -321,7 +325,7 @@ def main() -> None:
             return
         rows = read_jsonl(config.paths.results)
         run_info = json.loads(Path(config.paths.run_info).read_text())
-    except (OSError, json.JSONDecodeError) as error:
+    except (OSError, json.JSONDecodeError, tracking.StoreError) as error:
         LOGGER.error("%s", error)
         sys.exit(2)
     aggregate(config, rows, run_info)

@@ -77,7 +77,8 @@ def tracking_uri(configured: str) -> str:
 
 
 class StoreError(ValueError):
-    """A tracking store that is misconfigured (as opposed to temporarily unreachable)."""
+    """A tracking store that is misconfigured, or lacks what a reader of it asked for (as opposed to temporarily
+    unreachable)."""
 
 
 def check_store(configured_uri: str) -> str:
@@ -389,7 +390,7 @@ def search_children(configured_uri: str, experiment: str, parent_run_id: str | N
     mlflow_client = client(configured_uri)
     found = mlflow_client.get_experiment_by_name(experiment)
     if found is None:
-        raise ValueError(f"no MLflow experiment {experiment!r} in {tracking_uri(configured_uri)}")
+        raise StoreError(f"no MLflow experiment {experiment!r} in {redact(tracking_uri(configured_uri))}")
     query = "tags.role = 'measurement'"
     if parent_run_id:
         query += f" and tags.`{PARENT_RUN_TAG}` = '{parent_run_id}'"
