@@ -18,7 +18,7 @@ from pathlib import Path
 import mlflow
 import pandas as pd
 import pytest
-from conftest import closed_port, descendants, make_project, project_env, run_ok, set_params
+from conftest import closed_port, descendants, make_project, project_env, run_ok, running, set_params
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("test_reliability")]
 
@@ -132,6 +132,40 @@ def test_kill_9_mid_benchmark_resumes_without_duplicates(loaded):
     assert children["tags.compilebench.run_uid"].is_unique
     assert not (root / "data" / "journal").exists()  # completed: the next run measures afresh
     set_params(root, **{"benchmark.replicates": 1})
+
+
+def test_sigterm_to_dvc_repro_ends_the_benchmark_and_the_next_repro_resumes_it(tmp_path):
+    """DVC passes no SIGTERM on to its stage: a job system ending the `dvc repro` it started (here with /bin/sh as
+    the shell, which stays between DVC and the stage's command) must still end the benchmark and its trial at once,
+    leave the journal, and the next `dvc repro` resumes it: every run logged once."""
+    root = make_project(tmp_path, MODELS, replicates=2)
+    env = {**project_env(), "SHELL": "/bin/sh"}
+    for command in (["git", "init", "-q"], ["dvc", "init", "-q"]):
+        run_ok(command, root, env)
+    journal = root / "data" / "journal" / "results"
+    repro = subprocess.Popen(["dvc", "repro"], cwd=root, env=env, stdout=subprocess.DEVNULL,
+                             stderr=subprocess.DEVNULL, start_new_session=True)  # fmt: skip
+    deadline = time.time() + 600
+    while time.time() < deadline and not list(journal.glob("*.json")):
+        assert repro.poll() is None, "dvc repro ended before the first process was journaled"
+        time.sleep(0.1)
+    below = descendants(repro.pid)  # the shell, the benchmark, its trial process and the trial's own
+    assert below, "the stage's processes were not found under dvc"
+    repro.send_signal(signal.SIGTERM)
+    assert repro.wait(timeout=60) != 0
+    deadline = time.time() + 30
+    while time.time() < deadline and any(running(pid) for pid in below):
+        time.sleep(0.2)
+    left = [pid for pid in below if running(pid)]
+    for pid in left:  # ours to end (started under our dvc): so a failure leaves nothing running
+        os.kill(pid, signal.SIGKILL)
+    assert not left, "processes of the stage outlived dvc"
+    assert list(journal.glob("*.json")) and not (root / "data/results/runs.jsonl").exists()
+    assert not (root / "mlruns" / "mlflow.db").exists() or _children(f"sqlite:///{root}/mlruns/mlflow.db").empty
+    again = run_ok(["dvc", "repro"], root, env)
+    assert "resuming interrupted invocation" in again.stdout + again.stderr
+    children = _children(f"sqlite:///{root}/mlruns/mlflow.db")
+    assert len(children) == RUNS_PER_INVOCATION and children["tags.compilebench.run_uid"].is_unique
 
 
 @pytest.fixture(scope="module")

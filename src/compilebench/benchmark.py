@@ -513,6 +513,7 @@ def main() -> None:
         LOGGER.error("%s", error)
         sys.exit(2)
     groups.end_trials_on_signal()  # a stopped benchmark leaves no trial or builder running behind it
+    groups.stop_with(groups.stage_runner())  # nor goes on when the `dvc repro` running it was ended
     try:
         measure(config, selection, manifest, image_meta, args.fresh)
     except (environments.StackError, RecordError, executors.ExecutorError) as error:  # raised before any timing

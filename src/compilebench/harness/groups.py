@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import contextlib
 import os
+import select
 import signal
 import subprocess
 import sys
 import threading
 import time
+from pathlib import Path
 
 LIVE: set[subprocess.Popen] = set()  # group leaders running now, started by this process
 STOPPING = threading.Event()  # set by the stop handler: from then on no group starts, and none that ended is a result
@@ -80,9 +82,52 @@ def end_group(process: subprocess.Popen, reap_s: float = 10.0) -> None:
         time.sleep(0.01)
 
 
+def _parent_of(pid: int) -> int:
+    return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+
+
+def stage_runner(variable: str = "DVC_STAGE") -> int | None:
+    """The process that runs this command as a stage: the nearest ancestor without `variable` in its environment
+    (DVC sets DVC_STAGE for a stage's command, which a shell between them inherits, and not for itself); None when
+    the variable is not set or /proc cannot tell (not Linux)."""
+    if variable not in os.environ:
+        return None
+    pid, marker = os.getppid(), variable.encode() + b"="
+    try:
+        while pid > 1:
+            if not any(entry.startswith(marker) for entry in Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")):
+                return pid
+            pid = _parent_of(pid)
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
+def stop_with(pid: int | None) -> None:
+    """Stop this process (a SIGTERM to itself: end_trials_on_signal's handler ends what it started) as soon as process
+    `pid` ends. DVC ended by a signal leaves its stage's command running, orphaned, with a shell between them or not;
+    a job system or CI that ends the `dvc repro` it started expects everything under it to end."""
+    if pid is None or not hasattr(os, "pidfd_open"):
+        return
+    try:
+        watched = os.pidfd_open(pid)
+    except ProcessLookupError:  # ended already
+        os.kill(os.getpid(), signal.SIGTERM)
+        return
+    except OSError:
+        return
+
+    def watch() -> None:
+        select.select([watched], [], [])  # readable once the process has ended
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    threading.Thread(target=watch, name=f"stop-with-{pid}", daemon=True).start()
+
+
 def end_trials_on_signal() -> None:
-    """On SIGTERM or SIGINT, end the running trials' groups (and an environment's builder's) before exiting: they
-    run in sessions of their own and would otherwise go on measuring, and disturb whatever runs next."""
+    """On SIGTERM, SIGINT or SIGHUP (a closed terminal), end the running trials' groups (and an environment's
+    builder's) before exiting: they run in sessions of their own and would otherwise go on measuring, and disturb
+    whatever runs next."""
 
     def handler(signum: int, frame: object) -> None:
         STOPPING.set()  # first: a thread starting a group now ends it itself (track)
@@ -92,3 +137,5 @@ def end_trials_on_signal() -> None:
 
     signal.signal(signal.SIGTERM, handler)
     signal.signal(signal.SIGINT, handler)
+    if signal.getsignal(signal.SIGHUP) is not signal.SIG_IGN:  # under `nohup`, a closed terminal ends nothing
+        signal.signal(signal.SIGHUP, handler)
