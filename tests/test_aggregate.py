@@ -99,3 +99,25 @@ def test_process_values_survive_the_mlflow_round_trip(tmp_path, monkeypatch):
         "p0": 3.0}  # fmt: skip
     assert read["batch_size"] == 1 and read["compile"] is True
     assert pytest.approx(read["process_values"]["speedup"]["p0"]) == 10.1 / 5.1
+
+
+@pytest.mark.parametrize("compared", [["current", "current"], ["current", "current", "current"]])
+def test_the_parent_metrics_of_an_a_a_run_reach_the_store(tmp_path, monkeypatch, compared):
+    """A/A and A/A/A labels (`current#2`, `current#3`) become key-safe metric keys, and the parent holds them all."""
+    from compilebench.harness.records import environment_labels
+
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    rows = [{**KEYS, "environment": label, "variant": variant, "compile": variant != "eager", "status": "ok",
+             "latency_ms_mean": 5.0, "speedup": 2.0, "compile_s": 3.0}
+            for label in environment_labels(compared) for variant in ("eager", "default")]  # fmt: skip
+    metrics = aggregate.headline_metrics(aggregate.summarize(pd.DataFrame(rows)), [])
+    expected = {"current_default_speedup_geomean", "current_2_default_speedup_geomean"}
+    assert expected | ({"current_3_default_speedup_geomean"} if len(compared) == 3 else set()) <= set(metrics)
+    uri = f"sqlite:///{tmp_path}/mlflow.db"
+    tracker = tracking.Tracker(uri, "inv-aa")
+    assert tracker.log_parent(metrics=metrics) and not tracker.failures
+    held = tracking.client(uri).get_run(tracker.parent()).data.metrics
+    assert held == pytest.approx(metrics)
+    # a metrics.json written before keys were made safe: sync still logs it, the refused characters made `_`
+    assert tracker.log_parent(metrics={"current#2_default_speedup_geomean": 2.5}) and not tracker.failures
+    assert tracking.client(uri).get_run(tracker.parent()).data.metrics["current_2_default_speedup_geomean"] == 2.5

@@ -10,7 +10,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import make_project, project_env, set_params
+from conftest import closed_port, make_project, project_env, set_params
 
 from compilebench import environments
 
@@ -169,4 +169,23 @@ def test_reading_a_store_that_holds_no_runs_is_a_clear_error(tmp_path):
     done = _run(root, "aggregate", env, "--from-mlflow")
     assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr[-2000:]
     assert f"no measurement runs in the MLflow store {store}" in done.stderr
+    assert not (root / "data/store").exists()
+
+
+def test_a_store_that_cannot_be_reached_is_one_line_without_its_password(tmp_path):
+    """A server store with a password in its URI and nothing listening: every command that reads the store (the
+    store's tables, sync, the UI's address) ends with one line naming the store, redacted, and no traceback."""
+    root = make_project(tmp_path, ["microsoft/resnet-50"])
+    (root / "data" / "results").mkdir(parents=True)
+    (root / "data" / "results" / "run_info.json").write_text('{"invocation_id": "i"}')  # sync has something to sync
+    (root / "data" / "results" / "runs.jsonl").write_text("")
+    env = {**project_env(), "MLFLOW_TRACKING_URI": f"http://bench:pwSECRET77@127.0.0.1:{closed_port()}",
+           "MLFLOW_HTTP_REQUEST_MAX_RETRIES": "0"}  # fmt: skip
+    for stage, args, code in (("aggregate", ("--from-mlflow",), 2), ("sync", (), 1),
+                              ("tracking", ("--ui-url", "http://127.0.0.1:5000"), 2)):  # fmt: skip
+        done = _run(root, stage, env, *args)
+        assert done.returncode == code, (stage, done.stderr[-2000:])
+        output = done.stdout + done.stderr
+        assert "pwSECRET77" not in output and "Traceback" not in output, (stage, output[-2000:])
+        assert "MLflow store http://***@127.0.0.1:" in done.stderr, (stage, done.stderr[-2000:])
     assert not (root / "data/store").exists()

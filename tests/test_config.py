@@ -51,6 +51,10 @@ BAD_PARAMS = [
     ({"environments.bad.pins": {}}, "environments.bad.pins"),
     ({"environments.bad.pins": {"torch": ">=2"}}, "environments.bad.pins.torch"),
     ({"environments.bad.pins": {"not a package!": "1.0"}}, "not a package!"),
+    (
+        {"compare": ["current", "current", "current_2"], "environments.current_2.pins": {"torch": "2.14.1"}},
+        "would share the metric key 'current_2'",
+    ),  # the A/A label current#2 and a name of the user's
 ]
 
 

@@ -33,7 +33,7 @@ from compilebench import reference, tracking
 from compilebench.analysis import compare
 from compilebench.config import Config, stage_config
 from compilebench.harness.files import locked, write_atomic, write_json
-from compilebench.harness.records import STATUS_OK, read_jsonl
+from compilebench.harness.records import STATUS_OK, key_part, read_jsonl
 
 LOGGER = logging.getLogger(__name__)
 QUIET_VERDICTS = ("equivalent", "inconclusive")  # a headline that says nothing changed
@@ -92,7 +92,7 @@ def headline_metrics(table: pd.DataFrame, compared: list[dict[str, Any]]) -> dic
     metrics: dict[str, Any] = {"runs_ok": len(ok), "runs_not_ok": int((table["status"] != STATUS_OK).sum())}
     several = table["environment"].nunique() > 1
     for (environment, variant), group in ok.groupby(["environment", "variant"]):
-        prefix = f"{environment}_{variant}" if several else variant
+        prefix = f"{key_part(environment)}_{key_part(variant)}" if several else key_part(variant)
         speedups = group["speedup"].astype(float)
         metrics[f"{prefix}_speedup_geomean"] = float(speedups.prod() ** (1 / len(speedups)))
         metrics[f"{prefix}_speedup_min"] = float(speedups.min())

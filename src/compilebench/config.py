@@ -19,7 +19,8 @@ from typing import Any
 from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from compilebench.harness.records import LOCAL_PREFIXES, is_local
+from compilebench import logs
+from compilebench.harness.records import LOCAL_PREFIXES, environment_labels, is_local, key_part
 
 COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 DTYPES = ("float32", "bfloat16", "float16")
@@ -373,6 +374,7 @@ class Config:
                 name in self.environments,
                 f"`compare`: unknown environment {name!r}; defined: {sorted(self.environments)}",
             )
+        self._check_labels()
         _require(EAGER in self.variants, f"`variants` must define `{EAGER}`, the baseline of every speedup")
         for name, variant in self.variants.items():
             variant.check(name)
@@ -386,6 +388,18 @@ class Config:
             "CPU trials side by side on one machine, measuring each other: use `executor: local`, or `ray` across "
             "machines (a CPU benchmark takes a whole node per slot); `runner.parallel_cpu_slots: true` allows it",
         )  # fmt: skip
+
+    def _check_labels(self) -> None:
+        """Compared environments whose labels would share a metric key (`a#2` and `a_2` both become `a_2`) are
+        refused: one would overwrite the other's headline metrics."""
+        seen: dict[str, str] = {}
+        for label in environment_labels(self.compare):
+            other = seen.setdefault(key_part(label), label)
+            _require(
+                other == label,
+                f"`compare`: environments {other!r} and {label!r} would share the metric key {key_part(label)!r} "
+                "(characters other than letters, digits, _ - . and space become _): rename one",
+            )
 
     def _check_suite(self, name: str, suite: Suite) -> None:
         from compilebench.harness.models import CardError, registered_ids  # cards are data: read lazily
@@ -507,9 +521,10 @@ def check_compile_paths(*paths: Path) -> None:
 
 
 def stage_config(overrides: list[str] | None = None, compiles: bool = False) -> Config:
-    """Every stage command's prologue: log to stderr, then validate params.yaml (and, for the stages that compile,
-    the selected variants' inductor options); a bad params file is one clear error and exit 2, before any work."""
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    """Every stage command's prologue: log to stderr (credentials redacted: logs.configure), then validate
+    params.yaml (and, for the stages that compile, the selected variants' inductor options); a bad params file is
+    one clear error and exit 2, before any work."""
+    logs.configure()
     try:
         config = at_home(load_config(overrides=overrides))
         if compiles:

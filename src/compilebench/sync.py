@@ -38,8 +38,8 @@ def main() -> None:
                                parent.get("params"), parent.get("tags"))  # fmt: skip
     try:
         before = tracking.count_invocation_runs(config.paths.tracking_uri, invocation)
-    except Exception as error:  # the store is still down: say so, change nothing
-        LOGGER.error("MLflow store %s unreachable: %s", tracking.redact(tracker.uri), tracking.redact(str(error))[:300])
+    except tracking.StoreError as error:  # the store is still down: say so, change nothing
+        LOGGER.error("%s", error)
         sys.exit(1)
     for record in records:
         tracker.log_run(**tracking.run_payload(record))

@@ -11,11 +11,13 @@ of runs not logged, which `python -m compilebench.sync` logs later.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
 import re
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +30,7 @@ from compilebench.analysis.runs import ProcessRecord
 from compilebench.harness import fingerprint
 from compilebench.harness.files import locked
 from compilebench.harness.records import MEASURED_NOTHING
+from compilebench.logs import redact
 
 LOGGER = logging.getLogger(__name__)
 
@@ -62,13 +65,8 @@ EXPERIMENT = "compilebench"  # every pipeline invocation logs here
 CRASHED = MEASURED_NOTHING
 STATUS_CODES = {"ok": 0, "invalid": 1, "accuracy_fail": 2, "compile_error": 3, "error": 4, "oom": 5, "killed": 6,
                 "timeout": 7, "crashed": 8}  # fmt: skip
+REFUSED_IN_KEY = re.compile(r"[^/\w.\- :]")  # characters MLflow refuses in a metric key (on Linux)
 EXPERIMENT_KIND_TAG, EXPERIMENT_KIND = "mlflow.experimentKind", "custom_model_development"  # the UI's "training runs"
-_CREDENTIALS = re.compile(r"(//)[^/@\s]+@")  # user:password@ in a URI
-
-
-def redact(text: str) -> str:
-    """Drop credentials embedded in URIs (`scheme://user:pass@host` -> `scheme://***@host`)."""
-    return _CREDENTIALS.sub(r"\1***@", text)
 
 
 def tracking_uri(configured: str) -> str:
@@ -77,8 +75,27 @@ def tracking_uri(configured: str) -> str:
 
 
 class StoreError(ValueError):
-    """A tracking store that is misconfigured, or lacks what a reader of it asked for (as opposed to temporarily
-    unreachable)."""
+    """A tracking store that is misconfigured, cannot be read, or lacks what a reader of it asked for; its message is
+    one line, credentials redacted."""
+
+
+def problem(error: BaseException) -> str:
+    """What went wrong with the store, in one redacted line (MLflow's messages hold the URI, credentials included)."""
+    lines = str(error).strip().splitlines() or [type(error).__name__]
+    return redact(lines[0])[:300]
+
+
+@contextlib.contextmanager
+def reading(configured_uri: str) -> Iterator[None]:
+    """Around a read of the store: any failure of it (unreachable, refused, a database error) becomes a StoreError
+    naming the store, redacted, so that a command ends with one line instead of a traceback that holds a password."""
+    try:
+        yield
+    except StoreError:
+        raise
+    except Exception as error:  # MLflow, requests and SQLAlchemy each raise their own: all are the store's failure
+        uri = redact(tracking_uri(configured_uri))
+        raise StoreError(f"MLflow store {uri} could not be read: {problem(error)}") from None
 
 
 def check_store(configured_uri: str) -> str:
@@ -276,7 +293,8 @@ def experiment_id(mlflow_client: MlflowClient, name: str) -> str:
 
 def ui_url(configured_uri: str, base: str) -> str:
     """Where the MLflow UI at `base` shows compilebench's runs table (the experiment's runs tab)."""
-    return f"{base.rstrip('/')}/#/experiments/{experiment_id(client(configured_uri), EXPERIMENT)}/runs"
+    with reading(configured_uri):
+        return f"{base.rstrip('/')}/#/experiments/{experiment_id(client(configured_uri), EXPERIMENT)}/runs"
 
 
 def _params(values: dict[str, Any]) -> list[Param]:
@@ -284,8 +302,10 @@ def _params(values: dict[str, Any]) -> list[Param]:
 
 
 def _metrics(values: dict[str, Any], timestamp_ms: int) -> list[Metric]:
+    """Metrics as MLflow takes them: NaN and non-numbers left out; a character MLflow refuses in a key made `_` (the
+    pipeline's keys are key-safe already, records.key_part; a metrics.json written before them may not be)."""
     return [
-        Metric(key, float(value), timestamp_ms, 0)
+        Metric(REFUSED_IN_KEY.sub("_", key), float(value), timestamp_ms, 0)
         for key, value in values.items()
         if isinstance(value, int | float) and not isinstance(value, bool) and value == value  # drop NaN
     ]
@@ -302,13 +322,14 @@ def find_run(mlflow_client: MlflowClient, experiment_id: str, tag: str, value: s
 
 
 def count_invocation_runs(configured_uri: str, invocation_id: str) -> int:
-    """How many measurement runs of one invocation the store holds."""
-    mlflow_client = client(configured_uri)
-    experiment = mlflow_client.get_experiment_by_name(EXPERIMENT)
-    if experiment is None:
-        return 0
-    query = f"tags.`{RUN_UID_TAG}` LIKE '{invocation_id}/%'"
-    return len(mlflow_client.search_runs([experiment.experiment_id], filter_string=query, max_results=50000))
+    """How many measurement runs of one invocation the store holds; StoreError when it cannot be read."""
+    with reading(configured_uri):
+        mlflow_client = client(configured_uri)
+        experiment = mlflow_client.get_experiment_by_name(EXPERIMENT)
+        if experiment is None:
+            return 0
+        query = f"tags.`{RUN_UID_TAG}` LIKE '{invocation_id}/%'"
+        return len(mlflow_client.search_runs([experiment.experiment_id], filter_string=query, max_results=50000))
 
 
 def start_parent(
@@ -379,22 +400,24 @@ def log_files(mlflow_client: MlflowClient, run_id: str, paths: list[Path], artif
 def log_metrics(mlflow_client: MlflowClient, run_id: str, metrics: dict[str, Any]) -> None:
     """Log the metrics the run does not already hold with these values (a second sync adds no history)."""
     held = mlflow_client.get_run(run_id).data.metrics
-    metrics = {key: value for key, value in metrics.items() if held.get(key) != value}
+    metrics = {key: value for key, value in metrics.items() if held.get(REFUSED_IN_KEY.sub("_", key)) != value}
     if not metrics:
         return
     mlflow_client.log_batch(run_id, metrics=_metrics(metrics, int(time.time() * 1000)))
 
 
 def search_children(configured_uri: str, experiment: str, parent_run_id: str | None = None) -> Any:
-    """Measurement runs of `experiment` as a pandas DataFrame (params.*, metrics.*, tags.* columns)."""
-    mlflow_client = client(configured_uri)
-    found = mlflow_client.get_experiment_by_name(experiment)
-    if found is None:
-        raise StoreError(f"no MLflow experiment {experiment!r} in {redact(tracking_uri(configured_uri))}")
-    query = "tags.role = 'measurement'"
-    if parent_run_id:
-        query += f" and tags.`{PARENT_RUN_TAG}` = '{parent_run_id}'"
-    return mlflow.search_runs([found.experiment_id], filter_string=query, max_results=50000)
+    """Measurement runs of `experiment` as a pandas DataFrame (params.*, metrics.*, tags.* columns); StoreError when
+    the store cannot be read or has no such experiment."""
+    with reading(configured_uri):
+        mlflow_client = client(configured_uri)
+        found = mlflow_client.get_experiment_by_name(experiment)
+        if found is None:
+            raise StoreError(f"no MLflow experiment {experiment!r} in {redact(tracking_uri(configured_uri))}")
+        query = "tags.role = 'measurement'"
+        if parent_run_id:
+            query += f" and tags.`{PARENT_RUN_TAG}` = '{parent_run_id}'"
+        return mlflow.search_runs([found.experiment_id], filter_string=query, max_results=50000)
 
 
 class Tracker:
@@ -419,9 +442,7 @@ class Tracker:
 
     def _warn(self, what: str, error: Exception) -> None:
         self.failures.append(what)
-        LOGGER.warning(
-            "MLflow store %s: %s not logged (%s)", redact(self.uri), what, redact(str(error)).splitlines()[0][:300]
-        )
+        LOGGER.warning("MLflow store %s: %s not logged (%s)", redact(self.uri), what, problem(error))
 
     def parent(self) -> str:
         """The invocation's parent run id (found by tag, else created); raises if the store is unreachable."""
@@ -487,7 +508,11 @@ def main() -> None:
     parser.add_argument("--ui-url", required=True, metavar="BASE", help="the UI's address, e.g. http://127.0.0.1:5000")
     args = parser.parse_args()
     config = stage_config()
-    print(f"compilebench runs: {ui_url(config.paths.tracking_uri, args.ui_url)}")
+    try:
+        print(f"compilebench runs: {ui_url(config.paths.tracking_uri, args.ui_url)}")
+    except StoreError as error:
+        LOGGER.error("%s", error)
+        raise SystemExit(2) from None
 
 
 if __name__ == "__main__":

@@ -33,19 +33,11 @@ from compilebench.harness.records import (
     TimingSpec,
     TrialSpec,
     VariantSpec,
+    environment_labels,
     processes,
     slug,
     williams_orders,
 )
-
-
-def environment_labels(names: list[str]) -> list[str]:
-    """Labels of the compared environments, in order; a name given again (an A/A calibration) gets `#2`, `#3`."""
-    labels, seen = [], {}
-    for name in names:
-        seen[name] = seen.get(name, 0) + 1
-        labels.append(name if seen[name] == 1 else f"{name}#{seen[name]}")
-    return labels
 
 
 def backend_key(variant: VariantSpec) -> str:

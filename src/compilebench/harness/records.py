@@ -16,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -44,6 +45,22 @@ KINDS = (KIND_PAIRED, KIND_ARM, KIND_COLD)
 RESULT_FORMAT = 3  # of a TrialResult line; older ones are read with the fields added since at their defaults
 RESULT_FIELDS_ADDED = {3: ("timeline_s",)}  # format -> the TrialResult fields it added (1, no `format` key: before
 #                                             multi-arm processes; 2: those, without a process's timeline)
+
+
+def environment_labels(names: list[str]) -> list[str]:
+    """Labels of the compared environments, in order; a name given again (an A/A calibration) gets `#2`, `#3`."""
+    labels, seen = [], {}
+    for name in names:
+        seen[name] = seen.get(name, 0) + 1
+        labels.append(name if seen[name] == 1 else f"{name}#{seen[name]}")
+    return labels
+
+
+def key_part(name: str) -> str:
+    """An environment's label or a variant's name as it goes into a metric key (metrics.json, MLflow): every character
+    MLflow refuses in a key (all but letters, digits, `_`, `-`, `.` and space; `/` and `:` would make a path of it)
+    made `_`. An A/A label `current#2` becomes `current_2`."""
+    return re.sub(r"[^\w.\- ]", "_", name)
 
 
 class RecordError(ValueError):
