@@ -269,6 +269,8 @@ class Benchmark:
     float32_matmul_precision: str = "highest"  # highest (no TF32, torch's default) | high (TF32 matmuls) | medium
     cudnn_allow_tf32: bool = True  # TF32 in cuDNN convolutions (torch's default, also in the doc's torch 2.0.1)
     cudnn_benchmark: bool = False  # cuDNN autotuning of convolution algorithms (torch's default: off)
+    together: bool = True  # a timing block's processes (one per compared environment) alive together, timing in
+    #                        alternating turns, so the machine's state falls on both alike; false: one after the other
 
     def __post_init__(self) -> None:
         _require(

@@ -208,12 +208,13 @@ def units_of(width: Width, trials: list[TrialSpec]) -> list[Unit]:
 
 
 def _process_walls(results: dict[str, TrialResult], trials: list[TrialSpec]) -> dict[str, float]:
-    """Each process's wall time once (a timing process's arms all carry it), by process."""
+    """Each process's time once (a timing process's arms all carry it), by process: its wall time, less what it
+    waited for turns where its block ran together (TrialResult.own_s), so a block costs its wall time once."""
     walls = {}
     for spec in trials:
         result = results.get(spec.trial_id)
         if result is not None:
-            walls[spec.process] = result.wall_s
+            walls[spec.process] = result.own_s
     return walls
 
 

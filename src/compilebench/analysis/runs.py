@@ -95,6 +95,7 @@ class ProcessRecord:
     status: str = STATUS_OK
     started_at: float = 0.0
     wall_s: float = 0.0
+    turn_wait_s: float | None = None  # a block run together: seconds it waited while the others took their turns
     compile_s: float | None = None  # the compiled run's first call; None in an eager run
     compile_position: int | None = None  # arms that compiled before this one in its process
     inductor_startup_s: float | None = None  # a timing process: inductor's one-time start-up, before its arms
@@ -501,6 +502,7 @@ def process_record(spec: TrialSpec, result: TrialResult, context: Context, eager
         status=result.status,
         started_at=result.started_at,
         wall_s=result.wall_s,
+        turn_wait_s=result.turn_wait_s,
         compile_s=None if eager_run else result.compile_s,
         compile_position=None if eager_run else result.compile_position,
         inductor_startup_s=None if eager_run else result.inductor_startup_s,

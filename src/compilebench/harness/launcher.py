@@ -31,10 +31,10 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
-from compilebench.harness import fingerprint
+from compilebench.harness import fingerprint, turns
 from compilebench.harness.files import append_lines, write_json
 from compilebench.harness.groups import LIVE, check_stopping, end_group, end_trials_on_signal, track
 from compilebench.harness.records import (
@@ -155,6 +155,83 @@ def trial_environment(
     return env
 
 
+@dataclass
+class Running:
+    """A trial process started and not yet ended: what its results are made of."""
+
+    specs: list[TrialSpec]
+    single: bool  # one trial given alone (not a list): one result returned
+    process: subprocess.Popen
+    out_path: Path
+    log_path: Path
+    started: float  # unix time
+    oom_before: int  # the kernel's OOM kills before it started
+    cap_mib: float  # CPU: the resident memory its group may use (0 = no cap)
+
+    def failed(self, status: str, error: str) -> list[TrialResult]:
+        wall_s = time.time() - self.started
+        return [TrialResult.failed(s.trial_id, status, error, started_at=self.started, wall_s=wall_s)
+                for s in self.specs]  # fmt: skip
+
+    def returned(self, results: list[TrialResult]) -> TrialResult | list[TrialResult]:
+        return results[0] if self.single else results
+
+
+def start_trial_process(
+    spec: TrialSpec | list[TrialSpec],
+    python: str,
+    workdir: Path,
+    cache_dir: Path | None,
+    *flags: str,
+    deploy_dir: Path | None = None,
+    slot: dict[str, str] | None = None,
+    member: turns.Member | None = None,
+) -> Running:
+    """Start one trial (a list: a timing process's arms) in a fresh process of `python`, as the leader of a process
+    group of its own, its output in a log; `member`: its turn pipes, when its block's processes run together."""
+    check_stopping()  # a pool's thread after the stop began: no new process, nothing written
+    specs = spec if isinstance(spec, list) else [spec]
+    first = specs[0]
+    name = first.process_id if isinstance(spec, list) else first.trial_id  # prime runs arms one by one, at once
+    stem = trial_stem(name) + ("-".join(("", *flags)) if flags else "")
+    spec_path, out_path, log_path = (workdir / f"{stem}.{suffix}" for suffix in ("spec.json", "out.json", "log"))
+    workdir.mkdir(parents=True, exist_ok=True)
+    out_path.unlink(missing_ok=True)
+    spec_path.write_text(json.dumps([s.to_dict() for s in specs] if isinstance(spec, list) else first.to_dict()))
+    command = [python, "-m", "compilebench.harness.trial", str(spec_path), str(out_path), *flags]
+    started, oom_before = time.time(), oom_kills()
+    env = trial_environment(cache_dir, deploy_dir, slot)
+    if member is not None:
+        env[turns.TURNS_ENV] = turns.environment_value(member)
+    with open(log_path, "w") as log:
+        process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True, env=env,
+                                   pass_fds=member.child_fds() if member is not None else ())  # fmt: skip
+    if member is not None:
+        member.started(process.pid)
+    track(process)
+    cap_mib = first.timing.memory_limit_mib if not first.timing.device.startswith("cuda") else 0.0
+    return Running(specs, not isinstance(spec, list), process, out_path, log_path, started, oom_before, cap_mib)
+
+
+def over_memory(running: Running, peak_mib: float) -> list[TrialResult]:
+    """The results of a process ended because its group's memory passed its cap."""
+    return running.failed("oom", f"the trial's processes used {peak_mib:.0f} MiB of memory, more than "
+                          f"benchmark.memory_limit_mib {running.cap_mib:g}")  # fmt: skip
+
+
+def finish_trial_process(running: Running, returncode: int) -> list[TrialResult]:
+    """The results of a process that exited by itself: its own, or its exit as the status of each trial."""
+    wall_s = time.time() - running.started
+    if returncode == 0 and running.out_path.exists():
+        raw = json.loads(running.out_path.read_text())
+        rows = raw if isinstance(raw, list) else [raw]
+        # the process's window on this clock: from its start here to its end (the trial's own clock starts later)
+        return [replace(TrialResult.from_dict(row), started_at=running.started, wall_s=wall_s) for row in rows]
+    status, why = exit_status(returncode, oom_kills() > running.oom_before)
+    return [TrialResult.failed(s.trial_id, status, f"trial process {why}: {log_tail(running.log_path)}",
+                               started_at=running.started, wall_s=wall_s) for s in running.specs]  # fmt: skip
+
+
 def run_trial_process(
     spec: TrialSpec | list[TrialSpec],
     python: str,
@@ -167,55 +244,79 @@ def run_trial_process(
 ) -> TrialResult | list[TrialResult]:
     """One trial (a list: a timing process's arms) in a fresh process of `python`; a timeout, crash or kill becomes
     the status of each. Returns a result per spec (one result for one spec)."""
-    check_stopping()  # a pool's thread after the stop began: no new process, nothing written
-    specs = spec if isinstance(spec, list) else [spec]
-    first = specs[0]
-    name = first.process_id if isinstance(spec, list) else first.trial_id  # prime runs arms one by one, at once
-    stem = trial_stem(name) + ("-".join(("", *flags)) if flags else "")
-    spec_path, out_path, log_path = (workdir / f"{stem}.{suffix}" for suffix in ("spec.json", "out.json", "log"))
-    workdir.mkdir(parents=True, exist_ok=True)
-    out_path.unlink(missing_ok=True)
-    spec_path.write_text(json.dumps([s.to_dict() for s in specs] if isinstance(spec, list) else first.to_dict()))
-    command = [python, "-m", "compilebench.harness.trial", str(spec_path), str(out_path), *flags]
-    started, oom_before = time.time(), oom_kills()
+    running = start_trial_process(spec, python, workdir, cache_dir, *flags, deploy_dir=deploy_dir, slot=slot)
+    try:
+        returncode, peak_mib = wait_within(running.process, timeout_s, running.cap_mib)
+    except subprocess.TimeoutExpired:
+        end_group(running.process)
+        return running.returned(running.failed("timeout", f"trial exceeded {timeout_s} s"))
+    finally:
+        LIVE.discard(running.process)
+    check_stopping()  # ended by the stop (in another thread's handler): not a result, crashed or not
+    if returncode is None:
+        end_group(running.process)
+        return running.returned(over_memory(running, peak_mib))
+    return running.returned(finish_trial_process(running, returncode))
 
-    def each_failed(status: str, error: str, wall_s: float) -> list[TrialResult]:
-        return [TrialResult.failed(s.trial_id, status, error, started_at=started, wall_s=wall_s) for s in specs]
 
-    with open(log_path, "w") as log:
-        process = subprocess.Popen(
-            command,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-            env=trial_environment(cache_dir, deploy_dir, slot),
-        )
-        track(process)
-        cap_mib = first.timing.memory_limit_mib if not first.timing.device.startswith("cuda") else 0.0
+def run_together(
+    runnables: list[list[TrialSpec]],
+    python_of: Callable[[TrialSpec], str],
+    workdir: Path,
+    cache_dir_of: Callable[[TrialSpec], tuple[Path | None, Path]],
+    timeout_s: float,
+    slot: dict[str, str] | None = None,
+) -> list[list[TrialResult]]:
+    """The timing processes of one block (a list of arms each) alive together, taking turns (harness/turns.py); the
+    results of each, in order. Each may run `timeout_s` per process of the block (it waits while the others run);
+    one over its memory cap, or one that fails, ends alone, and the others go on."""
+    members = [turns.Member() for _ in runnables]
+    running: list[Running] = []
+    try:
+        for specs, member in zip(runnables, members, strict=True):
+            cache_dir, deploy_dir = cache_dir_of(specs[0])
+            running.append(start_trial_process(specs, python_of(specs[0]), workdir, cache_dir, deploy_dir=deploy_dir,
+                                               slot=slot, member=member))  # fmt: skip
+        deadline = time.time() + timeout_s * len(runnables)
+        ended: dict[int, list[TrialResult]] = {}
+        peaks = [0.0] * len(running)
+
+        def check() -> None:
+            check_stopping()
+            if time.time() > deadline:
+                raise subprocess.TimeoutExpired("block", timeout_s * len(runnables))
+            for index, (one, member) in enumerate(zip(running, members, strict=True)):
+                if one.cap_mib <= 0 or index in ended:
+                    continue
+                peaks[index] = max(peaks[index], group_memory_mib(one.process.pid))
+                if peaks[index] > one.cap_mib:
+                    end_group(one.process)
+                    member.active = False
+                    ended[index] = over_memory(one, peaks[index])
+
         try:
-            returncode, peak_mib = wait_within(process, timeout_s, cap_mib)
+            turns.run_turns(members, check, MEMORY_POLL_S)
+            for index, one in enumerate(running):
+                if index not in ended:
+                    while one.process.poll() is None:
+                        check()
+                        time.sleep(0.05)
         except subprocess.TimeoutExpired:
-            end_group(process)
-            results = each_failed("timeout", f"trial exceeded {timeout_s} s", time.time() - started)
-            return results if isinstance(spec, list) else results[0]
-        finally:
-            LIVE.discard(process)
-        check_stopping()  # ended by the stop (in another thread's handler): not a result, crashed or not
-        if returncode is None:
-            end_group(process)
-            results = each_failed("oom", f"the trial's processes used {peak_mib:.0f} MiB of memory, more than "
-                                  f"benchmark.memory_limit_mib {cap_mib:g}", time.time() - started)  # fmt: skip
-            return results if isinstance(spec, list) else results[0]
-    wall_s = time.time() - started
-    if returncode == 0 and out_path.exists():
-        raw = json.loads(out_path.read_text())
-        rows = raw if isinstance(raw, list) else [raw]
-        # the process's window on this clock: from its start here to its end (the trial's own clock starts later)
-        results = [replace(TrialResult.from_dict(row), started_at=started, wall_s=wall_s) for row in rows]
-    else:
-        status, why = exit_status(returncode, oom_kills() > oom_before)
-        results = each_failed(status, f"trial process {why}: {log_tail(log_path)}", wall_s)
-    return results if isinstance(spec, list) else results[0]
+            for index, one in enumerate(running):
+                if index not in ended:
+                    end_group(one.process)
+                    ended[index] = one.failed("timeout", f"trial exceeded {timeout_s * len(runnables):g} s (a block of "
+                                              f"{len(runnables)} processes taking turns)")  # fmt: skip
+        check_stopping()
+        return [ended.get(index) or finish_trial_process(one, one.process.returncode)
+                for index, one in enumerate(running)]  # fmt: skip
+    finally:
+        for one in running:
+            if one.process.poll() is None:  # a stop, or an error here: nothing of the block runs on
+                end_group(one.process)
+            LIVE.discard(one.process)
+        for member in members:
+            member.close()
 
 
 MEMORY_POLL_S = 0.25  # how often a capped trial's resident memory is read
@@ -305,6 +406,27 @@ def merge_cold_cache(spec: TrialSpec, cache_dir: Path, workdir: Path) -> None:
     shutil.rmtree(cache_dir, ignore_errors=True)
 
 
+def together_blocks(groups: list[list[TrialSpec]]) -> list[list[list[TrialSpec]]]:
+    """The processes of a plan (processes()) as the launcher runs them: the consecutive timing processes of one block
+    (one model, batch size and replicate; each environment once) together when their timing says so
+    (`benchmark.together`), every other process alone."""
+    blocks: list[list[list[TrialSpec]]] = []
+    for group in groups:
+        first = group[0]
+        last = blocks[-1][-1][0] if blocks else None
+        joins = (
+            first.kind == KIND_ARM and first.timing.together and last is not None and last.kind == KIND_ARM
+            and (last.model.model_id, last.batch_size, last.replicate)
+            == (first.model.model_id, first.batch_size, first.replicate)
+            and first.environment not in {other[0].environment for other in blocks[-1]}
+        )  # fmt: skip
+        if joins:
+            blocks[-1].append(group)
+        else:
+            blocks.append([group])
+    return blocks
+
+
 def run_trials(
     trials: list[TrialSpec],
     pythons: dict[str, str],
@@ -315,43 +437,56 @@ def run_trials(
     slot: dict[str, str] | None = None,
     before_process: Callable[[list[TrialSpec]], None] | None = None,
 ) -> list[TrialResult]:
-    """Run `trials` in order, a process at a time (skipping processes whose trials are all in `done`; one done in
-    part runs again whole: its arms are paired only with each other); `on_process(specs, results, resumed)` after
-    each process, with its trials' results. A variant whose first trial failed in a way that would repeat is not run
-    again (`not_repeated`). `slot`: environment variables of the slot the trials run on (executors).
-    `before_process(specs)` before a process starts: it may raise to stop the run there (`Deadline`)."""
+    """Run `trials` in order, a process at a time, or a block's timing processes together (together_blocks), skipping
+    processes whose trials are all in `done` (one done in part runs again whole: its arms are paired only with each
+    other); `on_process(specs, results, resumed)` after each process, with its trials' results. A variant whose first
+    trial failed in a way that would repeat is not run again (`not_repeated`). `slot`: environment variables of the
+    slot the trials run on (executors). `before_process(specs)` before a process (a block: its first) starts: it may
+    raise to stop the run there (`Deadline`)."""
     done = dict(done or {})
     first_failure: dict[str, TrialResult] = {}  # by cache key (environment/model/batch/variant): its first failure
-    results = []
-    for group in processes(trials):
-        resumed = all(spec.trial_id in done for spec in group)
-        if resumed:
-            ended = [done[spec.trial_id] for spec in group]
-        else:
-            runnable = [spec for spec in group if spec.cache_key not in first_failure]
-            ran: dict[str, TrialResult] = {}
-            if runnable and before_process is not None:
-                before_process(runnable)
-            if runnable:  # an eager arm alone still runs: the eager run needs its samples
-                cache_dir, deploy_dir = trial_folders(runnable[0], workdir)
-                measured = run_trial_process(runnable if runnable[0].kind == KIND_ARM else runnable[0],
-                                             pythons[runnable[0].environment], workdir / "trials", cache_dir,
-                                             timeout_s, deploy_dir=deploy_dir, slot=slot)  # fmt: skip
-                ran = {result.trial_id: result for result in (measured if isinstance(measured, list) else [measured])}
-                if runnable[0].kind == KIND_COLD and cache_dir is not None:
-                    merge_cold_cache(runnable[0], cache_dir, workdir)
-            ended = [
-                ran.get(spec.trial_id)
-                or (not_repeated(spec, first_failure[spec.cache_key]) if spec.cache_key in first_failure
-                    else TrialResult.failed(spec.trial_id, "crashed", "its process wrote no result for this trial"))
-                for spec in group
-            ]  # fmt: skip
-        for spec, result in zip(group, ended, strict=True):
+    results: list[TrialResult] = []
+
+    def ended(group: list[TrialSpec], ran: dict[str, TrialResult], resumed: bool) -> None:
+        found = [
+            ran.get(spec.trial_id)
+            or (not_repeated(spec, first_failure[spec.cache_key]) if spec.cache_key in first_failure
+                else TrialResult.failed(spec.trial_id, "crashed", "its process wrote no result for this trial"))
+            for spec in group
+        ]  # fmt: skip
+        for spec, result in zip(group, found, strict=True):
             if result.status in NOT_REPEATED:
                 first_failure.setdefault(spec.cache_key, result)
-        results += ended
+        results.extend(found)
         if on_process is not None:
-            on_process(group, ended, resumed)
+            on_process(group, found, resumed)
+
+    for block in together_blocks(processes(trials)):
+        todo: list[tuple[list[TrialSpec], list[TrialSpec]]] = []  # (the process's trials, those that run)
+        for group in block:
+            if all(spec.trial_id in done for spec in group):
+                ended(group, done, resumed=True)
+            else:  # an eager arm alone still runs: the eager run needs its samples
+                todo.append((group, [spec for spec in group if spec.cache_key not in first_failure]))
+        runnable = [run for _, run in todo if run]
+        if runnable and before_process is not None:
+            before_process(runnable[0])
+        ran: dict[str, TrialResult] = {}
+        if len(runnable) > 1:
+            for measured in run_together(runnable, lambda spec: pythons[spec.environment], workdir / "trials",
+                                         lambda spec: trial_folders(spec, workdir), timeout_s, slot):  # fmt: skip
+                ran.update((result.trial_id, result) for result in measured)
+        elif runnable:
+            first = runnable[0][0]
+            cache_dir, deploy_dir = trial_folders(first, workdir)
+            measured = run_trial_process(runnable[0] if first.kind == KIND_ARM else first, pythons[first.environment],
+                                         workdir / "trials", cache_dir, timeout_s, deploy_dir=deploy_dir,
+                                         slot=slot)  # fmt: skip
+            ran = {result.trial_id: result for result in (measured if isinstance(measured, list) else [measured])}
+            if first.kind == KIND_COLD and cache_dir is not None:
+                merge_cold_cache(first, cache_dir, workdir)
+        for group, _ in todo:
+            ended(group, ran, resumed=False)
     return results
 
 

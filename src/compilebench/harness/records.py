@@ -42,9 +42,9 @@ KIND_PAIRED, KIND_ARM, KIND_COLD = "paired", "arm", "cold"  # what a trial's pro
 KINDS = (KIND_PAIRED, KIND_ARM, KIND_COLD)
 
 
-RESULT_FORMAT = 3  # of a TrialResult line; older ones are read with the fields added since at their defaults
-RESULT_FIELDS_ADDED = {3: ("timeline_s",)}  # format -> the TrialResult fields it added (1, no `format` key: before
-#                                             multi-arm processes; 2: those, without a process's timeline)
+RESULT_FORMAT = 4  # of a TrialResult line; older ones are read with the fields added since at their defaults
+RESULT_FIELDS_ADDED = {3: ("timeline_s",), 4: ("turn_wait_s",)}  # format -> the TrialResult fields it added (1, no
+#   `format` key: before multi-arm processes; 2: those, without a process's timeline; 3: before blocks together)
 
 
 def environment_labels(names: list[str]) -> list[str]:
@@ -208,6 +208,8 @@ class TimingSpec:
     float32_matmul_precision: str = "highest"
     cudnn_allow_tf32: bool = True
     cudnn_benchmark: bool = False
+    together: bool = False  # a block's timing processes alive together, timing in turns (turns.py); a plan from
+    #                         before it ran them one after the other
 
     @classmethod
     def from_dict(cls, raw: dict[str, Any]) -> TimingSpec:
@@ -346,6 +348,14 @@ class TrialResult:
     #   (timing.machine_state: host affinity, iowait; GPU clocks, power, temperature, throttle reasons, processes)
     timeline_s: dict[str, float] = field(default_factory=dict)  # the process's moments, seconds since it started, by
     #   what it had just done (trial.mark), `measured` last; wall_s less that is its exit
+    turn_wait_s: float | None = None  # a timing process of a block run together (turns.py): seconds it waited while
+    #   the block's other processes took their turns; None for a process alone
+
+    @property
+    def own_s(self) -> float:
+        """The machine's time this process took: its wall time less what it waited while its block's other processes
+        took their turns (their time, counted in theirs). What a budget counts."""
+        return self.wall_s - (self.turn_wait_s or 0.0)
 
     def to_dict(self) -> dict[str, Any]:
         return {**asdict(self), "format": RESULT_FORMAT}

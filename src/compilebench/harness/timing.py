@@ -22,6 +22,7 @@ from typing import Any
 
 from compilebench.harness import stats
 from compilebench.harness.records import SLOT_ENV, usable_cores, williams_orders
+from compilebench.harness.turns import Solo
 
 CI_CHECK_EVERY = 10  # pairs between two adaptive-stop checks of the speedup CI
 WARMUP_DRIFT = 0.03  # warm-up goes on while an arm's last rounds are still this much faster than the ones before
@@ -135,11 +136,12 @@ def memory_peak_mib(call: Callable[[], Any], iters: int, device: str) -> tuple[f
     return peak, max(peak - before, 0.0)
 
 
-def group_cpu_s() -> float:
+def group_cpu_s(partners: tuple[int, ...] = ()) -> float:
     """CPU seconds of every process in this process's group and of the children they reaped: the trial, its compile
-    workers and their g++ runs (the launcher starts each trial as the leader of a group of its own); this process
-    alone where /proc cannot be read."""
-    group, per_tick, total = os.getpgrp(), os.sysconf("SC_CLK_TCK"), 0
+    workers and their g++ runs (the launcher starts each trial as the leader of a group of its own), and the groups of
+    `partners` (the other processes of its block, taking turns with it); this process alone where /proc cannot be
+    read."""
+    groups, per_tick, total = {os.getpgrp(), *partners}, os.sysconf("SC_CLK_TCK"), 0
     try:
         entries = [entry for entry in Path("/proc").iterdir() if entry.name.isdigit()]
     except OSError:
@@ -150,14 +152,14 @@ def group_cpu_s() -> float:
             fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
         except (OSError, IndexError):
             continue  # ended while we looked
-        if int(fields[2]) == group:  # pgrp; then utime, stime and the reaped children's (g++) cutime, cstime
+        if int(fields[2]) in groups:  # pgrp; then utime, stime and the reaped children's (g++) cutime, cstime
             total += sum(int(value) for value in fields[11:15])
     return total / per_tick
 
 
-def cpu_snapshot() -> tuple[float, float, float, float, float] | None:
-    """(monotonic s, the machine's busy CPU s, its steal s, this trial's own CPU s: its process group's, iowait s)
-    from /proc/stat and /proc/*/stat; None where /proc/stat is missing (not Linux)."""
+def cpu_snapshot(partners: tuple[int, ...] = ()) -> tuple[float, float, float, float, float] | None:
+    """(monotonic s, the machine's busy CPU s, its steal s, this trial's own CPU s: its process group's and its block
+    partners', iowait s) from /proc/stat and /proc/*/stat; None where /proc/stat is missing (not Linux)."""
     try:
         fields = Path("/proc/stat").read_text().splitlines()[0].split()
     except OSError:
@@ -166,7 +168,7 @@ def cpu_snapshot() -> tuple[float, float, float, float, float] | None:
     user, nice, system, _idle, iowait, irq, softirq, steal = (ticks + [0] * 8)[:8]
     per_tick = os.sysconf("SC_CLK_TCK")
     busy = (user + nice + system + irq + softirq) / per_tick
-    return time.monotonic(), busy, steal / per_tick, group_cpu_s(), iowait / per_tick
+    return time.monotonic(), busy, steal / per_tick, group_cpu_s(partners), iowait / per_tick
 
 
 def disturbance(before: tuple | None, after: tuple | None) -> dict[str, float]:
@@ -284,25 +286,40 @@ def _drift(samples: list[float]) -> float:
     return max(1 - last / before, 0.0) if before > 0 else 0.0
 
 
+def _own_clock(turns: Solo) -> Callable[[], float]:
+    """Seconds since now, less what the process waits for its turns from now on (turns.py; none alone)."""
+    began, waited = time.perf_counter(), turns.waited_s
+    return lambda: time.perf_counter() - began - (turns.waited_s - waited)
+
+
 def warm_up(
-    calls: list[Callable[[], Any]], device: str, min_rounds: int, min_s: float, start: int = 0
+    calls: list[Callable[[], Any]],
+    device: str,
+    min_rounds: int,
+    min_s: float,
+    start: int = 0,
+    turns: Solo | None = None,
 ) -> tuple[int, float, float | None]:
     """Untimed rounds of every arm, in the timing's rotation, right before timing: at least `min_rounds` and `min_s`,
     longer while an arm's last rounds still run faster than the ones before (caches, clocks, the allocator settling),
     up to WARMUP_MAX_FACTOR times `min_s`. A drift needs four rounds to be judged: a slow model whose `min_s` holds
     two rounds goes on (measured: ViT-B/16's eager arm on a 2-core VM ran 279, 268, 239, 204 ms in its first timed
-    rounds after a two-round warm-up, and its speedup moved 13-18% between the halves of its rounds).
+    rounds after a two-round warm-up, and its speedup moved 13-18% between the halves of its rounds). Each round is a
+    turn of the process's block (turns.py); its seconds leave out its waits for them.
     (rounds, seconds, the drift left: the largest over arms; None when the cap came before four rounds)."""
-    orders, seen = williams_orders(len(calls)), [[] for _ in calls]
-    began, rounds, drift = time.perf_counter(), 0, 0.0
+    orders, seen, turns = williams_orders(len(calls)), [[] for _ in calls], turns or Solo()
+    own = _own_clock(turns)
+    rounds, drift = 0, 0.0
     limit_s = max(min_s, 0.0) * WARMUP_MAX_FACTOR
     while True:
-        elapsed = time.perf_counter() - began
+        elapsed = own()
         if rounds >= min_rounds and elapsed >= min_s:
             drift = max((_drift(arm) for arm in seen), default=0.0)
             if drift <= WARMUP_DRIFT or elapsed >= limit_s:
                 return rounds, elapsed, (drift if math.isfinite(drift) else None)
+        turns.take()
         _round(calls, orders[(start + rounds) % len(orders)], device, seen)
+        turns.give(more=True)  # the timed rounds follow
         rounds += 1
 
 
@@ -314,21 +331,26 @@ def round_samples(
     max_time_s: float,
     start: int = 0,
     target_ci_halfwidth: float = 0.0,
+    turns: Solo | None = None,
 ) -> tuple[list[list[float]], float]:
     """Rounds of every arm (index 0 is eager), each round in the next order of a Williams design (from `start`), until
     `min_rounds` and `min_time_s` are reached (and every compiled arm's speedup CI is within the target) or
-    `max_time_s` passes. The i-th samples of two arms come from the same round: their ratio is a pair."""
-    orders, samples = williams_orders(len(calls)), [[] for _ in calls]
-    began = time.perf_counter()
+    `max_time_s` passes. The i-th samples of two arms come from the same round: their ratio is a pair. Each round is
+    a turn of the process's block (turns.py), the last one said to be the last; its seconds leave out the waits."""
+    orders, samples, turns = williams_orders(len(calls)), [[] for _ in calls], turns or Solo()
+    own = _own_clock(turns)
     while True:
+        turns.take()
         _round(calls, orders[(start + len(samples[0])) % len(orders)], device, samples)
-        elapsed = time.perf_counter() - began
-        if elapsed >= max_time_s:
+        elapsed = own()
+        enough = len(samples[0]) >= min_rounds and elapsed >= min_time_s
+        if enough and target_ci_halfwidth > 0:
+            checkpoint = len(samples[0]) % CI_CHECK_EVERY == 0
+            enough = checkpoint and all(ci_narrow_enough(samples[0], arm, target_ci_halfwidth) for arm in samples[1:])
+        last = enough or elapsed >= max_time_s
+        turns.give(more=not last)
+        if last:
             return samples, elapsed
-        if len(samples[0]) >= min_rounds and elapsed >= min_time_s:
-            checkpoint = target_ci_halfwidth <= 0 or len(samples[0]) % CI_CHECK_EVERY == 0
-            if checkpoint and all(ci_narrow_enough(samples[0], arm, target_ci_halfwidth) for arm in samples[1:]):
-                return samples, elapsed
 
 
 def single_samples(

@@ -57,6 +57,7 @@ from compilebench.harness.records import (
     VariantSpec,
     usable_cores,
 )
+from compilebench.harness.turns import Solo, Turns, of_this_process
 
 LOGGER = logging.getLogger(__name__)
 
@@ -514,18 +515,20 @@ def stop_compile_workers() -> None:
         shutdown()
 
 
-def time_arms(calls: list[Any], timing_spec: TimingSpec, start: int) -> dict[str, Any]:
-    """Warm every arm up in rounds, then time them in rounds (index 0 is eager); the machine's state around it."""
-    device = timing_spec.device
+def time_arms(calls: list[Any], timing_spec: TimingSpec, start: int, turns: Solo | None = None) -> dict[str, Any]:
+    """Warm every arm up in rounds, then time them in rounds (index 0 is eager), each round a turn of the process's
+    block (turns.py) where its processes run together; the machine's state around it."""
+    device, turns = timing_spec.device, turns or Solo()
     state_before = timing.machine_state(device)
-    rounds, warmup_s, drift = timing.warm_up(calls, device, timing_spec.warmup_iters, timing_spec.warmup_s, start)
+    rounds, warmup_s, drift = timing.warm_up(calls, device, timing_spec.warmup_iters, timing_spec.warmup_s, start,
+                                             turns)  # fmt: skip
     mark("warmed up")
-    before = timing.cpu_snapshot()
+    before = timing.cpu_snapshot(turns.partners)
     samples, timed_s = timing.round_samples(
         calls, device, timing_spec.min_iters, timing_spec.min_time_s, timing_spec.max_time_s, start,
-        timing_spec.target_ci_halfwidth,
+        timing_spec.target_ci_halfwidth, turns,
     )  # fmt: skip
-    busy = timing.disturbance(before, timing.cpu_snapshot())
+    busy = timing.disturbance(before, timing.cpu_snapshot(turns.partners))
     mark("timed")
     return {"samples": samples, "timed_s": timed_s, "disturbance": busy, "warmup_s": warmup_s, "warmup_drift": drift,
             "warmup_rounds": rounds,
@@ -536,10 +539,11 @@ def _message(error: BaseException) -> str:
     return "".join(traceback.format_exception_only(error)).strip()
 
 
-def start_process(spec: TrialSpec, known: dict[str, Any]) -> tuple[dict[str, Any], Any, Any]:
+def start_process(spec: TrialSpec, known: dict[str, Any], waited_s: float = 0.0) -> tuple[dict[str, Any], Any, Any]:
     """What every kind of trial process does first: threads and numerics set, the machine recorded, the checkpoint
     loaded, eager's first call (the reference output), its warm-up and its peak memory, measured while eager's model
-    is the only one loaded. Returns (loaded, eager call, reference output); fills `known`."""
+    is the only one loaded. Returns (loaded, eager call, reference output); fills `known`. `waited_s`: what the
+    process spent waiting for its first turn (turns.py), not part of its start-up."""
     import torch
 
     timing_spec, device = spec.timing, spec.timing.device
@@ -549,7 +553,8 @@ def start_process(spec: TrialSpec, known: dict[str, Any]) -> tuple[dict[str, Any
     known["environment"] = fingerprint.collect(device)
     known["device_state"] = {"start": timing.machine_state(device)}  # a timing process adds its timing's start and end
     known["num_threads"] = torch.get_num_threads()
-    known["startup_s"] = timing.process_age_s()
+    age_s = timing.process_age_s()
+    known["startup_s"] = None if age_s is None else age_s - waited_s
     mark("started")
     started = time.perf_counter()
     loaded = load(spec)
@@ -651,21 +656,25 @@ def run_cold(spec: TrialSpec) -> TrialResult:
     return TrialResult(trial_id=spec.trial_id, **{**known, **measured})
 
 
-def run_arms(specs: list[TrialSpec]) -> list[TrialResult]:
+def run_arms(specs: list[TrialSpec], turns: Solo | None = None) -> list[TrialResult]:
     """A timing process: eager and every compiled arm of one (environment, model, batch size). Inductor is started
     first (start_inductor); then each compiled arm compiles its own copy of the model, in the listed order (the plan
     rotates it per block), from the cell's warm cache; an arm that fails is a status, and the others go on. With the
     compile workers stopped, every arm is warmed up and timed in rounds (timing.round_samples), so each arm's i-th
-    call and eager's come from the same round."""
+    call and eager's come from the same round. Where the block's processes run together (turns.py), all of that up to
+    the compile workers' stop is this process's first turn, and each round a turn."""
     import torch
 
-    first, timing_spec = specs[0], specs[0].timing
+    first, timing_spec, turns = specs[0], specs[0].timing, turns or Solo()
     state: dict[str, Any] = {"phase": "load"}
     known: dict[str, Any] = {}
     arms = tuple(spec.variant.name for spec in specs)
+    turns.take()
+    if isinstance(turns, Turns):
+        mark("its turn")  # the time before is the interpreter's, the harness's imports and the wait for this turn
     try:
         with torch.no_grad():
-            loaded, eager, reference = start_process(first, known)
+            loaded, eager, reference = start_process(first, known, waited_s=turns.waited_s)
             calls, compiled_arms, outcomes = [eager], [], {}
             if any(spec.variant.compile for spec in specs):
                 state["phase"] = "compile"
@@ -687,9 +696,10 @@ def run_arms(specs: list[TrialSpec]) -> list[TrialResult]:
                         raise
             stop_compile_workers()
             mark("compile workers stopped")
+            turns.give(more=True)  # the set-up turn: the rounds follow
             state["phase"] = "run"
             graphs = graphs_so_far()  # the last arm's; made while timing, a graph means a guard failed
-            timed = time_arms(calls, timing_spec, first.replicate)
+            timed = time_arms(calls, timing_spec, first.replicate, turns)
             recompiles = graphs_so_far() - graphs
     except Exception as error:  # the process boundary: every arm ends with what happened
         LOGGER.exception("timing process %s failed while %s", first.process_id, state["phase"])
@@ -698,7 +708,8 @@ def run_arms(specs: list[TrialSpec]) -> list[TrialResult]:
     samples = timed.pop("samples")
     timed.pop("warmup_rounds")
     eager_ms = tuple(samples[0])
-    shared = {**known, **timed, "arms": arms, "eager_ms": eager_ms, "warmup_calls": timing_spec.warmup_iters}
+    shared = {**known, **timed, "arms": arms, "eager_ms": eager_ms, "warmup_calls": timing_spec.warmup_iters,
+              "turn_wait_s": turns.waited_s if isinstance(turns, Turns) else None}  # fmt: skip
     results = []
     for spec in specs:
         if not spec.variant.compile:
@@ -713,10 +724,11 @@ def run_arms(specs: list[TrialSpec]) -> list[TrialResult]:
     return results
 
 
-def run_process(specs: list[TrialSpec]) -> list[TrialResult]:
-    """What one fresh process measures for its trials: a timing process's arms, or one cold or paired trial."""
+def run_process(specs: list[TrialSpec], turns: Solo | None = None) -> list[TrialResult]:
+    """What one fresh process measures for its trials: a timing process's arms (taking turns with its block's other
+    processes where they run together), or one cold or paired trial."""
     if specs[0].kind == KIND_ARM:
-        return run_arms(specs)
+        return run_arms(specs, turns)
     if len(specs) != 1:
         raise ValueError(f"a process of kind {specs[0].kind} runs one trial, got {len(specs)}")
     return [run_cold(specs[0]) if specs[0].kind == KIND_COLD else run_trial(specs[0])]
@@ -764,7 +776,7 @@ def main() -> None:
     started = time.time()
     raw = json.loads(args.spec.read_text())
     specs = [TrialSpec.from_dict(item) for item in (raw if isinstance(raw, list) else [raw])]
-    results = [run_cold(specs[0])] if args.compile_only else run_process(specs)
+    results = [run_cold(specs[0])] if args.compile_only else run_process(specs, of_this_process())
     mark("measured")
     rows = [{**result.to_dict(), "started_at": started, "timeline_s": dict(TIMELINE)} for result in results]
     write_json(args.out, rows, indent=None)

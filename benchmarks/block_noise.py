@@ -1,0 +1,150 @@
+"""How much a block's B/A varies when its two timing processes run one after the other, and when they run together
+taking turns (`benchmark.together`): both designs interleaved in one run, on real stacks.
+
+    python benchmarks/block_noise.py --out RECORD/blocks.jsonl                    # ResNet-50, SegFormer-B0
+    python benchmarks/block_noise.py --models microsoft/resnet-50 --blocks 4 --b torch-2.14.1 --out blocks.jsonl
+
+Per model, one cold process per variant and environment fills each environment's warm cache; then `--blocks` blocks
+of each design, alternating (sequential, together, sequential, ...), each a timing process per environment (eager
+and the compiled arms, the plan's balanced order of environments). Per design and model it prints the sd over blocks
+of log B/A for eager latency, each arm's compiled latency and speedup (per-process medians, as a comparison pairs
+them), the blocks' median wall time, and for the together blocks the correlation of A's and B's per-round eager
+latency (rounds alternate, so round i of each is close in time). Every process's result (raw samples included) is
+written to `--out`, a JSON line each. The last line is `sd_eager_latency sequential=.. together=..`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import statistics
+import sys
+import tempfile
+from dataclasses import replace
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
+
+from compilebench import environments
+from compilebench.analysis import plan
+from compilebench.config import load_config
+from compilebench.fetch_image import fallback_image
+from compilebench.harness import launcher, models
+from compilebench.harness.records import STATUS_OK, TimingSpec, TrialResult, TrialSpec, VariantSpec
+
+MODELS = ["microsoft/resnet-50", "nvidia/segformer-b0-finetuned-ade-512-512"]
+ARMS = [VariantSpec("eager", compile=False), VariantSpec("default")]
+DESIGNS = ("sequential", "together")
+
+
+def median(values: tuple[float, ...]) -> float:
+    return statistics.median(values)
+
+
+def block_values(results: dict[str, TrialResult], specs: list[TrialSpec]) -> dict[str, float]:
+    """One environment's process in a block: its median eager latency, and per arm compiled latency and speedup."""
+    values: dict[str, float] = {}
+    for spec in specs:
+        result = results[spec.trial_id]
+        values["eager_latency"] = median(result.eager_ms)
+        if spec.variant.compile and result.compiled_ms:
+            values[f"{spec.variant.name}_latency"] = median(result.compiled_ms)
+            values[f"{spec.variant.name}_speedup"] = median(result.eager_ms) / median(result.compiled_ms)
+    return values
+
+
+def round_correlation(a: TrialResult, b: TrialResult) -> float | None:
+    """Correlation of log eager latency, round by round, of two processes that took turns."""
+    count = min(len(a.eager_ms), len(b.eager_ms))
+    if count < 3:
+        return None
+    return statistics.correlation([math.log(v) for v in a.eager_ms[:count]], [math.log(v) for v in b.eager_ms[:count]])
+
+
+def summary(rows: list[dict], design: str, model: str) -> dict[str, float]:
+    """Per metric, the sd over blocks of log B/A; with the blocks' count and median wall time."""
+    mine = [row for row in rows if row["design"] == design and row["model"] == model]
+    found: dict[str, float] = {"blocks": len(mine), "wall_s": statistics.median(row["wall_s"] for row in mine)}
+    for metric in mine[0]["log_ratio"] if mine else []:
+        logs = [row["log_ratio"][metric] for row in mine if metric in row["log_ratio"]]
+        if len(logs) >= 2:
+            found[f"sd_{metric}"] = statistics.stdev(logs)
+    correlations = [row["round_correlation"] for row in mine if row.get("round_correlation") is not None]
+    if correlations:
+        found["round_correlation"] = statistics.median(correlations)
+    return found
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--models", nargs="+", default=MODELS)
+    parser.add_argument("--blocks", type=int, default=4, help="blocks of each design per model")
+    parser.add_argument("--b", default="torch-2.14.1", help="environment B (params.yaml); A is `current`")
+    parser.add_argument("--out", type=Path, required=True, help="every process's result, a JSON line each")
+    parser.add_argument("--scale", default="full", choices=("full", "tiny"), help="tiny: a quick check of the script")
+    args = parser.parse_args()
+    config = load_config("params.yaml")
+    root, cache_root = Path.cwd(), Path(config.paths.environments)
+    project = environments.project_pins(root)
+    pythons = {
+        "current": environments.build("current", project, cache_root).python,
+        args.b: environments.build(args.b, environments.resolve(project, config.environments[args.b].pins),
+                                   cache_root).python,
+    }  # fmt: skip
+    labels = list(pythons)
+    bench = config.benchmark
+    timing = TimingSpec(**{key: getattr(bench, key) for key in TimingSpec.__dataclass_fields__})
+    work = Path(tempfile.mkdtemp(prefix="compilebench-blocks-"))
+    image = work / "image.jpg"
+    image.write_bytes(fallback_image())
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    rows: list[dict] = []
+    with args.out.open("w") as out:
+        for model_id in args.models:
+            model = models.random_checkpoint(model_id, args.scale, work / "checkpoints")
+            specs = plan.trials([model], [1], ARMS, labels, 2 * args.blocks, 1, False, str(image), timing, seed=0)
+            specs = [replace(spec, timing=replace(spec.timing, together=spec.kind == "arm" and spec.replicate % 2 == 1))
+                     for spec in specs]  # fmt: skip
+            results: dict[str, TrialResult] = {}
+
+            def keep(group: list[TrialSpec], ended: list[TrialResult], resumed: bool, model_id: str = model_id,
+                     results: dict[str, TrialResult] = results) -> None:  # fmt: skip
+                for spec, result in zip(group, ended, strict=True):
+                    results[spec.trial_id] = result
+                    out.write(json.dumps({"model": model_id, "design": DESIGNS[spec.timing.together],
+                                          "environment": spec.environment, **result.to_dict()}) + "\n")  # fmt: skip
+                out.flush()
+                first = ended[0]
+                print(f"{group[0].process}: {first.status} eager {median(first.eager_ms) if first.eager_ms else 0:.1f}"
+                      f" ms, {first.wall_s:.0f} s", flush=True)  # fmt: skip
+
+            launcher.run_trials(specs, pythons, work / "run", 1800.0, on_process=keep)
+            for replicate in range(2 * args.blocks):
+                block = [spec for spec in specs if spec.kind == "arm" and spec.replicate == replicate]
+                per_env = {label: [spec for spec in block if spec.environment == label] for label in labels}
+                if not all(results[spec.trial_id].status == STATUS_OK for spec in block):
+                    print(f"block r{replicate}: not every process ok; left out")
+                    continue
+                a, b = (block_values(results, per_env[label]) for label in labels)
+                walls = {spec.process: results[spec.trial_id].wall_s for spec in block}
+                together = replicate % 2 == 1
+                first_a, first_b = (results[per_env[label][0].trial_id] for label in labels)
+                rows.append({"model": model_id, "design": DESIGNS[together], "replicate": replicate,
+                             "log_ratio": {key: math.log(b[key] / a[key]) for key in a if key in b},
+                             "wall_s": max(walls.values()) if together else sum(walls.values()),
+                             "round_correlation": round_correlation(first_a, first_b) if together
+                             else None})  # fmt: skip
+    totals: dict[str, list[float]] = {design: [] for design in DESIGNS}
+    for model_id in args.models:
+        for design in DESIGNS:
+            found = summary(rows, design, model_id)
+            print(f"{model_id} {design}: " + ", ".join(f"{key} {value:.3f}" for key, value in found.items()))
+            if "sd_eager_latency" in found:
+                totals[design].append(found["sd_eager_latency"] ** 2)
+    pooled = {design: math.sqrt(statistics.mean(values)) if values else math.nan for design, values in totals.items()}
+    print(f"sd_eager_latency sequential={pooled['sequential']:.3f} together={pooled['together']:.3f}")
+
+
+if __name__ == "__main__":
+    main()
