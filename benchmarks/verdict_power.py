@@ -14,13 +14,18 @@ runs of the same design give each cell's noise record, as `compare=[current,curr
 Printed per metric kind: the share of (cell, metric) verdicts that flag a change on equal stacks (target <= 0.05),
 the share of invocations whose Holm-adjusted headline flags anything, the share of cells where a real +10% is flagged
 slower (power; target >= 0.80 for speedup and compile time), how often equal stacks are called `equivalent`, and the
-blocks used. The last line is `fpr=<largest per-verdict false-flag rate> power10=<smallest power of speedup and
-compile time>`.
+blocks used. The last line is `fpr=<largest per-verdict false-flag rate> power10=<smallest power of speedup, compile
+time and latency>`.
+
+Priced at what processes really took: `--runs data/results/runs.jsonl` (a comparison's results) sets the seconds of a
+timing process (speedup, latency: the median over its timing processes of what each cost the machine, its wall time
+less its waits for turns when its block ran together) and of a cold process (compile time), instead of `--trial-s`.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import statistics
 import sys
@@ -35,6 +40,26 @@ DEFAULT_SIGMA = {"speedup": 0.07, "compile": 0.07, "latency": 0.10}  # sd of a p
 KIND_METRIC = {"speedup": "speedup", "compile": "compile_cold", "latency": "compiled_latency"}
 TARGET = {"speedup": 0.05, "compile": 0.05, "latency": 0.10}  # params.yaml's benchmark.target defaults
 FLAGS = ("slower", "faster", "higher", "lower")
+
+
+def process_costs(runs: Path) -> dict[str, float]:
+    """Per metric kind, the median seconds one process of the kind that measures it took in a results file: timing
+    processes for speedup and latency, cold processes for compile time (each process once; its own time, not its
+    waits for turns)."""
+    timing, cold = {}, {}
+    for line in runs.read_text().splitlines():
+        for process in json.loads(line).get("process_results", []):
+            own = process["wall_s"] - (process.get("turn_wait_s") or 0.0)
+            if process.get("kind") == "cold":
+                cold[process["trial_id"]] = own
+            else:
+                timing[process.get("process_id") or process["trial_id"]] = own
+    found = {}
+    if timing:
+        found["speedup"] = found["latency"] = statistics.median(timing.values())
+    if cold:
+        found["compile"] = statistics.median(cold.values())
+    return found
 
 
 def measured_sigma(calibration: Path) -> dict[str, float]:
@@ -69,7 +94,9 @@ def rows(
     return made
 
 
-def one_comparison(rng, args, kind: str, sigma: float, truth: float, trial: int) -> tuple[list[dict], list[int]]:
+def one_comparison(
+    rng, args, kind: str, sigma: float, truth: float, trial: int, trial_s: float
+) -> tuple[list[dict], list[int]]:
     """An A/A run for the machine's noise, then an adaptive comparison; its rows and the blocks each cell used."""
     metric = KIND_METRIC[kind]
     record = None
@@ -81,7 +108,7 @@ def one_comparison(rng, args, kind: str, sigma: float, truth: float, trial: int)
     noise = compare.machine_noise(record)
     seed = int(rng.integers(1 << 31))
     blocks = [args.blocks] * args.cells
-    block_s = 2 * args.trial_s  # a block: one process per stack
+    block_s = 2 * trial_s  # a block: one process per stack
     budget_s, spent_s = 2 * args.budget_min * 60, args.cells * args.blocks * block_s
     while True:
         made = rows(seed, args.cells, blocks, metric, sigma, args.drift, truth, f"ab{trial}")
@@ -106,6 +133,7 @@ def main() -> None:
     parser.add_argument("--max-blocks", type=int, default=10, help="benchmark.max_replicates")
     parser.add_argument("--budget-min", type=float, default=10.0, help="benchmark.budget_min (per stack)")
     parser.add_argument("--trial-s", type=float, default=20.0, help="seconds a trial process takes")
+    parser.add_argument("--runs", type=Path, help="price processes at what those of this runs.jsonl took, per kind")
     parser.add_argument("--drift", type=float, default=0.15, help="sd of the machine's drift per block (log scale)")
     parser.add_argument("--margin", type=float, default=0.05)
     parser.add_argument("--trials", type=int, default=300, help="comparisons simulated per kind and truth")
@@ -113,6 +141,7 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
     measured = {} if args.sigma else measured_sigma(args.calibration)
+    costs = process_costs(args.runs) if args.runs else {}
     rng = np.random.default_rng(args.seed)
     fprs, powers = [], []
     for kind in ("speedup", "compile", "latency"):
@@ -123,7 +152,7 @@ def main() -> None:
         for truth in (1.0, 1.1):
             verdicts, headlines, used = [], [], []
             for trial in range(args.trials):
-                compared, blocks = one_comparison(rng, args, kind, sigma, truth, trial)
+                compared, blocks = one_comparison(rng, args, kind, sigma, truth, trial, costs.get(kind, args.trial_s))
                 verdicts += [row[f"{metric}_verdict"] for row in compared]
                 headlines.append(any(row["verdict"] in FLAGS for row in compared))
                 used += blocks
@@ -138,10 +167,9 @@ def main() -> None:
               f"A/A flags {fpr:.3f} per verdict, {headline}, "
               f"equivalent {sum(v == stats.EQUIVALENT for v in aa[0]) / len(aa[0]):.2f}; "
               f"+10% flagged {power:.3f}; blocks per cell {statistics.mean(aa[2]):.1f} "
-              f"(max {max(aa[2] + real[2])})")  # fmt: skip
+              f"(max {max(aa[2] + real[2])}; {costs.get(kind, args.trial_s):.0f} s a process)")  # fmt: skip
         fprs.append(fpr)
-        if kind in ("speedup", "compile"):
-            powers.append(power)
+        powers.append(power)
     print(f"fpr={max(fprs):.3f} power10={min(powers):.3f}")
     sys.exit(0)
 

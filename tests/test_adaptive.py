@@ -252,3 +252,21 @@ def test_a_cold_process_disturbed_while_compiling_is_re_run():
     bench = _bench(cold_replicates=1, target=SimpleNamespace(speedup=0.0, compile=0.0, latency=0.0))
     added = adaptive.extend(trials, results, records, ["A", "B"], bench, None)
     assert {(s.kind, s.variant.name, s.replicate) for s in added} == {("cold", "default", 1)}
+
+
+def test_the_forecast_says_what_the_planned_blocks_and_the_cap_can_find():
+    """From a noise record alone: per targeted metric, the smallest change found with 80% power after the planned
+    blocks and after the cap, the range over the cells the record has (with enough degrees of freedom)."""
+    noise = {"m|bs1|default": {"speedup": stats.Noise(0.04**2 * 8, 8), "compiled_latency": stats.Noise(0.1**2 * 8, 8)},
+             "n|bs1|default": {"speedup": stats.Noise(0.08**2 * 8, 8), "compiled_latency": stats.Noise(0.3, 1)}}
+    found = {entry["metric"]: entry for entry in adaptive.forecast(noise, ["m|bs1|default", "n|bs1|default"],
+                                                                    _bench(SimpleNamespace(speedup=0.05, compile=0.05,
+                                                                                           latency=0.1)))}  # fmt: skip
+    assert set(found) == {"speedup", "compiled_latency"}  # no record of the others; latency of n: 1 dof, left out
+    planned, most = found["speedup"]["planned"], found["speedup"]["most"]
+    assert planned[0] == 2 and most[0] == 5 and found["speedup"]["cells"] == 2
+    expected = stats.minimum_detectable(stats.expected_halfwidth(stats.Noise(0.04**2 * 8, 8), 2), 9)
+    assert planned[1] == pytest.approx(expected) and planned[1] < planned[2]  # ResNet-like cell, then the noisier
+    assert most[1] < planned[1] and most[2] < planned[2]  # more blocks find smaller changes
+    assert found["compiled_latency"]["cells"] == 1
+    assert adaptive.forecast({}, ["m|bs1|default"], _bench()) == []  # no record yet: nothing to say

@@ -156,6 +156,22 @@ class Recorder:
                 self.logged.add(record.run_uid)
 
 
+def say_forecast(trials: list[TrialSpec], settings: adaptive.Settings, record: dict[str, Any] | None) -> None:
+    """Log, before the first block, the smallest change each targeted metric will find (80% power) after the planned
+    blocks and at the cap, from this machine's noise record; or that the machine has none yet."""
+    cells = sorted({f"{s.model.model_id}|bs{s.batch_size}|{s.variant.name}" for s in trials})
+    found = adaptive.forecast(compare.machine_noise(record), cells, settings)
+    if not found:
+        LOGGER.info("no noise record of this machine for these cells yet: how small a change this comparison can "
+                    "find is known once it has run (its blocks start the record)")  # fmt: skip
+        return
+    for entry in found:
+        (planned, low, high), (most, low_most, high_most) = entry["planned"], entry["most"]
+        LOGGER.info("this machine's noise record (%d cells): %s finds a change of %.0f-%.0f%% after %d blocks, "
+                    "%.0f-%.0f%% after %d (80%% power)", entry["cells"], entry["metric"].replace("_", " "),
+                    100 * low, 100 * high, planned, 100 * low_most, 100 * high_most, most)  # fmt: skip
+
+
 def measure_adaptively(
     config: Config, recorder: Recorder, labels: list[str], run: Any, noise_record: dict[str, Any]
 ) -> list[dict[str, Any]]:
@@ -164,6 +180,9 @@ def measure_adaptively(
     run and targeted interval, what it reached (for the report)."""
     settings = adaptive.Settings.of(config.benchmark, config.margin)
     recorder.open = {(spec.model.model_id, spec.batch_size) for spec in recorder.trials}
+    if len(labels) > 1:
+        machine = fingerprint.host()["machine_fingerprint"]  # what the trials will record (compare.calibration_key)
+        say_forecast(recorder.trials, settings, noise_record.get(f"{machine}|{config.benchmark.device}"))
 
     def run_pending(pending: list[TrialSpec]) -> dict[str, TrialResult]:
         run(pending)

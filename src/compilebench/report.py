@@ -14,7 +14,7 @@ import pandas as pd
 
 from compilebench.analysis import compare
 from compilebench.analysis.runs import ProcessRecord
-from compilebench.harness import fingerprint
+from compilebench.harness import fingerprint, stats
 from compilebench.harness.models import DOC_TASK_TITLES
 from compilebench.harness.records import KIND_COLD
 from compilebench.reference import GPUS, TOLERANCE
@@ -105,8 +105,15 @@ def comparison_table(compared: pd.DataFrame) -> pd.DataFrame:
                 ratio = _interval(
                     row[f"{metric.name}_ratio"], row[f"{metric.name}_ci_low"], row[f"{metric.name}_ci_high"], 3
                 )
+                blocks = row.get(f"{metric.name}_blocks")
+                if ratio.endswith("[no CI]") and _fmt(blocks) and int(blocks) <= 1:  # one process a side
+                    ratio = ratio.replace("[no CI]", "[one block: no CI]")
                 noisy = " (noisy cell)" if row.get(f"{metric.name}_noisy") is True else ""
-                entry[metric.name.replace("_", " ")] = f"{ratio} {row[f'{metric.name}_verdict']}{noisy}"
+                verdict = row[f"{metric.name}_verdict"]
+                detectable = row.get(f"{metric.name}_detectable")
+                sees = (f", sees ±{float(detectable):.0%}" if verdict == stats.INCONCLUSIVE and _fmt(detectable)
+                        and math.isfinite(float(detectable)) else "")  # fmt: skip
+                entry[metric.name.replace("_", " ")] = f"{ratio} {verdict}{noisy}{sees}"
         entry["verdict"] = row["verdict"]
         entry["blocks"] = row.get(f"{row.get('headline', 'compiled_latency')}_blocks")
         rows.append(entry)
@@ -361,8 +368,10 @@ def _comparison_section(compared: pd.DataFrame, series: list[str]) -> list[str]:
         f"±{margin:.0%} (`equivalent` when the 90% CI lies inside it; `beyond margin` when wholly outside). "
         "The word shown is `equivalent` when it does not matter, the direction when the change is significant, "
         "`inconclusive` otherwise; the headline (`verdict`) is Holm-adjusted across all cells, so an A/A run "
-        f"flags a headline in at most 5% of invocations. {noise} Compile cold: the first call of a process on an "
-        "empty inductor cache, warm: on the cache it left. Changes of compile health come first.",
+        f"flags a headline in at most 5% of invocations. {noise} An `inconclusive` word says what its blocks "
+        "could see: the smallest change (either way) a t-test at 5% finds with 80% power from that interval "
+        "(`sees ±12%`); more blocks, or a quieter machine, see less. Compile cold: the first call of a process on "
+        "an empty inductor cache, warm: on the cache it left. Changes of compile health come first.",
         "",
         _table(comparison_table(compared)),
     ]

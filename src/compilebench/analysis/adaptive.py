@@ -342,6 +342,29 @@ def shortfalls(
     return rows
 
 
+def forecast(noise: compare.CellNoise, cells: list[str], bench: Settings) -> list[dict[str, Any]]:
+    """Before any block runs, what the budget can resolve on this machine: per targeted metric the machine's noise
+    record has for `cells` (compare.cell_key), the smallest change a comparison finds with 80% power
+    (stats.minimum_detectable) after the planned blocks and after `max_replicates`, the range over the cells. Empty
+    for a machine without a record (the first comparison on it makes one)."""
+    found = []
+    for metric in compare.METRICS:
+        if metric.target is None or not _targets(bench).get(metric.target):
+            continue
+        planned = bench.cold_replicates if metric.name == "compile_cold" else bench.replicates
+        records = [noise[cell][metric.name] for cell in cells if metric.name in noise.get(cell, {})]
+        records = [record for record in records if record.dof >= MIN_RECORD_DOF]
+        if not records or planned < 1:
+            continue
+        entry: dict[str, Any] = {"metric": metric.name, "cells": len(records)}
+        for name, blocks in (("planned", planned), ("most", bench.max_replicates)):
+            seen = [stats.minimum_detectable(stats.expected_halfwidth(record, blocks), record.dof + blocks - 1)
+                    for record in records]  # fmt: skip
+            entry[name] = (blocks, min(seen), max(seen))
+        found.append(entry)
+    return found
+
+
 def measure(
     trials: list[TrialSpec],
     labels: list[str],

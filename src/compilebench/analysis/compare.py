@@ -148,6 +148,7 @@ def compare_pair(
                 f"{metric.name}_ci90_low": ratio.low90,
                 f"{metric.name}_ci90_high": ratio.high90,
                 f"{metric.name}_halfwidth": ratio.halfwidth,
+                f"{metric.name}_detectable": ratio.detectable,
                 f"{metric.name}_p": ratio.p_value,
                 f"{metric.name}_blocks": ratio.blocks,
                 f"{metric.name}_dof": ratio.dof,

@@ -230,6 +230,11 @@ class Ratio:
         """Half the 95% interval's width on the log scale (0.049 = +-5%); infinite without an interval."""
         return (math.log(self.high) - math.log(self.low)) / 2 if self.has_interval else math.inf
 
+    @property
+    def detectable(self) -> float:
+        """The smallest change this interval's data would have found at 80% power (minimum_detectable)."""
+        return minimum_detectable(self.halfwidth, self.dof)
+
 
 def _ratio(center: float, se: float, dof: float, blocks: int, method: str, **extra) -> Ratio:
     """A Ratio from a mean log difference, its standard error and degrees of freedom."""
@@ -340,6 +345,19 @@ def holm(p_values: list[float]) -> list[float]:
         running = max(running, min(1.0, (count - rank) * p))
         adjusted[i] = running
     return adjusted
+
+
+POWER = 0.80  # the power a minimum detectable effect is stated at
+
+
+def minimum_detectable(halfwidth: float, dof: float, power: float = POWER) -> float:
+    """The smallest change (a fraction: 0.12 = 12%, either way) a two-sided t-test at 5% finds with probability
+    `power`, for an interval of 95% `halfwidth` (log scale) on `dof` degrees of freedom: (t(0.975) + t(power)) times
+    its standard error. What an `inconclusive` verdict could have seen; infinite without an interval."""
+    if not math.isfinite(halfwidth) or dof <= 0:
+        return math.inf
+    t95 = t_quantile(0.975, dof)
+    return math.expm1((t95 + t_quantile(power, dof)) * halfwidth / t95)
 
 
 def expected_halfwidth(machine: Noise, blocks: int) -> float:
