@@ -113,7 +113,7 @@ def main() -> None:
                 for spec, result in zip(group, ended, strict=True):
                     results[spec.trial_id] = result
                     out.write(json.dumps({"model": model_id, "design": DESIGNS[spec.timing.together],
-                                          "environment": spec.environment, **result.to_dict()}) + "\n")  # fmt: skip
+                                          "label": spec.environment, **result.to_dict()}) + "\n")  # fmt: skip
                 out.flush()
                 first = ended[0]
                 print(f"{group[0].process}: {first.status} eager {median(first.eager_ms) if first.eager_ms else 0:.1f}"

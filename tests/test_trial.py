@@ -303,6 +303,42 @@ def one_cell(tiny_resnet, tmp_path_factory):
     return specs, {result.trial_id: result for result in results}, work
 
 
+@pytest.fixture(scope="module")
+def together(tiny_resnet, tmp_path_factory):
+    """A/A of one cell with its timing block run together (benchmark.together): two labels on this interpreter, a
+    block of two timing processes taking turns (eager and default as arms, the tests' shared cache); then the same
+    plan again with one of the two missing from what was done, as a resumed invocation has it."""
+    model, image = tiny_resnet
+    timing = TimingSpec(**{**FAST.__dict__, "warmup_s": 0.1, "together": True})
+    labels = ["current", "current#2"]
+    specs = plan.trials([model], [2], VARIANTS[:2], labels, 1, 0, True, image, timing, 0)
+    work = tmp_path_factory.mktemp("together")
+    pythons = dict.fromkeys(labels, sys.executable)
+    first = {result.trial_id: result for result in launcher.run_trials(specs, pythons, work, 600)}
+    lost = {spec.trial_id for spec in specs if spec.environment == "current#2"}
+    ran_again: list[list[str]] = []
+    done = {trial_id: result for trial_id, result in first.items() if trial_id not in lost}
+    launcher.run_trials(specs, pythons, work, 600, done,
+                        lambda group, ended, resumed: ran_again.append([s.trial_id for s in group]) if not resumed
+                        else None)  # fmt: skip
+    return specs, first, lost, ran_again
+
+
+@pytest.mark.slow
+def test_a_block_run_together_takes_turns_and_a_resumed_block_runs_only_what_it_lacks(together):
+    specs, results, lost, ran_again = together
+    pair = [results[spec.trial_id] for spec in specs if spec.variant.name == "default"]
+    assert [r.status for r in pair] == ["ok", "ok"], [r.error for r in pair]
+    assert abs(pair[0].started_at - pair[1].started_at) < 5  # alive together: started at once
+    assert all(r.turn_wait_s > 0.2 for r in pair)  # each waited while the other took its turns
+    assert all(r.own_s == pytest.approx(r.wall_s - r.turn_wait_s) and r.own_s < r.wall_s for r in pair)
+    assert all(r.disturbance["others_cores"] < 0.25 for r in pair)  # the other's turns are not a disturbance
+    later = max(pair, key=lambda r: r.timeline_s["its turn"])  # its first turn came after the other's set-up
+    assert 0 < later.startup_s < later.timeline_s["started"] - 1  # its start-up leaves that wait out
+    assert all(len(r.compiled_ms) == len(r.eager_ms) >= 5 for r in pair)
+    assert len(lost) == 2 and ran_again == [sorted(lost, key=[s.trial_id for s in specs].index)]  # partner's kept
+
+
 @pytest.mark.slow
 def test_a_timing_process_pairs_every_arm_with_eager_and_each_arm_compiles_its_own_graph(one_cell):
     specs, results, _ = one_cell

@@ -207,7 +207,7 @@ def start_trial_process(
         process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True, env=env,
                                    pass_fds=member.child_fds() if member is not None else ())  # fmt: skip
     if member is not None:
-        member.started(process.pid)
+        member.started(lambda: process.poll() is not None)
     track(process)
     cap_mib = first.timing.memory_limit_mib if not first.timing.device.startswith("cuda") else 0.0
     return Running(specs, not isinstance(spec, list), process, out_path, log_path, started, oom_before, cap_mib)

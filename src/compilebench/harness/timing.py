@@ -136,12 +136,11 @@ def memory_peak_mib(call: Callable[[], Any], iters: int, device: str) -> tuple[f
     return peak, max(peak - before, 0.0)
 
 
-def group_cpu_s(partners: tuple[int, ...] = ()) -> float:
+def group_cpu_s() -> float:
     """CPU seconds of every process in this process's group and of the children they reaped: the trial, its compile
-    workers and their g++ runs (the launcher starts each trial as the leader of a group of its own), and the groups of
-    `partners` (the other processes of its block, taking turns with it); this process alone where /proc cannot be
-    read."""
-    groups, per_tick, total = {os.getpgrp(), *partners}, os.sysconf("SC_CLK_TCK"), 0
+    workers and their g++ runs (the launcher starts each trial as the leader of a group of its own); this process
+    alone where /proc cannot be read."""
+    group, per_tick, total = os.getpgrp(), os.sysconf("SC_CLK_TCK"), 0
     try:
         entries = [entry for entry in Path("/proc").iterdir() if entry.name.isdigit()]
     except OSError:
@@ -152,14 +151,14 @@ def group_cpu_s(partners: tuple[int, ...] = ()) -> float:
             fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
         except (OSError, IndexError):
             continue  # ended while we looked
-        if int(fields[2]) in groups:  # pgrp; then utime, stime and the reaped children's (g++) cutime, cstime
+        if int(fields[2]) == group:  # pgrp; then utime, stime and the reaped children's (g++) cutime, cstime
             total += sum(int(value) for value in fields[11:15])
     return total / per_tick
 
 
-def cpu_snapshot(partners: tuple[int, ...] = ()) -> tuple[float, float, float, float, float] | None:
-    """(monotonic s, the machine's busy CPU s, its steal s, this trial's own CPU s: its process group's and its block
-    partners', iowait s) from /proc/stat and /proc/*/stat; None where /proc/stat is missing (not Linux)."""
+def cpu_snapshot() -> tuple[float, float, float, float, float] | None:
+    """(monotonic s, the machine's busy CPU s, its steal s, this trial's own CPU s: its process group's, iowait s)
+    from /proc/stat and /proc/*/stat; None where /proc/stat is missing (not Linux)."""
     try:
         fields = Path("/proc/stat").read_text().splitlines()[0].split()
     except OSError:
@@ -168,7 +167,7 @@ def cpu_snapshot(partners: tuple[int, ...] = ()) -> tuple[float, float, float, f
     user, nice, system, _idle, iowait, irq, softirq, steal = (ticks + [0] * 8)[:8]
     per_tick = os.sysconf("SC_CLK_TCK")
     busy = (user + nice + system + irq + softirq) / per_tick
-    return time.monotonic(), busy, steal / per_tick, group_cpu_s(partners), iowait / per_tick
+    return time.monotonic(), busy, steal / per_tick, group_cpu_s(), iowait / per_tick
 
 
 def disturbance(before: tuple | None, after: tuple | None) -> dict[str, float]:
@@ -304,8 +303,8 @@ def warm_up(
     longer while an arm's last rounds still run faster than the ones before (caches, clocks, the allocator settling),
     up to WARMUP_MAX_FACTOR times `min_s`. A drift needs four rounds to be judged: a slow model whose `min_s` holds
     two rounds goes on (measured: ViT-B/16's eager arm on a 2-core VM ran 279, 268, 239, 204 ms in its first timed
-    rounds after a two-round warm-up, and its speedup moved 13-18% between the halves of its rounds). Each round is a
-    turn of the process's block (turns.py); its seconds leave out its waits for them.
+    rounds after a two-round warm-up, and its speedup moved 13-18% between the halves of its rounds). Its rounds run
+    in the process's turns (turns.py); its seconds leave out its waits for them.
     (rounds, seconds, the drift left: the largest over arms; None when the cap came before four rounds)."""
     orders, seen, turns = williams_orders(len(calls)), [[] for _ in calls], turns or Solo()
     own = _own_clock(turns)
@@ -317,9 +316,9 @@ def warm_up(
             drift = max((_drift(arm) for arm in seen), default=0.0)
             if drift <= WARMUP_DRIFT or elapsed >= limit_s:
                 return rounds, elapsed, (drift if math.isfinite(drift) else None)
-        turns.take()
+        turns.round_begins()
         _round(calls, orders[(start + rounds) % len(orders)], device, seen)
-        turns.give(more=True)  # the timed rounds follow
+        turns.round_ends(last=False)  # the timed rounds follow
         rounds += 1
 
 
@@ -335,12 +334,12 @@ def round_samples(
 ) -> tuple[list[list[float]], float]:
     """Rounds of every arm (index 0 is eager), each round in the next order of a Williams design (from `start`), until
     `min_rounds` and `min_time_s` are reached (and every compiled arm's speedup CI is within the target) or
-    `max_time_s` passes. The i-th samples of two arms come from the same round: their ratio is a pair. Each round is
-    a turn of the process's block (turns.py), the last one said to be the last; its seconds leave out the waits."""
+    `max_time_s` passes. The i-th samples of two arms come from the same round: their ratio is a pair. Its rounds run
+    in the process's turns (turns.py), the last one said to be the last; its seconds leave out the waits."""
     orders, samples, turns = williams_orders(len(calls)), [[] for _ in calls], turns or Solo()
     own = _own_clock(turns)
     while True:
-        turns.take()
+        turns.round_begins()
         _round(calls, orders[(start + len(samples[0])) % len(orders)], device, samples)
         elapsed = own()
         enough = len(samples[0]) >= min_rounds and elapsed >= min_time_s
@@ -348,7 +347,7 @@ def round_samples(
             checkpoint = len(samples[0]) % CI_CHECK_EVERY == 0
             enough = checkpoint and all(ci_narrow_enough(samples[0], arm, target_ci_halfwidth) for arm in samples[1:])
         last = enough or elapsed >= max_time_s
-        turns.give(more=not last)
+        turns.round_ends(last)
         if last:
             return samples, elapsed
 

@@ -516,19 +516,20 @@ def stop_compile_workers() -> None:
 
 
 def time_arms(calls: list[Any], timing_spec: TimingSpec, start: int, turns: Solo | None = None) -> dict[str, Any]:
-    """Warm every arm up in rounds, then time them in rounds (index 0 is eager), each round a turn of the process's
-    block (turns.py) where its processes run together; the machine's state around it."""
+    """Warm every arm up in rounds, then time them in rounds (index 0 is eager), in turns with its block's other
+    processes where they run together (turns.py); the machine's state around it, and its disturbance while timing
+    (taking turns: during its own turns only)."""
     device, turns = timing_spec.device, turns or Solo()
     state_before = timing.machine_state(device)
     rounds, warmup_s, drift = timing.warm_up(calls, device, timing_spec.warmup_iters, timing_spec.warmup_s, start,
                                              turns)  # fmt: skip
     mark("warmed up")
-    before = timing.cpu_snapshot(turns.partners)
+    turns.start_metering(timing.cpu_snapshot)  # alone: around the timing; taking turns: during its own turns
     samples, timed_s = timing.round_samples(
         calls, device, timing_spec.min_iters, timing_spec.min_time_s, timing_spec.max_time_s, start,
         timing_spec.target_ci_halfwidth, turns,
     )  # fmt: skip
-    busy = timing.disturbance(before, timing.cpu_snapshot(turns.partners))
+    busy = timing.disturbance(*turns.metered())
     mark("timed")
     return {"samples": samples, "timed_s": timed_s, "disturbance": busy, "warmup_s": warmup_s, "warmup_drift": drift,
             "warmup_rounds": rounds,
