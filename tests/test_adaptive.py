@@ -257,8 +257,10 @@ def test_a_cold_process_disturbed_while_compiling_is_re_run():
 def test_the_forecast_says_what_the_planned_blocks_and_the_cap_can_find():
     """From a noise record alone: per targeted metric, the smallest change found with 80% power after the planned
     blocks and after the cap, the range over the cells the record has (with enough degrees of freedom)."""
-    noise = {"m|bs1|default": {"speedup": stats.Noise(0.04**2 * 8, 8), "compiled_latency": stats.Noise(0.1**2 * 8, 8)},
-             "n|bs1|default": {"speedup": stats.Noise(0.08**2 * 8, 8), "compiled_latency": stats.Noise(0.3, 1)}}
+    noise = {
+        "m|bs1|default": {"speedup": stats.Noise(0.04**2 * 8, 8), "compiled_latency": stats.Noise(0.1**2 * 8, 8)},
+        "n|bs1|default": {"speedup": stats.Noise(0.08**2 * 8, 8), "compiled_latency": stats.Noise(0.3, 1)},
+    }
     found = {entry["metric"]: entry for entry in adaptive.forecast(noise, ["m|bs1|default", "n|bs1|default"],
                                                                     _bench(SimpleNamespace(speedup=0.05, compile=0.05,
                                                                                            latency=0.1)))}  # fmt: skip
