@@ -111,6 +111,8 @@ def test_a_disturbed_block_is_re_run_and_a_failed_run_is_not_extended():
     records = _records(trials, results)
     added = adaptive.extend(trials, results, records, ["A", "B"], _bench(), None)
     assert [(spec.model.model_id, spec.replicate) for spec in added] == [("steady", 2), ("steady", 2)]
+    spent = adaptive.extend(trials, results, records, ["A", "B"], _bench(budget_min=0.0), None)
+    assert spent == added  # the budget spent: a planned block disturbed still runs again
     failed = [{**row, "status": "compile_error"} for row in records]
     assert adaptive.extend(trials, results, failed, ["A", "B"], _bench(), None) == []
     invalid = [{**row, "status": "invalid"} for row in records]  # too noisy: more blocks can help
@@ -150,6 +152,7 @@ def test_a_process_made_busy_on_purpose_is_recorded_as_disturbed(tiny_resnet, tm
         busy.wait()
     assert result.status == "ok", result.error
     assert result.disturbance["others_cores"] >= 0.7 and result.disturbance["window_s"] >= 1.5
+    assert result.disturbance["migrations_per_s"] >= 0 and result.disturbance["preempted_per_s"] >= 0  # recorded
     assert result.compile_disturbance["window_s"] > 0  # the compile is watched too (its time is a measurement)
     assert runs.is_disturbed(result, 0.5) and not runs.is_disturbed(result, 0.0)  # 0 turns the check off
     compiled_only = replace(result, disturbance={"others_cores": 0.0}, compile_disturbance={"others_cores": 0.9})

@@ -1,5 +1,6 @@
 """Timers, memory and the measurement loops, on the CPU (the CUDA paths run in test_cuda on a GPU)."""
 
+import threading
 import time
 
 from compilebench.harness import timing
@@ -90,3 +91,19 @@ def test_single_samples_stop_at_the_minimums_or_max_time():
     assert len(samples) == 4
     samples, elapsed = timing.single_samples(lambda: time.sleep(0.02), "cpu", 10**6, 0.0, max_time_s=0.1)
     assert 0.1 <= elapsed < 1.0
+
+
+def test_how_a_process_s_threads_were_moved_about_is_read_from_the_kernel():
+    """Migrations and preemptions of this process's threads: counters that only grow, per second in a disturbance."""
+    before = timing.cpu_snapshot()
+    spinning = [threading.Thread(target=lambda: sum(range(3_000_000))) for _ in range(3)]  # 3 threads on 2 cores
+    for thread in spinning:
+        thread.start()
+    for thread in spinning:
+        thread.join()
+    after = timing.cpu_snapshot()
+    assert len(before) == len(after) == 7
+    assert all(later >= earlier for earlier, later in zip(before[5:], after[5:], strict=True))
+    found = timing.disturbance(before, after)
+    assert found["migrations_per_s"] >= 0 and found["preempted_per_s"] >= 0
+    assert timing.disturbance(before[:5], after[:5]).keys() == found.keys() - {"migrations_per_s", "preempted_per_s"}

@@ -362,7 +362,8 @@ def _comparison_section(compared: pd.DataFrame, series: list[str]) -> list[str]:
     lines = [
         "## Environments compared (interleaved in this invocation)",
         "",
-        "B / A per cell from paired blocks (A and B of a cell ran one after the other in every block): the mean "
+        "B / A per cell from paired blocks (A and B of a cell ran in every block: a timing block's processes "
+        "together, taking turns; a cold block's one after the other): the mean "
         "of the per-block log differences with its 95% CI. Two answers per metric: *did it change?* (a t-test "
         f"at 5%: slower / faster, higher / lower, more / less) and *does it matter?* against a margin of "
         f"±{margin:.0%} (`equivalent` when the 90% CI lies inside it; `beyond margin` when wholly outside). "

@@ -1,7 +1,8 @@
 """Environments compared: B against A per (model, batch size, variant) and metric, from paired blocks; noise learnt.
 
 For each metric a run's processes each give one value (a median latency, a speedup, a compile time, a peak memory).
-Inside one invocation the balanced order runs A and B of a cell one after the other in every block, so B / A is the
+Inside one invocation A and B of a cell run in every block (a timing block's processes together, taking turns; a cold
+block's one after the other, in a balanced order), so B / A is the
 mean of the per-block log differences, with a t-interval whose variance pools the cell's blocks with the cell's noise
 record on this machine (`machine_noise`: what every earlier comparison and A/A run of that cell on this machine and
 device measured, as a sum of squares with its degrees of freedom, never a maximum). Per cell, not per machine: on a

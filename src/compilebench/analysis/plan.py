@@ -8,7 +8,8 @@ which run first (the cold rounds) and whose caches become the warm cache of the 
 process cannot hold (a deploy way or served sizes, which change what a fresh process is; a second variant whose
 compile would reuse another's graph) is measured in paired trials of its own, as eager against it: `replicates` of
 them, the first `cold_replicates` on an empty cache. Within a round the units are shuffled (seeded), and the
-environments of each follow one another in a balanced order (A B, then B A, ...), so slow drift of the machine falls
+environments of each follow one another in a balanced order (A B, then B A, ...; a timing block's processes run
+together, taking turns, where `benchmark.together` says so: harness/turns.py), so slow drift of the machine falls
 on both sides alike; the arms' compile order rotates from block to block (a Williams design), the same for every
 environment of a block.
 """

@@ -10,7 +10,8 @@ true value only 75% of the time (1 - 2 * 0.5**3). With a single process there is
 measure: the interval is then a bootstrap of that process's pairs, and labelled `within-process` as a warning.
 
 Comparing two environments (B against A) inside one invocation uses the blocks the balanced order makes: in each
-block A and B ran one after the other, so the difference of their log values cancels what the machine did to both.
+block A and B ran close in time (a timing block's processes together, taking turns), so the difference of their log
+values cancels what the machine did to both.
 The mean difference gets a t-interval whose variance pools the cell's own blocks with this machine's noise (a
 pooled variance of such differences, learnt from earlier comparisons and A/A runs, with its degrees of freedom),
 unless an F-test finds the cell much noisier than the machine: then the cell stands on its own blocks, flagged.

@@ -156,9 +156,28 @@ def group_cpu_s() -> float:
     return total / per_tick
 
 
-def cpu_snapshot() -> tuple[float, float, float, float, float] | None:
-    """(monotonic s, the machine's busy CPU s, its steal s, this trial's own CPU s: its process group's, iowait s)
-    from /proc/stat and /proc/*/stat; None where /proc/stat is missing (not Linux)."""
+def thread_moves() -> tuple[int, int]:
+    """(migrations to another core, involuntary context switches: preemptions) of this process's threads so far, from
+    /proc/self/task/*/sched; (0, 0) where the kernel does not say (not Linux, no scheduler statistics)."""
+    migrations = preempted = 0
+    for task in Path("/proc/self/task").glob("*"):
+        try:
+            text = (task / "sched").read_text()
+        except OSError:
+            continue  # a thread that ended
+        for line in text.splitlines():
+            key, _, value = line.partition(":")
+            if key.strip() == "se.nr_migrations":
+                migrations += int(value)
+            elif key.strip() == "nr_involuntary_switches":
+                preempted += int(value)
+    return migrations, preempted
+
+
+def cpu_snapshot() -> tuple[float, ...] | None:
+    """(monotonic s, the machine's busy CPU s, its steal s, this trial's own CPU s: its process group's, iowait s, its
+    threads' migrations, their preemptions) from /proc/stat, /proc/*/stat and /proc/self/task/*/sched; None where
+    /proc/stat is missing (not Linux)."""
     try:
         fields = Path("/proc/stat").read_text().splitlines()[0].split()
     except OSError:
@@ -167,13 +186,14 @@ def cpu_snapshot() -> tuple[float, float, float, float, float] | None:
     user, nice, system, _idle, iowait, irq, softirq, steal = (ticks + [0] * 8)[:8]
     per_tick = os.sysconf("SC_CLK_TCK")
     busy = (user + nice + system + irq + softirq) / per_tick
-    return time.monotonic(), busy, steal / per_tick, group_cpu_s(), iowait / per_tick
+    return time.monotonic(), busy, steal / per_tick, group_cpu_s(), iowait / per_tick, *thread_moves()
 
 
 def disturbance(before: tuple | None, after: tuple | None) -> dict[str, float]:
     """How busy the machine was between two `cpu_snapshot`s, in cores (CPU seconds per second): `others_cores`, the
     CPU that processes outside this trial's group used; `steal_cores`, what the hypervisor took; `iowait_cores`; the
-    1-minute load."""
+    1-minute load; and how this process's threads were moved about, per second: `migrations_per_s` to another core,
+    `preempted_per_s` (involuntary context switches), recorded for the noise's anatomy, judged by nothing."""
     if before is None or after is None or after[0] <= before[0]:
         return {}
     window = after[0] - before[0]
@@ -182,6 +202,9 @@ def disturbance(before: tuple | None, after: tuple | None) -> dict[str, float]:
              "load_1m": os.getloadavg()[0]}  # fmt: skip
     if len(before) > 4 and len(after) > 4:
         found["iowait_cores"] = (after[4] - before[4]) / window
+    if len(before) > 6 and len(after) > 6:
+        found["migrations_per_s"] = (after[5] - before[5]) / window
+        found["preempted_per_s"] = (after[6] - before[6]) / window
     return found
 
 
