@@ -1,16 +1,18 @@
 """How much a block's B/A varies when its two timing processes run one after the other, and when they run together
-taking turns (`benchmark.together`): both designs interleaved in one run, on real stacks.
+taking turns (`benchmark.together`), and with how much timing: designs interleaved in one run, on real stacks.
 
-    python benchmarks/block_noise.py --out RECORD/blocks.jsonl                    # ResNet-50, SegFormer-B0
-    python benchmarks/block_noise.py --models microsoft/resnet-50 --blocks 4 --b torch-2.14.1 --out blocks.jsonl
+    python benchmarks/block_noise.py --out RECORD/blocks.jsonl            # ResNet-50, SegFormer-B0; 4 blocks a design
+    python benchmarks/block_noise.py --designs sequential:2 together:2 together:10:thp --out RECORD/blocks.jsonl
 
-Per model, one cold process per variant and environment fills each environment's warm cache; then `--blocks` blocks
-of each design, alternating (sequential, together, sequential, ...), each a timing process per environment (eager
-and the compiled arms, the plan's balanced order of environments). Per design and model it prints the sd over blocks
-of log B/A for eager latency, each arm's compiled latency and speedup (per-process medians, as a comparison pairs
-them), the blocks' median wall time, and for the together blocks the correlation of A's and B's per-round eager
-latency (rounds alternate, so round i of each is close in time). Every process's result (raw samples included) is
-written to `--out`, a JSON line each. The last line is `sd_eager_latency sequential=.. together=..`.
+A design is `sequential` or `together` with the timed seconds per process at least (`benchmark.min_time_s`; the rest
+of the timing as params.yaml says), and `:thp` for torch's allocator on transparent huge pages
+(`benchmark.huge_pages`). Per model, one cold process per variant and environment fills each environment's warm cache;
+then `--blocks` blocks of each design, the designs in turn (block 0 the first design, block 1 the second, ...), each a
+timing process per environment (eager and `default` as arms, the plan's balanced order of environments). Per design
+and model it prints the sd over blocks of log B/A for eager latency, compiled latency and speedup (per-process
+medians, as a comparison pairs them), the blocks' median wall time, and for together blocks the correlation of A's and
+B's per-round eager latency. Every process's result (raw samples included) is written to `--out`, a JSON line each.
+The last line is `sd_eager_latency DESIGN=.. ...`, pooled over the models.
 """
 
 from __future__ import annotations
@@ -35,7 +37,15 @@ from compilebench.harness.records import STATUS_OK, TimingSpec, TrialResult, Tri
 
 MODELS = ["microsoft/resnet-50", "nvidia/segformer-b0-finetuned-ade-512-512"]
 ARMS = [VariantSpec("eager", compile=False), VariantSpec("default")]
-DESIGNS = ("sequential", "together")
+DESIGNS = ("sequential:2", "together:2")
+
+
+def design_of(text: str) -> tuple[bool, float, bool]:
+    """`together:10:thp` -> (run together, timed seconds per process at least, transparent huge pages)."""
+    kind, seconds, *flags = text.split(":")
+    if kind not in ("sequential", "together") or not seconds or set(flags) - {"thp"}:
+        raise SystemExit(f"a design is sequential:SECONDS or together:SECONDS, then :thp for huge pages, got {text!r}")
+    return kind == "together", float(seconds), "thp" in flags
 
 
 def median(values: tuple[float, ...]) -> float:
@@ -80,10 +90,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--models", nargs="+", default=MODELS)
     parser.add_argument("--blocks", type=int, default=4, help="blocks of each design per model")
+    parser.add_argument(
+        "--designs", nargs="+", default=list(DESIGNS), help="sequential:S or together:S, S timed seconds"
+    )
     parser.add_argument("--b", default="torch-2.14.1", help="environment B (params.yaml); A is `current`")
     parser.add_argument("--out", type=Path, required=True, help="every process's result, a JSON line each")
     parser.add_argument("--scale", default="full", choices=("full", "tiny"), help="tiny: a quick check of the script")
     args = parser.parse_args()
+    designs = [design_of(text) for text in args.designs]
     config = load_config("params.yaml")
     root, cache_root = Path.cwd(), Path(config.paths.environments)
     project = environments.project_pins(root)
@@ -103,24 +117,28 @@ def main() -> None:
     with args.out.open("w") as out:
         for model_id in args.models:
             model = models.random_checkpoint(model_id, args.scale, work / "checkpoints")
-            specs = plan.trials([model], [1], ARMS, labels, 2 * args.blocks, 1, False, str(image), timing, seed=0)
-            specs = [replace(spec, timing=replace(spec.timing, together=spec.kind == "arm" and spec.replicate % 2 == 1))
-                     for spec in specs]  # fmt: skip
+            specs = plan.trials([model], [1], ARMS, labels, len(designs) * args.blocks, 1, False, str(image), timing,
+                                seed=0)  # fmt: skip
+            specs = [replace(spec, timing=replace(spec.timing, together=together, min_time_s=seconds, huge_pages=thp))
+                     for spec in specs
+                     for together, seconds, thp in [designs[spec.replicate % len(designs)] if spec.kind == "arm"
+                                                    else (False, timing.min_time_s, False)]]  # fmt: skip
             results: dict[str, TrialResult] = {}
 
             def keep(group: list[TrialSpec], ended: list[TrialResult], resumed: bool, model_id: str = model_id,
                      results: dict[str, TrialResult] = results) -> None:  # fmt: skip
                 for spec, result in zip(group, ended, strict=True):
                     results[spec.trial_id] = result
-                    out.write(json.dumps({"model": model_id, "design": DESIGNS[spec.timing.together],
-                                          "label": spec.environment, **result.to_dict()}) + "\n")  # fmt: skip
+                    design = args.designs[spec.replicate % len(designs)] if spec.kind == "arm" else "cold"
+                    out.write(json.dumps({"model": model_id, "design": design, "label": spec.environment,
+                                          **result.to_dict()}) + "\n")  # fmt: skip
                 out.flush()
                 first = ended[0]
                 print(f"{group[0].process}: {first.status} eager {median(first.eager_ms) if first.eager_ms else 0:.1f}"
                       f" ms, {first.wall_s:.0f} s", flush=True)  # fmt: skip
 
             launcher.run_trials(specs, pythons, work / "run", 1800.0, on_process=keep)
-            for replicate in range(2 * args.blocks):
+            for replicate in range(len(designs) * args.blocks):
                 block = [spec for spec in specs if spec.kind == "arm" and spec.replicate == replicate]
                 per_env = {label: [spec for spec in block if spec.environment == label] for label in labels}
                 if not all(results[spec.trial_id].status == STATUS_OK for spec in block):
@@ -128,22 +146,23 @@ def main() -> None:
                     continue
                 a, b = (block_values(results, per_env[label]) for label in labels)
                 walls = {spec.process: results[spec.trial_id].wall_s for spec in block}
-                together = replicate % 2 == 1
+                together = designs[replicate % len(designs)][0]
                 first_a, first_b = (results[per_env[label][0].trial_id] for label in labels)
-                rows.append({"model": model_id, "design": DESIGNS[together], "replicate": replicate,
+                rows.append({"model": model_id, "design": args.designs[replicate % len(designs)],
+                             "replicate": replicate,
                              "log_ratio": {key: math.log(b[key] / a[key]) for key in a if key in b},
                              "wall_s": max(walls.values()) if together else sum(walls.values()),
                              "round_correlation": round_correlation(first_a, first_b) if together
                              else None})  # fmt: skip
-    totals: dict[str, list[float]] = {design: [] for design in DESIGNS}
+    totals: dict[str, list[float]] = {design: [] for design in args.designs}
     for model_id in args.models:
-        for design in DESIGNS:
+        for design in args.designs:
             found = summary(rows, design, model_id)
             print(f"{model_id} {design}: " + ", ".join(f"{key} {value:.3f}" for key, value in found.items()))
             if "sd_eager_latency" in found:
                 totals[design].append(found["sd_eager_latency"] ** 2)
     pooled = {design: math.sqrt(statistics.mean(values)) if values else math.nan for design, values in totals.items()}
-    print(f"sd_eager_latency sequential={pooled['sequential']:.3f} together={pooled['together']:.3f}")
+    print("sd_eager_latency " + " ".join(f"{design}={sd:.3f}" for design, sd in pooled.items()))
 
 
 if __name__ == "__main__":

@@ -5,6 +5,7 @@ these tests check the dispatch (who ran where, with which threads, once), not th
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -13,7 +14,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from conftest import descendants, make_project, project_env, run_ok, set_params
+from conftest import closed_port, descendants, make_project, project_env, run_ok, set_params
 
 from compilebench import executors
 from compilebench.analysis import plan
@@ -157,3 +158,25 @@ def test_on_ray_the_results_and_tables_have_the_local_executors_schema(on_ray, t
     remote_row = json.loads((root / "data/results/runs.jsonl").read_text().splitlines()[0])
     local_row = json.loads((local / "data/results/runs.jsonl").read_text().splitlines()[0])
     assert set(remote_row) == set(local_row)
+
+
+def test_a_ray_address_where_nothing_listens_is_refused_within_seconds(tmp_path):
+    """The benchmark stage with `executor: ray` at a real address with nothing listening: one line naming the
+    address, exit 2, within seconds (Ray's own join retries for minutes); a port that answers is let through."""
+    pytest.importorskip("ray")
+    port = closed_port()
+    assert "nothing answers at 127.0.0.1:" in executors.unreachable(f"127.0.0.1:{port}")
+    with socket.socket() as listening:
+        listening.bind(("127.0.0.1", 0))
+        listening.listen()
+        assert executors.unreachable(f"ray://127.0.0.1:{listening.getsockname()[1]}") is None
+    root = make_project(tmp_path, ["microsoft/resnet-50"])
+    env = project_env()
+    for stage in ("fetch_image", "load_models"):
+        run_ok([sys.executable, "-m", f"compilebench.{stage}"], root, env)
+    set_params(root, **{"runner.executor": "ray", "runner.ray_address": f"127.0.0.1:{port}"})
+    began = time.monotonic()
+    done = subprocess.run([sys.executable, "-m", "compilebench.benchmark"], cwd=root, env=env, capture_output=True,
+                          text=True, timeout=300)  # fmt: skip
+    assert done.returncode == 2 and f"'127.0.0.1:{port}': nothing answers" in done.stderr, done.stderr[-2000:]
+    assert time.monotonic() - began < 60 and "Traceback" not in done.stderr

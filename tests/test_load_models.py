@@ -2,6 +2,7 @@
 
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -132,3 +133,18 @@ def test_cache_without_safetensors_is_refused(tmp_path):
     assert fallen_back.returncode == 0 and "no safetensors" in fallen_back.stderr, fallen_back.stderr[-2000:]
     assert "not in the local HF cache" not in fallen_back.stderr
     assert json.loads(fallen_back.stdout.splitlines()[-1])["weights_source"] == "random-init"
+
+
+def test_a_link_loop_or_a_broken_link_in_a_model_folder_is_a_clear_error(tmp_path):
+    """A folder of the user's whose files include a loop of symlinks, or a link to nowhere: a LoadError naming the
+    file and the folder (the stage's one line, exit 2), not a RuntimeError traceback."""
+    for name, make in (("loop", lambda folder: ((folder / "a").symlink_to(folder / "b"),
+                                                (folder / "b").symlink_to(folder / "a"))),
+                       ("broken", lambda folder: (folder / "a").symlink_to(folder / "nowhere"))):  # fmt: skip
+        source = tmp_path / name
+        source.mkdir()
+        (source / "config.json").write_text("{}")
+        make(source)
+        named = re.escape(f"{source}/") + "[ab]" + re.escape(f" in the model folder {source} cannot be read")
+        with pytest.raises(load_models.LoadError, match=named):
+            load_models.link_tree(source, tmp_path / f"{name}-linked")

@@ -12,6 +12,8 @@ import mlflow
 import pytest
 from conftest import make_project, project_env, run_ok, set_params
 
+from compilebench.harness.records import plan_digest
+
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("remote")]
 
 
@@ -71,11 +73,16 @@ def test_a_plan_whose_launcher_has_not_finished_is_written_but_not_logged_until_
     copy = tmp_path / "window-1"  # the same results as a new invocation, brought back before the plan finished
     shutil.copytree(folder, copy)
     invocation = uuid.uuid4().hex
-    for name, keys in (("plan.json", ["invocation_id"]), ("export.json", ["context", "invocation_id"]),
-                       ("results/environment.json", ["invocation_id"])):  # fmt: skip
+    plan = json.loads((copy / "plan.json").read_text())
+    (copy / "plan.json").write_text(json.dumps({**plan, "invocation_id": invocation}))
+    digest = plan_digest(copy / "plan.json")  # a new plan: what its export, its launcher and its lines name
+    for name, keys in (("export.json", ["context", "invocation_id"]), ("results/environment.json", ["invocation_id"])):
         tree = json.loads((copy / name).read_text())
         (tree if len(keys) == 1 else tree[keys[0]])[keys[-1]] = invocation
-        (copy / name).write_text(json.dumps(tree))
+        (copy / name).write_text(json.dumps({**tree, "plan_sha256": digest}))
+    lines = (copy / "results" / "trials.jsonl").read_text().splitlines()
+    (copy / "results" / "trials.jsonl").write_text("".join(json.dumps({**json.loads(line), "plan_sha256": digest})
+                                                           + "\n" for line in lines))  # fmt: skip
     (copy / "results" / "finished.json").unlink()
     store = f"sqlite:///{root}/mlruns/mlflow.db"
     run_ok([sys.executable, "-m", "compilebench.benchmark", "--ingest", str(copy)], root, env)
@@ -92,6 +99,44 @@ def test_a_plan_whose_launcher_has_not_finished_is_written_but_not_logged_until_
     logged = mlflow.search_runs(experiment_names=["compilebench"],
                                 filter_string=f"tags.`compilebench.run_uid` LIKE '{invocation}/%'")  # fmt: skip
     assert len(logged) == 2  # once it finished: eager and default
+
+
+def test_ingest_refuses_lines_of_another_plan_a_plan_edited_since_and_a_result_without_its_samples(exported, tmp_path):
+    """Each refused with the file, line or trial and key named, exit 2, nothing logged or written."""
+    root, folder, env, _, _ = exported
+    results = root / "data" / "results" / "runs.jsonl"
+    before = results.read_bytes() if results.exists() else None
+    mlflow.set_tracking_uri(f"sqlite:///{root}/mlruns/mlflow.db")
+    logged = len(mlflow.search_runs(experiment_names=["compilebench"]))
+    lines = (folder / "results" / "trials.jsonl").read_text().splitlines()
+    assert all(json.loads(line)["plan_sha256"] == plan_digest(folder / "plan.json") for line in lines)
+    foreign = {**json.loads(lines[0]), "plan_sha256": "0" * 64}  # another plan's line, for a trial id of this one
+    plan = json.loads((folder / "plan.json").read_text())
+    edited = json.loads(json.dumps(plan))
+    for trial in edited["trials"]:
+        if trial["variant"]["name"] == "default":
+            trial["variant"]["mode"] = "max-autotune"  # measured as `default`, to be logged as max-autotune
+    measured = next(i for i, line in enumerate(lines) if json.loads(line)["status"] == "ok")
+    emptied = [line if i != measured else json.dumps({**json.loads(line), "eager_ms": []}) for i, line in
+               enumerate(lines)]  # fmt: skip
+    cases = [
+        (
+            {"results/trials.jsonl": "\n".join([*lines, json.dumps(foreign)]) + "\n"},
+            f"line {len(lines) + 1}: key 'plan_sha256' names another plan",
+        ),
+        ({"plan.json": json.dumps(edited)}, "plan.json was edited after export"),
+        ({"results/trials.jsonl": "\n".join(emptied) + "\n"}, "but its key 'eager_ms' is empty or missing"),
+    ]
+    for number, (changes, needle) in enumerate(cases):
+        copy = tmp_path / f"case{number}"
+        shutil.copytree(folder, copy, ignore=shutil.ignore_patterns("work", "shared-cache", "checkpoints"))
+        for name, text in changes.items():
+            (copy / name).write_text(text)
+        done = subprocess.run([sys.executable, "-m", "compilebench.benchmark", "--ingest", str(copy)], cwd=root,
+                              env=env, capture_output=True, text=True, timeout=600)  # fmt: skip
+        assert done.returncode == 2 and needle in done.stderr and "Traceback" not in done.stderr, done.stderr[-2000:]
+    assert (results.read_bytes() if results.exists() else None) == before
+    assert len(mlflow.search_runs(experiment_names=["compilebench"])) == logged
 
 
 GPU_PLAN = ["benchmark.device=cuda", "benchmark.compile_cache=shared", "benchmark.replicates=5",
@@ -166,6 +211,20 @@ def test_an_export_goes_only_into_a_new_or_empty_folder_is_written_whole_and_ing
     refused = export(busy)
     assert refused.returncode == 2 and "is not an empty folder" in refused.stderr
     assert [path.name for path in busy.iterdir()] == ["notes.txt"]
+    spaced = export(tmp_path / "gpu run")  # inductor would compile nothing there
+    assert spaced.returncode == 2 and "contains a space" in spaced.stderr and not (tmp_path / "gpu run").exists()
+    moved = tmp_path / "moved here"
+    shutil.copytree(folder, moved, ignore=shutil.ignore_patterns("results", "checkpoints"))
+    launched = subprocess.run(
+        [sys.executable, "-m", "compilebench.harness.launcher", "plan.json", "results"],
+        cwd=moved,
+        env={**env, "PYTHONPATH": str(moved)},
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert launched.returncode == 2 and "contains a space" in launched.stderr and not (moved / "results").exists()
+    shutil.rmtree(moved)
     failed = export(tmp_path / "failed", "paths.image=/no/such/image.jpg")
     assert failed.returncode == 2 and "/no/such/image.jpg does not exist" in failed.stderr
     assert sorted(path.name for path in tmp_path.iterdir()) == ["busy"]  # no folder, no .partial

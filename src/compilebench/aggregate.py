@@ -33,7 +33,7 @@ from compilebench import reference, tracking
 from compilebench.analysis import compare
 from compilebench.config import Config, stage_config
 from compilebench.harness.files import locked, write_atomic, write_json
-from compilebench.harness.records import STATUS_OK, key_part, read_jsonl
+from compilebench.harness.records import STATUS_OK, RecordError, key_part, read_jsonl
 
 LOGGER = logging.getLogger(__name__)
 QUIET_VERDICTS = ("equivalent", "inconclusive")  # a headline that says nothing changed
@@ -320,12 +320,13 @@ def main() -> None:
     try:
         if args.check:
             check(config)
+        compare.load_calibrations(config.paths.calibration)  # one that cannot be read: no table written, nor it
         if args.from_mlflow:
             from_mlflow(config)
             return
         rows = read_jsonl(config.paths.results)
         run_info = json.loads(Path(config.paths.run_info).read_text())
-    except (OSError, json.JSONDecodeError, tracking.StoreError) as error:
+    except (OSError, json.JSONDecodeError, tracking.StoreError, RecordError) as error:
         LOGGER.error("%s", error)
         sys.exit(2)
     aggregate(config, rows, run_info)

@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import shlex
 import shutil
 import socket
 import sys
@@ -38,6 +39,8 @@ from compilebench.config import Benchmark, Config, ConfigError, stage_config
 from compilebench.harness import fingerprint, groups, launcher, models
 from compilebench.harness.files import write_json, write_jsonl
 from compilebench.harness.records import (
+    KIND_COLD,
+    MEASURED_NOTHING,
     STATUS_OK,
     ModelSpec,
     Plan,
@@ -46,6 +49,7 @@ from compilebench.harness.records import (
     TrialResult,
     TrialSpec,
     VariantSpec,
+    plan_digest,
     processes,
     read_json,
     read_plan,
@@ -251,6 +255,8 @@ def parent_params(selection: dict[str, Any], bench: Benchmark, run_context: runs
         "environments": ",".join(e["label"] for e in selection["environments"]),
         "replicates": bench.replicates,
         "cold_replicates": bench.cold_replicates,
+        "together": bench.together,  # how a timing block ran: its processes alive together, taking turns
+        "huge_pages": bench.huge_pages,
         "machine": run_context.machine,
         "git_commit": run_context.git_commit,
         "image_source": run_context.image_source,
@@ -324,6 +330,10 @@ def export(config: Config, folder: Path) -> None:
     """A plan another machine can run with only torch and transformers: trials, checkpoint recipes, image, harness;
     into a new or empty folder only, written whole or not at all (built beside it, then renamed into place)."""
     folder = folder.resolve()
+    if any(character.isspace() for character in str(folder)):
+        raise ConfigError(f"--export {str(folder)!r} contains a space: the launcher compiles in that folder, and "
+                          "torch's inductor passes its paths to the C++ compiler unquoted, so every compiled trial "
+                          "would fail; export to a path without spaces")  # fmt: skip
     if folder.exists() and (not folder.is_dir() or any(folder.iterdir())):
         held = " holds a plan (results measured from it would no longer match it)" if (
             folder / "plan.json").exists() else " is not an empty folder"  # fmt: skip
@@ -346,7 +356,8 @@ def export(config: Config, folder: Path) -> None:
     trials = list(exported.trials)
     LOGGER.info(
         "exported %d trials in %d processes to %s; on the other machine: cd %s && python -m "
-        "compilebench.harness.launcher plan.json results", len(trials), len(processes(trials)), folder, folder.name,
+        "compilebench.harness.launcher plan.json results", len(trials), len(processes(trials)), folder,
+        shlex.quote(folder.name),
     )  # fmt: skip
     LOGGER.info("%s", estimate_line(trials, config))
 
@@ -396,7 +407,8 @@ def write_export(config: Config, folder: Path, exported: Plan, selection: dict, 
     shutil.copyfile(config.paths.image, folder / "image.jpg")
     image_meta = read_json(config.paths.image_meta)
     run_context = context(config, selection, exported.invocation_id, image_meta, config.runner.machine)
-    write_json(folder / EXPORT_CONTEXT, {"context": run_context.__dict__, "selection": selection})
+    write_json(folder / EXPORT_CONTEXT, {"context": run_context.__dict__, "selection": selection,
+                                         "plan_sha256": plan_digest(folder / "plan.json")})  # fmt: skip
     copy_harness(folder)
 
 
@@ -443,8 +455,39 @@ def reached(exported: Plan, recorder: Recorder) -> list[dict[str, Any]]:
     return adaptive.shortfalls(rows, exported.adaptive["labels"], settings, None)
 
 
+def plan_problem(folder: Path, saved: dict, remote: dict) -> str | None:
+    """Why the results in `folder` must not be ingested as measurements of its plan.json (edited since it was
+    exported, or since the launcher ran it); None where the plan is the one exported and run (an export or a launcher
+    from before plans had a digest cannot say, and is taken as it is)."""
+    digest = plan_digest(folder / "plan.json")
+    if saved.get("plan_sha256") and saved["plan_sha256"] != digest:
+        return (f"{folder / 'plan.json'} was edited after export (its digest {digest[:12]} is not the exported "
+                f"{saved['plan_sha256'][:12]}, key 'plan_sha256' of {folder / EXPORT_CONTEXT}): its trials would be "
+                "logged as what they are not; export again")  # fmt: skip
+    if remote.get("plan_sha256") and remote["plan_sha256"] != digest:
+        return (f"{folder / 'results' / launcher.ENVIRONMENT} says the launcher ran a plan of digest "
+                f"{remote['plan_sha256'][:12]}, and {folder / 'plan.json'} is {digest[:12]}: the plan changed after "
+                "it ran")  # fmt: skip
+    return None
+
+
+def unmeasured(specs: list[TrialSpec], results: dict[str, TrialResult], path: Path) -> str | None:
+    """Why a result that says it measured lacks its samples (a trial that times eager with no `eager_ms`, a compiled
+    arm with no `compiled_ms`), naming the file, trial and key; None where every one has them."""
+    for spec in specs:
+        result = results.get(spec.trial_id)
+        if result is None or result.status in MEASURED_NOTHING or spec.kind == KIND_COLD:
+            continue
+        for key, needed in (("eager_ms", True), ("compiled_ms", spec.variant.compile and result.status == STATUS_OK)):
+            if needed and not getattr(result, key):
+                return f"{path}: trial {spec.trial_id} is {result.status!r} but its key {key!r} is empty or missing"
+    return None
+
+
 def ingest(config: Config, folder: Path) -> None:
-    """Results measured elsewhere (an exported plan run by the launcher) as runs: logged once, written as results."""
+    """Results measured elsewhere (an exported plan run by the launcher) as runs: logged once, written as results.
+    Refused, with nothing logged, when the plan was edited since export or since it ran, a line is another plan's, or
+    a result lacks the samples its status says it has."""
     exported = read_plan(folder / "plan.json")
     problem = launcher.output_problem(exported, folder / "results")
     if problem:
@@ -453,8 +496,14 @@ def ingest(config: Config, folder: Path) -> None:
     planned_processes = len(processes(exported.trials))
     exported = replace(exported, trials=exported.trials + added)
     saved = read_json(folder / EXPORT_CONTEXT)
-    results = launcher.read_results(folder / "results" / "trials.jsonl")
     remote = read_json(folder / "results" / launcher.ENVIRONMENT)
+    problem = plan_problem(folder, saved, remote)
+    if problem:
+        raise RecordError(f"{problem}; nothing ingested")
+    results = launcher.read_results(folder / "results" / "trials.jsonl", plan_digest(folder / "plan.json"))
+    problem = unmeasured(list(exported.trials), results, folder / "results" / "trials.jsonl")
+    if problem:
+        raise RecordError(f"{problem}; nothing ingested")
     missing = [spec.trial_id for spec in exported.trials if spec.trial_id not in results]
     if len(missing) == len(exported.trials):
         raise FileNotFoundError(f"{folder / 'results' / 'trials.jsonl'} holds no result of this plan")
@@ -522,6 +571,7 @@ def main() -> None:
             export(config, args.export)
             return
         tracking.check_store(config.paths.tracking_uri)
+        compare.load_calibrations(config.paths.calibration)  # a noise record that cannot be read: before any work
         if args.ingest:
             ingest(config, args.ingest)
             return

@@ -271,6 +271,8 @@ class Benchmark:
     cudnn_benchmark: bool = False  # cuDNN autotuning of convolution algorithms (torch's default: off)
     together: bool = True  # a timing block's processes (one per compared environment) alive together, timing in
     #                        alternating turns, so the machine's state falls on both alike; false: one after the other
+    huge_pages: bool = False  # CPU: torch's allocator asks the kernel for transparent huge pages for large tensors
+    #                           (THP_MEM_ALLOC_ENABLE=1 in every trial process); false: torch's default
 
     def __post_init__(self) -> None:
         _require(

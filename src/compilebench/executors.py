@@ -136,6 +136,28 @@ def run_unit(
     return collected
 
 
+RAY_CONNECT_S = 5.0  # how long a cluster's address may take to answer before the run is refused
+RAY_PORT = 6379  # Ray's head port, where an address names none
+
+
+def unreachable(address: str) -> str | None:
+    """Why a Ray cluster at `address` (`HOST:PORT`, `ray://HOST:PORT`; `auto` is Ray's own search of this machine)
+    cannot be joined, found within RAY_CONNECT_S by a connection to its port; None where it answers. Ray's own
+    join retries for minutes when nothing listens."""
+    if address in ("auto", "") or ("://" in address and not address.startswith("ray://")):
+        return None
+    host, _, port = address.removeprefix("ray://").rpartition(":")
+    host, port = (host, port) if host and port.isdigit() else (address.removeprefix("ray://"), str(RAY_PORT))
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=RAY_CONNECT_S).close()
+    except OSError as error:
+        return (
+            f"`runner.ray_address` {address!r}: nothing answers at {host}:{port} within {RAY_CONNECT_S:g} s "
+            f"({error.strerror or error}); start the cluster there (`ray start --head`) or use `executor: local`"
+        )
+    return None
+
+
 class Ray:
     """The slots of a Ray cluster: a task per unit, a GPU each (`num_gpus=1`: Ray narrows CUDA_VISIBLE_DEVICES to
     it); a CPU benchmark's task takes a whole node's CPUs, so two never share a machine. Ray must be installed
@@ -153,7 +175,15 @@ class Ray:
             ray.init(num_cpus=os.cpu_count(), num_gpus=len(runner.gpus), include_dashboard=False,
                      _temp_dir=os.environ.get("COMPILEBENCH_RAY_TMP"), log_to_driver=False)  # fmt: skip
         else:
-            ray.init(address=os.environ.get("RAY_ADDRESS") or runner.ray_address, log_to_driver=False)
+            address = os.environ.get("RAY_ADDRESS") or runner.ray_address
+            problem = unreachable(address)
+            if problem:
+                raise ExecutorError(problem)
+            try:
+                ray.init(address=address, log_to_driver=False)
+            except (ConnectionError, RuntimeError, ValueError) as error:
+                raise ExecutorError(f"`runner.ray_address` {address!r}: no Ray cluster joined ({error}); start one "
+                                    "(`ray start --head`) or use `executor: local`") from None  # fmt: skip
         nodes = [node for node in ray.nodes() if node.get("Alive")]
         node_cpus = min(int(node["Resources"].get("CPU", 1)) for node in nodes)
         gpu = device.startswith("cuda") or (runner.ray_address == "local" and bool(runner.gpus))

@@ -76,7 +76,11 @@ def link_tree(source: Path, target: Path) -> None:
             continue
         destination = target / path.relative_to(source)
         destination.parent.mkdir(parents=True, exist_ok=True)
-        real = path.resolve()
+        try:
+            real = path.resolve(strict=True)
+        except (OSError, RuntimeError) as error:  # a link to nowhere, or a loop of links (RuntimeError on 3.11)
+            raise LoadError(f"{path} in the model folder {source} cannot be read ({error}): remove or mend the "
+                            "link") from None  # fmt: skip
         try:
             os.link(real, destination)
         except OSError:

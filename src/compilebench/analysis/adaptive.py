@@ -14,7 +14,7 @@ blocks than planned gets one first, budget or not (up to the cap): a disturbed p
 dropped (the planned blocks always run). It stops on width, never on significance, so the error rates measured by
 benchmarks/verdict_power.py hold. Every decision is a pure function of the results so far (the budget counts the
 processes' own wall time), so a resumed invocation takes the same ones. `shortfalls` tells the report, per run and
-targeted interval, what it reached and about how many more blocks it needs. """
+targeted interval, what it reached and about how many more blocks it needs."""
 
 from __future__ import annotations
 

@@ -30,7 +30,7 @@ from typing import Any
 
 from compilebench.analysis.runs import ProcessRecord
 from compilebench.harness import stats
-from compilebench.harness.records import EAGER, STATUS_OK
+from compilebench.harness.records import EAGER, STATUS_OK, RecordError
 
 CALIBRATION_VERSION = 2  # 1 held a margin (the largest A/A deviation): not used any more
 CellNoise = dict[str, dict[str, stats.Noise]]  # cell_key -> metric -> noise of its paired differences
@@ -262,9 +262,33 @@ def noise_measured(compared: list[dict[str, Any]]) -> CellNoise:
 
 
 def load_calibrations(path: str | Path) -> dict[str, Any]:
-    """Every machine's noise record in paths.calibration, by machine fingerprint and device ({} before the first)."""
+    """Every machine's noise record in paths.calibration, by machine fingerprint and device ({} before the first).
+    A file that is not such a record (cut short, edited, another file) raises RecordError naming it and what is wrong:
+    it is never read as empty, which would write a fresh record over it."""
     path = Path(path)
-    return json.loads(path.read_text()) if path.exists() else {}
+    if not path.exists():
+        return {}
+    try:
+        found = json.loads(path.read_text())
+    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise RecordError(f"{path}: the noise record is not JSON ({error}); mend or delete it (paths.calibration)"
+                          ) from None  # fmt: skip
+    problem = None
+    if not isinstance(found, dict):
+        problem = f"a JSON object by machine is expected, got {type(found).__name__}"
+    else:
+        for key, record in found.items():
+            if not isinstance(record, dict) or not isinstance(record.get("invocations", {}), dict):
+                problem = f"the record of {key!r} is not an object with `invocations`"
+                break
+            bad = [name for name, entry in record.get("invocations", {}).items()
+                   if not isinstance(entry, dict) or not isinstance(entry.get("noise", {}), dict)]  # fmt: skip
+            if bad:
+                problem = f"the record of {key!r} has invocations without a `noise` object: {bad[:3]}"
+                break
+    if problem:
+        raise RecordError(f"{path}: not a noise record: {problem}; mend or delete it (paths.calibration)")
+    return found
 
 
 def calibration_key(row: dict[str, Any]) -> str:

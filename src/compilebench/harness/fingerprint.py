@@ -29,7 +29,7 @@ RUN_FIELDS = (
     "device", "device_name", "machine_fingerprint", "cpu_model", "memory_gib", "hostname", "torch_version",
     "transformers_version", "python_version", "cuda_version", "cudnn_version", "gpu_driver", "gpu_memory_mib",
     "gpu_power_limit_w", "gpu_max_sm_clock_mhz", "platform", "float32_matmul_precision", "matmul_allow_tf32",
-    "cudnn_allow_tf32", "cudnn_benchmark",
+    "cudnn_allow_tf32", "cudnn_benchmark", "transparent_hugepages", "thp_mem_alloc",
 )  # fmt: skip
 # With the hardware fingerprint, what one run's processes must share: the software stack that ran them.
 STACK_FIELDS = ("torch_version", "transformers_version", "python_version", "cuda_version", "cudnn_version")
@@ -135,6 +135,17 @@ def numerics() -> dict[str, str]:
     }
 
 
+def transparent_hugepages() -> str:
+    """The kernel's transparent huge page mode (always | madvise | never; `unknown` where it does not say): with
+    `madvise`, only memory asked for them gets them (torch's allocator does with THP_MEM_ALLOC_ENABLE=1)."""
+    try:
+        text = Path("/sys/kernel/mm/transparent_hugepage/enabled").read_text()
+    except OSError:
+        return "unknown"
+    chosen = [word.strip("[]") for word in text.split() if word.startswith("[")]
+    return chosen[0] if chosen else "unknown"
+
+
 def host() -> dict[str, str]:
     """The CPU machine this process runs on, with its fingerprint, without importing torch: what the benchmark stage
     records of the machine that orchestrates (its trials record their own, with `collect`)."""
@@ -149,6 +160,8 @@ def host() -> dict[str, str]:
         "memory_gib": memory_gib(),
         "platform": platform.platform(),
         "hostname": platform.node(),
+        "transparent_hugepages": transparent_hugepages(),
+        "thp_mem_alloc": os.environ.get("THP_MEM_ALLOC_ENABLE", ""),  # torch's allocator on huge pages, if "1"
     }
     fields["device_name"] = fields["cpu_model"]
     fields["machine_fingerprint"] = fingerprint(fields)

@@ -52,6 +52,7 @@ from compilebench.harness.records import (
     RecordError,
     TrialResult,
     TrialSpec,
+    plan_digest,
     processes,
     read_plan,
     read_result_lines,
@@ -65,6 +66,7 @@ LOGGER = logging.getLogger(__name__)
 SRC_ROOT = Path(__file__).resolve().parents[2]  # the folder that holds the compilebench package
 CURRENT = "current"  # the environment of the interpreter running the launcher
 LOG_TAIL_LINES = 8
+HUGE_PAGES_ENV = "THP_MEM_ALLOC_ENABLE"  # read by torch's CPU allocator when it starts (benchmark.huge_pages)
 # A warm trial repeats its cold trial: when that one ended like this, the repeats would too, minutes each.
 NOT_REPEATED = MEASURED_NOTHING
 ADDED_TRIALS = "added.jsonl"  # beside an exported plan's results: the specs of the blocks its loop added
@@ -201,6 +203,8 @@ def start_trial_process(
     command = [python, "-m", "compilebench.harness.trial", str(spec_path), str(out_path), *flags]
     started, oom_before = time.time(), oom_kills()
     env = trial_environment(cache_dir, deploy_dir, slot)
+    if first.timing.huge_pages:  # torch's CPU allocator: large blocks 2 MiB-aligned, madvise(MADV_HUGEPAGE)
+        env[HUGE_PAGES_ENV] = "1"
     if member is not None:
         env[turns.TURNS_ENV] = turns.environment_value(member)
     with open(log_path, "w") as log:
@@ -619,10 +623,11 @@ def append_results(path: Path, results: list[TrialResult]) -> None:
     append_lines(path, [json.dumps(result.to_dict()) for result in results])
 
 
-def read_results(path: Path) -> dict[str, TrialResult]:
-    """Results already in a trials.jsonl, by trial id, each line checked (records.read_result_lines; a torn last line
-    from a kill is left out; a line written again for a process run again replaces the earlier)."""
-    return {result.trial_id: result for result in read_result_lines(path)} if path.exists() else {}
+def read_results(path: Path, plan_sha256: str | None = None) -> dict[str, TrialResult]:
+    """Results already in a trials.jsonl, by trial id, each line checked (records.read_result_lines: with
+    `plan_sha256`, a line of another plan is refused; a torn last line from a kill is left out; a line written again
+    for a process run again replaces the earlier)."""
+    return {result.trial_id: result for result in read_result_lines(path, plan_sha256)} if path.exists() else {}
 
 
 def read_added(path: Path) -> tuple[TrialSpec, ...]:
@@ -707,6 +712,17 @@ def pinned_slot(cpus: str | None) -> dict[str, str] | None:
         raise ValueError(f"--cpus {cpus!r}: cores {sorted(set(cores) - set(allowed))} are not among this machine's "
                          f"cores this process may use, {allowed}")  # fmt: skip
     return thread_environment(len(cores), cores)
+
+
+def path_problem(*folders: Path) -> str | None:
+    """Why the launcher cannot work in these folders: a space in a path, which torch's inductor hands to the C++
+    compiler unquoted (every compiled trial would end `compile_error`); None where it can."""
+    for folder in folders:
+        if any(character.isspace() for character in str(folder.resolve())):
+            return (f"{str(folder.resolve())!r} contains a space: torch's inductor passes the cache paths under it to "
+                    "the C++ compiler unquoted, so every compiled trial would fail; move the plan's folder to a path "
+                    "without spaces")  # fmt: skip
+    return None
 
 
 def plan_problem(plan: Plan, pythons: dict[str, str], prime_parallel: int) -> str | None:
@@ -833,8 +849,10 @@ def launch(plan: Plan, args: argparse.Namespace, pythons: dict[str, str], pinned
     out.mkdir(parents=True, exist_ok=True)
     (out / FINISHED).unlink(missing_ok=True)  # a larger --budget-min may add blocks to a plan that had finished
     started = time.time()
-    write_json(out / ENVIRONMENT, {"python": sys.executable, "freeze": fingerprint.freeze(sys.executable),
-                                   "invocation_id": plan.invocation_id}, indent=None)  # fmt: skip
+    digest = plan_digest(args.plan)  # every line written names the plan it belongs to
+    environment = {"python": sys.executable, "freeze": fingerprint.freeze(sys.executable),
+                   "invocation_id": plan.invocation_id, "plan_sha256": digest}  # fmt: skip
+    write_json(out / ENVIRONMENT, environment, indent=None)
     (out / "checkpoints.json").write_text(json.dumps(build_checkpoints(plan, Path.cwd()), indent=1))
     LOGGER.info("checkpoints ready in %.0f s", time.time() - started)
     results_path = out / "trials.jsonl"
@@ -842,11 +860,11 @@ def launch(plan: Plan, args: argparse.Namespace, pythons: dict[str, str], pinned
 
     def report(specs: list[TrialSpec], ended: list[TrialResult], resumed: bool) -> None:
         if not resumed:
-            append_results(results_path, ended)
+            append_results(results_path, [replace(result, plan_sha256=digest) for result in ended])
             deadline.ended(specs, ended)
         log_process(specs, ended, resumed)
 
-    trials, done = list(plan.trials) + list(read_added(out / ADDED_TRIALS)), read_results(results_path)
+    trials, done = list(plan.trials) + list(read_added(out / ADDED_TRIALS)), read_results(results_path, digest)
     if args.prime:
         prime_shared_cache(trials, done, pythons, out, args.timeout_s, args.prime)
     results = dict(done)
@@ -891,8 +909,9 @@ def main() -> None:
     pythons = {CURRENT: sys.executable, **dict(item.split("=", 1) for item in args.python)}
     out = output_folder(args.plan, args.out)
     problem = (
-        plan_problem(plan, pythons, args.prime) or output_problem(plan, out) or machine_problem(plan, out, pythons)
-    )
+        path_problem(args.plan.resolve().parent, out) or plan_problem(plan, pythons, args.prime)
+        or output_problem(plan, out) or machine_problem(plan, out, pythons)
+    )  # fmt: skip
     if problem:
         parser.error(problem)
     launch(plan, args, pythons, pinned)

@@ -43,8 +43,9 @@ KINDS = (KIND_PAIRED, KIND_ARM, KIND_COLD)
 
 
 RESULT_FORMAT = 4  # of a TrialResult line; older ones are read with the fields added since at their defaults
-RESULT_FIELDS_ADDED = {3: ("timeline_s",), 4: ("turn_wait_s",)}  # format -> the TrialResult fields it added (1, no
-#   `format` key: before multi-arm processes; 2: those, without a process's timeline; 3: before blocks together)
+RESULT_FIELDS_ADDED = {3: ("timeline_s",), 4: ("turn_wait_s", "plan_sha256")}  # format -> the TrialResult fields it
+#   added (1, no `format` key: before multi-arm processes; 2: those, without a process's timeline; 3: before blocks
+#   together and before a launcher's lines named their plan)
 
 
 def environment_labels(names: list[str]) -> list[str]:
@@ -116,9 +117,17 @@ def check_result_row(raw: Any) -> dict[str, Any]:
     return row
 
 
-def read_result_lines(path: Path) -> list[TrialResult]:
+def plan_digest(path: str | Path) -> str:
+    """The identity of a plan: the SHA-256 of its plan.json as written, which every result line a launcher writes
+    for it carries (`plan_sha256`), so that lines of another plan, or a plan edited since, are told apart."""
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+def read_result_lines(path: Path, plan_sha256: str | None = None) -> list[TrialResult]:
     """Every result of a JSON-lines file (a launcher's trials.jsonl), checked line by line (check_result_row); a
-    torn last line, a write a kill cut short, is left out. Raises RecordError naming the file, line and key."""
+    torn last line, a write a kill cut short, is left out. With `plan_sha256`, a line that names another plan is
+    refused (a line of an older format, which names none, is taken as it is). Raises RecordError naming the file,
+    line and key."""
     text = Path(path).read_text()
     lines = text.splitlines()
     results = []
@@ -132,9 +141,13 @@ def read_result_lines(path: Path) -> list[TrialResult]:
                 continue  # the last write, cut short by a kill: its process runs again
             raise RecordError(f"{path}, line {number}: not JSON ({error.msg})") from None
         try:
-            results.append(TrialResult.from_dict(check_result_row(raw)))
+            result = TrialResult.from_dict(check_result_row(raw))
         except (RecordError, TypeError, ValueError) as error:
             raise RecordError(f"{path}, line {number}: {error}") from None
+        if plan_sha256 and result.plan_sha256 and result.plan_sha256 != plan_sha256:
+            raise RecordError(f"{path}, line {number}: key 'plan_sha256' names another plan ({result.plan_sha256[:12]}"
+                              f"; this plan is {plan_sha256[:12]}): a line of another plan's results")  # fmt: skip
+        results.append(result)
     return results
 
 
@@ -210,6 +223,7 @@ class TimingSpec:
     cudnn_benchmark: bool = False
     together: bool = False  # a block's timing processes alive together, timing in turns (turns.py); a plan from
     #                         before it ran them one after the other
+    huge_pages: bool = False  # CPU: torch's allocator asks for transparent huge pages (THP_MEM_ALLOC_ENABLE=1)
 
     @classmethod
     def from_dict(cls, raw: dict[str, Any]) -> TimingSpec:
@@ -350,6 +364,7 @@ class TrialResult:
     #   what it had just done (trial.mark), `measured` last; wall_s less that is its exit
     turn_wait_s: float | None = None  # a timing process of a block run together (turns.py): seconds it waited while
     #   the block's other processes took their turns; None for a process alone
+    plan_sha256: str = ""  # a launcher's line of an exported plan: the digest of the plan.json it ran (plan_digest)
 
     @property
     def own_s(self) -> float:
