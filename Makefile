@@ -10,12 +10,18 @@ export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 export DVC_NO_ANALYTICS := 1
 export PYTHONUNBUFFERED := 1
 
-.PHONY: run test test-fast ui server sync ingest models lint clean
+.PHONY: run compare test test-fast ui server sync ingest models lint clean
 
 run: $(STAMP) .dvc/config  ## create the environment and run `dvc repro` on params.yaml
 	dvc repro
 	dvc metrics show
 	python -m compilebench.aggregate --check  # exit 3: some run did not end ok; 4: a compared stack changed a headline
+
+A ?= current
+compare: $(STAMP) .dvc/config  ## make compare B=torch-2.14.1 [A=current]: B against A, a DVC experiment (B=current: A/A)
+	test -n "$(B)" || { echo "usage: make compare B=ENVIRONMENT [A=current]: an environment of params.yaml"; exit 2; }
+	dvc exp run -S 'compare=[$(A),$(B)]'
+	python -m compilebench.aggregate --check  # exit 3: some run did not end ok; 4: B changed a headline
 
 RAY_STAMP := $(VENV)/.installed-ray
 test: $(STAMP) $(RAY_STAMP) .dvc/config  ## create the environment and run the test suite (both cores, with line coverage)

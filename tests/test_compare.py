@@ -1,5 +1,7 @@
 """Environments compared, on hand-made runs: ratios from per-process values, verdicts, health first, A/A."""
 
+import math
+
 import pytest
 
 from compilebench.analysis import compare
@@ -143,3 +145,27 @@ def test_inductors_start_up_in_a_timing_process_is_compared_too():
     [row] = compare.comparison_rows([a, b], noise=None)
     assert row["inductor_startup_ratio"] == pytest.approx(0.8, rel=0.01) and row["inductor_startup_verdict"] == "faster"
     assert compare.METRIC_BY_NAME["inductor_startup"].target is None  # reported, not a target of more blocks
+
+
+def test_the_suite_summary_counts_verdicts_and_pools_the_cells_geomean_with_its_interval():
+    """Two cells with a ratio and a third that failed on one side: the geomean of the two with a CI from their
+    standard errors (Welch-Satterthwaite), the third named as left out; verdicts counted per metric."""
+    t = stats.t_quantile(0.975, 5)
+
+    def row(label, ratio, halfwidth, verdict):
+        return {"reference": "first", "candidate": "B", "baseline": "A", "label": label, "batch_size": 1,
+                "variant": "default", "compiled_latency_ratio": ratio, "compiled_latency_halfwidth": halfwidth,
+                "compiled_latency_dof": 5.0, "compiled_latency_ci_low": ratio * 0.9 if ratio == ratio else math.nan,
+                "compiled_latency_verdict": verdict}  # fmt: skip
+
+    rows = [row("R", 1.1, 0.04, "slower"), row("V", 0.9, 0.02, "equivalent"), row("S", math.nan, math.inf,
+                                                                                  "inconclusive")]  # fmt: skip
+    [entry] = compare.suite_summary(rows)
+    assert (entry["changed"], entry["equivalent"], entry["inconclusive"], entry["cells"]) == (1, 1, 1, 3)
+    assert entry["left_out"] == ["S bs1 default"] and entry["chance_flags"] == pytest.approx(0.1)
+    assert entry["geomean"] == pytest.approx(math.sqrt(1.1 * 0.9))
+    variance = ((0.04 / t) ** 2 + (0.02 / t) ** 2) / 4
+    dof = ((0.04 / t) ** 2 + (0.02 / t) ** 2) ** 2 / (((0.04 / t) ** 4 + (0.02 / t) ** 4) / 5)
+    expected = stats.t_quantile(0.975, dof) * math.sqrt(variance)
+    assert math.log(entry["ci_high"] / entry["geomean"]) == pytest.approx(expected)
+    assert compare.suite_summary([]) == []

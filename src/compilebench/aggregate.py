@@ -86,8 +86,13 @@ def summarize(results: pd.DataFrame) -> pd.DataFrame:
     return table.reset_index(drop=True)
 
 
+SUITE_METRICS = ("eager_latency", "compiled_latency", "speedup", "compile_cold", "peak_memory")  # geomeans kept
+
+
 def headline_metrics(table: pd.DataFrame, compared: list[dict[str, Any]]) -> dict[str, Any]:
-    """A few numbers for `dvc metrics show`: per variant and environment, geometric-mean speedup, and counts."""
+    """A few numbers for `dvc metrics show` and `dvc exp show`: per variant and environment, geometric-mean speedup,
+    and counts; per compared stack, its verdicts counted over every (cell, metric) and the suite's geometric-mean
+    B/A with its CI for the headline metrics (compare.suite_summary)."""
     ok = table[table["status"] == STATUS_OK].dropna(subset=["speedup"])
     metrics: dict[str, Any] = {"runs_ok": len(ok), "runs_not_ok": int((table["status"] != STATUS_OK).sum())}
     several = table["environment"].nunique() > 1
@@ -102,6 +107,13 @@ def headline_metrics(table: pd.DataFrame, compared: list[dict[str, Any]]) -> dic
         metrics["compared_cells"] = len(compared)
         metrics["compared_cells_flagged"] = len(compare.flagged(compared))
         metrics["compared_cells_health_changed"] = sum(bool(row["health_change"]) for row in compared)
+    for entry in compare.suite_summary(compared):  # per compared stack: what changed over the suite
+        stack = f"{key_part(entry['candidate'])}_vs_{key_part(entry['baseline'])}"
+        for word in ("changed", "equivalent", "inconclusive"):
+            metrics[f"{stack}_{word}"] = metrics.get(f"{stack}_{word}", 0) + entry[word]
+        if entry["metric"] in SUITE_METRICS:
+            for key in ("geomean", "ci_low", "ci_high"):
+                metrics[f"{stack}_{entry['metric']}_{key}"] = entry[key]
     return metrics
 
 

@@ -48,8 +48,14 @@ def _interval(value: Any, low: Any, high: Any, digits: int = 2) -> str:
     return _fmt(value, digits) + ci
 
 
+def _median_and_mean(median: Any, mean: Any) -> str:
+    """`101.234 (mean 104.512)`: the median over processes first (one slow process moves a mean, not a median)."""
+    return f"{_fmt(median, 3)} (mean {_fmt(mean, 3)})" if _fmt(median) and _fmt(mean) else _fmt(mean, 3)
+
+
 def doc_layout(summary: pd.DataFrame, environment: str, device: str, batch: int) -> pd.DataFrame:
-    """The doc's table: "Task/Model | no compile | compile <variant> ..." in mean ms (the doc reports means)."""
+    """The doc's table: "Task/Model | no compile | compile <variant> ..." in median ms, the mean beside it (the doc
+    reports means)."""
     rows = summary[
         (summary["environment"] == environment) & (summary["device_name"] == device) & (summary["batch_size"] == batch)
     ]
@@ -57,10 +63,13 @@ def doc_layout(summary: pd.DataFrame, environment: str, device: str, batch: int)
     for (task, label), group in rows.groupby(["task", "label"], sort=False):
         entry = {
             "Task/Model": f"{DOC_TASK_TITLES.get(task, task)}/{label}",
-            "no compile (ms)": _fmt(group["eager_latency_ms_mean"].iloc[0], 3),
+            "no compile (ms)": _median_and_mean(
+                group["eager_latency_ms_median"].iloc[0], group["eager_latency_ms_mean"].iloc[0]
+            ),
         }
         for _, row in group.iterrows():
-            value = _fmt(row["latency_ms_mean"], 3) if row["status"] == "ok" else row["status"]
+            ok = row["status"] == "ok"
+            value = _median_and_mean(row["latency_ms_median"], row["latency_ms_mean"]) if ok else row["status"]
             entry[f"compile {row['variant']} (ms)"] = value
         table.append(entry)
     return pd.DataFrame(table)
@@ -261,6 +270,7 @@ def render(
     environments = list(dict.fromkeys(r["environment"] for r in results))
     lines = [
         *_header_section(results, run_info),
+        *_what_changed_section(compared, results),
         *_measured_section(summary),
         *_comparison_section(compared, list(run_info.get("environments") or environments)),
         *_precision_section(run_info.get("targets") or []),
@@ -333,9 +343,56 @@ def _header_section(results: list[dict[str, Any]], run_info: dict[str, Any]) -> 
     ]
 
 
+def build_of(results: list[dict[str, Any]], label: str) -> str:
+    """How an environment's torch was built, as its runs recorded it: `CPU build` or `CUDA 12.8 build`."""
+    mine = next((row for row in results if row["environment"] == label), {})
+    cuda = mine.get("cuda_version")
+    kind = f"CUDA {cuda} build" if cuda and str(cuda) not in ("None", "nan", "") else "CPU build"
+    return f"torch {mine.get('torch_version')} ({kind}), transformers {mine.get('transformers_version')}"
+
+
+def what_changed_table(summary: list[dict[str, Any]]) -> pd.DataFrame:
+    """Per compared stack and metric: the suite's verdicts counted, its geometric-mean B/A [95% CI], the cells left
+    out of it, and how many flags chance alone would give (compare.suite_summary)."""
+    rows = []
+    for entry in summary:
+        rows.append({
+            "B vs A": f"{entry['candidate']} vs {entry['baseline']}",
+            "metric": entry["metric"].replace("_", " "),
+            "cells": entry["cells"],
+            "changed": entry["changed"],
+            "equivalent": entry["equivalent"],
+            "inconclusive": entry["inconclusive"],
+            "suite geomean B/A [95% CI]": _interval(entry["geomean"], entry["ci_low"], entry["ci_high"], 3),
+            "left out": ", ".join(entry["left_out"]) or "none",
+            "flags by chance": f"{entry['chance_flags']:.1f}",
+        })  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def _what_changed_section(compared: pd.DataFrame, results: list[dict[str, Any]]) -> list[str]:
+    """The answer first: per compared stack, what changed over the suite."""
+    if compared.empty:
+        return []
+    summary = compare.suite_summary(compared.to_dict("records"))
+    stacks = dict.fromkeys(entry["baseline"] for entry in summary) | dict.fromkeys(e["candidate"] for e in summary)
+    return [
+        "## What changed",
+        "",
+        "Per compared stack and metric, over every cell: how many got a direction (`changed`: slower / faster, "
+        "higher / lower, more / less), `equivalent` (within the margin) or `inconclusive`; the geometric mean of B/A "
+        "over the cells with a ratio on both sides, with its 95% CI, and the cells left out of it (a cell that failed "
+        "on one side); and how many `changed` words chance alone would give on equal stacks (5% of the verdicts with "
+        "an interval). The stacks: " + "; ".join(f"`{label}`: {build_of(results, label)}" for label in stacks) + ".",
+        "",
+        _table(what_changed_table(summary)),
+    ]
+
+
 def _measured_section(summary: pd.DataFrame) -> list[str]:
-    """Mean ms per batch in the doc's layout, a table per (environment, device, batch size)."""
-    lines = ["## Measured, in the doc's layout (mean ms per batch)", ""]
+    """Median ms per batch in the doc's layout (the mean beside it), a table per (environment, device, batch
+    size)."""
+    lines = ["## Measured, in the doc's layout (median ms per batch; the doc's mean beside it)", ""]
     for (environment, device, batch), _ in summary.groupby(["environment", "device_name", "batch_size"], sort=False):
         lines += [
             f"### {device} (batch size: {batch}), environment `{environment}`",

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -337,3 +338,60 @@ def flagged(compared: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Rows with a verdict of a difference (not equivalent or inconclusive) in any metric."""
     quiet = (stats.EQUIVALENT, stats.INCONCLUSIVE)
     return [row for row in compared if any(row.get(f"{m.name}_verdict") not in (None, *quiet) for m in METRICS)]
+
+
+DIRECTIONS = {word for metric in METRICS for word in (metric.above, metric.below)}
+
+
+def suite_summary(compared: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """What changed, per compared stack (against the baseline) and metric, over the whole suite: how many cells got a
+    direction, `equivalent` or `inconclusive`; the geometric mean of B/A over the cells with a ratio on both sides,
+    with its 95% CI (the cells' mean log ratios are independent: the variance of their mean is the sum of theirs over
+    n², its degrees of freedom by Welch-Satterthwaite), and the cells left out by name (the suite's geomean moves when
+    a cell fails on one side, so they are said); and how many of its verdicts would flag a change by chance alone on
+    equal stacks (5% of those with an interval, the measured per-verdict rate's target)."""
+    found = []
+    rows = [row for row in compared if row["reference"] == FIRST]
+    for candidate in dict.fromkeys(row["candidate"] for row in rows):
+        mine = [row for row in rows if row["candidate"] == candidate]
+        for metric in METRICS:
+            judged = [row for row in mine if isinstance(row.get(f"{metric.name}_verdict"), str)]  # a CSV's: NaN
+            if not judged:
+                continue
+            words = [str(row[f"{metric.name}_verdict"]) for row in judged]
+            usable = [row for row in judged if _finite(row.get(f"{metric.name}_ratio"))]
+            left_out = [f"{row['label']} bs{row['batch_size']} {row['variant']}" for row in judged if row not in usable]
+            entry = {"candidate": candidate, "baseline": mine[0]["baseline"], "metric": metric.name,
+                     "cells": len(judged), "changed": sum(word in DIRECTIONS for word in words),
+                     "equivalent": words.count(stats.EQUIVALENT), "inconclusive": words.count(stats.INCONCLUSIVE),
+                     "left_out": left_out,
+                     "chance_flags": 0.05 * sum(_finite(row.get(f"{metric.name}_ci_low")) for row in judged),
+                     **_geomean(usable, metric.name)}  # fmt: skip
+            found.append(entry)
+    return found
+
+
+def _finite(value: Any) -> bool:
+    return isinstance(value, int | float) and math.isfinite(value)
+
+
+def _geomean(rows: list[dict[str, Any]], metric: str) -> dict[str, float]:
+    """The geometric mean of the rows' B/A and its 95% CI (nan without an interval for every row)."""
+    if not rows:
+        return {"geomean": math.nan, "ci_low": math.nan, "ci_high": math.nan}
+    logs = [math.log(row[f"{metric}_ratio"]) for row in rows]
+    center = sum(logs) / len(logs)
+    parts = []  # (variance of each row's mean log, its degrees of freedom)
+    for row in rows:
+        dof, halfwidth = row.get(f"{metric}_dof"), row.get(f"{metric}_halfwidth")
+        if not (_finite(dof) and dof > 0 and _finite(halfwidth)):
+            return {"geomean": math.exp(center), "ci_low": math.nan, "ci_high": math.nan}
+        parts.append(((halfwidth / stats.t_quantile(0.975, dof)) ** 2, dof))
+    variance = sum(part for part, _ in parts) / len(rows) ** 2
+    dof = sum(part for part, _ in parts) ** 2 / sum(part**2 / dof for part, dof in parts) if variance > 0 else 1.0
+    halfwidth = stats.t_quantile(0.975, dof) * math.sqrt(variance)
+    return {
+        "geomean": math.exp(center),
+        "ci_low": math.exp(center - halfwidth),
+        "ci_high": math.exp(center + halfwidth),
+    }
