@@ -86,6 +86,66 @@ def summary(rows: list[dict], design: str, model: str) -> dict[str, float]:
     return found
 
 
+OLD_NAMES = {"sequential": "sequential:2", "together": "together:2"}  # the designs' names in the first runs' files
+
+
+def pooled_table(files: list[str]) -> list[str]:
+    """Markdown: per model and design, over the blocks of every file (FILE, or FILE:PREFIX to set its designs apart),
+    the pooled sd of log B/A per metric (each file's blocks around their own mean: sums of squares over degrees of
+    freedom), and the blocks' median wall time."""
+    deviations: dict[tuple[str, str], dict[str, list[float]]] = {}
+    walls: dict[tuple[str, str], list[float]] = {}
+    for item in files:
+        path, _, prefix = item.partition(":")
+        blocks: dict[tuple, dict[str, dict]] = {}
+        for line in Path(path).read_text().splitlines():
+            row = json.loads(line)
+            label, _model, _batch, variant, replicate = row["trial_id"].split("/")
+            if row.get("design") == "cold" or replicate.startswith("c") or variant == "eager":
+                continue
+            design = prefix + OLD_NAMES.get(row["design"], row["design"])
+            blocks.setdefault((row["model"], design, replicate), {})[label] = row
+        per_run: dict[tuple[str, str], dict[str, list[float]]] = {}
+        for (model, design, _), pair in blocks.items():
+            if len(pair) != 2 or any(row["status"] != STATUS_OK for row in pair.values()):
+                continue
+            a, b = pair.values() if next(iter(pair)) == "current" else reversed(pair.values())
+            ea, ca, eb, cb = (
+                median(a["eager_ms"]),
+                median(a["compiled_ms"]),
+                median(b["eager_ms"]),
+                median(b["compiled_ms"]),
+            )
+            logs = {
+                "eager": math.log(eb / ea),
+                "compiled": math.log(cb / ca),
+                "speedup": math.log((eb / cb) / (ea / ca)),
+            }
+            for metric, value in logs.items():
+                per_run.setdefault((model, design), {}).setdefault(metric, []).append(value)
+            together = "together" in design
+            wall = max(a["wall_s"], b["wall_s"]) if together else a["wall_s"] + b["wall_s"]
+            walls.setdefault((model, design), []).append(wall)
+        for key, metrics in per_run.items():
+            for metric, values in metrics.items():
+                mean = statistics.mean(values)
+                deviations.setdefault(key, {}).setdefault(metric, []).extend(v - mean for v in values)
+                deviations[key].setdefault(f"{metric}_dof", []).append(len(values) - 1)
+    lines = ["| model | design | blocks | sd log B/A eager | compiled | speedup | block wall s |", "|---" * 7 + "|"]
+    for (model, design), metrics in sorted(deviations.items()):
+        dof = sum(metrics["eager_dof"])
+        sds = [
+            math.sqrt(sum(v * v for v in metrics[m]) / dof) if dof else math.nan
+            for m in ("eager", "compiled", "speedup")
+        ]
+        lines.append(
+            f"| {model.split('/')[-1]} | {design} | {len(metrics['eager'])} ({dof} df) | "
+            + " | ".join(f"{sd:.3f}" for sd in sds)
+            + f" | {statistics.median(walls[(model, design)]):.0f} |"
+        )
+    return lines
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--models", nargs="+", default=MODELS)
@@ -94,9 +154,15 @@ def main() -> None:
         "--designs", nargs="+", default=list(DESIGNS), help="sequential:S or together:S, S timed seconds"
     )
     parser.add_argument("--b", default="torch-2.14.1", help="environment B (params.yaml); A is `current`")
-    parser.add_argument("--out", type=Path, required=True, help="every process's result, a JSON line each")
+    parser.add_argument("--out", type=Path, help="every process's result, a JSON line each (required to measure)")
     parser.add_argument("--scale", default="full", choices=("full", "tiny"), help="tiny: a quick check of the script")
+    parser.add_argument("--summarize", nargs="+", metavar="FILE[:PREFIX]", help="only pool earlier runs' files")
     args = parser.parse_args()
+    if args.summarize:
+        print("\n".join(pooled_table(args.summarize)))
+        return
+    if args.out is None:
+        parser.error("--out is required to measure")
     designs = [design_of(text) for text in args.designs]
     config = load_config("params.yaml")
     root, cache_root = Path.cwd(), Path(config.paths.environments)
