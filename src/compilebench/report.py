@@ -347,7 +347,7 @@ def build_of(results: list[dict[str, Any]], label: str) -> str:
     """How an environment's torch was built, as its runs recorded it: `CPU build` or `CUDA 12.8 build`."""
     mine = next((row for row in results if row["environment"] == label), {})
     cuda = mine.get("cuda_version")
-    kind = f"CUDA {cuda} build" if cuda and str(cuda) not in ("None", "nan", "") else "CPU build"
+    kind = f"CUDA {cuda} build" if str(cuda).lower() not in ("none", "nan", "") else "CPU build"
     return f"torch {mine.get('torch_version')} ({kind}), transformers {mine.get('transformers_version')}"
 
 
