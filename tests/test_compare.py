@@ -168,4 +168,13 @@ def test_the_suite_summary_counts_verdicts_and_pools_the_cells_geomean_with_its_
     dof = ((0.04 / t) ** 2 + (0.02 / t) ** 2) ** 2 / (((0.04 / t) ** 4 + (0.02 / t) ** 4) / 5)
     expected = stats.t_quantile(0.975, dof) * math.sqrt(variance)
     assert math.log(entry["ci_high"] / entry["geomean"]) == pytest.approx(expected)
+    assert entry["verdict"] == stats.EQUIVALENT  # 0.995, its 90% CI about ±2%: inside the ±5% margin
+    wide = [row("R", 1.01, 0.3, "inconclusive"), row("V", 1.0, 0.3, "inconclusive")]
+    assert compare.suite_summary(wide)[0]["verdict"] == stats.INCONCLUSIVE
+    tight = [row("R", 1.02, 0.06, "inconclusive"), row("V", 1.0, 0.06, "inconclusive")]  # R alone is not inside ±5%
+    assert compare.suite_summary(tight)[0]["verdict"] == stats.EQUIVALENT  # the suite decides what no cell did
+    eager = [{**row("R", 1.1, 0.04, "slower"), "variant": "eager"}, row("R", 1.1, 0.04, "slower")]
+    eager = [{**r, **{k.replace("compiled", "eager"): v for k, v in r.items() if k.startswith("compiled")}}
+             for r in eager]  # fmt: skip
+    assert [e["cells"] for e in compare.suite_summary(eager) if e["metric"] == "eager_latency"] == [1]  # eager's own
     assert compare.suite_summary([]) == []

@@ -22,6 +22,7 @@ import argparse
 import itertools
 import json
 import logging
+import math
 import sys
 import time
 from pathlib import Path
@@ -113,7 +114,8 @@ def headline_metrics(table: pd.DataFrame, compared: list[dict[str, Any]]) -> dic
             metrics[f"{stack}_{word}"] = metrics.get(f"{stack}_{word}", 0) + entry[word]
         if entry["metric"] in SUITE_METRICS:
             for key in ("geomean", "ci_low", "ci_high"):
-                metrics[f"{stack}_{entry['metric']}_{key}"] = entry[key]
+                if math.isfinite(entry[key]):  # JSON has no NaN: a missing interval is no key
+                    metrics[f"{stack}_{entry['metric']}_{key}"] = entry[key]
     return metrics
 
 

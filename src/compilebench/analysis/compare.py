@@ -347,26 +347,34 @@ def suite_summary(compared: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """What changed, per compared stack (against the baseline) and metric, over the whole suite: how many cells got a
     direction, `equivalent` or `inconclusive`; the geometric mean of B/A over the cells with a ratio on both sides,
     with its 95% CI (the cells' mean log ratios are independent: the variance of their mean is the sum of theirs over
-    n², its degrees of freedom by Welch-Satterthwaite), and the cells left out by name (the suite's geomean moves when
-    a cell fails on one side, so they are said); and how many of its verdicts would flag a change by chance alone on
-    equal stacks (5% of those with an interval, the measured per-verdict rate's target)."""
+    n², its degrees of freedom by Welch-Satterthwaite) and the one word the cells' rule gives it against the margin
+    (`verdict`); the cells left out by name (the suite's geomean moves when a cell fails on one side, so they are
+    said); and how many of its verdicts would flag a change by chance alone on equal stacks (5% of those with an
+    interval, the measured per-verdict rate's target). Eager latency counts the eager cells only: a compiled cell's
+    eager samples are the same processes'."""
     found = []
     rows = [row for row in compared if row["reference"] == FIRST]
     for candidate in dict.fromkeys(row["candidate"] for row in rows):
         mine = [row for row in rows if row["candidate"] == candidate]
         for metric in METRICS:
             judged = [row for row in mine if isinstance(row.get(f"{metric.name}_verdict"), str)]  # a CSV's: NaN
+            if metric.name == "eager_latency" and any(row["variant"] == EAGER for row in judged):
+                judged = [row for row in judged if row["variant"] == EAGER]
             if not judged:
                 continue
             words = [str(row[f"{metric.name}_verdict"]) for row in judged]
             usable = [row for row in judged if _finite(row.get(f"{metric.name}_ratio"))]
             left_out = [f"{row['label']} bs{row['batch_size']} {row['variant']}" for row in judged if row not in usable]
+            ratio = _suite_ratio(usable, metric.name)
+            margin = float(judged[0].get("margin") or 0.05)
             entry = {"candidate": candidate, "baseline": mine[0]["baseline"], "metric": metric.name,
                      "cells": len(judged), "changed": sum(word in DIRECTIONS for word in words),
                      "equivalent": words.count(stats.EQUIVALENT), "inconclusive": words.count(stats.INCONCLUSIVE),
                      "left_out": left_out,
                      "chance_flags": 0.05 * sum(_finite(row.get(f"{metric.name}_ci_low")) for row in judged),
-                     **_geomean(usable, metric.name)}  # fmt: skip
+                     "geomean": ratio.value, "ci_low": ratio.low, "ci_high": ratio.high,
+                     "verdict": stats.verdict_of(stats.change(ratio, metric.above, metric.below),
+                                                 stats.relevance(ratio, margin))}  # fmt: skip
             found.append(entry)
     return found
 
@@ -375,23 +383,18 @@ def _finite(value: Any) -> bool:
     return isinstance(value, int | float) and math.isfinite(value)
 
 
-def _geomean(rows: list[dict[str, Any]], metric: str) -> dict[str, float]:
-    """The geometric mean of the rows' B/A and its 95% CI (nan without an interval for every row)."""
+def _suite_ratio(rows: list[dict[str, Any]], metric: str) -> stats.Ratio:
+    """The geometric mean of the rows' B/A with its intervals (no interval unless every row has one)."""
     if not rows:
-        return {"geomean": math.nan, "ci_low": math.nan, "ci_high": math.nan}
+        return stats.Ratio(*(math.nan,) * 6, 0, 0, stats.SINGLE)
     logs = [math.log(row[f"{metric}_ratio"]) for row in rows]
     center = sum(logs) / len(logs)
     parts = []  # (variance of each row's mean log, its degrees of freedom)
     for row in rows:
         dof, halfwidth = row.get(f"{metric}_dof"), row.get(f"{metric}_halfwidth")
         if not (_finite(dof) and dof > 0 and _finite(halfwidth)):
-            return {"geomean": math.exp(center), "ci_low": math.nan, "ci_high": math.nan}
+            return stats.Ratio(math.exp(center), *(math.nan,) * 5, len(rows), 0, stats.SINGLE)
         parts.append(((halfwidth / stats.t_quantile(0.975, dof)) ** 2, dof))
     variance = sum(part for part, _ in parts) / len(rows) ** 2
     dof = sum(part for part, _ in parts) ** 2 / sum(part**2 / dof for part, dof in parts) if variance > 0 else 1.0
-    halfwidth = stats.t_quantile(0.975, dof) * math.sqrt(variance)
-    return {
-        "geomean": math.exp(center),
-        "ci_low": math.exp(center - halfwidth),
-        "ci_high": math.exp(center + halfwidth),
-    }
+    return stats.log_mean_ratio(center, math.sqrt(variance), dof, len(rows))

@@ -254,6 +254,11 @@ def _ratio(center: float, se: float, dof: float, blocks: int, method: str, **ext
                  **extra)  # fmt: skip
 
 
+def log_mean_ratio(center: float, se: float, dof: float, count: int) -> Ratio:
+    """B / A from a mean log ratio, its standard error and degrees of freedom (a suite's mean over its cells)."""
+    return _ratio(center, se, dof, count, PAIRED, noise="cells")
+
+
 def paired_ratio(a: list[float], b: list[float], machine: Noise | None = None) -> Ratio:
     """B / A from per-block values (a[i] and b[i] ran in the same block), with this machine's noise as a prior.
 
