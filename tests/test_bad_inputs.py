@@ -191,17 +191,27 @@ def test_a_store_that_cannot_be_reached_is_one_line_without_its_password(tmp_pat
     assert not (root / "data/store").exists()
 
 
-@pytest.mark.parametrize("content", ['{"abc|cpu": {"version": 2, "invoc', "[]", '{"abc|cpu": {"invocations": []}}'])
-def test_a_noise_record_that_cannot_be_read_stops_before_any_work_and_is_kept(tmp_path, content):
-    """data/calibration.json cut short, a list, or an object of the wrong shape: the benchmark and aggregate end with
-    one line naming the file and what is wrong, exit 2, before any trial; the file is left as it was."""
-    root = make_project(tmp_path, ["microsoft/resnet-50"])
+def test_a_noise_record_that_cannot_be_read_stops_before_any_work_and_is_kept(tmp_path):
+    """data/calibration.json cut short, a list, or an object of the wrong shape: each is refused where it is read,
+    naming the file and what is wrong; the benchmark and aggregate end with that one line, exit 2, before any trial,
+    and the file is left as it was."""
+    from compilebench.analysis import compare
+    from compilebench.harness.records import RecordError
+
+    calibration = tmp_path / "calibration.json"
+    for content, why in (('{"abc|cpu": {"version": 2, "invoc', "not JSON"), ("[]", "a JSON object by machine"),
+                         ('{"abc|cpu": {"invocations": []}}', "not an object with `invocations`")):  # fmt: skip
+        calibration.write_text(content)
+        with pytest.raises(RecordError, match=why):
+            compare.load_calibrations(calibration)
+    (tmp_path / "project").mkdir()
+    root = make_project(tmp_path / "project", ["microsoft/resnet-50"])
     calibration = root / "data" / "calibration.json"
     calibration.parent.mkdir(parents=True, exist_ok=True)
-    calibration.write_text(content)
+    calibration.write_text("[]")
     env = project_env()
     for stage in ("benchmark", "aggregate"):
         done = _run(root, stage, env)
         assert done.returncode == 2 and "Traceback" not in done.stderr, (stage, done.stderr[-2000:])
         assert "data/calibration.json" in done.stderr and "mend or delete it" in done.stderr, done.stderr[-2000:]
-    assert calibration.read_text() == content and not (root / "data" / "journal").exists()
+    assert calibration.read_text() == "[]" and not (root / "data" / "journal").exists()

@@ -9,9 +9,9 @@ import sys
 
 def test_the_error_rate_script_ends_with_its_two_numbers(repo_root, tmp_path):
     runs = tmp_path / "runs.jsonl"  # priced at these processes: a timing one of a block run together, a cold one
-    processes = [{"trial_id": "a/m/bs1/eager/r0", "process_id": "a/m/bs1/r0", "kind": "arm", "wall_s": 50.0,
-                  "turn_wait_s": 20.0},
-                 {"trial_id": "a/m/bs1/default/c0", "process_id": "", "kind": "cold", "wall_s": 25.0}]  # fmt: skip
+    processes = [{"trial_id": "a/m/bs1/eager/r0", "process_id": "a/m/bs1/r0", "kind": "arm", "wall_s": 26.0,
+                  "turn_wait_s": 14.0},
+                 {"trial_id": "a/m/bs1/default/c0", "process_id": "", "kind": "cold", "wall_s": 10.0}]  # fmt: skip
     runs.write_text(json.dumps({"process_results": processes}) + "\n")
     done = subprocess.run(
         [sys.executable, str(repo_root / "benchmarks" / "verdict_power.py"), "--trials", "40", "--sigma", "0.07",
@@ -23,8 +23,12 @@ def test_the_error_rate_script_ends_with_its_two_numbers(repo_root, tmp_path):
     match = re.fullmatch(r"fpr=(\d\.\d{3}) power10=(\d\.\d{3})", last)
     assert match, last
     fpr, power = map(float, match.groups())
-    assert fpr <= 0.12 and power >= 0.6, last  # 40 comparisons x 6 cells: targets 0.05 and 0.80 with room for chance
-    assert "A/A flags" in done.stdout and "+10% flagged" in done.stdout
     lines = {line.split()[0]: line for line in done.stdout.splitlines()[:-1]}
-    assert "30 s a process" in lines["speedup"] and "30 s a process" in lines["latency"]  # its own time, not its waits
-    assert "25 s a process" in lines["compile"]
+    powers = {kind: float(re.search(r"\+10% flagged (\d\.\d{3})", line).group(1)) for kind, line in lines.items()}
+    assert power == min(powers.values()) and set(powers) == {"speedup", "compile", "latency"}  # latency counts too
+    # 40 comparisons x 6 cells: targets 0.05 and 0.80 with room for chance; latency's target (+-10%) leaves a real
+    # +10% latency change found about half the time, which power10 now says
+    assert fpr <= 0.12 and powers["speedup"] >= 0.6 and powers["compile"] >= 0.6, done.stdout
+    assert "A/A flags" in done.stdout and "+10% flagged" in done.stdout
+    assert "12 s a process" in lines["speedup"] and "12 s a process" in lines["latency"]  # its own time, not its waits
+    assert "10 s a process" in lines["compile"]
