@@ -1,5 +1,7 @@
 """tracking against a real MLflow SQLite store in tmp_path, read back with mlflow.search_runs."""
 
+from pathlib import Path
+
 import mlflow
 
 from compilebench import tracking
@@ -107,3 +109,32 @@ def test_a_comparison_row_becomes_metrics_of_the_candidate_run():
     assert metrics["vs_first/compiled_latency_ratio"] == 1.2 and metrics["vs_first/compiled_latency_verdict_code"] == 1
     assert metrics["vs_first/speedup_verdict_code"] == -1 and metrics["vs_first/compile_cold_verdict_code"] == 0
     assert metrics["vs_first/verdict_code"] == 1 and not any("eager_latency" in key for key in metrics)
+
+
+def test_a_queued_experiment_of_a_copied_project_writes_into_the_copys_store(tmp_path, monkeypatch):
+    """Issue 52, item 9: `cp -a` of a project that has run, then `dvc exp run --queue` there: DVC runs the stage in a
+    temporary copy (.dvc/tmp/exps/...) and names the project in DVC_ROOT; the copy's store (its artifact paths still
+    the original's) is pointed at the copy's own mlruns/, so nothing is written into the original's."""
+    import shutil
+
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    monkeypatch.delenv("DVC_ROOT", raising=False)
+    original, copy = tmp_path / "project", tmp_path / "copy"
+    original.mkdir()
+    monkeypatch.chdir(original)
+    client = tracking.client(f"sqlite:///{original}/mlruns/mlflow.db")
+    parent = tracking.start_parent(client, tracking.EXPERIMENT, "p", {}, {})
+    tracking.log_child(client, parent, **tracking.run_payload(_row()))
+    shutil.copytree(original, copy, symlinks=True)
+    before = sorted(original.rglob("*"))
+    workspace = copy / ".dvc" / "tmp" / "exps" / "tmpq1"  # where a queued experiment's stage runs
+    workspace.mkdir(parents=True)
+    monkeypatch.chdir(workspace)
+    monkeypatch.setenv("DVC_ROOT", str(copy))
+    uri = f"sqlite:///{copy}/mlruns/mlflow.db"  # config.at_home's store of the copy
+    client = tracking.client(uri)
+    parent = tracking.start_parent(client, tracking.EXPERIMENT, "q", {}, {})
+    child = tracking.log_child(client, parent, **tracking.run_payload(_row(uid="inv2/current/org/m/bs1/default")))
+    assert sorted(original.rglob("*")) == before  # the original untouched
+    artifact_uri = client.get_run(child).info.artifact_uri.removeprefix("file://")
+    assert Path(artifact_uri).is_relative_to(copy / "mlruns") and (Path(artifact_uri) / "samples.json").exists()

@@ -27,6 +27,7 @@ from mlflow.tracking import MlflowClient
 
 from compilebench.analysis import compare
 from compilebench.analysis.runs import ProcessRecord
+from compilebench.config import home
 from compilebench.harness import fingerprint
 from compilebench.harness.files import locked
 from compilebench.harness.records import MEASURED_NOTHING
@@ -179,11 +180,17 @@ def relocate_copied_store(database: Path) -> list[str]:
 def client(configured_uri: str) -> MlflowClient:
     """A client on the project's store; bounded HTTP retries. A local SQLite store gets its folder and schema once,
     under a lock (two pipelines starting at once on a fresh store would otherwise race MLflow's migration), and is
-    pointed back at its own folder if the project was copied with it."""
+    pointed back at its own folder if the project was copied with it (also when the stage runs in DVC's temporary
+    copy of that project: a queued experiment)."""
     uri = check_store(configured_uri)
     for key, value in {**HTTP_DEFAULTS, **QUIET}.items():
         os.environ.setdefault(key, value)
-    mlflow.set_tracking_uri(uri)
+    user_uri = os.environ.get("MLFLOW_TRACKING_URI")
+    mlflow.set_tracking_uri(uri)  # for mlflow's own functions; it also sets MLFLOW_TRACKING_URI, which is the user's:
+    if user_uri is None:  # left set, it would override the next configured store (tracking_uri) in this process
+        os.environ.pop("MLFLOW_TRACKING_URI", None)
+    else:
+        os.environ["MLFLOW_TRACKING_URI"] = user_uri
     if not uri.startswith("sqlite:///"):
         return MlflowClient(tracking_uri=uri)
     database = Path(uri.removeprefix("sqlite:///"))
@@ -191,7 +198,7 @@ def client(configured_uri: str) -> MlflowClient:
     with locked(database.with_name(database.name + ".lock")):
         mlflow_client = MlflowClient(tracking_uri=uri)
         mlflow_client.search_experiments(max_results=1)  # creates or migrates the schema, one process at a time
-        inside_project = database.resolve().is_relative_to(Path.cwd().resolve())
+        inside_project = database.resolve().is_relative_to(home().resolve())
         for move in relocate_copied_store(database) if inside_project else []:
             LOGGER.warning("MLflow store %s was copied from another folder: artifact paths moved (%s)", database,
                            move)  # fmt: skip
