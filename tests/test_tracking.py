@@ -1,5 +1,6 @@
 """tracking against a real MLflow SQLite store in tmp_path, read back with mlflow.search_runs."""
 
+import os
 from pathlib import Path
 
 import mlflow
@@ -138,3 +139,34 @@ def test_a_queued_experiment_of_a_copied_project_writes_into_the_copys_store(tmp
     assert sorted(original.rglob("*")) == before  # the original untouched
     artifact_uri = client.get_run(child).info.artifact_uri.removeprefix("file://")
     assert Path(artifact_uri).is_relative_to(copy / "mlruns") and (Path(artifact_uri) / "samples.json").exists()
+
+
+FULL_DISK = """
+import resource, signal, sys
+sys.path.insert(0, sys.argv[2])
+from compilebench import logs, tracking
+from test_tracking import _row
+logs.configure()
+tracker = tracking.Tracker(sys.argv[1], "inv", "p")
+tracker.parent()
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails (EFBIG), as on a full disk
+resource.setrlimit(resource.RLIMIT_FSIZE, (0, resource.getrlimit(resource.RLIMIT_FSIZE)[1]))
+payload = tracking.run_payload(_row())
+tracker.log_run(**{k: payload[k] for k in ("name", "params", "metrics", "tags", "artifacts", "failed", "uid")})
+print(tracker.failures)
+"""
+
+
+def test_a_store_that_cannot_take_a_write_is_one_warning_not_mlflows_traceback(tmp_path):
+    """mlruns/ on a full disk (a write refused): the run is not logged, the project says so in one warning line that
+    `make sync` logs it later, and MLflow's own SQLAlchemy traceback is not printed before it."""
+    import subprocess
+    import sys
+
+    env = {key: value for key, value in os.environ.items() if key != "MLFLOW_TRACKING_URI"}
+    store = f"sqlite:///{tmp_path}/mlruns/mlflow.db"
+    command = [sys.executable, "-c", FULL_DISK, store, str(Path(__file__).parent)]
+    done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=120)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "['run inv/current/org/m/bs1/default']" in done.stdout  # not logged, and counted for sync
+    assert "not logged" in done.stderr and "Traceback" not in done.stderr, done.stderr[-3000:]

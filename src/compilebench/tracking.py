@@ -177,6 +177,21 @@ def relocate_copied_store(database: Path) -> list[str]:
     return sorted(set(moved))
 
 
+def artifacts_beside(database: Path, experiment_id: str) -> None:
+    """A new experiment of a SQLite store keeps its artifacts beside the database (DATABASE_FOLDER/ID, where a
+    project's mlruns/ has them), not in mlruns/ of whatever folder the process runs in (MLflow's default: in DVC's
+    temporary copy for a queued experiment, deleted with it; the current project for a store elsewhere)."""
+    import sqlite3
+
+    connection = sqlite3.connect(database, timeout=30)
+    try:
+        connection.execute("UPDATE experiments SET artifact_location = ? WHERE experiment_id = ?",
+                           (f"{database.parent.resolve()}/{experiment_id}", experiment_id))  # fmt: skip
+        connection.commit()
+    finally:
+        connection.close()
+
+
 def client(configured_uri: str) -> MlflowClient:
     """A client on the project's store; bounded HTTP retries. A local SQLite store gets its folder and schema once,
     under a lock (two pipelines starting at once on a fresh store would otherwise race MLflow's migration), and is
@@ -185,6 +200,9 @@ def client(configured_uri: str) -> MlflowClient:
     uri = check_store(configured_uri)
     for key, value in {**HTTP_DEFAULTS, **QUIET}.items():
         os.environ.setdefault(key, value)
+    # MLflow logs a database error with its SQLAlchemy traceback (and, for a server database, its URI) before raising
+    # it; each caller here turns it into one redacted line (Tracker's warning, reading's StoreError)
+    logging.getLogger("mlflow.store.db.utils").setLevel(logging.CRITICAL)
     user_uri = os.environ.get("MLFLOW_TRACKING_URI")
     mlflow.set_tracking_uri(uri)  # for mlflow's own functions; it also sets MLFLOW_TRACKING_URI, which is the user's:
     if user_uri is None:  # left set, it would override the next configured store (tracking_uri) in this process
@@ -292,7 +310,11 @@ def experiment_id(mlflow_client: MlflowClient, name: str) -> str:
     MLflow UI opens it on its runs table."""
     experiment = mlflow_client.get_experiment_by_name(name)
     if experiment is None:
-        return mlflow_client.create_experiment(name, tags={EXPERIMENT_KIND_TAG: EXPERIMENT_KIND})
+        created = mlflow_client.create_experiment(name, tags={EXPERIMENT_KIND_TAG: EXPERIMENT_KIND})
+        uri = str(mlflow_client.tracking_uri)
+        if uri.startswith("sqlite:///"):
+            artifacts_beside(Path(uri.removeprefix("sqlite:///")), created)
+        return created
     if experiment.tags.get(EXPERIMENT_KIND_TAG) != EXPERIMENT_KIND:
         mlflow_client.set_experiment_tag(experiment.experiment_id, EXPERIMENT_KIND_TAG, EXPERIMENT_KIND)
     return experiment.experiment_id
