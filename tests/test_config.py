@@ -144,3 +144,23 @@ def test_config_loads_without_importing_torch(repo_root):
     )
     done = subprocess.run([sys.executable, "-c", code], cwd=repo_root, capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "False"
+
+
+def test_dvc_exp_run_set_rewrites_only_the_key_it_sets(tmp_path, repo_root):
+    """`dvc exp run -S 'compare=[current,torch-2.14.1]'` (`make compare`) rewrites params.yaml through DVC's YAML
+    round trip: params.yaml is kept in the form that round trip writes, so the rewrite changes the set key's lines
+    and nothing else (no comment moved, no null, quote or list restyled)."""
+    import difflib
+
+    from dvc.utils.serialize import modify_yaml
+
+    params = tmp_path / "params.yaml"
+    shipped = (repo_root / "params.yaml").read_text()
+    params.write_text(shipped)
+    with modify_yaml(params) as data:
+        data["compare"] = ["current", "torch-2.14.1"]
+    changed = [line for line in difflib.unified_diff(shipped.splitlines(), params.read_text().splitlines(), n=0)
+               if line[:1] in "+-" and line[:3] not in ("+++", "---")]  # fmt: skip
+    assert len(changed) == 4, changed  # the compare line out and in, its two items in
+    assert all(line[1:].startswith(("compare:", "- current", "- torch-2.14.1")) for line in changed), changed
+    assert yaml.safe_load(params.read_text())["compare"] == ["current", "torch-2.14.1"]

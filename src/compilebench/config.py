@@ -72,7 +72,6 @@ class Paths:
     report: str = "data/report/report.md"  # the run's report, with its figures
     metrics: str = "data/results/metrics.json"  # dvc metrics
     plots: str = "data/plots"  # PNG figures
-    plot_data: str = "data/plots/speedup.csv"  # dvc plots data
     tracking_uri: str = "sqlite:///mlruns/mlflow.db"  # MLflow store; MLFLOW_TRACKING_URI overrides
 
     def __post_init__(self) -> None:
