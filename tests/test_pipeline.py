@@ -14,6 +14,8 @@ import pytest
 import yaml
 from conftest import OTHER, SECRETS, project_env, run_ok
 
+from compilebench.harness import stats
+
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("compared_project")]
 
 STAGES = ("fetch_image", "load_models", "benchmark", "aggregate", "plot")
@@ -112,6 +114,20 @@ def test_every_run_is_in_mlflow_with_clean_provenance(project):
     assert "torch==2.13.0" in freeze
     artifacts = mlflow.artifacts.list_artifacts(run_id=parents["run_id"].iloc[0])
     assert {a.path for a in artifacts} >= {"summary", "plots", "report"}
+    # what the UI shows: each run's Duration is its measurement's window (processes of seconds, not the ms of logging)
+    durations_s = (children["end_time"] - children["start_time"]).dt.total_seconds()
+    assert (durations_s > 1).all(), durations_s
+    # one comparison's runs alone, by the tag the parent's description gives; the words beside the codes
+    invocation = parents["tags.compilebench.invocation"].iloc[0]
+    assert (children["tags.compilebench.invocation"] == invocation).all()
+    note = parents["tags.mlflow.note.content"].iloc[0]
+    assert f"'{invocation}'" in note and "## What changed" in note
+    candidate = children[(children["params.environment"] == OTHER) & (children["tags.compiled"] == "true")].iloc[0]
+    word = candidate["tags.vs_first/compiled_latency"]
+    assert word.startswith("B/A ") and word.split()[-1] in ("slower", "faster", "equivalent", "inconclusive"), word
+    assert candidate["tags.vs_first/verdict"] == f"{word.split()[-1]} (compiled latency {' '.join(word.split()[:-1])})"
+    assert candidate["tags.vs_first/against"].startswith("current (torch ")
+    assert candidate["tags.compiled_vs_eager"] in ("faster", "slower", stats.NO_SIGNIFICANT_DIFFERENCE)
 
 
 def test_no_secret_reaches_the_store(project):

@@ -106,6 +106,12 @@ def test_a_comparison_row_becomes_metrics_of_the_candidate_run():
            "speedup_ci_high": 0.86, "speedup_verdict": "lower", "compile_cold_ratio": 1.0,
            "compile_cold_ci_low": 0.9, "compile_cold_ci_high": 1.1, "compile_cold_verdict": "equivalent",
            "eager_latency_verdict": float("nan")}  # fmt: skip
+    tags = tracking.comparison_tags({**row, "baseline": "current", "baseline_versions": "torch 2.13.0 / transformers 5",
+                                     "baseline_run_uid": "inv/current/org/m/bs1/default"})  # fmt: skip
+    assert tags["vs_first/compiled_latency"] == "B/A 1.200 [1.100, 1.300] slower"
+    assert tags["vs_first/verdict"] == "slower (compiled latency B/A 1.200 [1.100, 1.300])"
+    assert tags["vs_first/against"] == "current (torch 2.13.0 / transformers 5), run inv/current/org/m/bs1/default"
+    assert "vs_first/eager_latency" not in tags  # not compared: no word
     metrics = tracking.comparison_metrics(row)
     assert metrics["vs_first/compiled_latency_ratio"] == 1.2 and metrics["vs_first/compiled_latency_verdict_code"] == 1
     assert metrics["vs_first/speedup_verdict_code"] == -1 and metrics["vs_first/compile_cold_verdict_code"] == 0
@@ -170,3 +176,16 @@ def test_a_store_that_cannot_take_a_write_is_one_warning_not_mlflows_traceback(t
     assert done.returncode == 0, done.stderr[-3000:]
     assert "['run inv/current/org/m/bs1/default']" in done.stdout  # not logged, and counted for sync
     assert "not logged" in done.stderr and "Traceback" not in done.stderr, done.stderr[-3000:]
+
+
+def test_a_runs_times_in_the_store_are_its_measurements_window(tmp_path, monkeypatch):
+    """The UI's Duration of a run: from its first process's start to its last one's end, not the moment of logging."""
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    row = _row()
+    for i, process in enumerate(row["process_results"]):
+        process.update(started_at=1_800_000_000.0 + 40 * i, wall_s=30.0)
+    payload = tracking.run_payload(row)
+    assert payload["window_ms"] == (1_800_000_000_000, 1_800_000_110_000)
+    client = tracking.client(f"sqlite:///{tmp_path}/mlruns/mlflow.db")
+    run = client.get_run(tracking.log_child(client, tracking.start_parent(client, "exp", "p", {}, {}), **payload))
+    assert (run.info.start_time, run.info.end_time) == payload["window_ms"]

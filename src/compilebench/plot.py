@@ -222,15 +222,6 @@ def versions_figure(versions: pd.DataFrame, width_in: float) -> plt.Figure:
     return comparison_figure(versions, names, width_in)
 
 
-def plot_data(table: pd.DataFrame) -> pd.DataFrame:
-    """Long-form rows for `dvc plots show`."""
-    ok = table[table["status"] == "ok"].copy()
-    ok["model"] = ok["label"] + " bs" + ok["batch_size"].astype(str) + " " + ok["variant"]
-    if ok["environment"].nunique() > 1:
-        ok["model"] += " [" + ok["environment"] + "]"
-    return ok[["model", "label", "batch_size", "variant", "environment", "device_name", "speedup", "improvement_pct"]]
-
-
 def save_figure(fig: plt.Figure, path: Path, dpi: int) -> Path:
     """A figure as PNG, closed afterwards."""
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -270,7 +261,6 @@ def plot(config: Config, table: pd.DataFrame, verdicts: pd.DataFrame, compared: 
     """The figures, their data for `dvc plots` and the report, written and logged to the parent run."""
     out_dir = Path(config.paths.plots)
     written = write_figures(table, verdicts, compared, out_dir, config.plot.width_in, config.plot.dpi)
-    write_atomic(config.paths.plot_data, plot_data(table).to_csv(index=False))
     LOGGER.info("wrote %d figures to %s", len(written), out_dir)
     published = reference.read_published(config.paths.reference)
     report_path = Path(config.paths.report)
@@ -281,7 +271,8 @@ def plot(config: Config, table: pd.DataFrame, verdicts: pd.DataFrame, compared: 
         LOGGER.info("figures and report written, not logged to MLflow: %s", run_info[tracking.NOT_LOGGED])
         return
     tracker = tracking.Tracker(config.paths.tracking_uri, run_info["invocation_id"])
-    if not (tracker.log_parent(written, "plots") and tracker.log_parent([report_path], "report")):
+    note = report.description(compared, results, run_info)
+    if not (tracker.log_parent(written, "plots") and tracker.log_parent([report_path], "report", note=note)):
         LOGGER.warning("figures and report are on disk; `python -m compilebench.sync` attaches them to MLflow later")
 
 

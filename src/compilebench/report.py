@@ -288,6 +288,27 @@ def render(
     return "\n".join(lines)
 
 
+DESCRIPTION_CHARS = 7900  # under MLflow's 8000 for a tag's value
+
+
+def description(compared: pd.DataFrame, results: list[dict[str, Any]], run_info: dict[str, Any]) -> str:
+    """The parent run's description in the MLflow UI (its Overview): what changed, how to list this invocation's
+    runs alone in the runs table, and where the whole report is."""
+    invocation = run_info.get("invocation_id", "")
+    lines = [
+        f"**compilebench**, suite `{run_info.get('suite', '')}`, invocation `{invocation}`.",
+        "",
+        "This invocation's runs alone: type in the runs table's search box "
+        f"``tags.`compilebench.invocation` = '{invocation}'``. On each candidate run, the tags `vs_first/verdict`, "
+        "`vs_first/<metric>` say B/A with its 95% CI and the word, and `vs_first/against` names the A it was compared "
+        "with. The whole report: this run's artifact `report/report.md`.",
+        "",
+        *_what_changed_section(compared, results),
+    ]
+    text = "\n".join(lines)
+    return text if len(text) <= DESCRIPTION_CHARS else text[:DESCRIPTION_CHARS] + "\n\n… (cut: see report/report.md)"
+
+
 def _span(values: set[int]) -> str:
     return str(min(values)) if min(values) == max(values) else f"{min(values)}–{max(values)}"
 

@@ -14,9 +14,12 @@ import logging
 import sys
 from pathlib import Path
 
+import pandas as pd
+
 from compilebench import tracking
 from compilebench.config import stage_config
 from compilebench.harness.records import read_jsonl
+from compilebench.report import description
 
 LOGGER = logging.getLogger(__name__)
 
@@ -43,11 +46,10 @@ def main() -> None:
         sys.exit(1)
     for record in records:
         tracker.log_run(**tracking.run_payload(record))
+    compared = pd.DataFrame()
     if Path(config.paths.comparison).exists() and Path(config.paths.comparison).stat().st_size > 1:
-        import pandas as pd
-
-        compared = pd.read_csv(config.paths.comparison).to_dict("records")
-        tracker.log_comparison(compared)
+        compared = pd.read_csv(config.paths.comparison)
+        tracker.log_comparison(compared.to_dict("records"))
     paths = config.paths
     tables = [Path(p) for p in (paths.summary, paths.verdicts, paths.comparison, paths.metrics) if Path(p).exists()]
     figures = sorted(Path(paths.plots).glob("*.png")) if Path(paths.plots).exists() else []
@@ -55,7 +57,9 @@ def main() -> None:
     metrics = json.loads(Path(paths.metrics).read_text()) if Path(paths.metrics).exists() else None
     tracker.log_parent(tables, "summary", metrics=metrics)
     tracker.log_parent(figures, "plots")
-    tracker.log_parent(report, "report", finish_failed=bool(run_info.get("crashed", run_info.get("failed_runs"))))
+    note = description(compared, records, run_info) if report else None
+    tracker.log_parent(report, "report", finish_failed=bool(run_info.get("crashed", run_info.get("failed_runs"))),
+                       note=note)  # fmt: skip
     if tracker.failures:
         LOGGER.error("%d item(s) still not logged: %s", len(tracker.failures), tracker.failures[:5])
         sys.exit(1)

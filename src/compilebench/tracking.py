@@ -36,6 +36,7 @@ from compilebench.logs import redact
 LOGGER = logging.getLogger(__name__)
 
 PARENT_RUN_TAG = "mlflow.parentRunId"
+NOTE_TAG = "mlflow.note.content"  # a run's description in the UI (markdown)
 RUN_UID_TAG = "compilebench.run_uid"
 NOT_LOGGED = "not_logged"  # in run_info: why none of the invocation's results go to MLflow (a plan not finished)
 INVOCATION_TAG = "compilebench.invocation"
@@ -54,7 +55,8 @@ PARAM_KEYS = (
     *fingerprint.RUN_FIELDS,
 )  # fmt: skip
 TAG_KEYS = ("status", "label", "variant", "task", "device_name", "machine", "machine_fingerprint", "environment",
-            "torch_version", "transformers_version", "suite", "weights_source", "speedup_verdict")  # fmt: skip
+            "torch_version", "transformers_version", "suite", "weights_source")  # fmt: skip
+COMPILED_VS_EAGER_TAG = "compiled_vs_eager"  # the run's speedup verdict (compiled against eager, this stack alone)
 RAW_KEYS = ("process_results", "graph_break_reasons", "inductor_counters", "environment_freeze", "error",
             "recompile_reasons", "serve_first_call_s")  # fmt: skip
 HEALTH_KEYS = ("graph_count", "graph_break_count", "graph_break_reasons", "recompile_count", "fell_back_to_eager",
@@ -238,6 +240,7 @@ def run_payload(row: dict[str, Any]) -> dict[str, Any]:
     metrics["status_code"] = STATUS_CODES.get(row["status"], len(STATUS_CODES))
     tags = {key: row.get(key) for key in TAG_KEYS}
     tags["compiled"] = str(row["compile"]).lower()
+    tags[COMPILED_VS_EAGER_TAG] = row.get("speedup_verdict")
     artifacts: dict[str, Any] = {"samples.json": row.get("process_results")}
     if row["compile"]:
         artifacts["compile_health.json"] = {key: row.get(key) for key in HEALTH_KEYS}
@@ -259,7 +262,20 @@ def run_payload(row: dict[str, Any]) -> dict[str, Any]:
         "artifacts": artifacts,
         "failed": row["status"] in CRASHED,
         "uid": row["run_uid"],
+        "window_ms": measured_window_ms(row),
     }
+
+
+def measured_window_ms(row: dict[str, Any]) -> tuple[int, int] | None:
+    """When a run measured, as MLflow's start and end times (ms): from its first process's start to its last
+    process's end (the launcher's clock), so that the UI's Duration is the measurement's, not the moment of logging;
+    None for a run without timed processes."""
+    spans = [(p.started_at, p.started_at + p.wall_s) for p in
+             (ProcessRecord.from_dict(raw, i) for i, raw in enumerate(row.get("process_results") or ()))
+             if p.started_at > 0]  # fmt: skip
+    if not spans:
+        return None
+    return int(min(start for start, _ in spans) * 1000), int(max(end for _, end in spans) * 1000)
 
 
 PROCESS_TABLE = "processes.json"  # every process of a run, one row each: mlflow.load_table(PROCESS_TABLE, ...)
@@ -303,6 +319,31 @@ def comparison_metrics(row: dict[str, Any]) -> dict[str, float]:
     headline = compare.METRIC_BY_NAME[row["headline"]]
     metrics[f"{prefix}verdict_code"] = verdict_code(row["verdict"], headline)
     return metrics
+
+
+def ratio_text(row: dict[str, Any], metric: str) -> str:
+    """A metric's B/A and its 95% CI as a person reads it: 'B/A 1.053 [1.010, 1.098]' (no CI: '[no CI]')."""
+    ratio, low, high = (row.get(f"{metric}_{key}") for key in ("ratio", "ci_low", "ci_high"))
+    if not isinstance(ratio, int | float) or ratio != ratio:
+        return "B/A unmeasured"
+    finite = all(isinstance(v, int | float) and v == v and abs(v) != float("inf") for v in (low, high))
+    return f"B/A {ratio:.3f} " + (f"[{low:.3f}, {high:.3f}]" if finite else "[no CI]")
+
+
+def comparison_tags(row: dict[str, Any]) -> dict[str, str]:
+    """A comparison row's words as tags of the candidate run, beside comparison_metrics' codes: per metric
+    `vs_first/<metric>` 'B/A 1.053 [1.010, 1.098] slower', `vs_first/verdict` the headline's word with its B/A, and
+    `vs_first/against` the stack and run it was compared with (the A of this comparison, not of another one)."""
+    prefix = f"vs_{row['reference']}/"
+    tags: dict[str, str] = {}
+    for metric in compare.METRICS:
+        word = row.get(f"{metric.name}_verdict")
+        if isinstance(word, str) and word:
+            tags[f"{prefix}{metric.name}"] = f"{ratio_text(row, metric.name)} {word}"
+    headline = row["headline"]
+    tags[f"{prefix}verdict"] = f"{row['verdict']} ({headline.replace('_', ' ')} {ratio_text(row, headline)})"
+    tags[f"{prefix}against"] = f"{row['baseline']} ({row.get('baseline_versions')}), run {row.get('baseline_run_uid')}"
+    return tags
 
 
 def experiment_id(mlflow_client: MlflowClient, name: str) -> str:
@@ -382,6 +423,7 @@ def log_child(
     uid: str | None = None,
     table: dict[str, list] | None = None,
     image: dict[str, str] | None = None,
+    window_ms: tuple[int, int] | None = None,
 ) -> str:
     """One finished child run under `parent_run_id`, with params, metrics, tags and JSON artifacts.
 
@@ -399,7 +441,9 @@ def log_child(
                 return run_id
     if run_id is None:
         run_tags = {PARENT_RUN_TAG: parent_run_id, "role": "measurement", **({RUN_UID_TAG: uid} if uid else {})}
-        run_id = mlflow_client.create_run(parent.info.experiment_id, run_name=name, tags=run_tags).info.run_id
+        start_ms = window_ms[0] if window_ms else None
+        run_id = mlflow_client.create_run(parent.info.experiment_id, start_time=start_ms, run_name=name,
+                                          tags=run_tags).info.run_id  # fmt: skip
     mlflow_client.log_batch(
         run_id, metrics=_metrics(metrics, int(time.time() * 1000)), params=_params(params), tags=_tags(tags)
     )
@@ -411,7 +455,8 @@ def log_child(
     if image and not (half_logged and half_logged.inputs.dataset_inputs):  # the input, so runs group by image
         dataset = Dataset(image["name"], image["digest"], "local", image["source"])
         mlflow_client.log_inputs(run_id, [DatasetInput(dataset, [InputTag("mlflow.data.context", "benchmark")])])
-    mlflow_client.set_terminated(run_id, status="FAILED" if failed else "FINISHED")
+    mlflow_client.set_terminated(run_id, status="FAILED" if failed else "FINISHED",
+                                 end_time=window_ms[1] if window_ms else None)  # fmt: skip
     return run_id
 
 
@@ -484,12 +529,13 @@ class Tracker:
         return self.parent_id
 
     def log_run(self, name: str, params, metrics, tags, artifacts, failed: bool, uid: str, table=None,
-                image=None) -> str | None:  # fmt: skip
-        """Log one child run exactly once; None (and a warning) when the store fails."""
+                image=None, window_ms=None) -> str | None:  # fmt: skip
+        """Log one child run exactly once; None (and a warning) when the store fails. Each carries the invocation's
+        tag, so that a search for it (the parent's description gives it) lists one comparison's runs only."""
         try:
-            tags = {**tags, **self.common_tags}
+            tags = {**tags, **self.common_tags, INVOCATION_TAG: self.invocation_id}
             return log_child(self.client, self.parent(), name, params, metrics, tags, artifacts, failed, uid, table,
-                             image)  # fmt: skip
+                             image, window_ms)  # fmt: skip
         except Exception as error:  # any store failure (connection, HTTP, database) must not lose the run
             self._warn(f"run {uid}", error)
             return None
@@ -508,16 +554,20 @@ class Tracker:
                 if run_id is None:
                     raise LookupError(f"no run {uid} in the store yet")
                 log_metrics(self.client, run_id, comparison_metrics(row))
+                self.client.log_batch(run_id, tags=_tags(comparison_tags(row)))
             except Exception as error:  # any store failure: the table is on disk, `sync` logs it later
                 self._warn(f"comparison of run {uid}", error)
 
     def log_parent(
-        self, files: list[Path] = (), artifact_dir: str | None = None, metrics=None, finish_failed=None
+        self, files: list[Path] = (), artifact_dir: str | None = None, metrics=None, finish_failed=None, note=None
     ) -> bool:
-        """Attach files and metrics to the parent run (and optionally close it); False when the store fails."""
+        """Attach files, metrics and a description (`note`: markdown the UI shows as the run's description) to the
+        parent run (and optionally close it); False when the store fails."""
         try:
             parent = self.parent()
             log_files(self.client, parent, list(files), artifact_dir)
+            if note:
+                self.client.set_tag(parent, NOTE_TAG, redact(note))
             if metrics:
                 log_metrics(self.client, parent, metrics)
             if finish_failed is not None:

@@ -126,6 +126,7 @@ def compare_pair(
     row.update(
         baseline=a["environment"],
         candidate=b["environment"],
+        baseline_run_uid=a.get("run_uid"),
         candidate_run_uid=b.get("run_uid"),
         reference=reference,
         baseline_versions=f"torch {a.get('torch_version')} / transformers {a.get('transformers_version')}",
