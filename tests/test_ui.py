@@ -1,26 +1,30 @@
-"""What `make ui` shows, in a real headless Chromium: after a two-environment comparison, the address it prints
-opens compilebench's runs table with the invocation's runs, each named environment first (scripts/check_ui.py).
-Skipped, visibly, where Chromium is not installed (`apt-get install -y chromium`)."""
+"""What `make ui` shows, clicked in a real headless Chromium (Playwright): after a two-environment comparison, the
+README's route (scripts/check_ui.py): the runs table filtered to the invocation, its runs listed under their parent
+with the verdict words as columns, the parent's description opening with what changed, a candidate's tags. Skipped,
+visibly, where Chromium or Playwright is not installed (`apt-get install -y chromium`, `pip install playwright`)."""
 
-import shutil
+import importlib.util
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
-from conftest import ROOT
+from conftest import OTHER, ROOT
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("compared_project")]
 
 
-@pytest.mark.skipif(
-    not (shutil.which("chromium") or shutil.which("chromium-browser")),
-    reason="Chromium is not installed (apt-get install -y chromium): the UI check is skipped",
-)
-def test_the_address_make_ui_prints_shows_the_comparisons_runs(compared_project, tmp_path):
+@pytest.mark.skipif(not Path("/usr/bin/chromium").exists() or importlib.util.find_spec("playwright") is None,
+                    reason="Chromium or Playwright is not installed (apt-get install -y chromium; pip install "
+                    "playwright): the UI check is skipped")  # fmt: skip
+def test_the_readmes_route_through_the_mlflow_ui_shows_what_changed(compared_project, tmp_path):
     root, env, _, _ = compared_project
     done = subprocess.run([sys.executable, str(ROOT / "scripts" / "check_ui.py"), "--out", str(tmp_path)], cwd=root,
-                          env=env, capture_output=True, text=True, timeout=900)  # fmt: skip
+                          env=env, capture_output=True, text=True, timeout=600)  # fmt: skip
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
-    assert (tmp_path / "runs.png").stat().st_size > 10_000  # a rendered page, not an empty one
-    page = (tmp_path / "runs.html").read_text()
-    assert "current" in page and "transformers-4.57.6" in page  # both environments' runs are listed
+    for name in ("runs", "parent", "candidate"):
+        assert (tmp_path / f"{name}.png").stat().st_size > 10_000, name  # a rendered page, not an empty one
+    runs = (tmp_path / "runs.txt").read_text()
+    assert f"{OTHER} · ResNet" in runs and "current · ResNet" in runs and "vs_first/verdict" in runs
+    assert "What changed" in (tmp_path / "parent.txt").read_text()
+    assert "vs_first/against" in (tmp_path / "candidate.txt").read_text()

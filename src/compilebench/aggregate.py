@@ -291,7 +291,7 @@ def log_tables(config: Config, run_info: dict[str, Any], compared: list[dict[str
     if run_info.get(tracking.NOT_LOGGED):
         LOGGER.info("tables written, not logged to MLflow: %s", run_info[tracking.NOT_LOGGED])
         return
-    tracker = tracking.Tracker(config.paths.tracking_uri, run_info["invocation_id"])
+    tracker = tracking.Tracker.of_invocation(config.paths.tracking_uri, run_info)
     files = [
         Path(p) for p in (config.paths.summary, config.paths.verdicts, config.paths.comparison, config.paths.metrics)
     ]

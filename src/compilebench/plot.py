@@ -270,7 +270,7 @@ def plot(config: Config, table: pd.DataFrame, verdicts: pd.DataFrame, compared: 
     if run_info.get(tracking.NOT_LOGGED):
         LOGGER.info("figures and report written, not logged to MLflow: %s", run_info[tracking.NOT_LOGGED])
         return
-    tracker = tracking.Tracker(config.paths.tracking_uri, run_info["invocation_id"])
+    tracker = tracking.Tracker.of_invocation(config.paths.tracking_uri, run_info)
     note = report.description(compared, results, run_info)
     if not (tracker.log_parent(written, "plots") and tracker.log_parent([report_path], "report", note=note)):
         LOGGER.warning("figures and report are on disk; `python -m compilebench.sync` attaches them to MLflow later")

@@ -296,7 +296,7 @@ def description(compared: pd.DataFrame, results: list[dict[str, Any]], run_info:
     runs alone in the runs table, and where the whole report is."""
     invocation = run_info.get("invocation_id", "")
     lines = [
-        f"**compilebench**, suite `{run_info.get('suite', '')}`, invocation `{invocation}`.",
+        f"**compilebench** {(run_info.get('parent') or {}).get('name', '')}, invocation `{invocation}`.",
         "",
         "This invocation's runs alone: type in the runs table's search box "
         f"``tags.`compilebench.invocation` = '{invocation}'``. On each candidate run, the tags `vs_first/verdict`, "

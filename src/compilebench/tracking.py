@@ -514,6 +514,14 @@ class Tracker:
         self.common_tags = {EXPERIMENT_NAME_TAG: experiment} if experiment else {}
         self.parent_tags = {**self.parent_tags, **self.common_tags}
 
+    @classmethod
+    def of_invocation(cls, configured_uri: str, run_info: dict[str, Any]) -> Tracker:
+        """The tracker of the invocation run_info describes (paths.run_info): where its parent run has to be made
+        here (the store was down while it measured), it gets the name, params and tags the benchmark gave it."""
+        parent = run_info.get("parent") or {}
+        return cls(configured_uri, run_info["invocation_id"], parent.get("name") or "", parent.get("params"),
+                   parent.get("tags"))  # fmt: skip
+
     def _warn(self, what: str, error: Exception) -> None:
         self.failures.append(what)
         LOGGER.warning("MLflow store %s: %s not logged (%s)", redact(self.uri), what, problem(error))
