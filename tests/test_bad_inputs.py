@@ -150,6 +150,18 @@ def test_device_problems_name_the_key(probe, device, needle):
     assert problem is None if needle is None else (needle in problem and "`benchmark.device`" in problem)
 
 
+def test_make_gpu_on_a_machine_without_a_gpu_stops_before_any_stage(tmp_path, repo_root):
+    """`make gpu`'s first step on this CPU machine (the project's torch, a CPU build): exit 2, naming the key and
+    why, before DVC runs anything."""
+    root = make_project(tmp_path, ["microsoft/resnet-50"])
+    before = _files(root)
+    done = _run(root, "environments", project_env(), "--device", "cuda", "current")
+    assert done.returncode == 2 and "built without CUDA" in done.stderr and "`benchmark.device`" in done.stderr
+    assert "Traceback" not in done.stderr and _files(root) == before
+    make = subprocess.run(["make", "-n", "gpu"], cwd=repo_root, capture_output=True, text=True)
+    assert make.stdout.index("--device cuda current") < make.stdout.index("dvc exp run -S suite=gpu")
+
+
 def test_no_remote_code_and_safetensors_only(repo_root):
     source = "\n".join(p.read_text() for p in (repo_root / "src").rglob("*.py"))
     assert "trust_remote_code=" not in source

@@ -250,11 +250,19 @@ def stacks(selected: list[dict], root: Path, cache_root: Path) -> dict[str, Stac
 
 
 def main() -> None:
+    """Build (or find) the named environments and print each one's interpreter; with --device, also check that each
+    one's torch can run there (`make gpu` asks this before any stage runs)."""
+    import argparse
+
     from compilebench.config import stage_config
 
+    parser = argparse.ArgumentParser(description="Build the named environments (all of params.yaml's by default).")
+    parser.add_argument("names", nargs="*", metavar="NAME")
+    parser.add_argument("--device", help="also check that each one's torch can run on this device, e.g. cuda")
+    args = parser.parse_args()
     config = stage_config()
     try:
-        names = sys.argv[1:] or list(config.environments)
+        names = args.names or list(config.environments)
         unknown = sorted(set(names) - set(config.environments))
         if unknown:
             raise StackError(f"unknown environments {unknown}; params.yaml defines {sorted(config.environments)}")
@@ -266,6 +274,8 @@ def main() -> None:
                 if name == CURRENT
                 else build(name, resolve(project, config.environments[name].pins), Path(config.paths.environments))
             )
+            if args.device:
+                check_device(stack, name, args.device)
             print(f"{name}: {stack.python} ({', '.join(f'{k}=={v}' for k, v in stack.pins.items())})")
     except StackError as error:
         LOGGER.error("%s", error)
