@@ -52,3 +52,23 @@ def test_each_package_imports_only_what_travels_with_it(package):
         allowed = ALLOWED[package] | LOOP.get(f"{package}/{path.name}", set())
         outside = _compilebench_imports(path) - allowed
         assert not outside, f"{package}/{path.name} imports compilebench's {sorted(outside)}, which stay home"
+
+
+# What a bare GPU image has: torch, transformers (which brings PyYAML and, for its image processors, Pillow), numpy,
+# scipy. Every import counts, module-level or inside a function (a `main()` importing pandas fails there too).
+TRAVELS = {"torch", "transformers", "numpy", "scipy", "yaml", "PIL", "compilebench"}
+
+
+@pytest.mark.parametrize("package", ["harness", "analysis"])
+def test_every_import_of_what_travels_is_there_on_a_bare_gpu_image(package):
+    for path in sorted((PACKAGE / package).glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.level == 0:
+                names = [node.module]
+            else:
+                continue
+            for name in names:
+                top = name.split(".")[0]
+                assert top in sys.stdlib_module_names or top in TRAVELS, f"{package}/{path.name}:{node.lineno} {name}"

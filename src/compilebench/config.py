@@ -20,7 +20,7 @@ from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from compilebench import logs
-from compilebench.harness.records import LOCAL_PREFIXES, environment_labels, is_local, key_part
+from compilebench.harness.records import CURRENT, LOCAL_PREFIXES, environment_labels, is_local, key_part
 
 COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 DTYPES = ("float32", "bfloat16", "float16")
@@ -32,7 +32,6 @@ DEPLOYS = ("jit", "artifacts", "aoti", "regional")
 DYNAMICS = (True, False, None, "batch", "batch-unbacked")  # variants.*.dynamic (records.DYNAMIC_BATCH*)
 MATMUL_PRECISIONS = ("highest", "high", "medium")
 EAGER = "eager"
-CURRENT = "current"
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
 _DEVICE = re.compile(r"^(cpu|cuda(:\d+)?)$")
 _PACKAGE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")

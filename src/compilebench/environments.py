@@ -31,10 +31,10 @@ from typing import Any
 from compilebench import installer
 from compilebench.harness import groups
 from compilebench.harness.fingerprint import freeze
+from compilebench.harness.records import CURRENT
 
 LOGGER = logging.getLogger(__name__)
 
-CURRENT = "current"
 # What a trial process imports, directly or through transformers' model and processor classes.
 TRIAL_PACKAGES = ("torch", "transformers", "safetensors", "pillow", "numpy", "scipy", "pyyaml")
 READY_MARKER = "compilebench-environment.json"

@@ -40,6 +40,7 @@ from compilebench.harness.groups import LIVE, check_stopping, end_group, end_tri
 from compilebench.harness.records import (
     CACHE_COLD,
     CACHE_SHARED,
+    CURRENT,
     DEPLOY_AOTI,
     DEPLOY_ARTIFACTS,
     DEPLOY_DIR_ENV,
@@ -64,7 +65,6 @@ from compilebench.harness.records import (
 LOGGER = logging.getLogger(__name__)
 
 SRC_ROOT = Path(__file__).resolve().parents[2]  # the folder that holds the compilebench package
-CURRENT = "current"  # the environment of the interpreter running the launcher
 LOG_TAIL_LINES = 8
 HUGE_PAGES_ENV = "THP_MEM_ALLOC_ENABLE"  # read by torch's CPU allocator when it starts (benchmark.huge_pages)
 # A warm trial repeats its cold trial: when that one ended like this, the repeats would too, minutes each.

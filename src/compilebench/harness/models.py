@@ -412,9 +412,10 @@ def main() -> None:
         if args.count:
             row["built_params_m"] = round(count_params(random_model(card, "full", 0)) / 1e6, 2)
         rows.append(row)
-    import pandas as pd
-
-    print(pd.DataFrame(rows).to_string(index=False))
+    columns = list(dict.fromkeys(key for row in rows for key in row))
+    widths = {key: max(len(key), *(len(str(row.get(key, ""))) for row in rows)) for key in columns}
+    for line in [dict(zip(columns, columns, strict=True)), *rows]:  # a plain table: this module travels without pandas
+        print("  ".join(str(line.get(key, "")).rjust(widths[key]) for key in columns))
 
 
 if __name__ == "__main__":

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 EAGER = "eager"
+CURRENT = "current"  # the project's own environment (constraints.txt, requirements.txt), the default baseline
 STATUS_OK = "ok"
 # How a trial can end: ok, or a failure that is data (kept in results and MLflow, left out of speedup tables).
 MEASURED_NOTHING = ("compile_error", "error", "oom", "killed", "timeout", "crashed")  # ended before measuring
