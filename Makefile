@@ -10,7 +10,7 @@ export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 export DVC_NO_ANALYTICS := 1
 export PYTHONUNBUFFERED := 1
 
-.PHONY: run compare gpu test test-fast ui server sync ingest models lint clean
+.PHONY: run compare experiments gpu test test-fast ui server sync ingest models lint clean
 
 run: $(STAMP) .dvc/config  ## create the environment and run `dvc repro` on params.yaml
 	dvc repro
@@ -22,6 +22,11 @@ compare: $(STAMP) .dvc/config  ## make compare B=torch-2.14.1 [A=current]: B aga
 	test -n "$(B)" || { echo "usage: make compare B=ENVIRONMENT [A=current]: an environment of params.yaml"; exit 2; }
 	dvc exp run -S 'compare=[$(A),$(B)]'
 	python -m compilebench.aggregate --check  # exit 3: some run did not end ok; 4: B changed a headline
+
+# dvc exp show's columns for what each experiment found (it shows ~250: every param and metric)
+CHANGES := 'Experiment|compare$$|.*_vs_.*_(changed|equivalent|inconclusive|latency_geomean|speedup_geomean)$$'
+experiments: $(STAMP)  ## every DVC experiment's comparison in one table: per compared stack, verdicts counted, geomeans
+	dvc exp show --no-pager --md --drop '.*' --keep $(CHANGES)
 
 SUITE ?= gpu
 gpu: $(STAMP) .dvc/config  ## on a CUDA machine with network: the doc's GPU table for this GPU (SUITE=gpu), a DVC experiment
