@@ -55,9 +55,10 @@ def test_the_gpus_executor_on_a_machine_without_a_gpu_is_a_clear_error(tmp_path)
 
 
 def _project(tmp_path, **runner):
-    """Two tiny models, eager and default: a cold block and two timing blocks each, one environment."""
+    """Two tiny models, eager and default: two timing blocks each (the first compiles, the second finds its graphs in
+    the shared cache), one environment."""
     root = make_project(tmp_path, ["microsoft/resnet-50", "nvidia/segformer-b0-finetuned-ade-512-512"], replicates=2,
-                        cold_replicates=1, compile_cache="cold")  # fmt: skip
+                        cold_replicates=0, compile_cache="shared")  # fmt: skip
     set_params(root, **{f"runner.{key}": value for key, value in runner.items()}, **{"runner.parallel_cpu_slots": True})
     return root
 
@@ -71,14 +72,21 @@ def _processes(root):
     return rows, seen
 
 
-@pytest.mark.slow
-@pytest.mark.xdist_group("executors")
-def test_this_machines_slots_run_a_cell_each_with_their_threads(tmp_path):
-    root = _project(tmp_path, executor="gpus", gpus=[0, 1], cpus_per_slot=1)
+@pytest.fixture(scope="module")
+def on_slots(tmp_path_factory):
+    """The plan on this machine's slots (the gpus executor, two slots of one core), through `dvc repro`."""
+    root = _project(tmp_path_factory.mktemp("slots"), executor="gpus", gpus=[0, 1], cpus_per_slot=1)
     env = project_env()
     run_ok(["git", "init", "-q"], root, env)
     run_ok(["dvc", "init", "-q"], root, env)
     run_ok(["dvc", "repro"], root, env)
+    return root
+
+
+@pytest.mark.slow
+@pytest.mark.xdist_group("executors")
+def test_this_machines_slots_run_a_cell_each_with_their_threads(on_slots):
+    root = on_slots
     rows, seen = _processes(root)
     assert all(row["status"] == "ok" for row in rows), [(r["model_id"], r["status"], r["error"]) for r in rows]
     per_cell = {}
@@ -144,13 +152,11 @@ def test_on_ray_every_cell_runs_on_one_gpu_with_its_threads_and_a_killed_unit_ru
 
 @pytest.mark.slow
 @pytest.mark.xdist_group("executors")
-def test_on_ray_the_results_and_tables_have_the_local_executors_schema(on_ray, tmp_path):
+def test_on_ray_the_results_and_tables_have_this_machines_schema(on_ray, on_slots):
+    """The same plan on Ray and on this machine (its slots: the launcher's own process runner, as the local executor
+    runs it) gives tables with the same columns and result lines with the same keys."""
     root, _, _ = on_ray
-    local = _project(tmp_path, executor="local")  # the same plan, one process at a time
-    env = project_env()
-    run_ok(["git", "init", "-q"], local, env)
-    run_ok(["dvc", "init", "-q"], local, env)
-    run_ok(["dvc", "repro"], local, env)
+    local = on_slots
     for table in ("summary.csv", "comparison.csv", "verdicts.csv"):
         remote_header = (root / "data/results" / table).read_text().splitlines()[0]
         local_header = (local / "data/results" / table).read_text().splitlines()[0]
