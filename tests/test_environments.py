@@ -3,6 +3,7 @@ the same torch wheel from disk), interleaved trials through the real stages, an 
 """
 
 import json
+import math
 import shutil
 import subprocess
 import sys
@@ -12,6 +13,8 @@ import pytest
 from conftest import OTHER, make_project, project_env, run_ok, set_params
 
 from compilebench import environments
+from compilebench.analysis import compare
+from compilebench.harness import stats
 
 pytestmark = pytest.mark.slow
 COMPARED = pytest.mark.xdist_group("compared_project")  # the tests on the shared project run where it was built
@@ -111,7 +114,14 @@ def test_the_comparison_table_reads_b_against_a(compared):
     assert row["compiled_latency_ci_low"] <= row["compiled_latency_ratio"] <= row["compiled_latency_ci_high"]
     assert row["compiled_latency_method"] == "paired blocks" and row["compiled_latency_blocks"] == 2
     assert row["compiled_latency_ci90_low"] > row["compiled_latency_ci_low"]  # the 90% CI inside the 95% one
-    assert row["compiled_latency_relevance"] in ("equivalent", "beyond margin", "undecided") and row["margin"] == 0.05
+    # the word the rule gives its 90% CI against the margin: inside both bounds, wholly outside one, or neither
+    bound, low, high = (
+        math.log1p(row["margin"]),
+        *(math.log(row[f"compiled_latency_ci90_{e}"]) for e in ("low", "high")),
+    )
+    expected = "equivalent" if -bound < low and high < bound else "beyond margin" if low > bound or high < -bound else (
+        "undecided")  # fmt: skip
+    assert row["compiled_latency_relevance"] == expected and row["margin"] == 0.05
     assert not row["calibrated"]  # the first comparison on this machine: no noise record yet
     report = (root / "data/report/report.md").read_text()
     assert "## Environments compared" in report and "No noise record of this machine yet" in report
@@ -119,10 +129,11 @@ def test_the_comparison_table_reads_b_against_a(compared):
 
 
 @COMPARED
-def test_every_comparison_adds_to_the_machines_noise_record(calibrated):
+def test_every_comparison_adds_to_the_machines_noise_record(calibrated, compared):
     """The two-stack invocation recorded its blocks' noise; the A/A after it added its own beside it (not over it),
     was judged with the first one's, and the baseline was a venv built by the same recipe as the candidate."""
     root, _ = calibrated
+    _, _, ab_rows = compared
     calibrations = json.loads((root / "data/calibration.json").read_text())
     [record] = calibrations.values()
     assert record["version"] == 2 and len(record["invocations"]) == 2
@@ -130,7 +141,13 @@ def test_every_comparison_adds_to_the_machines_noise_record(calibrated):
     ab = [entry for entry in record["invocations"].values() if not entry["aa"]]
     assert len(aa) == len(ab) == 1
     ss, dof = ab[0]["noise"]["microsoft/resnet-50|bs1|default"]["compiled_latency"]
-    assert dof == 1 and ss >= 0  # two blocks of one cell: one degree of freedom
+    assert dof == 1  # two blocks of one cell: one degree of freedom
+    # its sum of squares is the spread of that invocation's two per-block differences of log compiled latency
+    by_env = {row["environment"]: compare.process_values(row, "compiled_latency") for row in ab_rows
+              if row["variant"] == "default"}  # fmt: skip
+    blocks = sorted(set(by_env["current"]) & set(by_env[OTHER]))
+    differences = [math.log(by_env[OTHER][block] / by_env["current"][block]) for block in blocks]
+    assert len(blocks) == 2 and ss == pytest.approx(stats.noise_of(differences).ss, rel=1e-9) and ss > 0
     table = pd.read_csv(root / "data/results/comparison.csv")
     assert set(table["candidate"]) == {"current#2"} and table["calibrated"].all()
     rows = [json.loads(line) for line in (root / "data/results/runs.jsonl").read_text().splitlines()]

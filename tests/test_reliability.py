@@ -201,7 +201,8 @@ def test_store_down_loses_nothing_and_sync_logs_exactly_once(synced, server):
     mine = children[children["tags.compilebench.run_uid"].str.startswith(invocation)]
     assert len(mine) == RUNS_PER_INVOCATION and mine["tags.compilebench.run_uid"].is_unique
     parent = mlflow.search_runs(
-        experiment_names=["compilebench"], filter_string=f"tags.`compilebench.invocation` = '{invocation}'"
+        experiment_names=["compilebench"],
+        filter_string=f"tags.`compilebench.invocation` = '{invocation}' and tags.role = 'pipeline'",
     )
     assert len(parent) == 1
     parent_id = parent["run_id"].iloc[0]

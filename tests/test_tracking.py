@@ -189,3 +189,17 @@ def test_a_runs_times_in_the_store_are_its_measurements_window(tmp_path, monkeyp
     client = tracking.client(f"sqlite:///{tmp_path}/mlruns/mlflow.db")
     run = client.get_run(tracking.log_child(client, tracking.start_parent(client, "exp", "p", {}, {}), **payload))
     assert (run.info.start_time, run.info.end_time) == payload["window_ms"]
+
+
+def test_a_later_stage_finds_the_invocations_parent_not_one_of_its_runs(tmp_path, monkeypatch):
+    """Every run carries the invocation's tag (one search lists a comparison's runs): the aggregate and plot stages'
+    tracker must still find the parent, whatever order the store returns the tagged runs in."""
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    uri = f"sqlite:///{tmp_path}/mlruns/mlflow.db"
+    first = tracking.Tracker(uri, "inv", "p")
+    payload = tracking.run_payload(_row(uid="inv/current/org/m/bs1/default"))
+    for i in range(3):  # more runs than parents, logged after it
+        first.log_run(**{**payload, "uid": f"inv/current/org/m/bs1/v{i}"})
+    later = tracking.Tracker.of_invocation(uri, {"invocation_id": "inv"})
+    assert later.parent() == first.parent_id
+    assert later.client.get_run(later.parent()).data.tags["role"] == "pipeline"

@@ -4,9 +4,9 @@ The only module that imports mlflow. The store is `paths.tracking_uri` in params
 the MLFLOW_TRACKING_URI environment variable overrides it, e.g. to point at a shared `mlflow server`.
 
 Nothing is lost when the store fails: results are on disk before they are logged, every run carries a unique
-`compilebench.run_uid` tag and the parent a `compilebench.invocation` tag, so logging is exactly-once — a run whose
-uid is already in the store is not logged again — and `Tracker` turns a store failure into a warning and a list
-of runs not logged, which `python -m compilebench.sync` logs later.
+`compilebench.run_uid` tag and its invocation's `compilebench.invocation` tag (the parent's role is `pipeline`), so
+logging is exactly-once — a run whose uid is already in the store is not logged again — and `Tracker` turns a store
+failure into a warning and a list of runs not logged, which `python -m compilebench.sync` logs later.
 """
 
 from __future__ import annotations
@@ -385,9 +385,10 @@ def _tags(values: dict[str, Any]) -> list[RunTag]:
     return [RunTag(key, redact(str(value))) for key, value in values.items() if value is not None]
 
 
-def find_run(mlflow_client: MlflowClient, experiment_id: str, tag: str, value: str) -> str | None:
-    """The id of the run of `experiment_id` whose tag `tag` is `value`, if any."""
-    found = mlflow_client.search_runs([experiment_id], filter_string=f"tags.`{tag}` = '{value}'", max_results=1)
+def find_run(mlflow_client: MlflowClient, experiment_id: str, tag: str, value: str, role: str = "") -> str | None:
+    """The id of the run of `experiment_id` whose tag `tag` is `value` (and whose role is `role`, if given), if any."""
+    query = f"tags.`{tag}` = '{value}'" + (f" and tags.role = '{role}'" if role else "")
+    found = mlflow_client.search_runs([experiment_id], filter_string=query, max_results=1)
     return found[0].info.run_id if found else None
 
 
@@ -530,7 +531,7 @@ class Tracker:
         """The invocation's parent run id (found by tag, else created); raises if the store is unreachable."""
         if self.parent_id is None:
             experiment = experiment_id(self.client, EXPERIMENT)
-            self.parent_id = find_run(self.client, experiment, INVOCATION_TAG, self.invocation_id)
+            self.parent_id = find_run(self.client, experiment, INVOCATION_TAG, self.invocation_id, "pipeline")
             if self.parent_id is None:
                 tags = {**self.parent_tags, INVOCATION_TAG: self.invocation_id}
                 self.parent_id = start_parent(self.client, EXPERIMENT, self.parent_name, self.parent_params, tags)
