@@ -185,12 +185,12 @@ OTHER = "transformers-4.57.6"  # a real second stack: the same torch wheel, tran
 
 @pytest.fixture(scope="session")
 def compared_project(tmp_path_factory):
-    """The whole pipeline once, as a user runs it: a committed git repo, `dvc repro` comparing the project's
-    environment with transformers 4.57.6 (built with pip on first use), the tiny ResNet in two processes per
-    environment (a cold one, then a warm one), secrets in the environment. Shared by test_pipeline and
-    test_environments (one xdist group), which must not change it: they copy it to change it."""
-    root = make_project(tmp_path_factory.mktemp("compared"), ["microsoft/resnet-50"], replicates=2,
-                        cold_replicates=1, compile_cache="cold")  # fmt: skip
+    """The whole pipeline once, as a user runs it: a committed git repo in a folder whose name is unicode and long,
+    `dvc repro` comparing the project's environment with transformers 4.57.6 (built with pip on first use), the tiny
+    ResNet in two processes per environment (a cold one, then a warm one), secrets in the environment. Shared by
+    test_pipeline and test_environments (one xdist group), which must not change it: they copy it to change it."""
+    folder = tmp_path_factory.mktemp("compared-ünïcödé-" + "long" * 30)  # a user's path: unicode, a 140-byte name
+    root = make_project(folder, ["microsoft/resnet-50"], replicates=2, cold_replicates=1, compile_cache="cold")
     set_params(root, compare=["current", OTHER])
     env = {**project_env(), **SECRETS}
     run_ok(["git", "init", "-q"], root, env)

@@ -121,3 +121,18 @@ def test_the_parent_metrics_of_an_a_a_run_reach_the_store(tmp_path, monkeypatch,
     # a metrics.json written before keys were made safe: sync still logs it, the refused characters made `_`
     assert tracker.log_parent(metrics={"current#2_default_speedup_geomean": 2.5}) and not tracker.failures
     assert tracking.client(uri).get_run(tracker.parent()).data.metrics["current_2_default_speedup_geomean"] == 2.5
+
+
+def test_cells_json_holds_each_compared_cells_ratio_ci_and_verdict_code_for_dvc():
+    """`dvc metrics diff` between two experiments compares every (stack, cell, metric): B/A, its CI and the verdict
+    code; a metric not compared (an eager cell's speedup) or a bound that is NaN is no key; series steps stay out."""
+    row = {"reference": "first", "candidate": "current#2", "baseline": "current", "label": "ResNet", "batch_size": 1,
+           "variant": "default", "compiled_latency_ratio": 1.2, "compiled_latency_ci_low": 1.1,
+           "compiled_latency_ci_high": float("nan"), "compiled_latency_verdict": "slower",
+           "peak_memory_ratio": 1.0, "peak_memory_ci_low": 0.99, "peak_memory_ci_high": 1.01,
+           "peak_memory_verdict": "equivalent", "speedup_verdict": float("nan")}  # fmt: skip
+    cells = aggregate.cell_metrics([row, {**row, "reference": "previous", "candidate": "current#3"}])
+    assert cells == {"current_2_vs_current": {"ResNet bs1 default": {
+        "compiled_latency": {"ratio": 1.2, "ci_low": 1.1, "verdict_code": 1},
+        "peak_memory": {"ratio": 1.0, "ci_low": 0.99, "ci_high": 1.01, "verdict_code": 0}}}}  # fmt: skip
+    json.dumps(cells, allow_nan=False)  # what DVC reads: no NaN

@@ -15,6 +15,7 @@ from conftest import OTHER, make_project, project_env, run_ok, set_params
 from compilebench import environments
 from compilebench.analysis import compare
 from compilebench.harness import stats
+from compilebench.harness.records import key_part
 
 pytestmark = pytest.mark.slow
 COMPARED = pytest.mark.xdist_group("compared_project")  # the tests on the shared project run where it was built
@@ -123,6 +124,11 @@ def test_the_comparison_table_reads_b_against_a(compared):
         "undecided")  # fmt: skip
     assert row["compiled_latency_relevance"] == expected and row["margin"] == 0.05
     assert not row["calibrated"]  # the first comparison on this machine: no noise record yet
+    # the same row, per metric, in the DVC metric file `dvc metrics diff` compares between experiments
+    cells = json.loads((root / "data/results/cells.json").read_text())
+    cell = cells[f"{key_part(OTHER)}_vs_current"][f"{row['label']} bs1 default"]["compiled_latency"]
+    assert cell["ratio"] == pytest.approx(row["compiled_latency_ratio"])
+    assert cell["ci_low"] == pytest.approx(row["compiled_latency_ci_low"]) and cell["verdict_code"] in (-1, 0, 1, 2)
     report = (root / "data/report/report.md").read_text()
     assert "## Environments compared" in report and "No noise record of this machine yet" in report
     assert (root / "data/plots/comparison.png").exists()

@@ -1,6 +1,6 @@
 """Stage aggregate: this invocation's runs as tables: eager vs compiled, environments compared, against the doc.
 
-    python -m compilebench.aggregate                 # writes summary, verdicts, comparison, metrics (DVC outputs)
+    python -m compilebench.aggregate                 # writes summary, verdicts, comparison, metrics, cells (DVC)
     python -m compilebench.aggregate --check         # exit 3 if any run did not end ok, 4 if a headline changed
     python -m compilebench.aggregate --from-mlflow   # every run of the MLflow store: paths.store/runs.csv, its
                                                      # verdicts.csv and versions.csv (across invocations: not
@@ -293,11 +293,34 @@ def log_tables(config: Config, run_info: dict[str, Any], compared: list[dict[str
         return
     tracker = tracking.Tracker.of_invocation(config.paths.tracking_uri, run_info)
     files = [
-        Path(p) for p in (config.paths.summary, config.paths.verdicts, config.paths.comparison, config.paths.metrics)
-    ]
+        Path(p) for p in (config.paths.summary, config.paths.verdicts, config.paths.comparison, config.paths.metrics,
+                          config.paths.cells)
+    ]  # fmt: skip
     tracker.log_comparison(compared)
     if not tracker.log_parent(files, "summary", metrics=metrics) or tracker.failures:
         LOGGER.warning("tables are on disk; `python -m compilebench.sync` attaches them to MLflow later")
+
+
+def cell_metrics(compared: list[dict[str, Any]]) -> dict[str, Any]:
+    """Per compared stack, cell and metric, B/A with its 95% CI and verdict code (tracking.verdict_code: -1 below, 0
+    equivalent, +1 above, 2 inconclusive), for `dvc metrics diff` between experiments: `{B}_vs_{A}` → `{label}
+    bs{batch} {variant}` → metric. Against the baseline only (a series' steps are in comparison.csv); JSON has no
+    NaN, so a missing bound is no key."""
+    cells: dict[str, Any] = {}
+    for row in compared:
+        if row["reference"] != compare.FIRST:
+            continue
+        stack = f"{key_part(row['candidate'])}_vs_{key_part(row['baseline'])}"
+        entry = cells.setdefault(stack, {}).setdefault(f"{row['label']} bs{row['batch_size']} {row['variant']}", {})
+        for metric in compare.METRICS:
+            word = row.get(f"{metric.name}_verdict")
+            if not isinstance(word, str) or not word:
+                continue
+            values = {key: row.get(f"{metric.name}_{key}") for key in ("ratio", "ci_low", "ci_high")}
+            entry[metric.name] = {key: float(value) for key, value in values.items()
+                                  if isinstance(value, int | float) and math.isfinite(value)}  # fmt: skip
+            entry[metric.name]["verdict_code"] = tracking.verdict_code(word, metric)
+    return cells
 
 
 def aggregate(config: Config, rows: list[dict[str, Any]], run_info: dict[str, Any]) -> None:
@@ -322,6 +345,7 @@ def aggregate(config: Config, rows: list[dict[str, Any]], run_info: dict[str, An
         {f"verdict_{key.replace(' ', '_')}": int(value) for key, value in judged["verdict"].value_counts().items()}
     )
     write_json(config.paths.metrics, metrics)
+    write_json(config.paths.cells, cell_metrics(compared))
     log_tables(config, run_info, compared, metrics)
 
 

@@ -70,6 +70,7 @@ class Paths:
     store: str = "data/store"  # tables and figures read back from the MLflow store (not a DVC output)
     report: str = "data/report/report.md"  # the run's report, with its figures
     metrics: str = "data/results/metrics.json"  # dvc metrics
+    cells: str = "data/results/cells.json"  # dvc metrics: per compared cell and metric, B/A, its CI, the verdict code
     plots: str = "data/plots"  # PNG figures
     tracking_uri: str = "sqlite:///mlruns/mlflow.db"  # MLflow store; MLFLOW_TRACKING_URI overrides
 
