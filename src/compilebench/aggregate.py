@@ -292,12 +292,8 @@ def log_tables(config: Config, run_info: dict[str, Any], compared: list[dict[str
         LOGGER.info("tables written, not logged to MLflow: %s", run_info[tracking.NOT_LOGGED])
         return
     tracker = tracking.Tracker.of_invocation(config.paths.tracking_uri, run_info)
-    files = [
-        Path(p) for p in (config.paths.summary, config.paths.verdicts, config.paths.comparison, config.paths.metrics,
-                          config.paths.cells)
-    ]  # fmt: skip
     tracker.log_comparison(compared)
-    if not tracker.log_parent(files, "summary", metrics=metrics) or tracker.failures:
+    if not tracker.log_parent(config.paths.tables(), "summary", metrics=metrics) or tracker.failures:
         LOGGER.warning("tables are on disk; `python -m compilebench.sync` attaches them to MLflow later")
 
 
@@ -312,14 +308,10 @@ def cell_metrics(compared: list[dict[str, Any]]) -> dict[str, Any]:
             continue
         stack = f"{key_part(row['candidate'])}_vs_{key_part(row['baseline'])}"
         entry = cells.setdefault(stack, {}).setdefault(f"{row['label']} bs{row['batch_size']} {row['variant']}", {})
-        for metric in compare.METRICS:
-            word = row.get(f"{metric.name}_verdict")
-            if not isinstance(word, str) or not word:
-                continue
-            values = {key: row.get(f"{metric.name}_{key}") for key in ("ratio", "ci_low", "ci_high")}
-            entry[metric.name] = {key: float(value) for key, value in values.items()
-                                  if isinstance(value, int | float) and math.isfinite(value)}  # fmt: skip
-            entry[metric.name]["verdict_code"] = tracking.verdict_code(word, metric)
+        for name, values in tracking.compared_metrics(row).items():
+            entry[name] = {key: float(values[key]) for key in tracking.RATIO_KEYS
+                           if isinstance(values[key], int | float) and math.isfinite(values[key])}  # fmt: skip
+            entry[name]["verdict_code"] = values["verdict_code"]
     return cells
 
 

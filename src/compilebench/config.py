@@ -78,6 +78,10 @@ class Paths:
         for key, value in vars(self).items():
             _require(bool(value), f"`paths.{key}` must be a non-empty path, got {value!r}")
 
+    def tables(self) -> list[Path]:
+        """The aggregate stage's tables and metric files, as they are attached to the parent run (aggregate, sync)."""
+        return [Path(p) for p in (self.summary, self.verdicts, self.comparison, self.metrics, self.cells)]
+
 
 @dataclass
 class Image:

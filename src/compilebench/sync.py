@@ -51,8 +51,7 @@ def main() -> None:
         compared = pd.read_csv(config.paths.comparison)
         tracker.log_comparison(compared.to_dict("records"))
     paths = config.paths
-    tables = [Path(p) for p in (paths.summary, paths.verdicts, paths.comparison, paths.metrics, paths.cells)
-              if Path(p).exists()]  # fmt: skip
+    tables = [path for path in paths.tables() if path.exists()]
     figures = sorted(Path(paths.plots).glob("*.png")) if Path(paths.plots).exists() else []
     report = [Path(paths.report)] if Path(paths.report).exists() else []
     metrics = json.loads(Path(paths.metrics).read_text()) if Path(paths.metrics).exists() else None

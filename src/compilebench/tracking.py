@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import math
 import os
 import re
 import time
@@ -226,7 +227,9 @@ def client(configured_uri: str) -> MlflowClient:
 
 
 def run_payload(row: dict[str, Any]) -> dict[str, Any]:
-    """A result row (RunRecord.to_dict()) as an MLflow run: name, params, metrics, tags, artifacts, failed flag, uid."""
+    """A result row (RunRecord.to_dict()) as an MLflow run: name, params, metrics, tags, artifacts, failed flag, uid,
+    its processes' table and window (the processes read once: reading one derives its statistics)."""
+    processes = [ProcessRecord.from_dict(raw, i) for i, raw in enumerate(row.get("process_results") or ())]
     params = {key: row.get(key) for key in PARAM_KEYS}
     params["process_values"] = json.dumps({m.name: compare.process_values(row, m.name) for m in compare.METRICS})
     metrics = {
@@ -250,7 +253,7 @@ def run_payload(row: dict[str, Any]) -> dict[str, Any]:
         artifacts["environment/pip-freeze.txt"] = "\n".join(row["environment_freeze"]) + "\n"
     return {
         "name": f"{row['environment']} · {row['label']} bs{row['batch_size']} {row['variant']}",  # legends cut the end
-        "table": process_table(row),
+        "table": process_table(row, processes),
         "image": {
             "name": f"{row.get('image_source')} image",
             "digest": str(row.get("image_sha256") or "")[:36],
@@ -262,17 +265,15 @@ def run_payload(row: dict[str, Any]) -> dict[str, Any]:
         "artifacts": artifacts,
         "failed": row["status"] in CRASHED,
         "uid": row["run_uid"],
-        "window_ms": measured_window_ms(row),
+        "window_ms": measured_window_ms(processes),
     }
 
 
-def measured_window_ms(row: dict[str, Any]) -> tuple[int, int] | None:
+def measured_window_ms(processes: list[ProcessRecord]) -> tuple[int, int] | None:
     """When a run measured, as MLflow's start and end times (ms): from its first process's start to its last
     process's end (the launcher's clock), so that the UI's Duration is the measurement's, not the moment of logging;
     None for a run without timed processes."""
-    spans = [(p.started_at, p.started_at + p.wall_s) for p in
-             (ProcessRecord.from_dict(raw, i) for i, raw in enumerate(row.get("process_results") or ()))
-             if p.started_at > 0]  # fmt: skip
+    spans = [(p.started_at, p.started_at + p.wall_s) for p in processes if p.started_at > 0]
     if not spans:
         return None
     return int(min(start for start, _ in spans) * 1000), int(max(end for _, end in spans) * 1000)
@@ -285,10 +286,9 @@ TABLE_COLUMNS = ("trial_id", "block", "kind", "replicate", "cache", "cold_compil
                  "warmup_s", "slot", "machine_fingerprint", "omp_num_threads")  # fmt: skip
 
 
-def process_table(row: dict[str, Any]) -> dict[str, list]:
+def process_table(row: dict[str, Any], processes: list[ProcessRecord]) -> dict[str, list]:
     """A run's processes as an MLflow table (columns of equal length), with the run's identity on every row, so that
     the tables of every run of the experiment read back as one (`mlflow.load_table(..., extra_columns=["run_id"])`)."""
-    processes = [ProcessRecord.from_dict(raw, i) for i, raw in enumerate(row.get("process_results") or ())]
     identity = {key: [row.get(key)] * len(processes) for key in ("environment", "model_id", "batch_size", "variant")}
     return {**identity, **{column: [getattr(p, column) for p in processes] for column in TABLE_COLUMNS}}
 
@@ -304,18 +304,29 @@ def verdict_code(word: str, metric: compare.Metric) -> int:
     return 1 if word == metric.above else -1
 
 
+RATIO_KEYS = ("ratio", "ci_low", "ci_high")  # a compared metric's B/A and its 95% CI bounds, in a comparison row
+
+
+def compared_metrics(row: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """The metrics a comparison row compared (not an eager cell's speedup, nor a NaN word read from a CSV), each
+    with its B/A and 95% CI bounds as the row holds them (NaN where missing), its verdict word and code."""
+    compared = {}
+    for metric in compare.METRICS:
+        word = row.get(f"{metric.name}_verdict")
+        if isinstance(word, str) and word:
+            values = {key: row.get(f"{metric.name}_{key}") for key in RATIO_KEYS}
+            compared[metric.name] = {**values, "verdict": word, "verdict_code": verdict_code(word, metric)}
+    return compared
+
+
 def comparison_metrics(row: dict[str, Any]) -> dict[str, float]:
     """A comparison row's B/A results as metrics of the candidate run: `vs_first/` (or `vs_previous/` in a series)
     the ratio, its 95% CI bounds and the verdict code per metric, the headline's verdict code."""
     prefix = f"vs_{row['reference']}/"
     metrics: dict[str, float] = {}
-    for metric in compare.METRICS:
-        word = row.get(f"{metric.name}_verdict")
-        if not isinstance(word, str) or not word:  # not compared (an eager cell's speedup), or NaN read from a CSV
-            continue
-        for key in ("ratio", "ci_low", "ci_high"):
-            metrics[f"{prefix}{metric.name}_{key}"] = row.get(f"{metric.name}_{key}")
-        metrics[f"{prefix}{metric.name}_verdict_code"] = verdict_code(word, metric)
+    for name, values in compared_metrics(row).items():
+        for key in (*RATIO_KEYS, "verdict_code"):
+            metrics[f"{prefix}{name}_{key}"] = values[key]
     headline = compare.METRIC_BY_NAME[row["headline"]]
     metrics[f"{prefix}verdict_code"] = verdict_code(row["verdict"], headline)
     return metrics
@@ -323,10 +334,10 @@ def comparison_metrics(row: dict[str, Any]) -> dict[str, float]:
 
 def ratio_text(row: dict[str, Any], metric: str) -> str:
     """A metric's B/A and its 95% CI as a person reads it: 'B/A 1.053 [1.010, 1.098]' (no CI: '[no CI]')."""
-    ratio, low, high = (row.get(f"{metric}_{key}") for key in ("ratio", "ci_low", "ci_high"))
+    ratio, low, high = (row.get(f"{metric}_{key}") for key in RATIO_KEYS)
     if not isinstance(ratio, int | float) or ratio != ratio:
         return "B/A unmeasured"
-    finite = all(isinstance(v, int | float) and v == v and abs(v) != float("inf") for v in (low, high))
+    finite = all(isinstance(v, int | float) and math.isfinite(v) for v in (low, high))
     return f"B/A {ratio:.3f} " + (f"[{low:.3f}, {high:.3f}]" if finite else "[no CI]")
 
 
@@ -335,11 +346,8 @@ def comparison_tags(row: dict[str, Any]) -> dict[str, str]:
     `vs_first/<metric>` 'B/A 1.053 [1.010, 1.098] slower', `vs_first/verdict` the headline's word with its B/A, and
     `vs_first/against` the stack and run it was compared with (the A of this comparison, not of another one)."""
     prefix = f"vs_{row['reference']}/"
-    tags: dict[str, str] = {}
-    for metric in compare.METRICS:
-        word = row.get(f"{metric.name}_verdict")
-        if isinstance(word, str) and word:
-            tags[f"{prefix}{metric.name}"] = f"{ratio_text(row, metric.name)} {word}"
+    tags = {f"{prefix}{name}": f"{ratio_text(row, name)} {values['verdict']}"
+            for name, values in compared_metrics(row).items()}  # fmt: skip
     headline = row["headline"]
     tags[f"{prefix}verdict"] = f"{row['verdict']} ({headline.replace('_', ' ')} {ratio_text(row, headline)})"
     tags[f"{prefix}against"] = f"{row['baseline']} ({row.get('baseline_versions')}), run {row.get('baseline_run_uid')}"
