@@ -8,14 +8,17 @@ paired blocks, the machine's pooled noise, the F-test, equivalence against the m
 extended by its own stop rule (`adaptive.widths`: a block more to every cell whose 95% CI is wider than its target,
 widest first, while `--budget-min` minutes of `--trial-s` processes per stack and `--max-blocks` allow). Per block,
 A and B of a cell share a drift of the machine (sd `--drift`, which pairing must cancel) and each process adds its
-own noise: the per-block log difference has sd `sigma` (per metric kind). Before each comparison, `--history` A/A
-runs of the same design give each cell's noise record, as `compare=[current,current]` does.
+own noise: the per-block log difference has sd `sigma` (per metric kind), times a cell's own factor where `--spread`
+makes cells differ (the factors' logs evenly spaced normal quantiles of sd `spread`: at 0.5 the noisiest of 6 cells
+has 3.6 times the quietest one's sd). Before each comparison, `--history` A/A runs of the same design give each cell's
+noise record, as `compare=[current,current]` does; `--history 0` is a fresh clone's first comparison.
+`--unmoderated` judges each cell without what the other cells say of its variance (`compare.cells_priors`).
 
 Printed per metric kind: the share of (cell, metric) verdicts that flag a change on equal stacks (target <= 0.05),
-the share of invocations whose Holm-adjusted headline flags anything, the share of cells where a real +10% is flagged
+the same share for the noisiest cell alone, the share of invocations whose Holm-adjusted headline flags anything, the share of cells where a real +10% is flagged
 slower (power; target >= 0.80 for speedup and compile time), how often equal stacks are called `equivalent`, and the
-blocks used. The last line is `fpr=<largest per-verdict false-flag rate> power10=<smallest power of speedup, compile
-time and latency>`.
+blocks used. The last line is `fpr=<largest per-verdict false-flag rate (with --spread, the noisiest cell's too)>
+power10=<smallest power of speedup, compile time and latency>`.
 
 Priced at what processes really took: `--runs data/results/runs.jsonl` (a comparison's results) sets the seconds of a
 timing process (speedup, latency: the median over its timing processes of what each cost the machine, its wall time
@@ -73,13 +76,22 @@ def measured_sigma(calibration: Path) -> dict[str, float]:
     return found
 
 
+def cell_factors(cells: int, spread: float) -> list[float]:
+    """Each cell's factor on sigma: exp of evenly spaced normal quantiles of sd `spread` (all 1 at 0), the last the
+    noisiest."""
+    from scipy import stats as scipy_stats
+
+    return [math.exp(spread * float(scipy_stats.norm.ppf((i + 0.5) / cells))) for i in range(cells)]
+
+
 def rows(
-    seed: int, cells: int, blocks: list[int], metric: str, sigma: float, drift: float, truth: float, invocation: str
+    seed: int, blocks: list[int], metric: str, sigmas: list[float], drift: float, truth: float, invocation: str
 ) -> list[dict]:
-    """A and B rows of `cells` cells, per-block values in MLflow's form (process_values by block); a cell's draws
-    depend on (seed, cell) only, so a cell given more blocks keeps the values of the blocks it had."""
+    """A and B rows of one cell per entry of `sigmas` (its sd of a per-block log difference), per-block values in
+    MLflow's form (process_values by block); a cell's draws depend on (seed, cell) only, so a cell given more blocks
+    keeps the values of the blocks it had."""
     made = []
-    for cell in range(cells):
+    for cell, sigma in enumerate(sigmas):
         rng = np.random.default_rng([seed, cell])
         values_a, values_b = {}, {}
         for block in range(blocks[cell]):
@@ -99,11 +111,14 @@ def one_comparison(
 ) -> tuple[list[dict], list[int]]:
     """An A/A run for the machine's noise, then an adaptive comparison; its rows and the blocks each cell used."""
     metric = KIND_METRIC[kind]
+    sigmas = [sigma * factor for factor in cell_factors(args.cells, args.spread)]
+    moderated = not args.unmoderated
     record = None
     for earlier in range(args.history):  # the machine's noise record: earlier invocations of the same cells
-        aa_rows = rows(int(rng.integers(1 << 31)), args.cells, [args.blocks] * args.cells, metric, sigma, args.drift,
-                       1.0, f"aa{trial}-{earlier}")  # fmt: skip
-        measured = compare.noise_measured(compare.comparison_rows(aa_rows, None, ["A", "B"], args.margin))
+        aa_rows = rows(int(rng.integers(1 << 31)), [args.blocks] * args.cells, metric, sigmas, args.drift, 1.0,
+                       f"aa{trial}-{earlier}")  # fmt: skip
+        judged = compare.comparison_rows(aa_rows, None, ["A", "B"], args.margin, moderated=moderated)
+        measured = compare.noise_measured(judged)
         record = compare.record_noise(record, f"aa{trial}-{earlier}", measured, {})
     noise = compare.machine_noise(record)
     seed = int(rng.integers(1 << 31))
@@ -111,8 +126,9 @@ def one_comparison(
     block_s = 2 * trial_s  # a block: one process per stack
     budget_s, spent_s = 2 * args.budget_min * 60, args.cells * args.blocks * block_s
     while True:
-        made = rows(seed, args.cells, blocks, metric, sigma, args.drift, truth, f"ab{trial}")
-        widths = adaptive.widest(adaptive.widths(made, ["A", "B"], {kind: TARGET[kind]}, noise, args.margin))
+        made = rows(seed, blocks, metric, sigmas, args.drift, truth, f"ab{trial}")
+        found = adaptive.widths(made, ["A", "B"], {kind: TARGET[kind]}, noise, args.margin, moderated=moderated)
+        widths = adaptive.widest(found)
         short = sorted((slot for slot, width in widths.items() if not width.met), key=lambda s: -widths[s].distance)
         added = 0
         for cell in (int(slot[0][1:]) for slot in short):  # widest first, while the budget and the cap allow
@@ -121,7 +137,7 @@ def one_comparison(
                 spent_s += block_s
                 added += 1
         if not added:
-            return compare.comparison_rows(made, noise, ["A", "B"], args.margin), blocks
+            return compare.comparison_rows(made, noise, ["A", "B"], args.margin, moderated=moderated), blocks
 
 
 def main() -> None:
@@ -139,6 +155,8 @@ def main() -> None:
     parser.add_argument("--trials", type=int, default=300, help="comparisons simulated per kind and truth")
     parser.add_argument("--history", type=int, default=1, help="earlier invocations in the noise record (A/A runs)")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--spread", type=float, default=0.0, help="sd of the log of the cells' sigma factors")
+    parser.add_argument("--unmoderated", action="store_true", help="each cell on its own variance and record only")
     args = parser.parse_args()
     measured = {} if args.sigma else measured_sigma(args.calibration)
     costs = process_costs(args.runs) if args.runs else {}
@@ -150,25 +168,28 @@ def main() -> None:
         metric = KIND_METRIC[kind]
         outcome = {}
         for truth in (1.0, 1.1):
-            verdicts, headlines, used = [], [], []
+            verdicts, headlines, used, noisiest = [], [], [], []
+            last = f"m{args.cells - 1}"
             for trial in range(args.trials):
                 compared, blocks = one_comparison(rng, args, kind, sigma, truth, trial, costs.get(kind, args.trial_s))
                 verdicts += [row[f"{metric}_verdict"] for row in compared]
+                noisiest += [row[f"{metric}_verdict"] for row in compared if row["model_id"] == last]
                 headlines.append(any(row["verdict"] in FLAGS for row in compared))
                 used += blocks
-            outcome[truth] = (verdicts, headlines, used)
+            outcome[truth] = (verdicts, headlines, used, noisiest)
         aa, real = outcome[1.0], outcome[1.1]
         fpr = sum(v in FLAGS for v in aa[0]) / len(aa[0])
+        fpr_noisiest = sum(v in FLAGS for v in aa[3]) / len(aa[3])
         headline = "headline (compiled latency) n/a"  # the headline of a compiled cell is its compiled latency
         if metric == "compiled_latency":
             headline = f"headline {sum(aa[1]) / len(aa[1]):.3f} per invocation"
         power = sum(v in ("slower", "higher") for v in real[0]) / len(real[0])
         print(f"{kind:8s} ({metric}, sigma {sigma:.3f}: {source}, target +-{TARGET[kind]:.0%}): "
-              f"A/A flags {fpr:.3f} per verdict, {headline}, "
+              f"A/A flags {fpr:.3f} per verdict ({fpr_noisiest:.3f} in the noisiest cell), {headline}, "
               f"equivalent {sum(v == stats.EQUIVALENT for v in aa[0]) / len(aa[0]):.2f}; "
               f"+10% flagged {power:.3f}; blocks per cell {statistics.mean(aa[2]):.1f} "
               f"(max {max(aa[2] + real[2])}; {costs.get(kind, args.trial_s):.0f} s a process)")  # fmt: skip
-        fprs.append(fpr)
+        fprs.append(max(fpr, fpr_noisiest) if args.spread else fpr)
         powers.append(power)
     print(f"fpr={max(fprs):.3f} power10={min(powers):.3f}")
     sys.exit(0)
