@@ -10,15 +10,15 @@ widest first, while `--budget-min` minutes of `--trial-s` processes per stack an
 A and B of a cell share a drift of the machine (sd `--drift`, which pairing must cancel) and each process adds its
 own noise: the per-block log difference has sd `sigma` (per metric kind), times a cell's own factor where `--spread`
 makes cells differ (the factors' logs evenly spaced normal quantiles of sd `spread`: at 0.5 the noisiest of 6 cells
-has 3.6 times the quietest one's sd). Before each comparison, `--history` A/A runs of the same design give each cell's
+has 4.0 times the quietest one's sd). Before each comparison, `--history` A/A runs of the same design give each cell's
 noise record, as `compare=[current,current]` does; `--history 0` is a fresh clone's first comparison.
-`--unmoderated` judges each cell without what the other cells say of its variance (`compare.cells_priors`).
 
 Printed per metric kind: the share of (cell, metric) verdicts that flag a change on equal stacks (target <= 0.05),
-the same share for the noisiest cell alone, the share of invocations whose Holm-adjusted headline flags anything, the share of cells where a real +10% is flagged
-slower (power; target >= 0.80 for speedup and compile time), how often equal stacks are called `equivalent`, and the
-blocks used. The last line is `fpr=<largest per-verdict false-flag rate (with --spread, the noisiest cell's too)>
-power10=<smallest power of speedup, compile time and latency>`.
+the same share for the noisiest cell alone (a rule that borrows from other cells can fail there only), the share of
+invocations whose Holm-adjusted headline flags anything, the share of cells where a real +10% is flagged slower
+(power; target >= 0.80), how often equal stacks are called `equivalent`, and the blocks used. The last line is
+`fpr=<largest per-verdict false-flag rate (with --spread, the noisiest cell's too)> power10=<smallest power of
+speedup, compile time and latency>`.
 
 Priced at what processes really took: `--runs data/results/runs.jsonl` (a comparison's results) sets the seconds of a
 timing process (speedup, latency: the median over its timing processes of what each cost the machine, its wall time
@@ -112,13 +112,11 @@ def one_comparison(
     """An A/A run for the machine's noise, then an adaptive comparison; its rows and the blocks each cell used."""
     metric = KIND_METRIC[kind]
     sigmas = [sigma * factor for factor in cell_factors(args.cells, args.spread)]
-    moderated = not args.unmoderated
     record = None
     for earlier in range(args.history):  # the machine's noise record: earlier invocations of the same cells
         aa_rows = rows(int(rng.integers(1 << 31)), [args.blocks] * args.cells, metric, sigmas, args.drift, 1.0,
                        f"aa{trial}-{earlier}")  # fmt: skip
-        judged = compare.comparison_rows(aa_rows, None, ["A", "B"], args.margin, moderated=moderated)
-        measured = compare.noise_measured(judged)
+        measured = compare.noise_measured(compare.comparison_rows(aa_rows, None, ["A", "B"], args.margin))
         record = compare.record_noise(record, f"aa{trial}-{earlier}", measured, {})
     noise = compare.machine_noise(record)
     seed = int(rng.integers(1 << 31))
@@ -127,8 +125,7 @@ def one_comparison(
     budget_s, spent_s = 2 * args.budget_min * 60, args.cells * args.blocks * block_s
     while True:
         made = rows(seed, blocks, metric, sigmas, args.drift, truth, f"ab{trial}")
-        found = adaptive.widths(made, ["A", "B"], {kind: TARGET[kind]}, noise, args.margin, moderated=moderated)
-        widths = adaptive.widest(found)
+        widths = adaptive.widest(adaptive.widths(made, ["A", "B"], {kind: TARGET[kind]}, noise, args.margin))
         short = sorted((slot for slot, width in widths.items() if not width.met), key=lambda s: -widths[s].distance)
         added = 0
         for cell in (int(slot[0][1:]) for slot in short):  # widest first, while the budget and the cap allow
@@ -137,7 +134,7 @@ def one_comparison(
                 spent_s += block_s
                 added += 1
         if not added:
-            return compare.comparison_rows(made, noise, ["A", "B"], args.margin, moderated=moderated), blocks
+            return compare.comparison_rows(made, noise, ["A", "B"], args.margin), blocks
 
 
 def main() -> None:
@@ -156,7 +153,6 @@ def main() -> None:
     parser.add_argument("--history", type=int, default=1, help="earlier invocations in the noise record (A/A runs)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--spread", type=float, default=0.0, help="sd of the log of the cells' sigma factors")
-    parser.add_argument("--unmoderated", action="store_true", help="each cell on its own variance and record only")
     args = parser.parse_args()
     measured = {} if args.sigma else measured_sigma(args.calibration)
     costs = process_costs(args.runs) if args.runs else {}

@@ -32,3 +32,19 @@ def test_the_error_rate_script_ends_with_its_two_numbers(repo_root, tmp_path):
     assert "A/A flags" in done.stdout and "+10% flagged" in done.stdout
     assert "12 s a process" in lines["speedup"] and "12 s a process" in lines["latency"]  # its own time, not its waits
     assert "10 s a process" in lines["compile"]
+
+
+def test_cells_of_different_noise_are_spread_as_the_script_says(repo_root):
+    """--spread: the cells' sigma factors (the noisiest last), whose false flags the script reports apart."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("verdict_power", repo_root / "benchmarks" / "verdict_power.py")
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    assert script.cell_factors(6, 0.0) == [1.0] * 6
+    factors = script.cell_factors(6, 0.5)
+    assert factors == sorted(factors) and round(factors[-1] / factors[0], 1) == 4.0  # the docstring's "4.0 times"
+    made = script.rows(7, [3, 3], "speedup", [0.01, 1.0], 0.0, 1.0, "x")
+    spread = [max(row["process_values"]["speedup"].values()) / min(row["process_values"]["speedup"].values())
+              for row in made]  # fmt: skip
+    assert max(spread[:2]) < 1.1 < min(spread[2:])  # each cell drawn with its own sigma

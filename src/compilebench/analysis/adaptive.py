@@ -154,14 +154,12 @@ def widths(
     targets: dict[str, float],
     noise: compare.CellNoise | None,
     margin: float,
-    moderated: bool = True,
 ) -> list[Width]:
-    """Every targeted interval of every run: B/A against the baseline when stacks are compared (`moderated`: as
-    `compare.comparison_rows` judges them), else the run's own."""
+    """Every targeted interval of every run: B/A against the baseline when stacks are compared, else the run's own."""
     found: list[tuple[Slot, str, float, int, float]] = []  # slot, metric, half-width, blocks, dof
     if len(labels) >= 2:
         pooled = compare.pooled_by_metric(noise or {})
-        for row in compare.comparison_rows(records, noise, labels, margin, moderated):
+        for row in compare.comparison_rows(records, noise, labels, margin):
             if row["reference"] != compare.FIRST:
                 continue
             for metric in compare.METRICS:

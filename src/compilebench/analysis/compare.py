@@ -107,28 +107,20 @@ def cell_key(row: dict[str, Any]) -> str:
     return f"{row['model_id']}|bs{row['batch_size']}|{row['variant']}"
 
 
-def ratio_of(
-    a: dict[str, Any], b: dict[str, Any], metric: str, noise: stats.Noise | None, prior: stats.Prior | None = None
-) -> stats.Ratio:
+def ratio_of(a: dict[str, Any], b: dict[str, Any], metric: str, noise: stats.Noise | None) -> stats.Ratio:
     """B / A for one metric: paired by block inside one invocation, Welch's t across invocations."""
     va, vb = process_values(a, metric), process_values(b, metric)
     common = [block for block in va if block in vb]
     if a.get("invocation_id") == b.get("invocation_id") and common:
-        return stats.paired_ratio([va[k] for k in common], [vb[k] for k in common], noise, prior)
+        return stats.paired_ratio([va[k] for k in common], [vb[k] for k in common], noise)
     return stats.welch_ratio(list(va.values()), list(vb.values()))
 
 
 def compare_pair(
-    a: dict[str, Any],
-    b: dict[str, Any],
-    noise: CellNoise | None,
-    margin: float,
-    reference: str = FIRST,
-    priors: dict[str, stats.Prior] | None = None,
+    a: dict[str, Any], b: dict[str, Any], noise: CellNoise | None, margin: float, reference: str = FIRST
 ) -> dict[str, Any]:
     """One row: B against A for each metric (ratio, 95% and 90% CIs, p, both answers, one word), health changes;
-    `noise`: the machine's record (the cell's own entry is used); `priors`: per metric, what the comparison's other
-    cells say of a cell's variance (`cells_priors`)."""
+    `noise`: the machine's record (the cell's own entry is used)."""
     known = (noise or {}).get(cell_key(a), {})
     row: dict[str, Any] = {key: a.get(key) for key in CELL}
     row.update(
@@ -149,7 +141,7 @@ def compare_pair(
     for metric in METRICS:
         if metric.compiled_only and not a.get("compile"):
             continue
-        ratio = ratio_of(a, b, metric.name, known.get(metric.name), (priors or {}).get(metric.name))
+        ratio = ratio_of(a, b, metric.name, known.get(metric.name))
         changed, relevant = stats.change(ratio, metric.above, metric.below), stats.relevance(ratio, margin)
         row.update(
             {
@@ -178,28 +170,6 @@ def compare_pair(
     return row
 
 
-def cells_priors(
-    paired: list[tuple[dict[str, Any], dict[str, Any], str]], noise: CellNoise | None
-) -> dict[str, stats.Prior]:
-    """Per metric, what the cells of one comparison say of each other's variance (`stats.cells_prior`): the variance
-    each cell's interval would rest on alone (its blocks, with its record where the F-test allows), over the cells
-    whose runs are ok on both sides and paired, each compared stack against the baseline (a series' steps repeat
-    the same blocks)."""
-    estimates: dict[str, list[stats.Noise]] = {}
-    for a, b, reference in paired:
-        if reference != FIRST or a["status"] != STATUS_OK or b["status"] != STATUS_OK:
-            continue
-        known = (noise or {}).get(cell_key(a), {})
-        for metric in METRICS:
-            if metric.compiled_only and not a.get("compile"):
-                continue
-            ratio = ratio_of(a, b, metric.name, known.get(metric.name))
-            if ratio.method == stats.PAIRED:
-                estimates.setdefault(metric.name, []).append(ratio.used)
-    found = {metric: stats.cells_prior(values) for metric, values in estimates.items()}
-    return {metric: prior for metric, prior in found.items() if prior is not None}
-
-
 def headline_metric(row: dict[str, Any]) -> str:
     """What a row's one-word answer is about: compiled latency for a compiled variant, eager latency for eager."""
     return "compiled_latency" if "compiled_latency_ratio" in row else "eager_latency"
@@ -220,11 +190,9 @@ def comparison_rows(
     noise: CellNoise | None,
     labels: list[str] | None = None,
     margin: float = 0.05,
-    moderated: bool = True,
 ) -> list[dict[str, Any]]:
     """Every environment against the first of `labels` (the baseline: `compare`'s first) and, in a series of three
-    or more, against the one before it; per (model, batch size, variant), compile-health changes first. `moderated`:
-    each paired interval also rests on what the other cells say of its variance (`cells_priors`)."""
+    or more, against the one before it; per (model, batch size, variant), compile-health changes first."""
     labels = labels or list(dict.fromkeys(row["environment"] for row in rows))
     if len(labels) < 2:
         return []
@@ -233,10 +201,12 @@ def comparison_rows(
     by_cell: dict[tuple, dict[str, dict[str, Any]]] = {}
     for row in rows:
         by_cell.setdefault(tuple(row[key] for key in CELL), {})[row["environment"]] = row
-    paired = [(cell[a], cell[b], reference) for cell in by_cell.values() for a, b, reference in pairs
-              if a in cell and b in cell]  # fmt: skip
-    priors = cells_priors(paired, noise) if moderated else {}
-    compared = [compare_pair(a, b, noise, margin, reference, priors) for a, b, reference in paired]
+    compared = [
+        compare_pair(cell[a], cell[b], noise, margin, reference)
+        for cell in by_cell.values()
+        for a, b, reference in pairs
+        if a in cell and b in cell
+    ]
     adjust_headlines(compared)
     compared.sort(
         key=lambda row: (row["health_change"] == "", row["reference"] != FIRST, row["variant"] == EAGER, row["label"],

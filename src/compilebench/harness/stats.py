@@ -218,10 +218,9 @@ class Ratio:
     blocks: int  # paired blocks (or the smaller side's processes, unpaired)
     dof: float
     method: str  # PAIRED | UNPAIRED | SINGLE
-    noise: str = "none"  # the variance used: cell | cell+machine | machine | none, "+cells" where moderated
+    noise: str = "none"  # the variance used: cell | cell+machine | machine | none
     noisy: bool = False  # the F-test found the cell noisier than the machine (not pooled)
     cell_noise: Noise = Noise()
-    used: Noise = Noise()  # the cell's variance before the other cells' prior (what it tells them: cells_prior)
 
     @property
     def has_interval(self) -> bool:
@@ -260,75 +259,11 @@ def log_mean_ratio(center: float, se: float, dof: float, count: int) -> Ratio:
     return _ratio(center, se, dof, count, PAIRED, noise="cells")
 
 
-@dataclass(frozen=True)
-class Prior:
-    """What the other cells of a comparison say about one cell's variance (empirical Bayes, as limma moderates a
-    gene's variance by all genes'): their variances scatter around `variance` as a scaled inverse chi-square with
-    `dof` degrees of freedom (infinite: no more scatter than chance; small: the cells differ), estimated from cells
-    with `total_dof` degrees of freedom in all. A cell's variance with d degrees of freedom is then pooled with
-    `variance` weighted by `dof`, capped at `total_dof` - d so that no cell claims more than every cell measured."""
-
-    variance: float
-    dof: float
-    total_dof: int
-    cells: int
-
-    def for_cell(self, own_dof: int) -> Noise:
-        """The prior as a pooled sum of squares for a cell of `own_dof` degrees of freedom (no cap: none left)."""
-        dof = min(self.dof, max(self.total_dof - own_dof, 0))
-        return Noise(self.variance * dof, dof) if dof > 0 else Noise()
-
-
-PRIOR_ALPHA = float(__import__('os').environ.get('PRIOR_ALPHA', '0.01'))
-MIN_PRIOR_CELLS = 3  # fewer cells with a variance say nothing of how cells differ
-
-
-def cells_prior(estimates: list[Noise]) -> Prior | None:
-    """The prior the cells' variances give each other (Smyth 2004, limma's `fitFDist`, by moments of the log
-    variances): each log variance less its expected bias, their mean and their spread beyond what their degrees of
-    freedom explain. Identical estimates count once (a compiled cell's eager latency is its eager cell's), cells
-    without a variance (one block, or every block the same) not at all; None with fewer than MIN_PRIOR_CELLS."""
-    from scipy import special
-
-    distinct = sorted({(n.ss, n.dof) for n in estimates if n.dof > 0 and n.ss > 0})
-    if len(distinct) < MIN_PRIOR_CELLS:
-        return None
-    half = np.array([dof / 2 for _, dof in distinct])
-    logs = np.log([ss / dof for ss, dof in distinct]) - special.digamma(half) + np.log(half)
-    center = float(logs.mean())
-    beyond = float(logs.var(ddof=1) - special.polygamma(1, half).mean())
-    total = sum(dof for _, dof in distinct)
-    if beyond <= 0:  # no more scatter than chance: one variance for every cell
-        return Prior(math.exp(center), math.inf, total, len(distinct))
-    dof = 2 * _trigamma_inverse(beyond)
-    return Prior(math.exp(center + special.digamma(dof / 2) - math.log(dof / 2)), dof, total, len(distinct))
-
-
-def _trigamma_inverse(value: float) -> float:
-    """y with trigamma(y) = value (Newton's method from limma's `trigammaInverse`)."""
-    from scipy import special
-
-    if value > 1e7:
-        return 1 / math.sqrt(value)
-    if value < 1e-6:
-        return 1 / value
-    y = 0.5 + 1 / value
-    for _ in range(50):
-        tri = float(special.polygamma(1, y))
-        step = tri * (1 - tri / value) / float(special.polygamma(2, y))
-        y += step
-        if -step / y < 1e-8:
-            break
-    return y
-
-
-def paired_ratio(a: list[float], b: list[float], machine: Noise | None = None, prior: Prior | None = None) -> Ratio:
+def paired_ratio(a: list[float], b: list[float], machine: Noise | None = None) -> Ratio:
     """B / A from per-block values (a[i] and b[i] ran in the same block), with this machine's noise as a prior.
 
     The cell's own variance of log differences is pooled with `machine`'s unless an F-test (p < NOISY_ALPHA) says
-    the cell is noisier: then it stands alone and is flagged `noisy`. That variance is then pooled with `prior`'s,
-    what the comparison's other cells say (`cells_prior`), unless an F-test says the cell is noisier than them.
-    One block with no machine noise: no interval.
+    the cell is noisier: then it stands alone and is flagged `noisy`. One block with no machine noise: no interval.
     """
     diffs = np.log(np.asarray(b, dtype=float)) - np.log(np.asarray(a, dtype=float))
     blocks = int(diffs.size)
@@ -336,26 +271,19 @@ def paired_ratio(a: list[float], b: list[float], machine: Noise | None = None, p
         return Ratio(*(math.nan,) * 6, 0, 0, SINGLE)
     center, own = float(diffs.mean()), noise_of(list(diffs))
     usable = machine if machine is not None and machine.dof > 0 and machine.variance > 0 else None
-    noisy = usable is not None and own.dof > 0 and _noisier(own, usable.variance, usable.dof)
+    noisy = False
+    if usable is not None and own.dof > 0:
+        from scipy import stats as scipy_stats
+
+        noisy = bool(scipy_stats.f.sf(own.variance / usable.variance, own.dof, usable.dof) < NOISY_ALPHA)
     if usable is None or noisy:
         pooled, source = own, "cell"
     else:
         pooled, source = own + usable, ("cell+machine" if own.dof else "machine")
-    estimate = pooled
-    others = prior.for_cell(estimate.dof) if prior is not None and estimate.dof > 0 else Noise()
-    if others.dof > 0 and not _noisier(estimate, prior.variance, others.dof, PRIOR_ALPHA):
-        pooled, source = estimate + others, f"{source}+cells"
     if pooled.dof == 0:
         return Ratio(math.exp(center), *(math.nan,) * 5, blocks, 0, SINGLE)
     se = math.sqrt(pooled.variance / blocks)
-    return _ratio(center, se, pooled.dof, blocks, PAIRED, noise=source, noisy=noisy, cell_noise=own, used=estimate)
-
-
-def _noisier(own: Noise, variance: float, dof: float, alpha: float = NOISY_ALPHA) -> bool:
-    """An F-test at `alpha`: is `own` noisier than a variance known with `dof` degrees of freedom?"""
-    from scipy import stats as scipy_stats
-
-    return bool(scipy_stats.f.sf(own.variance / variance, own.dof, dof) < alpha)
+    return _ratio(center, se, pooled.dof, blocks, PAIRED, noise=source, noisy=noisy, cell_noise=own)
 
 
 def welch_ratio(baseline: list[float], candidate: list[float]) -> Ratio:
