@@ -780,7 +780,3 @@ def run_records(
                 )
     return records
 
-
-def finite(value: Any) -> bool:
-    """A number that is not NaN or infinite (what a table or MLflow metric can hold)."""
-    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
