@@ -1,7 +1,8 @@
 """Per-model costs of processes on a GPU, from measured records: what `benchmark --export` estimates a plan from.
 
     python benchmarks/gpu_costs.py benchmarks/results/2026-11-27-h100-paper-bs1-w1 \
-        benchmarks/results/h100-paper-bs1-run2 benchmarks/results/h100-paper-bs1 --out data/reference/gpu-costs.json
+        benchmarks/results/2026-11-23-h100-paper-bs1-run2 benchmarks/results/2026-11-22-h100-paper-bs1 \
+        --out data/reference/gpu-costs.json
 
 Reads each record's plan.json and results/trials.jsonl (an exported plan run by the launcher) and writes, per model,
 the medians over its trials that measured (ok, accuracy_fail or invalid: their times are real) of: process start-up

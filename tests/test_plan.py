@@ -268,7 +268,10 @@ def test_the_first_windows_cost_table_estimates_the_second_window_it_had_not_see
     """The table made from the earlier records and the first window estimated the second window's 16 processes (other
     models) within 10% of their summed wall time before it ran (540 s for 571 s)."""
     results = repo_root / "benchmarks/results"
-    earlier = [results / name for name in ("2026-11-27-h100-paper-bs1-w1", "h100-paper-bs1-run2", "h100-paper-bs1")]
+    earlier = [
+        results / name
+        for name in ("2026-11-27-h100-paper-bs1-w1", "2026-11-23-h100-paper-bs1-run2", "2026-11-22-h100-paper-bs1")
+    ]
     done, planned, measured = ran(results / "2026-11-27-h100-paper-bs1-w2")
     assert len(done) == planned == 16  # every process came back
     found = plan.estimate([spec for group in done for spec in group], gpu_costs.costs(earlier))

@@ -1,0 +1,47 @@
+"""benchmarks/export_readme.py: every exported plan's folder under benchmarks/results has the README it generates
+from the folder's own files, and it refuses what is not such a folder or a README already written."""
+
+import json
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+
+def run(repo_root, *args):
+    return subprocess.run([sys.executable, str(repo_root / "benchmarks" / "export_readme.py"), *map(str, args)],
+                          capture_output=True, text=True, timeout=120)  # fmt: skip
+
+
+def test_a_windows_readme_says_what_its_files_hold(repo_root, tmp_path):
+    record = tmp_path / "2026-11-27-h100-paper-bs1-w3"
+    source = repo_root / "benchmarks/results" / record.name
+    shutil.copytree(source, record, ignore=shutil.ignore_patterns("README.md", "ingested"))
+    done = run(repo_root, record, "--note", "a note")
+    assert done.returncode == 0, done.stderr
+    text = (record / "README.md").read_text()
+    trials = [json.loads(line) for line in (record / "results/trials.jsonl").read_text().splitlines()]
+    planned = len(json.loads((record / "plan.json").read_text())["trials"])
+    assert f"{len(trials)} of the plan's {planned} trials came back: {len(trials)} ok." in text
+    assert trials[0]["environment"]["device_name"] in text and "a note" in text
+    assert f"make ingest FROM={record.as_posix()}" in text
+    assert "`ingested`" not in text  # only the files it has are listed
+
+    again = run(repo_root, record)  # written once
+    assert again.returncode != 0 and "exists" in again.stderr and (record / "README.md").read_text() == text
+
+
+@pytest.mark.parametrize("missing", ["plan.json", "results/trials.jsonl"])
+def test_a_folder_without_an_exported_plan_is_refused_naming_the_file(repo_root, tmp_path, missing):
+    record = tmp_path / "record"
+    shutil.copytree(repo_root / "benchmarks/results/2026-11-27-h100-paper-bs1-w3", record,
+                    ignore=shutil.ignore_patterns("README.md"))  # fmt: skip
+    (record / missing).unlink()
+    done = run(repo_root, record)
+    assert done.returncode != 0 and missing in done.stderr and not (record / "README.md").exists()
+
+
+def test_every_exported_plans_folder_has_its_readme(repo_root):
+    folders = [plan.parent for plan in (repo_root / "benchmarks/results").glob("*/plan.json")]
+    assert folders and all((folder / "README.md").exists() for folder in folders)
