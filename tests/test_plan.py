@@ -7,6 +7,7 @@ from dataclasses import replace
 
 import pytest
 
+from compilebench import costs
 from compilebench.analysis import plan
 from compilebench.harness.records import (
     CACHE_COLD,
@@ -229,17 +230,6 @@ def test_a_process_of_arms_is_estimated_with_inductors_start_up_and_the_rest_of_
     assert older.borrowed == () and found.borrowed == ("org/m1 (process of arms)",)
 
 
-@pytest.fixture
-def gpu_costs(repo_root):
-    """benchmarks/gpu_costs.py, the script that makes the cost table."""
-    import sys
-
-    sys.path.insert(0, str(repo_root / "benchmarks"))
-    import gpu_costs
-
-    return gpu_costs
-
-
 def ran(record):
     """A window record's processes whose every trial came back, how many the plan had, and their summed wall time."""
     exported = Plan.from_dict(json.loads((record / "plan.json").read_text()))
@@ -249,12 +239,12 @@ def ran(record):
     return done, len(planned), sum(walls[group[0].trial_id] for group in done)
 
 
-def test_the_cost_table_accounts_for_the_whole_wall_of_the_gpu_windows_processes(repo_root, gpu_costs):
-    """benchmarks/gpu_costs.py over the first window's record estimates its processes' summed wall time within 5%
+def test_the_cost_table_accounts_for_the_whole_wall_of_the_gpu_windows_processes(repo_root):
+    """compilebench.costs over the first window's record estimates its processes' summed wall time within 5%
     (without inductor's start-up and the rest of a process, the table of the earlier records fell 27% short)."""
     record = repo_root / "benchmarks/results/2026-11-27-h100-paper-bs1-w1"
     done, _, measured = ran(record)
-    table = gpu_costs.costs([record])
+    table = costs.costs([record])
     found = plan.estimate([spec for group in done for spec in group], table)
     assert len(done) == 16 and found.seconds == pytest.approx(measured, rel=0.05)
     primed = {f"{spec.model.model_id} {spec.variant.name}" for group in done for spec in group if spec.variant.compile}
@@ -264,7 +254,7 @@ def test_the_cost_table_accounts_for_the_whole_wall_of_the_gpu_windows_processes
     assert all(set(v["call_ms"]) == {"1"} for entry in table["models"].values() for v in entry["variants"].values())
 
 
-def test_the_first_windows_cost_table_estimates_the_second_window_it_had_not_seen(repo_root, gpu_costs):
+def test_the_first_windows_cost_table_estimates_the_second_window_it_had_not_seen(repo_root):
     """The table made from the earlier records and the first window estimated the second window's 16 processes (other
     models) within 10% of their summed wall time before it ran (540 s for 571 s)."""
     results = repo_root / "benchmarks/results"
@@ -274,5 +264,5 @@ def test_the_first_windows_cost_table_estimates_the_second_window_it_had_not_see
     ]
     done, planned, measured = ran(results / "2026-11-27-h100-paper-bs1-w2")
     assert len(done) == planned == 16  # every process came back
-    found = plan.estimate([spec for group in done for spec in group], gpu_costs.costs(earlier))
+    found = plan.estimate([spec for group in done for spec in group], costs.costs(earlier))
     assert found.seconds == pytest.approx(measured, rel=0.10)

@@ -227,7 +227,7 @@ def _process_cost(costs: dict[str, Any], model: str, key: str, borrowed: set[str
 
 
 def estimate(trials: list[TrialSpec], costs: dict[str, Any]) -> Estimate:
-    """The seconds a plan's processes take one after the other on the device of `costs` (benchmarks/gpu_costs.py):
+    """The seconds a plan's processes take one after the other on the device of `costs` (compilebench.costs):
     per process its start-up and load; a cold process its cold compile; a timing or paired one each arm's warm compile
     (as measured in a process of its own, so an upper bound for the arms after the first), its warm-up and its timed
     rounds (min_iters rounds or min_time_s, whichever is longer, at most max_time_s); a timing process of arms also

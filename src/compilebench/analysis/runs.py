@@ -779,4 +779,3 @@ def run_records(
                     compiled_run(sorted(run_trials, key=lambda t: t[0].replicate), environment, model, context)
                 )
     return records
-

@@ -1,6 +1,6 @@
 """Per-model costs of processes on a GPU, from measured records: what `benchmark --export` estimates a plan from.
 
-    python benchmarks/gpu_costs.py benchmarks/results/2026-11-27-h100-paper-bs1-w1 \
+    python -m compilebench.costs benchmarks/results/2026-11-27-h100-paper-bs1-w1 \
         benchmarks/results/2026-11-23-h100-paper-bs1-run2 benchmarks/results/2026-11-22-h100-paper-bs1 \
         --out data/reference/gpu-costs.json
 
@@ -19,12 +19,9 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import sys
 from collections import defaultdict
 from datetime import date
 from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 from compilebench.harness.records import (
     CACHE_COLD,
