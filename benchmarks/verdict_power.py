@@ -126,11 +126,11 @@ def one_comparison(
     while True:
         made = rows(seed, blocks, metric, sigmas, args.drift, truth, f"ab{trial}")
         widths = adaptive.widest(adaptive.widths(made, ["A", "B"], {kind: TARGET[kind]}, noise, args.margin))
-        short = sorted((slot for slot, width in widths.items() if not width.met), key=lambda s: -widths[s].distance)
+        short = sorted((cell for cell, width in widths.items() if not width.met), key=lambda c: -widths[c].distance)
         added = 0
-        for cell in (int(slot[0][1:]) for slot in short):  # widest first, while the budget and the cap allow
-            if blocks[cell] < args.max_blocks and spent_s + block_s <= budget_s:
-                blocks[cell] += 1
+        for index in (int(cell[0][1:]) for cell in short):  # widest first, while the budget and the cap allow
+            if blocks[index] < args.max_blocks and spent_s + block_s <= budget_s:
+                blocks[index] += 1
                 spent_s += block_s
                 added += 1
         if not added:
@@ -168,9 +168,9 @@ def main() -> None:
             last = f"m{args.cells - 1}"
             for trial in range(args.trials):
                 compared, blocks = one_comparison(rng, args, kind, sigma, truth, trial, costs.get(kind, args.trial_s))
-                verdicts += [row[f"{metric}_verdict"] for row in compared]
-                noisiest += [row[f"{metric}_verdict"] for row in compared if row["model_id"] == last]
-                headlines.append(any(row["verdict"] in FLAGS for row in compared))
+                verdicts += [row.judged[metric].verdict for row in compared]
+                noisiest += [row.judged[metric].verdict for row in compared if row.model_id == last]
+                headlines.append(any(row.verdict in FLAGS for row in compared))
                 used += blocks
             outcome[truth] = (verdicts, headlines, used, noisiest)
         aa, real = outcome[1.0], outcome[1.1]

@@ -51,6 +51,7 @@ def test_versions_across_invocations_are_ordered_by_version_and_not_interleaved(
     ]
     record = compare.record_noise(None, "aa", {"m|bs1|default": {"compiled_latency": stats.Noise(0.01, 10)}}, {})
     versions = aggregate.version_rows(rows, calibrations={"f|cpu": record}, margin=0.05)
+    versions = [comparison.row() for comparison in versions]  # versions.csv's lines
     assert [(r["baseline_versions"].split()[1], r["candidate_versions"].split()[1]) for r in versions] == [
         ("2.9.1", "2.13.0+cpu"), ("2.13.0+cpu", "2.14.0")]  # fmt: skip
     assert (
@@ -71,17 +72,18 @@ def test_each_invocation_adds_its_blocks_to_the_machines_noise_and_later_ones_us
     calibration = tmp_path / "calibration.json"
     aa = [row("current", "k", [5.0, 5.1, 4.9], "i1"), row("current#2", "k", [5.1, 5.0, 5.2], "i1")]
     compared, record = aggregate.comparison(aa, ["current", "current#2"], calibration, margin=0.05)
-    assert record is not None and not compared[0]["calibrated"]
+    assert record is not None and not compared[0].calibrated
     assert record["invocations"]["i1"]["aa"] and record["invocations"]["i1"]["noise"]["m|bs1|default"][
         "compiled_latency"][1] == 2  # fmt: skip
     calibration.write_text(json.dumps({"f|cpu": record}))
     ab = [row("current", "k", [5.0, 5.1, 4.9], "i2"), row("new", "k2", [5.6, 5.7, 5.5], "i2")]
     compared, record = aggregate.comparison(ab, ["current", "new"], calibration, margin=0.05)
-    assert compared[0]["calibrated"] and compared[0]["compiled_latency_verdict"] == "slower"
-    assert compared[0]["compiled_latency_dof"] == 4  # its own 2 df pooled with the A/A's 2
+    judged = compared[0].judged["compiled_latency"]
+    assert compared[0].calibrated and judged.verdict == "slower"
+    assert judged.ratio.dof == 4  # its own 2 df pooled with the A/A's 2
     assert set(record["invocations"]) == {"i1", "i2"}  # accumulated, not overwritten
     reversed_order, _ = aggregate.comparison(ab, ["new", "current"], calibration, margin=0.05)
-    assert reversed_order[0]["baseline"] == "new"  # the baseline is compare's first, whatever order runs finished
+    assert reversed_order[0].baseline == "new"  # the baseline is compare's first, whatever order runs finished
 
 
 def test_process_values_survive_the_mlflow_round_trip(tmp_path, monkeypatch):
@@ -130,8 +132,10 @@ def test_cells_json_holds_each_compared_cells_ratio_ci_and_verdict_code_for_dvc(
            "variant": "default", "compiled_latency_ratio": 1.2, "compiled_latency_ci_low": 1.1,
            "compiled_latency_ci_high": float("nan"), "compiled_latency_verdict": "slower",
            "peak_memory_ratio": 1.0, "peak_memory_ci_low": 0.99, "peak_memory_ci_high": 1.01,
-           "peak_memory_verdict": "equivalent", "speedup_verdict": float("nan")}  # fmt: skip
-    cells = aggregate.cell_metrics([row, {**row, "reference": "previous", "candidate": "current#3"}])
+           "peak_memory_verdict": "equivalent", "speedup_verdict": float("nan"), "headline": "compiled_latency",
+           "verdict": "slower"}  # fmt: skip
+    rows = [row, {**row, "reference": "previous", "candidate": "current#3"}]  # comparison.csv's lines
+    cells = aggregate.cell_metrics([compare.Comparison.read(line) for line in rows])
     assert cells == {"current_2_vs_current": {"ResNet bs1 default": {
         "compiled_latency": {"ratio": 1.2, "ci_low": 1.1, "verdict_code": 1},
         "peak_memory": {"ratio": 1.0, "ci_low": 0.99, "ci_high": 1.01, "verdict_code": 0}}}}  # fmt: skip

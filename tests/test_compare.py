@@ -20,26 +20,39 @@ def _row(environment, eager, compiled, key="k1", status="ok", breaks=0, invocati
             "invocation_id": invocation, "process_results": processes, **extra}  # fmt: skip
 
 
+def _comparison(label, variant, judged):
+    """A comparison made by hand: B against A in one cell of model `label`, its metrics `judged`."""
+    return compare.Comparison(
+        model_id=f"org/{label}", label=label, task="t", batch_size=1, variant=variant, baseline="A", candidate="B",
+        baseline_run_uid=None, candidate_run_uid=None, reference="first", baseline_versions="", candidate_versions="",
+        baseline_status="ok", candidate_status="ok", health_change="", interleaved=True, calibrated=False, margin=0.05,
+        judged=judged, headline=next(iter(judged)), verdict=next(iter(judged.values())).verdict,
+    )  # fmt: skip
+
+
 def test_b_slower_than_a_is_flagged_with_its_ratio():
     a = _row("current", [10.0, 10.1, 9.9], [5.0, 5.05, 4.95])
     b = _row("torch-new", [10.0, 10.1, 9.9], [6.0, 6.1, 5.9], key="k2")
-    [row] = compare.comparison_rows([a, b], noise=None)
+    compared = compare.comparison_rows([a, b], noise=None)
+    [row] = [comparison.row() for comparison in compared]  # its line of comparison.csv
     assert row["compiled_latency_ratio"] == pytest.approx(1.2, rel=1e-3) and row["compiled_latency_verdict"] == "slower"
     assert row["compiled_latency_method"] == stats.PAIRED and row["compiled_latency_blocks"] == 3
     assert row["compiled_latency_relevance"] == stats.BEYOND_MARGIN and row["margin"] == 0.05
     assert row["speedup_verdict"] == "lower" and row["verdict"] == "slower" and row["p_adjusted"] < 0.05
     assert row["eager_latency_ratio"] == pytest.approx(1.0)
     assert row["interleaved"] and not row["calibrated"] and row["candidate"] == "torch-new"
-    assert compare.flagged([row]) == [row]
+    assert compare.flagged(compared) == compared
+    back = compare.Comparison.read(row).row()  # the line read back is the comparison
+    assert list(back) == list(row) and all(back[k] == row[k] or (back[k] != back[k] and row[k] != row[k]) for k in row)
 
 
 def test_equivalent_needs_the_90_percent_interval_inside_the_margin():
     a = _row("current", [10.0, 10.1, 9.9], [5.0, 5.05, 4.95])
     b = _row("current#2", [10.05, 10.0, 9.95], [5.02, 5.03, 4.98])
     [row] = compare.comparison_rows([a, b], noise=None, margin=0.05)
-    assert row["compiled_latency_verdict"] == stats.EQUIVALENT and row["verdict"] == stats.EQUIVALENT
+    assert row.judged["compiled_latency"].verdict == stats.EQUIVALENT and row.verdict == stats.EQUIVALENT
     [row] = compare.comparison_rows([a, b], noise=None, margin=0.001)  # a margin no interval fits inside
-    assert row["compiled_latency_relevance"] != stats.EQUIVALENT
+    assert row.judged["compiled_latency"].relevance != stats.EQUIVALENT
 
 
 def test_the_headline_is_holm_adjusted_across_cells():
@@ -52,9 +65,10 @@ def test_the_headline_is_holm_adjusted_across_cells():
              "label": f"M{index}", "model_id": f"org/m{index}"}  # fmt: skip
         rows += [a, b]
     compared = compare.comparison_rows(rows, noise=None)
-    first = next(row for row in compared if row["label"] == "M0")
-    assert first["compiled_latency_p"] < 0.05 and first["compiled_latency_verdict"] == "slower"
-    assert first["p_adjusted"] > 0.05 and first["verdict"] != "slower"
+    first = next(row for row in compared if row.label == "M0")
+    judged = first.judged["compiled_latency"]
+    assert judged.ratio.p_value < 0.05 and judged.verdict == "slower"
+    assert first.p_adjusted > 0.05 and first.verdict != "slower"
 
 
 def test_a_series_compares_each_stack_with_the_previous_and_names_the_first_step():
@@ -62,7 +76,7 @@ def test_a_series_compares_each_stack_with_the_previous_and_names_the_first_step
     b = _row("2.13", [10.0, 10.1, 9.9], [5.01, 5.04, 4.96], key="k2")
     c = _row("2.14", [10.0, 10.1, 9.9], [6.0, 6.1, 5.9], key="k3")
     compared = compare.comparison_rows([a, b, c], noise=None, labels=["2.12", "2.13", "2.14"])
-    pairs = {(row["baseline"], row["candidate"], row["reference"]) for row in compared}
+    pairs = {(row.baseline, row.candidate, row.reference) for row in compared}
     assert pairs == {("2.12", "2.13", "first"), ("2.12", "2.14", "first"), ("2.13", "2.14", "previous")}
     [step] = [s for s in compare.series_steps(compared, ["2.12", "2.13", "2.14"]) if s["variant"] == "default"]
     assert step["step"] == "2.13 -> 2.14" and step["verdict"] == "slower" and step["ratio"] > 1.15
@@ -73,7 +87,8 @@ def test_disturbed_processes_are_left_out_of_the_pairs():
     b = _row("new", [10.0, 10.1, 9.9], [5.0, 9.0, 4.95], key="k2")
     b["process_results"][1]["disturbed"] = True
     [row] = compare.comparison_rows([a, b], noise=None)
-    assert row["compiled_latency_blocks"] == 2 and row["compiled_latency_ratio"] == pytest.approx(1.0)
+    ratio = row.judged["compiled_latency"].ratio
+    assert ratio.blocks == 2 and ratio.value == pytest.approx(1.0)
 
 
 def test_health_changes_come_first():
@@ -82,7 +97,7 @@ def test_health_changes_come_first():
     other_a = {**_row("current", [10.0] * 3, [5.0] * 3), "label": "A-first"}
     other_b = {**_row("new", [10.0] * 3, [5.0] * 3, key="k2"), "label": "A-first"}
     rows = compare.comparison_rows([other_a, a, other_b, b], noise=None)
-    assert rows[0]["health_change"] == "graph breaks 0 -> 2" and rows[1]["health_change"] == ""
+    assert rows[0].health_change == "graph breaks 0 -> 2" and rows[1].health_change == ""
     failed = compare.health_changes(a, {**b, "status": "compile_error"})
     assert "status ok -> compile_error" in failed
 
@@ -105,10 +120,10 @@ def test_the_machines_noise_record_accumulates_per_cell_and_never_counts_an_invo
     invalid = compare.noise_measured(compare.comparison_rows([a, {**b, "status": "invalid"}], noise=None))
     assert invalid == {}  # an invalid run adds nothing
     [row] = compare.comparison_rows([a, b], noise=compare.machine_noise(record))
-    assert row["calibrated"] and row["compiled_latency_noise"] == "cell+machine"
+    assert row.calibrated and row.judged["compiled_latency"].ratio.noise == "cell+machine"
     other = {**a, "model_id": "org/other"}, {**b, "model_id": "org/other"}
     [row] = compare.comparison_rows(list(other), noise=compare.machine_noise(record))
-    assert not row["calibrated"] and row["compiled_latency_noise"] == "cell"  # another cell's noise is not used
+    assert not row.calibrated and row.judged["compiled_latency"].ratio.noise == "cell"  # not another cell's noise
 
 
 def test_values_read_back_from_mlflow_are_used_as_they_are():
@@ -143,7 +158,8 @@ def test_inductors_start_up_in_a_timing_process_is_compared_too():
         for process, value in zip(row["process_results"], seconds, strict=True):
             process["inductor_startup_s"] = value
     [row] = compare.comparison_rows([a, b], noise=None)
-    assert row["inductor_startup_ratio"] == pytest.approx(0.8, rel=0.01) and row["inductor_startup_verdict"] == "faster"
+    judged = row.judged["inductor_startup"]
+    assert judged.ratio.value == pytest.approx(0.8, rel=0.01) and judged.verdict == "faster"
     assert compare.METRIC_BY_NAME["inductor_startup"].target is None  # reported, not a target of more blocks
 
 
@@ -152,11 +168,10 @@ def test_the_suite_summary_counts_verdicts_and_pools_the_cells_geomean_with_its_
     standard errors (Welch-Satterthwaite), the third named as left out; verdicts counted per metric."""
     t = stats.t_quantile(0.975, 5)
 
-    def row(label, ratio, halfwidth, verdict):
-        return {"reference": "first", "candidate": "B", "baseline": "A", "label": label, "batch_size": 1,
-                "variant": "default", "compiled_latency_ratio": ratio, "compiled_latency_halfwidth": halfwidth,
-                "compiled_latency_dof": 5.0, "compiled_latency_ci_low": ratio * 0.9 if ratio == ratio else math.nan,
-                "compiled_latency_verdict": verdict}  # fmt: skip
+    def row(label, ratio, halfwidth, verdict, metric="compiled_latency", variant="default"):
+        interval = stats.Ratio(ratio, ratio * math.exp(-halfwidth), ratio * math.exp(halfwidth), math.nan, math.nan,
+                               math.nan, 3, 5.0, stats.PAIRED)  # fmt: skip
+        return _comparison(label, variant, {metric: compare.Judged(interval, "", "", verdict)})
 
     rows = [row("R", 1.1, 0.04, "slower"), row("V", 0.9, 0.02, "equivalent"), row("S", math.nan, math.inf,
                                                                                   "inconclusive")]  # fmt: skip
@@ -173,8 +188,6 @@ def test_the_suite_summary_counts_verdicts_and_pools_the_cells_geomean_with_its_
     assert compare.suite_summary(wide)[0]["verdict"] == stats.INCONCLUSIVE
     tight = [row("R", 1.02, 0.06, "inconclusive"), row("V", 1.0, 0.06, "inconclusive")]  # R alone is not inside ±5%
     assert compare.suite_summary(tight)[0]["verdict"] == stats.EQUIVALENT  # the suite decides what no cell did
-    eager = [{**row("R", 1.1, 0.04, "slower"), "variant": "eager"}, row("R", 1.1, 0.04, "slower")]
-    eager = [{**r, **{k.replace("compiled", "eager"): v for k, v in r.items() if k.startswith("compiled")}}
-             for r in eager]  # fmt: skip
+    eager = [row("R", 1.1, 0.04, "slower", "eager_latency", "eager"), row("R", 1.1, 0.04, "slower", "eager_latency")]
     assert [e["cells"] for e in compare.suite_summary(eager) if e["metric"] == "eager_latency"] == [1]  # eager's own
     assert compare.suite_summary([]) == []

@@ -6,6 +6,7 @@ from pathlib import Path
 import mlflow
 
 from compilebench import tracking
+from compilebench.analysis import compare
 
 
 def test_child_runs_nest_under_parent_and_read_back(tmp_path, monkeypatch):
@@ -106,13 +107,14 @@ def test_a_comparison_row_becomes_metrics_of_the_candidate_run():
            "speedup_ci_high": 0.86, "speedup_verdict": "lower", "compile_cold_ratio": 1.0,
            "compile_cold_ci_low": 0.9, "compile_cold_ci_high": 1.1, "compile_cold_verdict": "equivalent",
            "eager_latency_verdict": float("nan")}  # fmt: skip
-    tags = tracking.comparison_tags({**row, "baseline": "current", "baseline_versions": "torch 2.13.0 / transformers 5",
-                                     "baseline_run_uid": "inv/current/org/m/bs1/default"})  # fmt: skip
+    tags = tracking.comparison_tags(compare.Comparison.read({
+        **row, "baseline": "current", "baseline_versions": "torch 2.13.0 / transformers 5",
+        "baseline_run_uid": "inv/current/org/m/bs1/default"}))  # fmt: skip
     assert tags["vs_first/compiled_latency"] == "B/A 1.200 [1.100, 1.300] slower"
     assert tags["vs_first/verdict"] == "slower (compiled latency B/A 1.200 [1.100, 1.300])"
     assert tags["vs_first/against"] == "current (torch 2.13.0 / transformers 5), run inv/current/org/m/bs1/default"
     assert "vs_first/eager_latency" not in tags  # not compared: no word
-    metrics = tracking.comparison_metrics(row)
+    metrics = tracking.comparison_metrics(compare.Comparison.read(row))
     assert metrics["vs_first/compiled_latency_ratio"] == 1.2 and metrics["vs_first/compiled_latency_verdict_code"] == 1
     assert metrics["vs_first/speedup_verdict_code"] == -1 and metrics["vs_first/compile_cold_verdict_code"] == 0
     assert metrics["vs_first/verdict_code"] == 1 and not any("eager_latency" in key for key in metrics)

@@ -90,7 +90,7 @@ def summarize(results: pd.DataFrame) -> pd.DataFrame:
 SUITE_METRICS = ("eager_latency", "compiled_latency", "speedup", "compile_cold", "peak_memory")  # geomeans kept
 
 
-def headline_metrics(table: pd.DataFrame, compared: list[dict[str, Any]]) -> dict[str, Any]:
+def headline_metrics(table: pd.DataFrame, compared: list[compare.Comparison]) -> dict[str, Any]:
     """A few numbers for `dvc metrics show` and `dvc exp show`: per variant and environment, geometric-mean speedup,
     and counts; per compared stack, its verdicts counted over every (cell, metric) and the suite's geometric-mean
     B/A with its CI for the headline metrics (compare.suite_summary)."""
@@ -107,7 +107,7 @@ def headline_metrics(table: pd.DataFrame, compared: list[dict[str, Any]]) -> dic
     if compared:
         metrics["compared_cells"] = len(compared)
         metrics["compared_cells_flagged"] = len(compare.flagged(compared))
-        metrics["compared_cells_health_changed"] = sum(bool(row["health_change"]) for row in compared)
+        metrics["compared_cells_health_changed"] = sum(bool(row.health_change) for row in compared)
     for entry in compare.suite_summary(compared):  # per compared stack: what changed over the suite
         stack = f"{key_part(entry['candidate'])}_vs_{key_part(entry['baseline'])}"
         for word in ("changed", "equivalent", "inconclusive"):
@@ -134,7 +134,7 @@ def write_csv(frame: pd.DataFrame, path: str | Path) -> None:
 
 def comparison(
     rows: list[dict[str, Any]], labels: list[str], calibration_path: str | Path, margin: float
-) -> tuple[list[dict], dict[str, Any] | None]:
+) -> tuple[list[compare.Comparison], dict[str, Any] | None]:
     """This invocation's environments compared, in `compare`'s order, judged with this machine's noise record (every
     earlier invocation's contribution, not this one's), and the machine's record with this invocation's blocks
     added (None when nothing was compared)."""
@@ -153,11 +153,11 @@ def comparison(
     return compared, compare.record_noise(record, invocation, measured, about)
 
 
-def comparison_frame(compared: list[dict[str, Any]]) -> pd.DataFrame:
-    """The comparison rows as a table (an empty one, with its key columns, when nothing was compared)."""
+def comparison_frame(compared: list[compare.Comparison]) -> pd.DataFrame:
+    """The comparisons as a table, a line each (an empty one, with its key columns, when nothing was compared)."""
     if not compared:
         return pd.DataFrame(columns=[*compare.CELL, "baseline", "candidate", "verdict", "health_change"])
-    return pd.DataFrame(compared)
+    return pd.DataFrame([row.row() for row in compared])
 
 
 def store_rows(frame: pd.DataFrame) -> list[dict[str, Any]]:
@@ -179,7 +179,7 @@ def store_rows(frame: pd.DataFrame) -> list[dict[str, Any]]:
     return rows
 
 
-def version_rows(rows: list[dict[str, Any]], calibrations: dict[str, Any], margin: float) -> list[dict[str, Any]]:
+def version_rows(rows: list[dict[str, Any]], calibrations: dict[str, Any], margin: float) -> list[compare.Comparison]:
     """Across invocations in the store: per (model, batch, variant, machine, device), each software stack against
     the previous one (ordered by torch, then transformers version); labelled not interleaved."""
     from packaging.version import InvalidVersion, Version
@@ -204,7 +204,7 @@ def version_rows(rows: list[dict[str, Any]], calibrations: dict[str, Any], margi
         for a, b in itertools.pairwise(ordered):
             noise = compare.machine_noise(calibrations.get(compare.calibration_key(b)))
             row = compare.compare_pair(a, b, noise, margin)
-            row.update(
+            row.extra.update(
                 device_name=b.get("device_name"),
                 machine=b.get("machine"),
                 baseline_invocation=a.get("invocation_id"),
@@ -277,7 +277,7 @@ def add_to_calibration(path: str, rows: list[dict[str, Any]], record: dict[str, 
                 {m: f"sd {n.variance ** 0.5:.3f} ({n.dof} df)" for m, n in pooled.items()})  # fmt: skip
 
 
-def log_series(compared: list[dict[str, Any]], labels: list[str]) -> None:
+def log_series(compared: list[compare.Comparison], labels: list[str]) -> None:
     """For three environments or more, the first step of the series at which each cell changed."""
     for step in compare.series_steps(compared, labels) if len(labels) > 2 else []:
         LOGGER.info("series: %s bs%s %s first changes at %s: %s %.3f [%.3f, %.3f]", step["label"], step["batch_size"],
@@ -285,7 +285,7 @@ def log_series(compared: list[dict[str, Any]], labels: list[str]) -> None:
                     step["ci_high"])  # fmt: skip
 
 
-def log_tables(config: Config, run_info: dict[str, Any], compared: list[dict[str, Any]], metrics: dict) -> None:
+def log_tables(config: Config, run_info: dict[str, Any], compared: list[compare.Comparison], metrics: dict) -> None:
     """The comparison on each candidate run, the tables and headline metrics on the parent run; nothing where the
     invocation is not to be logged yet (an exported plan not finished)."""
     if run_info.get(tracking.NOT_LOGGED):
@@ -297,17 +297,17 @@ def log_tables(config: Config, run_info: dict[str, Any], compared: list[dict[str
         LOGGER.warning("tables are on disk; `python -m compilebench.sync` attaches them to MLflow later")
 
 
-def cell_metrics(compared: list[dict[str, Any]]) -> dict[str, Any]:
+def cell_metrics(compared: list[compare.Comparison]) -> dict[str, Any]:
     """Per compared stack, cell and metric, B/A with its 95% CI and verdict code (tracking.verdict_code: -1 below, 0
     equivalent, +1 above, 2 inconclusive), for `dvc metrics diff` between experiments: `{B}_vs_{A}` → `{label}
     bs{batch} {variant}` → metric. Against the baseline only (a series' steps are in comparison.csv); JSON has no
     NaN, so a missing bound is no key."""
     cells: dict[str, Any] = {}
     for row in compared:
-        if row["reference"] != compare.FIRST:
+        if row.reference != compare.FIRST:
             continue
-        stack = f"{key_part(row['candidate'])}_vs_{key_part(row['baseline'])}"
-        entry = cells.setdefault(stack, {}).setdefault(f"{row['label']} bs{row['batch_size']} {row['variant']}", {})
+        stack = f"{key_part(row.candidate)}_vs_{key_part(row.baseline)}"
+        entry = cells.setdefault(stack, {}).setdefault(f"{row.label} bs{row.batch_size} {row.variant}", {})
         for name, values in tracking.compared_metrics(row).items():
             entry[name] = {key: float(values[key]) for key in tracking.RATIO_KEYS
                            if isinstance(values[key], int | float) and math.isfinite(values[key])}  # fmt: skip

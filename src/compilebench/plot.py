@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import math
 import re
 import sys
 from pathlib import Path
@@ -168,18 +169,18 @@ def ratio_axis(ratios: pd.Series) -> tuple[float, float]:
 def comparison_figure(compared: pd.DataFrame, names: pd.Series, width_in: float) -> plt.Figure:
     """B / A per named row for each compared metric, with 95% CIs (cut at the axis and marked where wider); the
     margin shaded."""
-    metrics = [
-        m for m in compare.METRICS if f"{m.name}_ratio" in compared and compared[f"{m.name}_ratio"].notna().any()
-    ]
-    rows = compared.assign(cell=names.values)
-    cells = list(dict.fromkeys(rows["cell"]))
+    read = [compare.Comparison.read(row) for row in compared.to_dict("records")]
+    cells = list(dict.fromkeys(names))
+    first: dict[str, compare.Comparison] = {}  # a name's first row
+    for name, row in zip(names, read, strict=True):
+        first.setdefault(name, row)
+    metrics = [m for m in compare.METRICS if any(pd.notna(_interval(row, m)[0]) for row in read)]
     columns = max(1, min(3, len(metrics)))
     lines = max(1, -(-len(metrics) // columns))
     fig, axes = plt.subplots(lines, columns, figsize=(width_in * 1.4, 1.2 + 0.35 * len(cells) * lines), squeeze=False)
     for ax, metric in zip(axes.flat, metrics, strict=False):
-        part = rows.drop_duplicates("cell").set_index("cell").reindex(cells)
-        ratio = part[f"{metric.name}_ratio"].astype(float)
-        low, high = part[f"{metric.name}_ci_low"].astype(float), part[f"{metric.name}_ci_high"].astype(float)
+        intervals = zip(*(_interval(first[cell], metric) for cell in cells), strict=True)
+        ratio, low, high = (pd.Series(values, index=cells, dtype=float) for values in intervals)
         left, right = ratio_axis(ratio)
         shown = ratio.clip(lower=left, upper=right)  # a ratio past the axis sits on its edge, marked like its interval
         shown_low, shown_high = low.clip(lower=left, upper=right), high.clip(lower=left, upper=right)
@@ -189,7 +190,7 @@ def comparison_figure(compared: pd.DataFrame, names: pd.Series, width_in: float)
         cut_left, cut_right = (low < left) | (ratio < left), (high > right) | (ratio > right)
         ax.plot(shown_low[cut_left], y[cut_left], "<", color="C3", markersize=6)
         ax.plot(shown_high[cut_right], y[cut_right], ">", color="C3", markersize=6)
-        margin = part["margin"].astype(float).dropna() if "margin" in part else pd.Series(dtype=float)
+        margin = pd.Series([first[cell].margin for cell in cells], dtype=float).dropna()
         if not margin.empty:
             bound = 1 + float(margin.iloc[0])
             ax.axvspan(1 / bound, bound, color="grey", alpha=0.2, label=f"margin ±{bound - 1:.0%}")
@@ -210,6 +211,12 @@ def comparison_figure(compared: pd.DataFrame, names: pd.Series, width_in: float)
         ax.set_visible(False)
     fig.tight_layout()
     return fig
+
+
+def _interval(row: compare.Comparison, metric: compare.Metric) -> tuple[float, float, float]:
+    """A row's B/A for `metric` and its 95% CI bounds (NaN where it has none)."""
+    judged = row.judged.get(metric.name)
+    return (judged.ratio.value, judged.ratio.low, judged.ratio.high) if judged else (math.nan,) * 3
 
 
 def versions_figure(versions: pd.DataFrame, width_in: float) -> plt.Figure:

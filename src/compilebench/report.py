@@ -101,32 +101,34 @@ def verdict_table(verdicts: pd.DataFrame) -> pd.DataFrame:
 def comparison_table(compared: pd.DataFrame) -> pd.DataFrame:
     """B against A per cell: each metric's ratio [95% CI] and verdict, compile-health changes first."""
     rows = []
-    for _, row in compared.iterrows():
+    for row in read_comparisons(compared):
         entry = {
-            "model": row["label"],
-            "batch": row["batch_size"],
-            "variant": row["variant"],
-            "B vs A": f"{row['candidate']} vs {row['baseline']}",
-            "health change": row.get("health_change") or "",
+            "model": row.label,
+            "batch": row.batch_size,
+            "variant": row.variant,
+            "B vs A": f"{row.candidate} vs {row.baseline}",
+            "health change": row.health_change if isinstance(row.health_change, str) else "",
         }
-        for metric in compare.METRICS:
-            if f"{metric.name}_ratio" in row and _fmt(row.get(f"{metric.name}_ratio")):
-                ratio = _interval(
-                    row[f"{metric.name}_ratio"], row[f"{metric.name}_ci_low"], row[f"{metric.name}_ci_high"], 3
-                )
-                blocks = row.get(f"{metric.name}_blocks")
-                if ratio.endswith("[no CI]") and _fmt(blocks) and int(blocks) <= 1:  # one process a side
-                    ratio = ratio.replace("[no CI]", "[one block: no CI]")
-                noisy = " (noisy cell)" if row.get(f"{metric.name}_noisy") is True else ""
-                verdict = row[f"{metric.name}_verdict"]
-                detectable = row.get(f"{metric.name}_detectable")
-                sees = (f", sees ±{float(detectable):.0%}" if verdict == stats.INCONCLUSIVE and _fmt(detectable)
-                        and math.isfinite(float(detectable)) else "")  # fmt: skip
-                entry[metric.name.replace("_", " ")] = f"{ratio} {verdict}{noisy}{sees}"
-        entry["verdict"] = row["verdict"]
-        entry["blocks"] = row.get(f"{row.get('headline', 'compiled_latency')}_blocks")
+        for name, judged in row.judged.items():
+            ratio = judged.ratio
+            if not _fmt(ratio.value):
+                continue
+            text = _interval(ratio.value, ratio.low, ratio.high, 3)
+            if text.endswith("[no CI]") and ratio.blocks <= 1:  # one process a side
+                text = text.replace("[no CI]", "[one block: no CI]")
+            noisy = " (noisy cell)" if ratio.noisy else ""
+            sees = (f", sees ±{ratio.detectable:.0%}" if judged.verdict == stats.INCONCLUSIVE
+                    and math.isfinite(ratio.detectable) else "")  # fmt: skip
+            entry[name.replace("_", " ")] = f"{text} {judged.verdict}{noisy}{sees}"
+        entry["verdict"] = row.verdict
+        entry["blocks"] = row.judged[row.headline].ratio.blocks
         rows.append(entry)
     return pd.DataFrame(rows)
+
+
+def read_comparisons(compared: pd.DataFrame) -> list[compare.Comparison]:
+    """comparison.csv's lines as comparisons."""
+    return [compare.Comparison.read(row) for row in compared.to_dict("records")]
 
 
 def environment_table(results: list[dict[str, Any]]) -> pd.DataFrame:
@@ -396,7 +398,7 @@ def _what_changed_section(compared: pd.DataFrame, results: list[dict[str, Any]])
     """The answer first: per compared stack, what changed over the suite."""
     if compared.empty:
         return []
-    summary = compare.suite_summary(compared.to_dict("records"))
+    summary = compare.suite_summary(read_comparisons(compared))
     stacks = dict.fromkeys(entry["baseline"] for entry in summary) | dict.fromkeys(e["candidate"] for e in summary)
     return [
         "## What changed",
@@ -459,7 +461,7 @@ def _comparison_section(compared: pd.DataFrame, series: list[str]) -> list[str]:
         _table(comparison_table(compared)),
     ]
     if len(series) > 2:
-        steps = compare.series_steps(compared.to_dict("records"), series)
+        steps = compare.series_steps(read_comparisons(compared), series)
         lines += [
             "### The series, step by step",
             "",

@@ -231,7 +231,7 @@ def run_payload(row: dict[str, Any]) -> dict[str, Any]:
     its processes' table and window (the processes read once: reading one derives its statistics)."""
     processes = [ProcessRecord.from_dict(raw, i) for i, raw in enumerate(row.get("process_results") or ())]
     params = {key: row.get(key) for key in PARAM_KEYS}
-    params["process_values"] = json.dumps({m.name: compare.process_values(row, m.name) for m in compare.METRICS})
+    params["process_values"] = json.dumps(compare.all_process_values(row))
     metrics = {
         key: value
         for key, value in row.items()
@@ -304,53 +304,50 @@ def verdict_code(word: str, metric: compare.Metric) -> int:
     return 1 if word == metric.above else -1
 
 
-RATIO_KEYS = ("ratio", "ci_low", "ci_high")  # a compared metric's B/A and its 95% CI bounds, in a comparison row
+RATIO_KEYS = ("ratio", "ci_low", "ci_high")  # a compared metric's B/A and its 95% CI bounds
 
 
-def compared_metrics(row: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    """The metrics a comparison row compared (not an eager cell's speedup, nor a NaN word read from a CSV), each
-    with its B/A and 95% CI bounds as the row holds them (NaN where missing), its verdict word and code."""
-    compared = {}
-    for metric in compare.METRICS:
-        word = row.get(f"{metric.name}_verdict")
-        if isinstance(word, str) and word:
-            values = {key: row.get(f"{metric.name}_{key}") for key in RATIO_KEYS}
-            compared[metric.name] = {**values, "verdict": word, "verdict_code": verdict_code(word, metric)}
-    return compared
+def compared_metrics(row: compare.Comparison) -> dict[str, dict[str, Any]]:
+    """The metrics a comparison judged (not an eager cell's speedup), each with its B/A and 95% CI bounds (NaN
+    where missing), its verdict word and code."""
+    found = {}
+    for name, judged in row.judged.items():
+        code = verdict_code(judged.verdict, compare.METRIC_BY_NAME[name])
+        found[name] = {"ratio": judged.ratio.value, "ci_low": judged.ratio.low, "ci_high": judged.ratio.high,
+                       "verdict": judged.verdict, "verdict_code": code}  # fmt: skip
+    return found
 
 
-def comparison_metrics(row: dict[str, Any]) -> dict[str, float]:
-    """A comparison row's B/A results as metrics of the candidate run: `vs_first/` (or `vs_previous/` in a series)
-    the ratio, its 95% CI bounds and the verdict code per metric, the headline's verdict code."""
-    prefix = f"vs_{row['reference']}/"
+def comparison_metrics(row: compare.Comparison) -> dict[str, float]:
+    """A comparison's B/A results as metrics of the candidate run: `vs_first/` (or `vs_previous/` in a series) the
+    ratio, its 95% CI bounds and the verdict code per metric, the headline's verdict code."""
+    prefix = f"vs_{row.reference}/"
     metrics: dict[str, float] = {}
     for name, values in compared_metrics(row).items():
         for key in (*RATIO_KEYS, "verdict_code"):
             metrics[f"{prefix}{name}_{key}"] = values[key]
-    headline = compare.METRIC_BY_NAME[row["headline"]]
-    metrics[f"{prefix}verdict_code"] = verdict_code(row["verdict"], headline)
+    metrics[f"{prefix}verdict_code"] = verdict_code(row.verdict, compare.METRIC_BY_NAME[row.headline])
     return metrics
 
 
-def ratio_text(row: dict[str, Any], metric: str) -> str:
+def ratio_text(row: compare.Comparison, metric: str) -> str:
     """A metric's B/A and its 95% CI as a person reads it: 'B/A 1.053 [1.010, 1.098]' (no CI: '[no CI]')."""
-    ratio, low, high = (row.get(f"{metric}_{key}") for key in RATIO_KEYS)
-    if not isinstance(ratio, int | float) or ratio != ratio:
+    judged = row.judged.get(metric)
+    if judged is None or not math.isfinite(judged.ratio.value):
         return "B/A unmeasured"
-    finite = all(isinstance(v, int | float) and math.isfinite(v) for v in (low, high))
+    ratio, low, high = judged.ratio.value, judged.ratio.low, judged.ratio.high
+    finite = all(math.isfinite(v) for v in (low, high))
     return f"B/A {ratio:.3f} " + (f"[{low:.3f}, {high:.3f}]" if finite else "[no CI]")
 
 
-def comparison_tags(row: dict[str, Any]) -> dict[str, str]:
-    """A comparison row's words as tags of the candidate run, beside comparison_metrics' codes: per metric
+def comparison_tags(row: compare.Comparison) -> dict[str, str]:
+    """A comparison's words as tags of the candidate run, beside comparison_metrics' codes: per metric
     `vs_first/<metric>` 'B/A 1.053 [1.010, 1.098] slower', `vs_first/verdict` the headline's word with its B/A, and
     `vs_first/against` the stack and run it was compared with (the A of this comparison, not of another one)."""
-    prefix = f"vs_{row['reference']}/"
-    tags = {f"{prefix}{name}": f"{ratio_text(row, name)} {values['verdict']}"
-            for name, values in compared_metrics(row).items()}  # fmt: skip
-    headline = row["headline"]
-    tags[f"{prefix}verdict"] = f"{row['verdict']} ({headline.replace('_', ' ')} {ratio_text(row, headline)})"
-    tags[f"{prefix}against"] = f"{row['baseline']} ({row.get('baseline_versions')}), run {row.get('baseline_run_uid')}"
+    prefix = f"vs_{row.reference}/"
+    tags = {f"{prefix}{name}": f"{ratio_text(row, name)} {judged.verdict}" for name, judged in row.judged.items()}
+    tags[f"{prefix}verdict"] = f"{row.verdict} ({row.headline.replace('_', ' ')} {ratio_text(row, row.headline)})"
+    tags[f"{prefix}against"] = f"{row.baseline} ({row.baseline_versions}), run {row.baseline_run_uid}"
     return tags
 
 
@@ -557,12 +554,12 @@ class Tracker:
             self._warn(f"run {uid}", error)
             return None
 
-    def log_comparison(self, compared: list[dict[str, Any]]) -> None:
-        """Each comparison row's B/A results onto its candidate run (comparison_metrics); a warning per run not
-        found or not reachable (`sync` logs them later)."""
+    def log_comparison(self, compared: list[compare.Comparison]) -> None:
+        """Each comparison's B/A results onto its candidate run (comparison_metrics); a warning per run not found or
+        not reachable (`sync` logs them later)."""
         experiment = None
         for row in compared:
-            uid = row.get("candidate_run_uid")
+            uid = row.candidate_run_uid
             if not uid:
                 continue
             try:

@@ -40,7 +40,7 @@ from compilebench.harness.records import (
 )
 
 LOGGER = logging.getLogger(__name__)
-Slot = tuple[str, int, str]  # (model id, batch size, variant): a run without its environment
+Cell = tuple[str, int, str]  # (model id, batch size, variant): a run without its environment
 Unit = tuple[str, str, int, str]  # (timing | cold | paired, model id, batch size, variant or "" for timing)
 EXTENDABLE = (STATUS_OK, "invalid")  # runs more blocks can help; a failure would repeat
 MIXED = "mixed"  # an invalid run whose processes ran on several machines or stacks (runs.machine_problems)
@@ -79,7 +79,7 @@ class Settings:
 class Width:
     """One interval of a run against its target: half-widths on the log scale (0.049 = +-5%)."""
 
-    slot: Slot
+    cell: Cell
     metric: str  # a compare.METRICS name
     halfwidth: float  # infinite without an interval
     target: float
@@ -106,7 +106,7 @@ def _targets(settings: Settings) -> dict[str, float]:
     return {"speedup": settings.target_speedup, "compile": settings.target_compile, "latency": settings.target_latency}
 
 
-def slot_of(spec: TrialSpec) -> Slot:
+def cell_of(spec: TrialSpec) -> Cell:
     return spec.model.model_id, spec.batch_size, spec.variant.name
 
 
@@ -128,24 +128,25 @@ def _log_halfwidth(estimate: stats.Estimate) -> float:
 def _own_intervals(row: dict[str, Any]) -> dict[str, stats.Estimate]:
     """A run's own intervals (one environment): between-process t on its per-process values."""
     names = ("speedup", "compiled_latency", "compile_cold", "compile_warm") if row["compile"] else ("eager_latency",)
-    return {name: stats.geometric_interval(list(compare.process_values(row, name).values())) for name in names}
+    values = compare.all_process_values(row)
+    return {name: stats.geometric_interval(list(values[name].values())) for name in names}
 
 
 def _stopping_width(
-    row: dict[str, Any], metric: str, noise: compare.CellNoise | None, pooled: dict[str, stats.Noise]
+    row: compare.Comparison, metric: str, noise: compare.CellNoise | None, pooled: dict[str, stats.Noise]
 ) -> tuple[float, float]:
     """What a compared cell's width is judged by, (half-width, degrees of freedom). Where the machine has a record
     the loop knows (at least MIN_RECORD_DOF degrees of freedom: the cell's own, else the metric's over every cell),
     the half-width that noise gives the cell's blocks (stats.expected_halfwidth): it does not look at this
     invocation's differences, so neither stopping nor the widest-first order can favour cells whose blocks happened
     to agree. Otherwise (no record yet, or a cell noisier than its record), the cell's own interval."""
-    cell = (noise or {}).get(compare.cell_key(row), {}).get(metric)
+    cell = (noise or {}).get(compare.cell_key(row.cell), {}).get(metric)
     machine = cell if cell is not None and cell.dof >= MIN_RECORD_DOF else pooled.get(metric)
-    blocks = int(row[f"{metric}_blocks"])
+    ratio = row.judged[metric].ratio
     trusted = machine is not None and machine.dof >= MIN_RECORD_DOF
-    if not trusted or row[f"{metric}_noisy"] or row[f"{metric}_method"] != stats.PAIRED:
-        return row[f"{metric}_halfwidth"], float(row[f"{metric}_dof"] or 0)
-    return stats.expected_halfwidth(machine, blocks), float(machine.dof + blocks - 1)
+    if not trusted or ratio.noisy or ratio.method != stats.PAIRED:
+        return ratio.halfwidth, float(ratio.dof or 0)
+    return stats.expected_halfwidth(machine, int(ratio.blocks)), float(machine.dof + int(ratio.blocks) - 1)
 
 
 def widths(
@@ -156,37 +157,35 @@ def widths(
     margin: float,
 ) -> list[Width]:
     """Every targeted interval of every run: B/A against the baseline when stacks are compared, else the run's own."""
-    found: list[tuple[Slot, str, float, int, float]] = []  # slot, metric, half-width, blocks, dof
+    found: list[tuple[Cell, str, float, int, float]] = []  # cell, metric, half-width, blocks, dof
     if len(labels) >= 2:
         pooled = compare.pooled_by_metric(noise or {})
         for row in compare.comparison_rows(records, noise, labels, margin):
-            if row["reference"] != compare.FIRST:
+            if row.reference != compare.FIRST:
                 continue
-            for metric in compare.METRICS:
-                if f"{metric.name}_ratio" in row:
-                    halfwidth, dof = _stopping_width(row, metric.name, noise, pooled)
-                    slot = (row["model_id"], row["batch_size"], row["variant"])
-                    found.append((slot, metric.name, halfwidth, row[f"{metric.name}_blocks"], dof))
+            for name, judged in row.judged.items():
+                halfwidth, dof = _stopping_width(row, name, noise, pooled)
+                found.append(((row.model_id, row.batch_size, row.variant), name, halfwidth, judged.ratio.blocks, dof))
     else:
         for row in records:
             for name, estimate in _own_intervals(row).items():
-                slot = (row["model_id"], row["batch_size"], row["variant"])
-                found.append((slot, name, _log_halfwidth(estimate), estimate.processes, estimate.processes - 1))
+                cell = (row["model_id"], row["batch_size"], row["variant"])
+                found.append((cell, name, _log_halfwidth(estimate), estimate.processes, estimate.processes - 1))
     result = []
-    for slot, name, halfwidth, blocks, dof in found:
+    for cell, name, halfwidth, blocks, dof in found:
         target = targets.get(compare.METRIC_BY_NAME[name].target or "", 0.0)
         if target > 0:
             halfwidth = halfwidth if math.isfinite(halfwidth) else math.inf
-            result.append(Width(slot, name, halfwidth, math.log1p(target), int(blocks), dof))
+            result.append(Width(cell, name, halfwidth, math.log1p(target), int(blocks), dof))
     return result
 
 
 def widest(found: list[Width], per_metric: bool = False) -> dict[Any, Width]:
-    """Per run (per run and metric: keyed by (slot, metric)), the interval furthest from its target (met ones
+    """Per run (per run and metric: keyed by (cell, metric)), the interval furthest from its target (met ones
     included)."""
     worst: dict[Any, Width] = {}
     for width in found:
-        key = (width.slot, width.metric) if per_metric else width.slot
+        key = (width.cell, width.metric) if per_metric else width.cell
         if key not in worst or width.distance > worst[key].distance:
             worst[key] = width
     return worst
@@ -196,7 +195,7 @@ def units_of(width: Width, trials: list[TrialSpec]) -> list[Unit]:
     """The units whose next block narrows `width`: a cold block for cold compile time (a cold paired one for a
     variant measured alone), a timing block for the rest; an eager run's interval narrows with the blocks of every
     process that times eager (a timing one, else each paired variant's)."""
-    model, batch, variant = width.slot
+    model, batch, variant = width.cell
     mine = [spec for spec in trials if spec.model.model_id == model and spec.batch_size == batch]
     if any(unit_of(spec)[0] == "timing" for spec in mine if spec.variant.name == variant or variant == "eager"):
         if width.metric == "compile_cold":
@@ -262,7 +261,7 @@ def _next_block(trials: list[TrialSpec], unit: Unit, labels: list[str], cold: bo
                 for spec in specs
                 if spec.replicate == base.replicate
                 and spec.environment == label
-                and (not spec.variant.compile or statuses.get(slot_of(spec), set()) <= set(EXTENDABLE))
+                and (not spec.variant.compile or statuses.get(cell_of(spec), set()) <= set(EXTENDABLE))
             ]
             added += plan.timing_process(label, base.model, base.batch_size, arms, replicate,
                                          base.cache == CACHE_SHARED, base.image, base.timing)  # fmt: skip
@@ -297,7 +296,7 @@ def extend(
             cold = width.metric == "compile_cold" and unit[0] == "paired"
             distance, was_cold = short_of.get(unit, (0.0, False))
             short_of[unit] = (max(distance, width.distance), was_cold or cold)
-    statuses: dict[Slot, set[str]] = {}
+    statuses: dict[Cell, set[str]] = {}
     for row in records:
         mixed = row.get("machines", 1) > 1  # invalid for good: more blocks would not unmix its processes
         statuses.setdefault((row["model_id"], row["batch_size"], row["variant"]), set()).add(
@@ -311,8 +310,8 @@ def extend(
     added: list[TrialSpec] = []
     for unit in ranked:
         specs = [spec for spec in trials if unit_of(spec) == unit]
-        compiled = {slot_of(spec) for spec in specs if spec.variant.compile}
-        if not any(statuses.get(slot, set()) <= set(EXTENDABLE) for slot in compiled or {slot_of(specs[0])}):
+        compiled = {cell_of(spec) for spec in specs if spec.variant.compile}
+        if not any(statuses.get(cell, set()) <= set(EXTENDABLE) for cell in compiled or {cell_of(specs[0])}):
             continue  # every run it measures failed: another block would fail alike
         if max(spec.replicate for spec in specs) + 1 >= bench.max_replicates:
             continue
@@ -333,8 +332,8 @@ def shortfalls(
     rows = []
     order = {metric.name: i for i, metric in enumerate(compare.METRICS)}
     found = widest(widths(records, labels, _targets(bench), noise, bench.margin), per_metric=True).values()
-    for width in sorted(found, key=lambda width: (width.slot, order[width.metric])):
-        model_id, batch, variant = width.slot
+    for width in sorted(found, key=lambda width: (width.cell, order[width.metric])):
+        model_id, batch, variant = width.cell
         rows.append({"model_id": model_id, "batch_size": batch, "variant": variant, "metric": width.metric,
                      "halfwidth_pct": 100 * math.expm1(width.halfwidth) if math.isfinite(width.halfwidth) else None,
                      "target_pct": 100 * math.expm1(width.target), "blocks": width.blocks, "met": width.met,

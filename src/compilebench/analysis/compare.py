@@ -17,7 +17,7 @@ comparison of many cells does not flag one by chance. With three or more stacks 
 releases) each is compared with the first and with the previous one, and `series_steps` names the first step whose
 change is significant and beyond the margin. Changes of compile health (a status that differs, graph breaks gained or
 lost, a fall-back to eager, recompiles) are listed first: they matter more than a few percent.
-Pure functions over result rows (RunRecord dicts).
+Pure functions from result rows (RunRecord dicts) to `Comparison` objects; `Comparison.row()` is a table's line.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from __future__ import annotations
 import itertools
 import json
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -62,25 +62,146 @@ METRIC_BY_NAME = {metric.name: metric for metric in METRICS}
 CELL = ("model_id", "label", "task", "batch_size", "variant")
 
 
+@dataclass(frozen=True)
+class Judged:
+    """One metric of one compared cell: B / A with its intervals and what they rest on, the two answers (did it
+    change, does it matter) and the one word they give."""
+
+    ratio: stats.Ratio
+    change: str
+    relevance: str
+    verdict: str
+
+    def columns(self, metric: str) -> dict[str, Any]:
+        """Its columns in a comparison table, `{metric}_ratio` ... `{metric}_verdict` (the one place they are named)."""
+        r = self.ratio
+        values = {"ratio": r.value, "ci_low": r.low, "ci_high": r.high, "ci90_low": r.low90, "ci90_high": r.high90,
+                  "halfwidth": r.halfwidth, "detectable": r.detectable, "p": r.p_value, "blocks": r.blocks,
+                  "dof": r.dof, "method": r.method, "noise": r.noise, "noisy": r.noisy, "cell_ss": r.cell_noise.ss,
+                  "cell_dof": r.cell_noise.dof, "change": self.change, "relevance": self.relevance,
+                  "verdict": self.verdict}  # fmt: skip
+        return {f"{metric}_{key}": value for key, value in values.items()}
+
+    @classmethod
+    def read(cls, row: dict[str, Any], metric: str) -> Judged | None:
+        """Its columns read back from a table's row (a CSV's: NaN where a row has none); None where the row did not
+        compare `metric`. The half-width and detectable change follow from the interval, as they were written."""
+        word = row.get(f"{metric}_verdict")
+        if not (isinstance(word, str) and word):
+            return None
+        value = {key: row.get(f"{metric}_{key}") for key in ("ratio", "ci_low", "ci_high", "ci90_low", "ci90_high",
+                                                             "p", "blocks", "dof", "cell_ss", "cell_dof")}  # fmt: skip
+        number = {key: math.nan if v is None else float(v) for key, v in value.items()}
+        noisy = row.get(f"{metric}_noisy")
+        ratio = stats.Ratio(
+            number["ratio"], number["ci_low"], number["ci_high"], number["ci90_low"], number["ci90_high"],
+            number["p"], _count(number["blocks"]), number["dof"], str(row.get(f"{metric}_method")),
+            noise=str(row.get(f"{metric}_noise")), noisy=noisy is True or str(noisy) == "True",
+            cell_noise=stats.Noise(number["cell_ss"], _count(number["cell_dof"])),
+        )  # fmt: skip
+        return cls(ratio, str(row.get(f"{metric}_change")), str(row.get(f"{metric}_relevance")), word)
+
+
+def _count(value: float) -> int:
+    return int(value) if math.isfinite(value) else 0
+
+
+ABOUT = ("baseline", "candidate", "baseline_run_uid", "candidate_run_uid", "reference", "baseline_versions",
+         "candidate_versions", "baseline_status", "candidate_status", "health_change", "interleaved", "calibrated",
+         "margin")  # fmt: skip
+
+
+@dataclass
+class Comparison:
+    """One compared cell: B against A, each metric judged, and the headline (the metric a row's one word is about:
+    compiled latency for a compiled variant, eager latency for eager; Holm-adjusted across the invocation's rows by
+    `adjust_headlines`). `row()` is its line of a comparison table, the one place it is flattened; `read` takes
+    such a line back."""
+
+    model_id: str
+    label: str
+    task: str
+    batch_size: int
+    variant: str
+    baseline: str
+    candidate: str
+    baseline_run_uid: str | None
+    candidate_run_uid: str | None
+    reference: str
+    baseline_versions: str
+    candidate_versions: str
+    baseline_status: str
+    candidate_status: str
+    health_change: str
+    interleaved: bool
+    calibrated: bool
+    margin: float
+    judged: dict[str, Judged]
+    headline: str
+    verdict: str
+    p_adjusted: float | None = None  # set by adjust_headlines
+    extra: dict[str, Any] = field(default_factory=dict)  # columns a table adds (versions.csv: device, invocations)
+
+    @property
+    def cell(self) -> dict[str, Any]:
+        return {key: getattr(self, key) for key in CELL}
+
+    def row(self) -> dict[str, Any]:
+        """Its line of a comparison table."""
+        line = {key: getattr(self, key) for key in (*CELL, *ABOUT)}
+        for name, judged in self.judged.items():
+            line.update(judged.columns(name))
+        line.update(headline=self.headline, verdict=self.verdict)
+        if self.p_adjusted is not None:
+            line["p_adjusted"] = self.p_adjusted
+        return {**line, **self.extra}
+
+    @classmethod
+    def read(cls, row: dict[str, Any]) -> Comparison:
+        """A comparison table's line read back (comparison.csv as pandas reads it)."""
+        judged = {metric.name: found for metric in METRICS if (found := Judged.read(row, metric.name)) is not None}
+        known = {*CELL, *ABOUT, "headline", "verdict", "p_adjusted"}
+        extra = {key: value for key, value in row.items()
+                 if key not in known and not any(key.startswith(f"{m.name}_") for m in METRICS)}  # fmt: skip
+        return cls(**{key: row.get(key) for key in (*CELL, *ABOUT)}, judged=judged, headline=str(row["headline"]),
+                   verdict=str(row["verdict"]), p_adjusted=row.get("p_adjusted"), extra=extra)  # fmt: skip
+
+
 def process_values(row: dict[str, Any], metric: str) -> dict[str, float]:
-    """One value per measured, undisturbed process of a run for `metric`, by block (empty where there is none), from
-    its `process_results` (runs.ProcessRecord, which also reads older rows). A row read back from MLflow carries them
-    as `process_values` (older stores: a list, which cannot be paired)."""
+    """One value per measured, undisturbed process of a run for `metric`, by block (empty where there is none)."""
     if metric not in METRIC_BY_NAME:
         raise ValueError(f"unknown metric {metric!r}; known: {list(METRIC_BY_NAME)}")
+    return all_process_values(row)[metric]
+
+
+FIELD_OF = {
+    "eager_latency": "eager_ms_median",
+    "compiled_latency": "compiled_ms_median",
+    "speedup": "speedup",
+    "peak_memory": "peak_mem_mib",
+    "inductor_startup": "inductor_startup_s",
+}  # a metric's ProcessRecord field
+
+
+def all_process_values(row: dict[str, Any]) -> dict[str, dict[str, float]]:
+    """Per metric, one value per measured, undisturbed process of a run, by block (empty where there is none), from
+    its `process_results` read once (runs.ProcessRecord, which also reads older rows and derives each process's
+    statistics). A row read back from MLflow carries them as `process_values` (older stores: a list, which cannot
+    be paired)."""
     if row.get("process_values"):
-        stored = row["process_values"].get(metric, {})
-        return dict(stored) if isinstance(stored, dict) else {f"p{i}": v for i, v in enumerate(stored)}
+        stored = row["process_values"]
+        return {metric.name: (dict(found) if isinstance(found, dict) else {f"p{i}": v for i, v in enumerate(found)})
+                for metric in METRICS for found in [stored.get(metric.name, {})]}  # fmt: skip
     processes = [ProcessRecord.from_dict(p, i) for i, p in enumerate(row.get("process_results") or ())]
-    if metric in ("compile_cold", "compile_warm"):  # left out when the machine was busy while it compiled
-        cold = metric == "compile_cold"
-        return {p.block: p.compile_s for p in processes if p.compile_s and p.cold_compile is cold
-                and not p.compile_disturbed}  # fmt: skip
+    found = {}
+    for cold, metric in ((True, "compile_cold"), (False, "compile_warm")):  # left out when busy while it compiled
+        found[metric] = {p.block: p.compile_s for p in processes if p.compile_s and p.cold_compile is cold
+                         and not p.compile_disturbed}  # fmt: skip
     clean = [p for p in processes if not p.disturbed]  # ... while it timed
-    field_of = {"eager_latency": "eager_ms_median", "compiled_latency": "compiled_ms_median", "speedup": "speedup",
-                "peak_memory": "peak_mem_mib", "inductor_startup": "inductor_startup_s"}  # fmt: skip
-    values = {p.block: getattr(p, field_of[metric]) for p in clean}
-    return {block: value for block, value in values.items() if value}
+    for metric, name in FIELD_OF.items():
+        values = {p.block: getattr(p, name) for p in clean}
+        found[metric] = {block: value for block, value in values.items() if value}
+    return {metric.name: found[metric.name] for metric in METRICS}
 
 
 def health_changes(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
@@ -107,23 +228,33 @@ def cell_key(row: dict[str, Any]) -> str:
     return f"{row['model_id']}|bs{row['batch_size']}|{row['variant']}"
 
 
-def ratio_of(a: dict[str, Any], b: dict[str, Any], metric: str, noise: stats.Noise | None) -> stats.Ratio:
-    """B / A for one metric: paired by block inside one invocation, Welch's t across invocations."""
-    va, vb = process_values(a, metric), process_values(b, metric)
+def ratio_of(va: dict[str, float], vb: dict[str, float], paired: bool, noise: stats.Noise | None) -> stats.Ratio:
+    """B / A for one metric from each side's values by block: paired by block inside one invocation (`paired`),
+    Welch's t across invocations."""
     common = [block for block in va if block in vb]
-    if a.get("invocation_id") == b.get("invocation_id") and common:
+    if paired and common:
         return stats.paired_ratio([va[k] for k in common], [vb[k] for k in common], noise)
     return stats.welch_ratio(list(va.values()), list(vb.values()))
 
 
 def compare_pair(
     a: dict[str, Any], b: dict[str, Any], noise: CellNoise | None, margin: float, reference: str = FIRST
-) -> dict[str, Any]:
-    """One row: B against A for each metric (ratio, 95% and 90% CIs, p, both answers, one word), health changes;
+) -> Comparison:
+    """B against A in one cell for each metric (ratio, 95% and 90% CIs, p, both answers, one word), health changes;
     `noise`: the machine's record (the cell's own entry is used)."""
     known = (noise or {}).get(cell_key(a), {})
-    row: dict[str, Any] = {key: a.get(key) for key in CELL}
-    row.update(
+    values_a, values_b = all_process_values(a), all_process_values(b)
+    paired = a.get("invocation_id") == b.get("invocation_id")
+    judged = {}
+    for metric in METRICS:
+        if metric.compiled_only and not a.get("compile"):
+            continue
+        ratio = ratio_of(values_a[metric.name], values_b[metric.name], paired, known.get(metric.name))
+        changed, relevant = stats.change(ratio, metric.above, metric.below), stats.relevance(ratio, margin)
+        judged[metric.name] = Judged(ratio, changed, relevant, stats.verdict_of(changed, relevant))
+    headline = "compiled_latency" if "compiled_latency" in judged else "eager_latency"
+    return Comparison(
+        **{key: a.get(key) for key in CELL},
         baseline=a["environment"],
         candidate=b["environment"],
         baseline_run_uid=a.get("run_uid"),
@@ -137,52 +268,20 @@ def compare_pair(
         interleaved=a.get("invocation_id") == b.get("invocation_id"),
         calibrated=bool(known),
         margin=margin,
+        judged=judged,
+        headline=headline,
+        verdict=judged[headline].verdict,
     )
-    for metric in METRICS:
-        if metric.compiled_only and not a.get("compile"):
-            continue
-        ratio = ratio_of(a, b, metric.name, known.get(metric.name))
-        changed, relevant = stats.change(ratio, metric.above, metric.below), stats.relevance(ratio, margin)
-        row.update(
-            {
-                f"{metric.name}_ratio": ratio.value,
-                f"{metric.name}_ci_low": ratio.low,
-                f"{metric.name}_ci_high": ratio.high,
-                f"{metric.name}_ci90_low": ratio.low90,
-                f"{metric.name}_ci90_high": ratio.high90,
-                f"{metric.name}_halfwidth": ratio.halfwidth,
-                f"{metric.name}_detectable": ratio.detectable,
-                f"{metric.name}_p": ratio.p_value,
-                f"{metric.name}_blocks": ratio.blocks,
-                f"{metric.name}_dof": ratio.dof,
-                f"{metric.name}_method": ratio.method,
-                f"{metric.name}_noise": ratio.noise,
-                f"{metric.name}_noisy": ratio.noisy,
-                f"{metric.name}_cell_ss": ratio.cell_noise.ss,
-                f"{metric.name}_cell_dof": ratio.cell_noise.dof,
-                f"{metric.name}_change": changed,
-                f"{metric.name}_relevance": relevant,
-                f"{metric.name}_verdict": stats.verdict_of(changed, relevant),
-            }
-        )
-    row["headline"] = headline_metric(row)
-    row["verdict"] = row[f"{row['headline']}_verdict"]
-    return row
 
 
-def headline_metric(row: dict[str, Any]) -> str:
-    """What a row's one-word answer is about: compiled latency for a compiled variant, eager latency for eager."""
-    return "compiled_latency" if "compiled_latency_ratio" in row else "eager_latency"
-
-
-def adjust_headlines(compared: list[dict[str, Any]]) -> None:
+def adjust_headlines(compared: list[Comparison]) -> None:
     """Holm-adjust the headline p-values across `compared` (in place): each row's `verdict` then says "changed"
     only where it holds for the family, so the headline flags nothing by chance in more than 5% of invocations."""
-    adjusted = stats.holm([row[f"{row['headline']}_p"] for row in compared])
+    adjusted = stats.holm([row.judged[row.headline].ratio.p_value for row in compared])
     for row, p_value in zip(compared, adjusted, strict=True):
-        metric = METRIC_BY_NAME[row["headline"]]
-        changed = stats.change_word(row[f"{metric.name}_ratio"], p_value, metric.above, metric.below)
-        row.update(p_adjusted=p_value, verdict=stats.verdict_of(changed, row[f"{metric.name}_relevance"]))
+        metric, judged = METRIC_BY_NAME[row.headline], row.judged[row.headline]
+        changed = stats.change_word(judged.ratio.value, p_value, metric.above, metric.below)
+        row.p_adjusted, row.verdict = p_value, stats.verdict_of(changed, judged.relevance)
 
 
 def comparison_rows(
@@ -190,7 +289,7 @@ def comparison_rows(
     noise: CellNoise | None,
     labels: list[str] | None = None,
     margin: float = 0.05,
-) -> list[dict[str, Any]]:
+) -> list[Comparison]:
     """Every environment against the first of `labels` (the baseline: `compare`'s first) and, in a series of three
     or more, against the one before it; per (model, batch size, variant), compile-health changes first."""
     labels = labels or list(dict.fromkeys(row["environment"] for row in rows))
@@ -208,33 +307,28 @@ def comparison_rows(
         if a in cell and b in cell
     ]
     adjust_headlines(compared)
-    compared.sort(
-        key=lambda row: (row["health_change"] == "", row["reference"] != FIRST, row["variant"] == EAGER, row["label"],
-                         row["batch_size"])
-    )  # fmt: skip
+    compared.sort(key=lambda row: (row.health_change == "", row.reference != FIRST, row.variant == EAGER, row.label,
+                                   row.batch_size))  # fmt: skip
     return compared
 
 
-def series_steps(compared: list[dict[str, Any]], labels: list[str]) -> list[dict[str, Any]]:
+def series_steps(compared: list[Comparison], labels: list[str]) -> list[dict[str, Any]]:
     """In a series of stacks, per cell: the first step (a stack against the one before it) whose headline change is
     significant and beyond the margin, the way one bisects a regression over releases; none when no step is."""
     steps = list(itertools.pairwise(labels))
-    by_step = {(row["baseline"], row["candidate"], *(row[k] for k in CELL)): row for row in compared
-               if row["reference"] == PREVIOUS or row["baseline"] == labels[0]}  # fmt: skip
+    by_step = {(row.baseline, row.candidate, *row.cell.values()): row for row in compared
+               if row.reference == PREVIOUS or row.baseline == labels[0]}  # fmt: skip
     found = []
-    for cell in dict.fromkeys(tuple(row[k] for k in CELL) for row in compared):
+    for cell in dict.fromkeys(tuple(row.cell.values()) for row in compared):
         for before, after in steps:
             row = by_step.get((before, after, *cell))
             if row is None:
                 continue
-            headline = row["headline"]
-            if row["verdict"] not in (stats.EQUIVALENT, stats.INCONCLUSIVE) and (
-                row[f"{headline}_relevance"] == stats.BEYOND_MARGIN
-            ):
+            judged = row.judged[row.headline]
+            if row.verdict not in (stats.EQUIVALENT, stats.INCONCLUSIVE) and judged.relevance == stats.BEYOND_MARGIN:
                 found.append({**dict(zip(CELL, cell, strict=True)), "step": f"{before} -> {after}",
-                              "metric": headline, "ratio": row[f"{headline}_ratio"],
-                              "ci_low": row[f"{headline}_ci_low"], "ci_high": row[f"{headline}_ci_high"],
-                              "verdict": row["verdict"]})  # fmt: skip
+                              "metric": row.headline, "ratio": judged.ratio.value, "ci_low": judged.ratio.low,
+                              "ci_high": judged.ratio.high, "verdict": row.verdict})  # fmt: skip
                 break
     return found
 
@@ -245,21 +339,21 @@ def is_aa(rows: list[dict[str, Any]]) -> bool:
     return len({row["environment"] for row in rows}) >= 2 and len(keys) == 1
 
 
-def noise_measured(compared: list[dict[str, Any]]) -> CellNoise:
+def noise_measured(compared: list[Comparison]) -> CellNoise:
     """What this invocation adds to the machine's noise record, per cell and metric: its paired blocks against the
     baseline (their spread around the cell's own mean, so a real difference adds nothing), leaving out cells with a
     run that is not ok (an `invalid` one included) and metrics the F-test found noisier than the cell's record."""
     measured: CellNoise = {}
     for row in compared:
-        if row["reference"] != FIRST or row["baseline_status"] != STATUS_OK or row["candidate_status"] != STATUS_OK:
+        if row.reference != FIRST or row.baseline_status != STATUS_OK or row.candidate_status != STATUS_OK:
             continue
-        for metric in METRICS:
-            if row.get(f"{metric.name}_method") != stats.PAIRED or row.get(f"{metric.name}_noisy"):
+        for name, judged in row.judged.items():
+            if judged.ratio.method != stats.PAIRED or judged.ratio.noisy:
                 continue
-            cell = stats.Noise(float(row[f"{metric.name}_cell_ss"]), int(row[f"{metric.name}_cell_dof"]))
+            cell = stats.Noise(float(judged.ratio.cell_noise.ss), int(judged.ratio.cell_noise.dof))
             if cell.dof:
-                per_cell = measured.setdefault(cell_key(row), {})
-                per_cell[metric.name] = per_cell.get(metric.name, stats.Noise()) + cell
+                per_cell = measured.setdefault(cell_key(row.cell), {})
+                per_cell[name] = per_cell.get(name, stats.Noise()) + cell
     return measured
 
 
@@ -335,16 +429,16 @@ def pooled_by_metric(noise: CellNoise) -> dict[str, stats.Noise]:
     return total
 
 
-def flagged(compared: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def flagged(compared: list[Comparison]) -> list[Comparison]:
     """Rows with a verdict of a difference (not equivalent or inconclusive) in any metric."""
     quiet = (stats.EQUIVALENT, stats.INCONCLUSIVE)
-    return [row for row in compared if any(row.get(f"{m.name}_verdict") not in (None, *quiet) for m in METRICS)]
+    return [row for row in compared if any(judged.verdict not in quiet for judged in row.judged.values())]
 
 
 DIRECTIONS = {word for metric in METRICS for word in (metric.above, metric.below)}
 
 
-def suite_summary(compared: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def suite_summary(compared: list[Comparison]) -> list[dict[str, Any]]:
     """What changed, per compared stack (against the baseline) and metric, over the whole suite: how many cells got a
     direction, `equivalent` or `inconclusive`; the geometric mean of B/A over the cells with a ratio on both sides,
     with its 95% CI (the cells' mean log ratios are independent: the variance of their mean is the sum of theirs over
@@ -354,25 +448,25 @@ def suite_summary(compared: list[dict[str, Any]]) -> list[dict[str, Any]]:
     interval, the measured per-verdict rate's target). Eager latency counts the eager cells only: a compiled cell's
     eager samples are the same processes'."""
     found = []
-    rows = [row for row in compared if row["reference"] == FIRST]
-    for candidate in dict.fromkeys(row["candidate"] for row in rows):
-        mine = [row for row in rows if row["candidate"] == candidate]
+    rows = [row for row in compared if row.reference == FIRST]
+    for candidate in dict.fromkeys(row.candidate for row in rows):
+        mine = [row for row in rows if row.candidate == candidate]
         for metric in METRICS:
-            judged = [row for row in mine if isinstance(row.get(f"{metric.name}_verdict"), str)]  # a CSV's: NaN
-            if metric.name == "eager_latency" and any(row["variant"] == EAGER for row in judged):
-                judged = [row for row in judged if row["variant"] == EAGER]
+            judged = [row for row in mine if metric.name in row.judged]
+            if metric.name == "eager_latency" and any(row.variant == EAGER for row in judged):
+                judged = [row for row in judged if row.variant == EAGER]
             if not judged:
                 continue
-            words = [str(row[f"{metric.name}_verdict"]) for row in judged]
-            usable = [row for row in judged if _finite(row.get(f"{metric.name}_ratio"))]
-            left_out = [f"{row['label']} bs{row['batch_size']} {row['variant']}" for row in judged if row not in usable]
-            ratio = _suite_ratio(usable, metric.name)
-            margin = float(judged[0].get("margin") or 0.05)
-            entry = {"candidate": candidate, "baseline": mine[0]["baseline"], "metric": metric.name,
+            words = [row.judged[metric.name].verdict for row in judged]
+            usable = [row for row in judged if _finite(row.judged[metric.name].ratio.value)]
+            left_out = [f"{row.label} bs{row.batch_size} {row.variant}" for row in judged if row not in usable]
+            ratio = _suite_ratio([row.judged[metric.name].ratio for row in usable])
+            margin = float(judged[0].margin or 0.05)
+            entry = {"candidate": candidate, "baseline": mine[0].baseline, "metric": metric.name,
                      "cells": len(judged), "changed": sum(word in DIRECTIONS for word in words),
                      "equivalent": words.count(stats.EQUIVALENT), "inconclusive": words.count(stats.INCONCLUSIVE),
                      "left_out": left_out,
-                     "chance_flags": 0.05 * sum(_finite(row.get(f"{metric.name}_ci_low")) for row in judged),
+                     "chance_flags": 0.05 * sum(_finite(row.judged[metric.name].ratio.low) for row in judged),
                      "geomean": ratio.value, "ci_low": ratio.low, "ci_high": ratio.high,
                      "verdict": stats.verdict_of(stats.change(ratio, metric.above, metric.below),
                                                  stats.relevance(ratio, margin))}  # fmt: skip
@@ -384,18 +478,18 @@ def _finite(value: Any) -> bool:
     return isinstance(value, int | float) and math.isfinite(value)
 
 
-def _suite_ratio(rows: list[dict[str, Any]], metric: str) -> stats.Ratio:
-    """The geometric mean of the rows' B/A with its intervals (no interval unless every row has one)."""
-    if not rows:
+def _suite_ratio(ratios: list[stats.Ratio]) -> stats.Ratio:
+    """The geometric mean of the cells' B/A with its intervals (no interval unless every cell has one)."""
+    if not ratios:
         return stats.Ratio(*(math.nan,) * 6, 0, 0, stats.SINGLE)
-    logs = [math.log(row[f"{metric}_ratio"]) for row in rows]
+    logs = [math.log(ratio.value) for ratio in ratios]
     center = sum(logs) / len(logs)
-    parts = []  # (variance of each row's mean log, its degrees of freedom)
-    for row in rows:
-        dof, halfwidth = row.get(f"{metric}_dof"), row.get(f"{metric}_halfwidth")
+    parts = []  # (variance of each cell's mean log, its degrees of freedom)
+    for ratio in ratios:
+        dof, halfwidth = ratio.dof, ratio.halfwidth
         if not (_finite(dof) and dof > 0 and _finite(halfwidth)):
-            return stats.Ratio(math.exp(center), *(math.nan,) * 5, len(rows), 0, stats.SINGLE)
+            return stats.Ratio(math.exp(center), *(math.nan,) * 5, len(ratios), 0, stats.SINGLE)
         parts.append(((halfwidth / stats.t_quantile(0.975, dof)) ** 2, dof))
-    variance = sum(part for part, _ in parts) / len(rows) ** 2
+    variance = sum(part for part, _ in parts) / len(ratios) ** 2
     dof = sum(part for part, _ in parts) ** 2 / sum(part**2 / dof for part, dof in parts) if variance > 0 else 1.0
-    return stats.log_mean_ratio(center, math.sqrt(variance), dof, len(rows))
+    return stats.log_mean_ratio(center, math.sqrt(variance), dof, len(ratios))
