@@ -29,7 +29,7 @@ from pathlib import Path
 import numpy as np
 
 from compilebench.fetch_image import fallback_image
-from compilebench.harness import launcher, models, stats
+from compilebench.harness import models, stats, trial_process
 from compilebench.harness.records import TimingSpec, TrialSpec, VariantSpec, read_jsonl
 
 VARIANTS = {"default": VariantSpec("default"), "freezing": VariantSpec("freezing", inductor={"freezing": True})}
@@ -102,7 +102,7 @@ def live(args: argparse.Namespace) -> dict[str, list[Processes]]:
         for replicate in range(args.replicates):
             trial = TrialSpec(f"i{invocation}/r{replicate}", "current", spec, 1, VARIANTS[args.variant], replicate,
                               "warm", str(image), timing)  # fmt: skip
-            result = launcher.run_trial_process(trial, sys.executable, work / "trials", cache, 1800)
+            result = trial_process.run_trial_process(trial, sys.executable, work / "trials", cache, 1800)
             if result.status != "ok":
                 raise SystemExit(f"{trial.trial_id}: {result.status}: {result.error}")
             processes.append((list(result.eager_ms), list(result.compiled_ms)))

@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 
 from compilebench.fetch_image import fallback_image
-from compilebench.harness import launcher, models, stats
+from compilebench.harness import models, stats, trial_process
 from compilebench.harness.records import TimingSpec, TrialSpec, VariantSpec
 
 VARIANTS = {"default": VariantSpec("default"), "freezing": VariantSpec("freezing", inductor={"freezing": True})}
@@ -68,7 +68,7 @@ def main() -> None:
                 cache = work / "cache" / f"{order}-{round_}-{name}"
                 trial = TrialSpec(f"{order}/r{round_}/{name}", "current", spec, 1, VARIANTS[name], 0, "cold",
                                   str(image), timing)  # fmt: skip
-                result = launcher.run_trial_process(trial, sys.executable, work / "trials", cache, 1800)
+                result = trial_process.run_trial_process(trial, sys.executable, work / "trials", cache, 1800)
                 shutil.rmtree(cache, ignore_errors=True)
                 if result.status != "ok":
                     raise SystemExit(f"{trial.trial_id}: {result.status}: {result.error}")
@@ -80,14 +80,14 @@ def main() -> None:
                 )
     agreement = {}
     for name in VARIANTS:
-        ratio = stats.ratio_estimate(compile_s["default->freezing"][name], compile_s["freezing->default"][name])
+        ratio = stats.welch_ratio(compile_s["default->freezing"][name], compile_s["freezing->default"][name])
         agreement[name] = {"ratio": ratio.value, "ci": [ratio.low, ratio.high], "agree": ratio.low <= 1.0 <= ratio.high,
                            "default_first_s": compile_s["default->freezing"][name],
                            "freezing_first_s": compile_s["freezing->default"][name]}  # fmt: skip
     one_process = {}
     for order, names in orders.items():
         cache = work / "cache" / f"one-process-{order}"
-        env = launcher.trial_environment(cache)
+        env = trial_process.trial_environment(cache)
         done = subprocess.run([sys.executable, "-c", ONE_PROCESS, json.dumps(spec.__dict__), str(image), *names],
                               capture_output=True, text=True, env=env, check=True)  # fmt: skip
         one_process[order] = json.loads(done.stdout.strip().splitlines()[-1])

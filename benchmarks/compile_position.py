@@ -27,7 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 from compilebench.analysis import plan
 from compilebench.fetch_image import fallback_image
-from compilebench.harness import launcher, models, stats
+from compilebench.harness import models, stats, trial_process
 from compilebench.harness.records import TimingSpec, VariantSpec
 
 VARIANTS = [VariantSpec("default"), VariantSpec("freezing", inductor={"freezing": True})]
@@ -88,7 +88,7 @@ def main() -> None:
     cache = work / "cache"
     for variant in VARIANTS:
         cold = plan.cold_trial("current", model, 1, variant, 0, str(image), timing)
-        result = launcher.run_trial_process(cold, sys.executable, work / "trials", cache, 1800)
+        result = trial_process.run_trial_process(cold, sys.executable, work / "trials", cache, 1800)
         if result.status != "ok":
             raise SystemExit(f"{cold.trial_id}: {result.status}: {result.error}")
     pythons = {"harness": sys.executable, "trivial": trivial_python(work)}
@@ -97,7 +97,7 @@ def main() -> None:
         for block in (0, 1):  # the two compile orders
             for start in list(pythons)[:: 1 if (2 * round_ + block) % 2 == 0 else -1]:
                 arms = plan.timing_process("current", model, 1, VARIANTS, block, False, str(image), timing)
-                results = launcher.run_trial_process(arms, pythons[start], work / "trials", cache, 1800)
+                results = trial_process.run_trial_process(arms, pythons[start], work / "trials", cache, 1800)
                 for arm, result in zip(arms, results, strict=True):
                     if result.status != "ok":
                         raise SystemExit(f"{start} {arm.trial_id}: {result.status}: {result.error}")

@@ -34,7 +34,7 @@ _INDUCTOR_CACHE = os.environ["COMPILEBENCH_TEST_INDUCTOR_CACHE"]
 # session's folder (pytest's own tmp_path folders are not in it). The launcher imports no torch.
 from cxx_cache import counts, install  # noqa: E402 (the standard library only)
 
-from compilebench.harness.launcher import cache_variables  # noqa: E402
+from compilebench.harness.trial_process import cache_variables  # noqa: E402
 
 os.environ.update(cache_variables(Path(_INDUCTOR_CACHE)))
 # Inductor probes the CPU's vector ISAs by compiling and loading six C++ programs into each new cache, seconds of every

@@ -13,7 +13,7 @@ from conftest import make_project, project_env, run_ok, set_params
 
 from compilebench import report
 from compilebench.analysis import adaptive, runs
-from compilebench.harness import launcher, stats
+from compilebench.harness import stats, trial_process
 from compilebench.harness.records import CompileHealth, ModelSpec, TimingSpec, TrialResult, TrialSpec, VariantSpec
 
 CONTEXT = runs.Context("inv", "s", "full", "vm", "abc", "embedded-fallback", "00", min_iters=3, min_time_s=0.1,
@@ -146,7 +146,7 @@ def test_a_process_made_busy_on_purpose_is_recorded_as_disturbed(tiny_resnet, tm
                      timing)  # fmt: skip
     busy = subprocess.Popen([sys.executable, "-c", "while True: pass"])
     try:
-        result = launcher.run_trial_process(spec, sys.executable, tmp_path, None, 600.0)
+        result = trial_process.run_trial_process(spec, sys.executable, tmp_path, None, 600.0)
     finally:
         busy.kill()
         busy.wait()

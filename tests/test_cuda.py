@@ -14,7 +14,7 @@ import pytest
 import torch
 from PIL import Image
 
-from compilebench.harness import launcher, models
+from compilebench.harness import models, trial_process
 from compilebench.harness.records import TimingSpec, TrialSpec, VariantSpec
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device: the GPU smoke test is skipped")
@@ -38,7 +38,7 @@ def _trial(tiny, variant: VariantSpec, **timing) -> TrialSpec:
 def test_compiled_trial_on_the_gpu(tiny, mode):
     _, _, root = tiny
     variant = VariantSpec(name=mode, mode=mode)
-    result = launcher.run_trial_process(_trial(tiny, variant), sys.executable, root / "work", root / mode, 600)
+    result = trial_process.run_trial_process(_trial(tiny, variant), sys.executable, root / "work", root / mode, 600)
     assert result.status == "ok", result.error
     assert len(result.eager_ms) == len(result.compiled_ms) >= 20
     assert result.environment["device"] == "cuda" and result.environment["gpu_name"] == torch.cuda.get_device_name()
@@ -53,7 +53,7 @@ def test_compiled_trial_on_the_gpu(tiny, mode):
 def test_device_memory_cap_is_an_oom_not_a_broken_context(tiny):
     _, _, root = tiny
     variant = VariantSpec(name="default")
-    result = launcher.run_trial_process(
+    result = trial_process.run_trial_process(
         _trial(tiny, variant, memory_limit_mib=0.001), sys.executable, root / "work", root / "cap", 600
     )
     assert result.status == "oom", (result.status, result.error)

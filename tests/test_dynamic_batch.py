@@ -7,7 +7,7 @@ import sys
 import pytest
 
 from compilebench.analysis import runs
-from compilebench.harness import launcher
+from compilebench.harness import launcher, trial_process
 from compilebench.harness.records import DYNAMIC_BATCH, DYNAMIC_BATCH_UNBACKED, TimingSpec, TrialSpec, VariantSpec
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("dynamic-batch")]  # trial processes; fixture runs once
@@ -40,7 +40,7 @@ def served(tmp_path_factory, tiny_resnet):
     results = {}
     for name in SERVE:  # the dynamic ones find no graph of theirs there: they compile (cold by their counters)
         spec = _spec(model, image, name, "shared")
-        results[name] = (spec, launcher.run_trial_process(spec, sys.executable, workdir, shared, 600))
+        results[name] = (spec, trial_process.run_trial_process(spec, sys.executable, workdir, shared, 600))
     return results, primed, shared
 
 

@@ -13,7 +13,7 @@ import pytest
 from conftest import running
 
 from compilebench.analysis import plan
-from compilebench.harness import checks, groups, launcher, trial
+from compilebench.harness import checks, groups, launcher, trial, trial_process
 from compilebench.harness.records import TimingSpec, TrialResult, TrialSpec, VariantSpec
 
 pytestmark = pytest.mark.xdist_group("test_trial")  # its module fixtures run once
@@ -32,7 +32,7 @@ def _spec(tiny, variant, replicate=0, cache="shared", **timing):
 
 
 def _run(tmp_path, spec, timeout_s=600.0, cache_dir=None):
-    return launcher.run_trial_process(spec, sys.executable, tmp_path, cache_dir, timeout_s)
+    return trial_process.run_trial_process(spec, sys.executable, tmp_path, cache_dir, timeout_s)
 
 
 @pytest.fixture(scope="module")
@@ -173,11 +173,11 @@ def test_a_trial_a_stop_ends_in_a_pools_thread_is_no_result_and_no_trial_starts_
 
 
 def test_exit_statuses_name_their_cause():
-    assert launcher.exit_status(-9, oom_killed=True)[0] == "oom"
-    status, why = launcher.exit_status(-9, oom_killed=False)
+    assert trial_process.exit_status(-9, oom_killed=True)[0] == "oom"
+    status, why = trial_process.exit_status(-9, oom_killed=False)
     assert status == "killed" and "not by the OOM killer" in why
-    assert launcher.exit_status(-11, oom_killed=False) == ("crashed", "ended by signal 11 (SIGSEGV)")
-    assert launcher.exit_status(3, oom_killed=False) == ("crashed", "exited with 3")
+    assert trial_process.exit_status(-11, oom_killed=False) == ("crashed", "ended by signal 11 (SIGSEGV)")
+    assert trial_process.exit_status(3, oom_killed=False) == ("crashed", "exited with 3")
 
 
 def test_oom_kills_include_the_kernels_machine_wide_count():
@@ -185,7 +185,7 @@ def test_oom_kills_include_the_kernels_machine_wide_count():
     if not vmstat.exists():
         pytest.skip("no /proc/vmstat on this system")
     [machine] = [int(line.split()[1]) for line in vmstat.read_text().splitlines() if line.startswith("oom_kill ")]
-    assert launcher.oom_kills() >= machine  # the machine's count, plus this cgroup's where it has one
+    assert trial_process.oom_kills() >= machine  # the machine's count, plus this cgroup's where it has one
 
 
 def test_failed_first_trial_is_not_repeated(tiny_resnet, tmp_path):
@@ -236,12 +236,12 @@ def test_a_capped_trials_memory_is_its_whole_process_group(tmp_path):
     """The launcher's memory reading sums the group a trial leads (its compile workers too), PSS: a child holding
     300 MiB in a group this test starts reads as at least that."""
     code = "import subprocess, sys, time\nx = bytearray(300 * 2**20)\nx[::4096] = b'x' * len(x[::4096])\ntime.sleep(30)"
-    holder = launcher.subprocess.Popen([sys.executable, "-c", code], start_new_session=True)
+    holder = subprocess.Popen([sys.executable, "-c", code], start_new_session=True)
     try:
         deadline = time.time() + 30
         reading = 0.0
         while time.time() < deadline and reading < 300:
-            reading = launcher.group_memory_mib(holder.pid)
+            reading = trial_process.group_memory_mib(holder.pid)
             time.sleep(0.2)
         assert reading >= 300
     finally:
@@ -251,10 +251,10 @@ def test_a_capped_trials_memory_is_its_whole_process_group(tmp_path):
 LAUNCH = """
 import json, sys
 from pathlib import Path
-from compilebench.harness import launcher
+from compilebench.harness import trial_process
 from compilebench.harness.records import TrialSpec
 spec = TrialSpec.from_dict(json.loads(Path(sys.argv[1]).read_text()))
-launcher.run_trial_process(spec, sys.executable, Path(sys.argv[2]), None, 600.0)
+trial_process.run_trial_process(spec, sys.executable, Path(sys.argv[2]), None, 600.0)
 """
 
 

@@ -36,7 +36,7 @@ from tqdm import tqdm
 from compilebench import environments, executors, journal, reference, tracking
 from compilebench.analysis import adaptive, compare, plan, runs
 from compilebench.config import Benchmark, Config, ConfigError, stage_config
-from compilebench.harness import fingerprint, groups, launcher, models
+from compilebench.harness import fingerprint, groups, launcher, models, trial_process
 from compilebench.harness.files import write_json, write_jsonl
 from compilebench.harness.records import (
     KIND_COLD,
@@ -417,7 +417,7 @@ REMOTE_PACKAGES = ("harness", "analysis")  # what runs on the other machine: tri
 
 def copy_harness(folder: Path) -> None:
     """The packages a plan runs with on another machine (no stage, no MLflow, DVC, pandas or omegaconf), fresh."""
-    package = launcher.SRC_ROOT / "compilebench"
+    package = trial_process.SRC_ROOT / "compilebench"
     target = folder / "compilebench"
     shutil.rmtree(target, ignore_errors=True)
     target.mkdir(parents=True)

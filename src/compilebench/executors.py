@@ -1,8 +1,8 @@
 """Where the benchmark's processes run: one at a time on this machine, on this machine's GPUs as slots, or on the
 slots of a Ray cluster (`runner.executor`: local | gpus | ray).
 
-The unit of dispatch is a cell (model, batch size): every pending trial of it, across environments and blocks, in the
-plan's order, on one slot. So the balanced order, the cold compile's cache becoming the warm one, and A and B of
+What is dispatched is a unit: every pending trial of one (model, batch size), across environments and blocks, in
+the plan's order, on one slot. So the balanced order, the cold compile's cache becoming the warm one, and A and B of
 every block stay on one GPU of one machine, and blocks added later may land on another slot (the analysis pairs
 within blocks, so a slot's difference falls on both sides of each). A slot runs one unit at a time; its trials get
 its GPU (`CUDA_VISIBLE_DEVICES`), threads (`OMP_NUM_THREADS`, inductor's compile threads, torch's through the cores

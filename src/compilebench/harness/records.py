@@ -265,8 +265,9 @@ class TrialSpec:
         return self.environment, self.model.model_id, self.batch_size, self.variant.name
 
     @property
-    def cell_key(self) -> str:
-        """environment/model/batch: the arms of its timing processes share this cell's warm inductor cache."""
+    def warm_cache_key(self) -> str:
+        """environment/model/batch: the arms of its timing processes share this warm inductor cache, into which its
+        variants' cold processes merged theirs."""
         return "/".join(self.trial_id.split("/")[:3])
 
     @property

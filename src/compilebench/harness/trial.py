@@ -660,10 +660,11 @@ def run_cold(spec: TrialSpec) -> TrialResult:
 def run_arms(specs: list[TrialSpec], turns: Solo | None = None) -> list[TrialResult]:
     """A timing process: eager and every compiled arm of one (environment, model, batch size). Inductor is started
     first (start_inductor); then each compiled arm compiles its own copy of the model, in the listed order (the plan
-    rotates it per block), from the cell's warm cache; an arm that fails is a status, and the others go on. With the
-    compile workers stopped, every arm is warmed up and timed in rounds (timing.round_samples), so each arm's i-th
-    call and eager's come from the same round. Where the block's processes run together (turns.py), all of that up to
-    the compile workers' stop is this process's first turn, and each round a turn."""
+    rotates it per block), from the warm cache of its model and batch size; an arm that fails is a status, and the
+    others go on. With the compile workers stopped, every arm is warmed up and timed in rounds
+    (timing.round_samples), so each arm's i-th call and eager's come from the same round. Where the block's
+    processes run together (turns.py), all of that up to the compile workers' stop is this process's first turn,
+    and each round a turn."""
     import torch
 
     first, timing_spec, turns = specs[0], specs[0].timing, turns or Solo()

@@ -49,12 +49,12 @@ from compilebench.harness.launcher import (
     ADDED_TRIALS,
     ENVIRONMENT,
     FINISHED,
-    last_lines,
     output_problem,
     plan_progress,
     read_results,
 )
 from compilebench.harness.records import Plan, RecordError, read_plan
+from compilebench.harness.trial_process import last_lines
 
 STATE = "window.json"
 LOG = "launcher.log"
