@@ -1,6 +1,6 @@
 """How often the halves rule calls a recorded compiled run `invalid`, over every record's processes: by size alone
 (the rule before 2026-11-25), where the median process's halves differ beyond its noise whichever way each process
-drifted (2026-11-25), and where they do so one way in most processes (analysis.runs.halves_drift, signed: the rule).
+drifted (2026-11-25), and where they do so one way in most processes (analysis.validity.halves_drift, signed: the rule).
 
     python benchmarks/halves_rule.py [RUNS.jsonl ...]    # default: benchmarks/results/*/results/runs.jsonl
 
@@ -15,7 +15,7 @@ import statistics
 import sys
 from pathlib import Path
 
-from compilebench.analysis.runs import halves_drift, halves_p_value, halves_ratio
+from compilebench.analysis.validity import halves_drift, halves_p_value, halves_ratio
 
 LIMIT = math.log1p(0.10)  # benchmark.max_halves_diff's default
 

@@ -12,12 +12,13 @@ import pytest
 from conftest import make_project, project_env, run_ok, set_params
 
 from compilebench import report
-from compilebench.analysis import adaptive, runs
+from compilebench.analysis import adaptive, runs, validity
+from compilebench.analysis.validity import Validity
 from compilebench.harness import stats, trial_process
 from compilebench.harness.records import CompileHealth, ModelSpec, TimingSpec, TrialResult, TrialSpec, VariantSpec
 
-CONTEXT = runs.Context("inv", "s", "full", "vm", "abc", "embedded-fallback", "00", min_iters=3, min_time_s=0.1,
-                       max_cv=1e6, disturbed_cores=0.5)  # fmt: skip
+CONTEXT = runs.Context("inv", "s", "full", "vm", "abc", "embedded-fallback", "00",
+                       Validity(min_iters=3, min_time_s=0.1, max_cv=1e6, disturbed_cores=0.5))  # fmt: skip
 ENVIRONMENTS = {label: runs.EnvironmentInfo(label, "current", "k", {}, ()) for label in ("A", "B")}
 
 
@@ -154,9 +155,9 @@ def test_a_process_made_busy_on_purpose_is_recorded_as_disturbed(tiny_resnet, tm
     assert result.disturbance["others_cores"] >= 0.7 and result.disturbance["window_s"] >= 1.5
     assert result.disturbance["migrations_per_s"] >= 0 and result.disturbance["preempted_per_s"] >= 0  # recorded
     assert result.compile_disturbance["window_s"] > 0  # the compile is watched too (its time is a measurement)
-    assert runs.is_disturbed(result, 0.5) and not runs.is_disturbed(result, 0.0)  # 0 turns the check off
+    assert validity.is_disturbed(result, 0.5) and not validity.is_disturbed(result, 0.0)  # 0 turns the check off
     compiled_only = replace(result, disturbance={"others_cores": 0.0}, compile_disturbance={"others_cores": 0.9})
-    assert runs.is_disturbed(compiled_only, 0.5)
+    assert validity.is_disturbed(compiled_only, 0.5)
 
 
 @pytest.mark.slow

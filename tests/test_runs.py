@@ -4,14 +4,15 @@ from dataclasses import replace
 
 import pytest
 
-from compilebench.analysis import runs
+from compilebench.analysis import runs, validity
+from compilebench.analysis.validity import Validity
 from compilebench.harness import stats
 from compilebench.harness.records import CompileHealth, ModelSpec, TimingSpec, TrialResult, TrialSpec, VariantSpec
 
 MODEL = ModelSpec("org/m", "M", "image-classification", "X", "ckpt")
 DEFAULT = VariantSpec("default")
-CONTEXT = runs.Context("inv", "s", "full", "vm", "abc", "embedded-fallback", "00", min_iters=5, min_time_s=0.1,
-                       max_cv=0.25)  # fmt: skip
+CONTEXT = runs.Context("inv", "s", "full", "vm", "abc", "embedded-fallback", "00",
+                       Validity(min_iters=5, min_time_s=0.1, max_cv=0.25))  # fmt: skip
 ENVIRONMENT = {"current": runs.EnvironmentInfo("current", "current", "k1", {"torch": "2.13.0"}, ("torch==2.13.0",))}
 MODELS = {"org/m": runs.ModelInfo("random-init", "card:m.yaml", 1000)}
 
@@ -120,7 +121,7 @@ def test_validity_is_judged_on_the_per_pair_ratio():
 
 
 def test_a_disturbed_process_is_recorded_and_left_out():
-    context = replace(CONTEXT, disturbed_cores=0.25)
+    context = replace(CONTEXT, validity=replace(CONTEXT.validity, disturbed_cores=0.25))
     results = _three()
     spec, result = results[1]
     results[1] = (spec, replace(result, eager_ms=(99.0,) * 6, disturbance={"others_cores": 0.9, "steal_cores": 0.0}))
@@ -136,7 +137,7 @@ def test_a_disturbed_process_is_recorded_and_left_out():
 
 
 def test_a_process_that_drifted_between_its_halves_makes_the_run_invalid():
-    context = replace(CONTEXT, max_halves_diff=0.10)
+    context = replace(CONTEXT, validity=replace(CONTEXT.validity, max_halves_diff=0.10))
     specs = [_spec(0, "cold"), _spec(1, "warm")]
     drifting = [5.0] * 6 + [6.5] * 6  # its compiled calls 30% slower in the second half; eager steady
     results = [(s, _result(s, [10.0] * 12, drifting, 1.0)) for s in specs]
@@ -151,14 +152,14 @@ def test_halves_that_differ_no_more_than_a_noisy_process_does_keep_the_run_valid
     """At 5 rounds a half, a steady but noisy process's halves differ by 10-30% by chance (SegFormer-B0 on the
     2-core VM): the run stays valid unless the halves' per-pair ratios differ beyond that noise, one way in most of
     its processes."""
-    context = replace(CONTEXT, max_halves_diff=0.10)
+    context = replace(CONTEXT, validity=replace(CONTEXT.validity, max_halves_diff=0.10))
     specs = [_spec(0, "cold"), _spec(1, "warm")]
     ratios = [2.4, 1.8, 2.6, 2.5, 1.9, 2.0, 2.5, 1.85, 2.1, 2.55]  # halves' medians 2.4 and 2.1 (12.5%), interleaved
     noisy = [(s, _result(s, [10.0] * 10, [10.0 / r for r in ratios], 1.0)) for s in specs]
     records = runs.run_records(specs, {s.trial_id: r for s, r in noisy}, ENVIRONMENT, MODELS, context)
     compiled = next(record for record in records if record.variant == "default")
     assert [p["halves_ratio"] for p in compiled.process_results] == pytest.approx([0.875, 0.875])
-    assert all(p["halves_p"] > runs.HALVES_ALPHA for p in compiled.process_results)
+    assert all(p["halves_p"] > validity.HALVES_ALPHA for p in compiled.process_results)
     assert compiled.status == "ok", compiled.error
     shifted = [2.4, 2.3, 2.6, 2.5, 2.35, 2.0, 2.1, 1.85, 2.2, 2.15]  # the same medians, every first-half ratio above
     drifted = [(s, _result(s, [10.0] * 10, [10.0 / r for r in shifted], 1.0)) for s in specs]
@@ -174,7 +175,7 @@ def test_halves_that_differ_no_more_than_a_noisy_process_does_keep_the_run_valid
     records = runs.run_records(specs, {s.trial_id: r for s, r in both_ways}, ENVIRONMENT, MODELS, context)
     compiled = next(record for record in records if record.variant == "default")
     assert [p["halves_ratio"] for p in compiled.process_results] == pytest.approx([0.875, 1 / 0.875])
-    assert all(p["halves_p"] < runs.HALVES_ALPHA for p in compiled.process_results)  # each beyond its noise
+    assert all(p["halves_p"] < validity.HALVES_ALPHA for p in compiled.process_results)  # each beyond its noise
     assert compiled.status == "ok", compiled.error
 
 
@@ -247,7 +248,7 @@ def test_a_timing_process_counts_once_in_the_eager_run_and_pairs_every_arm_with_
 
 
 def test_a_process_disturbed_while_compiling_keeps_its_samples_and_loses_its_compile_time():
-    context = replace(CONTEXT, disturbed_cores=0.25)
+    context = replace(CONTEXT, validity=replace(CONTEXT.validity, disturbed_cores=0.25))
     results = _cell()
     index = next(i for i, (s, _) in enumerate(results) if s.trial_id.endswith("default/r1"))
     spec, result = results[index]
@@ -268,6 +269,25 @@ def test_a_process_record_derives_its_values_and_reads_rows_of_earlier_versions(
     assert record.block == "default/r2" and not record.cold_compile and record.kind == "paired"
     assert record.speedup == pytest.approx(2.2) and record.speedup_of_means == pytest.approx(2.2)
     assert record.halves_ratio == pytest.approx(1.2) and record.pair_cv == pytest.approx(0.4 / 1.349 / 2.2)
-    assert record.halves_p < runs.HALVES_ALPHA  # every ratio of the second half above every one of the first
+    assert record.halves_p < validity.HALVES_ALPHA  # every ratio of the second half above every one of the first
     assert runs.ProcessRecord.from_dict({"cache": "cold", "eager_ms": [1.0]}, index=4).block == "p4"
     assert runs.ProcessRecord.from_dict({"trial_id": "x", "cache": "cold"}).cold_compile  # by its cache, as before
+
+
+def test_the_context_reads_exports_written_before_validity_was_a_record_of_its_own(repo_root):
+    """An export of 2026-11-27 holds the thresholds beside the identity; one written now nests them (`validity`)."""
+    import json
+    from dataclasses import asdict
+
+    from compilebench.config import Benchmark
+
+    saved = json.loads((repo_root / "benchmarks/results/2026-11-27-h100-paper-bs1-w1/export.json").read_text())
+    older = runs.Context.from_dict(saved["context"])
+    assert older.validity == Validity(min_iters=100, min_time_s=4.0, max_cv=0.25, disturbed_cores=0.25,
+                                      max_halves_diff=0.1)  # fmt: skip
+    assert older.invocation_id == saved["context"]["invocation_id"]
+    assert runs.Context.from_dict(json.loads(json.dumps(older.to_dict()))) == older  # as an export now writes it
+    section = Benchmark(min_iters=7, max_cv=0.5, disturbed_cores=0.3)
+    expected = {"min_iters": 7, "min_time_s": section.min_time_s, "max_cv": 0.5, "disturbed_cores": 0.3,
+                "max_halves_diff": section.max_halves_diff}  # fmt: skip
+    assert asdict(section.validity()) == expected

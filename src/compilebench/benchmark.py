@@ -27,7 +27,7 @@ import shutil
 import socket
 import sys
 import uuid
-from dataclasses import fields, replace
+from dataclasses import asdict, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -60,7 +60,6 @@ LOGGER = logging.getLogger(__name__)
 CARRIED_CHECKPOINTS = "carried.json"  # in an exported plan: manifest entries of the models without a card
 
 EXPORT_CONTEXT = "export.json"
-ADAPTIVE_CONTEXT = ("min_iters", "min_time_s", "max_cv", "max_halves_diff", "disturbed_cores")  # what validity reads
 
 
 def timing_spec(bench: Benchmark) -> TimingSpec:
@@ -110,11 +109,7 @@ def context(
         git_commit=fingerprint.git_commit(),
         image_source=image_meta["image_source"],
         image_sha256=image_meta["sha256"],
-        min_iters=config.benchmark.min_iters,
-        min_time_s=config.benchmark.min_time_s,
-        max_cv=config.benchmark.max_cv,
-        max_halves_diff=config.benchmark.max_halves_diff,
-        disturbed_cores=config.benchmark.disturbed_cores,
+        validity=config.benchmark.validity(),
     )
 
 
@@ -392,7 +387,7 @@ def export_plan(config: Config) -> tuple[Plan, dict, list[dict]]:
     uncarded = set(suite.models) - set(carded)
     carried = [entry for entry in read_json(config.paths.manifest) if entry["model_id"] in uncarded] if uncarded else []
     loop = {"settings": adaptive.Settings.of(config.benchmark, config.margin).to_dict(),
-            "context": {key: getattr(config.benchmark, key) for key in ADAPTIVE_CONTEXT},
+            "context": asdict(config.benchmark.validity()),
             "labels": [entry["label"] for entry in selection["environments"]]}  # fmt: skip
     return Plan(uuid.uuid4().hex, tuple(trials), tuple(recipes), loop), selection, carried
 
@@ -407,7 +402,7 @@ def write_export(config: Config, folder: Path, exported: Plan, selection: dict, 
     shutil.copyfile(config.paths.image, folder / "image.jpg")
     image_meta = read_json(config.paths.image_meta)
     run_context = context(config, selection, exported.invocation_id, image_meta, config.runner.machine)
-    write_json(folder / EXPORT_CONTEXT, {"context": run_context.__dict__, "selection": selection,
+    write_json(folder / EXPORT_CONTEXT, {"context": run_context.to_dict(), "selection": selection,
                                          "plan_sha256": plan_digest(folder / "plan.json")})  # fmt: skip
     copy_harness(folder)
 
@@ -521,7 +516,7 @@ def ingest(config: Config, folder: Path) -> None:
     selection = saved["selection"]
     first = next(result for result in results.values() if result.environment)
     machine = saved["context"]["machine"] or first.environment.get("hostname", "remote")
-    run_context = replace(runs.Context(**saved["context"]), machine=machine)
+    run_context = replace(runs.Context.from_dict(saved["context"]), machine=machine)
     freeze = tuple(remote["freeze"])
     key = journal.stable_hash(list(freeze))
     found = {  # that machine's own stack, as found: the project's pins do not apply there

@@ -12,7 +12,7 @@ import logging
 import os
 import re
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +20,7 @@ from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from compilebench import logs
+from compilebench.analysis.validity import Validity
 from compilebench.harness.records import CURRENT, LOCAL_PREFIXES, environment_labels, is_local, key_part
 
 COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
@@ -264,8 +265,8 @@ class Benchmark:
     #                       above this is `invalid` (too noisy); a few outliers do not count, a wide spread does
     max_halves_diff: float = 0.10  # a compiled run whose median process's speedup differs between the first and the
     #                                second half of its rounds by more than this (0.10 = 10%), by more than its
-    #                                noise explains and one way in most processes (analysis.runs.halves_drift, signed),
-    #                                is `invalid`: it drifted; 0 = not checked
+    #                                noise explains and one way in most processes (analysis.validity.halves_drift,
+    #                                signed), is `invalid`: it drifted; 0 = not checked
     compile_cache: str = "cold"  # cold: a fresh inductor cache per run, warm afterwards | shared: the user's cache
     memory_limit_mib: float = 0.0  # CPU: resident memory of a trial's processes (with its compile workers), MiB;
     #                                CUDA: device memory it may add after loading its model; beyond: oom; 0 = no cap
@@ -313,6 +314,10 @@ class Benchmark:
             self.max_time_s >= self.min_time_s,
             f"`benchmark.max_time_s` ({self.max_time_s}) must be >= `benchmark.min_time_s` ({self.min_time_s})",
         )
+
+    def validity(self) -> Validity:
+        """The thresholds a run's processes are judged by, as the analysis takes them."""
+        return Validity(**{item.name: getattr(self, item.name) for item in fields(Validity)})
 
 
 EXECUTORS = ("local", "gpus", "ray")

@@ -26,7 +26,7 @@ from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from compilebench.analysis import compare, plan
-from compilebench.analysis.runs import compile_disturbed, timing_disturbed
+from compilebench.analysis.validity import compile_disturbed, timing_disturbed
 from compilebench.harness import stats
 from compilebench.harness.records import (
     CACHE_COLD,
@@ -43,7 +43,7 @@ LOGGER = logging.getLogger(__name__)
 Cell = tuple[str, int, str]  # (model id, batch size, variant): a run without its environment
 Unit = tuple[str, str, int, str]  # (timing | cold | paired, model id, batch size, variant or "" for timing)
 EXTENDABLE = (STATUS_OK, "invalid")  # runs more blocks can help; a failure would repeat
-MIXED = "mixed"  # an invalid run whose processes ran on several machines or stacks (runs.machine_problems)
+MIXED = "mixed"  # an invalid run whose processes ran on several machines or stacks (validity.machine_problems)
 # A noise record stops the loop only from this many degrees of freedom on: a variance from one or two is too often
 # far too small (one cold block a side was taken on such a cell record, and two invocations' cold compile intervals
 # of one cell missed each other); below it, the metric's record over every cell of the machine, else the cell's own.

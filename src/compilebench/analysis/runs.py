@@ -13,12 +13,24 @@ process. Pure functions over typed records; the tests feed them hand-made result
 from __future__ import annotations
 
 import json
-import math
 import statistics
 from collections import defaultdict
 from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
 
+from compilebench.analysis.validity import (
+    Validity,
+    compile_disturbed,
+    halves_p_value,
+    halves_ratio,
+    is_disturbed,
+    machine_problems,
+    median_of,
+    process_cv,
+    timing_disturbed,
+    undisturbed,
+    validity_problems,
+)
 from compilebench.harness import fingerprint, stats
 from compilebench.harness.records import (
     CACHE_COLD,
@@ -33,8 +45,6 @@ from compilebench.harness.records import (
     TrialSpec,
 )
 
-HALVES_ALPHA = 0.05  # a process's halves differ beyond its noise below this p (halves_p_value): at 5 rounds a half,
-#                     only when nearly every ratio of one half is above every ratio of the other
 FAILURE_ORDER = ("crashed", "killed", "oom", "timeout", "compile_error", "error", "accuracy_fail")
 
 
@@ -49,13 +59,20 @@ class Context:
     git_commit: str
     image_source: str
     image_sha256: str
-    min_iters: int
-    min_time_s: float
-    max_cv: float
-    disturbed_cores: float = 0.0  # a process whose machine was busier than this while it timed is left out; 0 = off
-    max_halves_diff: float = (
-        0.0  # a compiled run whose processes' halves disagree by more than this is invalid; 0 = off
-    )
+    validity: Validity  # what makes its processes count (benchmark.min_iters, max_cv, ...)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, raw: dict[str, Any]) -> Context:
+        """As `to_dict` wrote it, or as an export before validity was a record of its own wrote it (its thresholds
+        beside the identity: an exported plan's export.json of 2026-11-27 or earlier)."""
+        if isinstance(raw.get("validity"), dict):
+            return cls(**{**raw, "validity": Validity(**raw["validity"])})
+        names = {f.name for f in fields(Validity)}
+        identity = {key: value for key, value in raw.items() if key not in names}
+        return cls(**identity, validity=Validity(**{key: value for key, value in raw.items() if key in names}))
 
 
 @dataclass(frozen=True)
@@ -150,37 +167,6 @@ class ProcessRecord:
 
 
 _OPTIONAL = {f.name for f in fields(ProcessRecord) if f.default is None}
-
-
-def halves_ratio(eager_ms: tuple[float, ...], compiled_ms: tuple[float, ...]) -> float | None:
-    """The speedup of the second half of a process's rounds over the first half's: 1 when the process was steady."""
-    half = len(compiled_ms) // 2
-    if half < 2:
-        return None
-    first = stats.speedup(eager_ms[:half], compiled_ms[:half])
-    return stats.speedup(eager_ms[half : 2 * half], compiled_ms[half : 2 * half]) / first
-
-
-def halves_p_value(eager_ms: tuple[float, ...], compiled_ms: tuple[float, ...]) -> float | None:
-    """How likely the halves of a steady process differ as much as these do: a two-sided Mann-Whitney test of the
-    first half's per-pair ratios against the second half's (ranks: a few outlying calls do not decide it)."""
-    half = len(compiled_ms) // 2
-    if half < 2 or min(compiled_ms[: 2 * half]) <= 0:
-        return None
-    from scipy import stats as scipy_stats
-
-    ratios = [e / c for e, c in zip(eager_ms, compiled_ms, strict=False)]
-    return float(scipy_stats.mannwhitneyu(ratios[:half], ratios[half : 2 * half], alternative="two-sided").pvalue)
-
-
-def halves_drift(eager_ms: tuple[float, ...], compiled_ms: tuple[float, ...]) -> float | None:
-    """How far and which way a process's speedup moved between its halves (log of halves_ratio: > 0 it rose) where
-    that is beyond its noise (halves_p_value below HALVES_ALPHA), else 0; None where it has too few rounds to tell."""
-    ratio = halves_ratio(eager_ms, compiled_ms)
-    if ratio is None:
-        return None
-    p_value = halves_p_value(eager_ms, compiled_ms)
-    return math.log(ratio) if p_value is not None and p_value < HALVES_ALPHA else 0.0
 
 
 def derived(record: ProcessRecord) -> ProcessRecord:
@@ -323,11 +309,6 @@ def run_uid(invocation_id: str, spec: TrialSpec, variant: str) -> str:
     return f"{invocation_id}/{spec.environment}/{spec.model.model_id}/bs{spec.batch_size}/{variant}"
 
 
-def _median(values: list[float | None]) -> float | None:
-    present = [value for value in values if value is not None]
-    return statistics.median(present) if present else None
-
-
 def _run_status(results: list[TrialResult]) -> tuple[str, str | None]:
     """ok only when every process is; else the worst failure, naming the process."""
     failed = [result for result in results if result.status != STATUS_OK]
@@ -336,89 +317,6 @@ def _run_status(results: list[TrialResult]) -> tuple[str, str | None]:
     worst = min(failed, key=lambda r: FAILURE_ORDER.index(r.status) if r.status in FAILURE_ORDER else 99)
     others = f" (and {len(failed) - 1} more process(es) not ok)" if len(failed) > 1 else ""
     return worst.status, f"{worst.trial_id}: {worst.error}{others}"
-
-
-def pair_ratios(result: TrialResult) -> list[float]:
-    """A process's per-pair ratios eager / compiled: what a speedup rests on (both arms move together in a level
-    shift of the machine, and the ratio cancels it)."""
-    return [e / c for e, c in zip(result.eager_ms, result.compiled_ms, strict=False) if c > 0]
-
-
-def process_cv(result: TrialResult, compiled: bool) -> float | None:
-    """The robust CV validity judges: of the per-pair ratio for a compiled run, of eager latency for an eager one."""
-    samples = pair_ratios(result) if compiled else list(result.eager_ms)
-    return stats.summarize_ms(samples).get("robust_cv") if samples else None
-
-
-def _busy(window: dict[str, float] | None, limit_cores: float) -> bool:
-    window = window or {}
-    return limit_cores > 0 and max(window.get("others_cores", 0.0), window.get("steal_cores", 0.0)) > limit_cores
-
-
-def timing_disturbed(result: TrialResult, limit_cores: float) -> bool:
-    """Whether other processes (or the VM's steal) took more than `limit_cores` (0: never) while this process timed:
-    its samples are left out."""
-    return _busy(result.disturbance, limit_cores)
-
-
-def compile_disturbed(result: TrialResult, limit_cores: float) -> bool:
-    """... while it compiled (its first call): its compile time is left out."""
-    return _busy(result.compile_disturbance, limit_cores)
-
-
-def is_disturbed(result: TrialResult, limit_cores: float) -> bool:
-    """Whether either measured window of this process was disturbed."""
-    return timing_disturbed(result, limit_cores) or compile_disturbed(result, limit_cores)
-
-
-def validity_problems(processes: list[TrialResult], context: Context, compiled: bool) -> list[str]:
-    """Why an otherwise ok run is too thin or too noisy to report (empty when it is fine)."""
-    problems = []
-    for result in processes:
-        count = len(result.compiled_ms if compiled else result.eager_ms)
-        if count < context.min_iters:
-            problems.append(f"{result.trial_id}: {count} iterations < benchmark.min_iters {context.min_iters}")
-        if result.timed_s is not None and result.timed_s < context.min_time_s:
-            problems.append(f"{result.trial_id}: timed {result.timed_s:.2f} s < benchmark.min_time_s")
-    cv = _median([process_cv(result, compiled) for result in processes])
-    if cv is not None and cv > context.max_cv:
-        what = "per-pair ratio" if compiled else "latency"
-        problems.append(f"median process robust cv of the {what} {cv:.3f} > benchmark.max_cv {context.max_cv}")
-    # Signed: the speedup the verdict uses is the processes' median, which a drift biases only where most processes
-    # drift one way; level shifts inside processes, up in one and down in another, widen its interval instead.
-    drift = _median([halves_drift(r.eager_ms, r.compiled_ms) for r in processes]) if (
-        compiled and context.max_halves_diff > 0) else None  # fmt: skip
-    if drift is not None and abs(drift) > math.log1p(context.max_halves_diff):
-        problems.append(f"the median process's speedup moved {math.expm1(abs(drift)):.1%} between the halves of its "
-                        f"rounds ({'up' if drift > 0 else 'down'}), beyond its noise (p < {HALVES_ALPHA}), > "
-                        f"benchmark.max_halves_diff {context.max_halves_diff}")  # fmt: skip
-    return problems
-
-
-def machine_problems(processes: list[TrialResult]) -> tuple[int, list[str]]:
-    """How many machines and software stacks a run's processes ran on, and the problem when more than one: a run
-    pools processes of one machine and stack (a plan resumed on another kind of GPU, a cell moved to another node
-    or an upgrade in between would otherwise be averaged into one number)."""
-    found = fingerprint.mixture([result.environment for result in processes if result.environment])
-    if len(found) <= 1:
-        return 1, []
-    return len(found), [
-        f"its processes ran on {len(found)} different machines or software stacks "
-        f"({fingerprint.counted(found)}); a run pools the processes of one machine and stack only"
-    ]
-
-
-def undisturbed(
-    trials: list[tuple[TrialSpec, TrialResult]], context: Context
-) -> tuple[list[tuple[TrialSpec, TrialResult]], list[str]]:
-    """The processes a run's statistics use: those the machine left alone while they timed (every one, with a
-    problem named, when none was)."""
-    clean = [(s, r) for s, r in trials if not timing_disturbed(r, context.disturbed_cores)]
-    if clean or not trials:
-        return clean, []
-    return trials, [
-        f"every process was disturbed (others' CPU above benchmark.disturbed_cores {context.disturbed_cores})"
-    ]
 
 
 def _identity(spec: TrialSpec, environment: EnvironmentInfo, model: ModelInfo, context: Context) -> dict[str, Any]:
@@ -466,8 +364,8 @@ def _measured_facts(results: list[TrialResult]) -> dict[str, Any]:
         "num_threads": first.num_threads,
         "text_source": first.text_source,
         "input_shapes": json.dumps(first.input_shapes),
-        "startup_s": _median([result.startup_s for result in measured]),
-        "load_s": _median([result.load_s for result in measured]),
+        "startup_s": median_of([result.startup_s for result in measured]),
+        "load_s": median_of([result.load_s for result in measured]),
     }
 
 
@@ -512,8 +410,8 @@ def process_record(spec: TrialSpec, result: TrialResult, context: Context, eager
         peak_mem_mib=result.eager_peak_mem_mib if eager_run else result.peak_mem_mib,
         disturbance=dict(result.disturbance),
         compile_disturbance={} if eager_run else dict(result.compile_disturbance),
-        disturbed=timing_disturbed(result, context.disturbed_cores),
-        compile_disturbed=False if eager_run else compile_disturbed(result, context.disturbed_cores),
+        disturbed=timing_disturbed(result, context.validity.disturbed_cores),
+        compile_disturbed=False if eager_run else compile_disturbed(result, context.validity.disturbed_cores),
         eager_ms=tuple(result.eager_ms),
         compiled_ms=() if eager_run else tuple(result.compiled_ms),
         warmup_s=result.warmup_s,
@@ -535,7 +433,7 @@ def _latency_fields(samples: list[list[float]], batch_size: int) -> dict[str, An
     return {
         **summary,
         "count": len(pooled),
-        "process_cv": _median([stats.summarize_ms(s).get("robust_cv") for s in samples]),
+        "process_cv": median_of([stats.summarize_ms(s).get("robust_cv") for s in samples]),
         "latency_ms_median_ci_low": median.low,
         "latency_ms_median_ci_high": median.high,
         "latency_ci_method": median.method,
@@ -556,11 +454,11 @@ def compiled_run(
     status, error = _run_status(results)
     variant_dtype = spec.variant.dtype or spec.timing.dtype
     timed = [(s, r) for s, r in trials if r.compiled_ms and r.eager_ms and len(r.compiled_ms) == len(r.eager_ms)]
-    measured, disturbed_problems = undisturbed(timed, context)
-    clean = [(s, r) for s, r in trials if not is_disturbed(r, context.disturbed_cores)]
+    measured, disturbed_problems = undisturbed(timed, context.validity)
+    clean = [(s, r) for s, r in trials if not is_disturbed(r, context.validity.disturbed_cores)]
     machines, mixed_problems = machine_problems(results)
     compiled = [(s, r) for s, r in trials if r.compile_s is not None and r.status in (STATUS_OK, "accuracy_fail")
-                and not compile_disturbed(r, context.disturbed_cores)]  # fmt: skip
+                and not compile_disturbed(r, context.validity.disturbed_cores)]  # fmt: skip
     record: dict[str, Any] = {
         **_identity(spec, environment, model, context),
         **_measured_facts(results),
@@ -571,7 +469,7 @@ def compiled_run(
         "error": error,
         "replicates": len(trials),
         "processes": len(measured),
-        "disturbed_processes": sum(is_disturbed(r, context.disturbed_cores) for _, r in trials),
+        "disturbed_processes": sum(is_disturbed(r, context.validity.disturbed_cores) for _, r in trials),
         "machines": machines,
         "process_results": tuple(process_record(s, r, context).to_dict() for s, r in trials),
         **_compile_and_memory_fields(compiled, clean),
@@ -580,9 +478,9 @@ def compiled_run(
     if measured:
         record.update(_speedup_fields(spec, measured, record))
         if status == STATUS_OK:
-            spread = validity_problems([r for _, r in measured], context, compiled=True)
+            spread = validity_problems([r for _, r in measured], context.validity, compiled=True)
             problems = mixed_problems + disturbed_problems + spread
-            record["pair_cv"] = _median([process_cv(r, compiled=True) for _, r in measured])
+            record["pair_cv"] = median_of([process_cv(r, compiled=True) for _, r in measured])
             if problems:
                 record.update(status="invalid", error="; ".join(problems))
     elif status == STATUS_OK and not timed:
@@ -600,16 +498,16 @@ def _compile_and_memory_fields(
     cold_results = [r for s, r in compiled if compiled_cold(s, r)]
     warm_results = [r for s, r in compiled if not compiled_cold(s, r)]
     return {
-        "compile_s": _median([r.compile_s for r in cold_results]),
-        "compile_s_warm": _median([r.compile_s for r in warm_results]),
-        "first_inference_s": _median([first_inference_s(r, r.compile_s) for r in cold_results]),
-        "first_inference_s_warm": _median(
+        "compile_s": median_of([r.compile_s for r in cold_results]),
+        "compile_s_warm": median_of([r.compile_s for r in warm_results]),
+        "first_inference_s": median_of([first_inference_s(r, r.compile_s) for r in cold_results]),
+        "first_inference_s_warm": median_of(
             [first_inference_s(r, r.compile_s + (r.inductor_startup_s or 0.0)) for r in warm_results]
         ),
-        "peak_mem_mib": _median([r.peak_mem_mib for _, r in clean]),
-        "mem_delta_mib": _median([r.mem_delta_mib for _, r in clean]),
-        "compile_peak_mem_mib": _median([r.compile_peak_mem_mib for _, r in clean]),
-        "reserved_mem_mib": _median([r.reserved_mem_mib for _, r in clean]),
+        "peak_mem_mib": median_of([r.peak_mem_mib for _, r in clean]),
+        "mem_delta_mib": median_of([r.mem_delta_mib for _, r in clean]),
+        "compile_peak_mem_mib": median_of([r.compile_peak_mem_mib for _, r in clean]),
+        "reserved_mem_mib": median_of([r.reserved_mem_mib for _, r in clean]),
     }
 
 
@@ -647,7 +545,7 @@ def _speedup_fields(
         speedup_ci_method=speedup.method,
         speedup_verdict=stats.verdict(speedup.low, speedup.high) if speedup.has_interval else None,
         improvement_pct=stats.improvement_pct(paired["latency_ms_mean"], fields["latency_ms_mean"]),
-        eager_first_inference_s=_median([first_inference_s(r, r.eager_first_call_s) for _, r in measured]),
+        eager_first_inference_s=median_of([first_inference_s(r, r.eager_first_call_s) for _, r in measured]),
     )
     for key, compile_s in (
         ("break_even_calls", record["compile_s"]),
@@ -683,7 +581,7 @@ def _serve_fields(spec: TrialSpec, trials: list[tuple[TrialSpec, TrialResult]]) 
         cold = [r for s, r in served if compiled_cold(s, r)]
         fields.update(
             serve_first_call_s=tuple(
-                _median([r.serve_first_call_s[i] for r in cold]) for i in range(len(spec.serve_batch_sizes))
+                median_of([r.serve_first_call_s[i] for r in cold]) for i in range(len(spec.serve_batch_sizes))
             ),
             serve_graphs=max(r.serve_graph_counts[-1] for _, r in served),
             serve_recompiles=max(r.serve_graph_counts[-1] - r.serve_graph_counts[0] for _, r in served),
@@ -706,7 +604,7 @@ def eager_run(
     trials = eager_processes(trials)
     spec = trials[0][0]
     results = [result for _, result in trials]
-    measured, disturbed_problems = undisturbed([(s, r) for s, r in trials if r.eager_ms], context)
+    measured, disturbed_problems = undisturbed([(s, r) for s, r in trials if r.eager_ms], context.validity)
     load_failures = [r for r in results if r.status != STATUS_OK and r.eager_first_call_s is None]
     status, error = _run_status(load_failures) if load_failures else (STATUS_OK, None)
     machines, mixed_problems = machine_problems(results)
@@ -729,23 +627,22 @@ def eager_run(
         "error": error,
         "replicates": len(trials),
         "processes": len(measured),
-        "disturbed_processes": sum(is_disturbed(r, context.disturbed_cores) for _, r in trials),
+        "disturbed_processes": sum(is_disturbed(r, context.validity.disturbed_cores) for _, r in trials),
         "machines": machines,
         "process_results": tuple(process_record(s, r, context, eager_run=True).to_dict() for s, r in trials),
-        "first_call_s": _median([r.eager_first_call_s for r in results]),
-        "first_inference_s": _median([first_inference_s(r, r.eager_first_call_s) for r in results]),
-        "peak_mem_mib": _median([r.eager_peak_mem_mib for r in results]),
-        "mem_delta_mib": _median([r.eager_mem_delta_mib for r in results]),
-        "eager_peak_mem_mib": _median([r.eager_peak_mem_mib for r in results]),
+        "first_call_s": median_of([r.eager_first_call_s for r in results]),
+        "first_inference_s": median_of([first_inference_s(r, r.eager_first_call_s) for r in results]),
+        "peak_mem_mib": median_of([r.eager_peak_mem_mib for r in results]),
+        "mem_delta_mib": median_of([r.eager_mem_delta_mib for r in results]),
+        "eager_peak_mem_mib": median_of([r.eager_peak_mem_mib for r in results]),
         "warmup_calls": spec.timing.warmup_iters,
     }
     if measured:
         record.update(_latency_fields([list(r.eager_ms) for _, r in measured], spec.batch_size))
         if status == STATUS_OK:  # beside a compiled variant, the ratio is judged (compiled_run), not eager's spread
             measured_results = [r for _, r in measured]
-            judged = (
-                disturbed_problems + validity_problems(measured_results, context, compiled=False) if eager_alone else []
-            )
+            spread = validity_problems(measured_results, context.validity, compiled=False) if eager_alone else []
+            judged = disturbed_problems + spread if eager_alone else []
             problems = mixed_problems + judged
             if problems:
                 record.update(status="invalid", error="; ".join(problems))
