@@ -35,6 +35,7 @@ from tqdm import tqdm
 
 from compilebench import environments, executors, journal, reference, tracking
 from compilebench.analysis import adaptive, compare, plan, runs
+from compilebench.analysis.validity import Validity
 from compilebench.config import Benchmark, Config, ConfigError, stage_config
 from compilebench.harness import fingerprint, groups, launcher, models, trial_process
 from compilebench.harness.files import write_json, write_jsonl
@@ -60,6 +61,12 @@ LOGGER = logging.getLogger(__name__)
 CARRIED_CHECKPOINTS = "carried.json"  # in an exported plan: manifest entries of the models without a card
 
 EXPORT_CONTEXT = "export.json"
+
+
+def validity(bench: Benchmark) -> Validity:
+    """The benchmark section's thresholds a run's processes are judged by, as the analysis takes them (one record:
+    into the runs' context, an exported plan's loop and its export)."""
+    return Validity(**{item.name: getattr(bench, item.name) for item in fields(Validity)})
 
 
 def timing_spec(bench: Benchmark) -> TimingSpec:
@@ -109,7 +116,7 @@ def context(
         git_commit=fingerprint.git_commit(),
         image_source=image_meta["image_source"],
         image_sha256=image_meta["sha256"],
-        validity=config.benchmark.validity(),
+        validity=validity(config.benchmark),
     )
 
 
@@ -387,7 +394,7 @@ def export_plan(config: Config) -> tuple[Plan, dict, list[dict]]:
     uncarded = set(suite.models) - set(carded)
     carried = [entry for entry in read_json(config.paths.manifest) if entry["model_id"] in uncarded] if uncarded else []
     loop = {"settings": adaptive.Settings.of(config.benchmark, config.margin).to_dict(),
-            "context": asdict(config.benchmark.validity()),
+            "context": asdict(validity(config.benchmark)),
             "labels": [entry["label"] for entry in selection["environments"]]}  # fmt: skip
     return Plan(uuid.uuid4().hex, tuple(trials), tuple(recipes), loop), selection, carried
 

@@ -12,7 +12,7 @@ import logging
 import os
 import re
 import sys
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +20,6 @@ from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from compilebench import logs
-from compilebench.analysis.validity import Validity
 from compilebench.harness.records import CURRENT, LOCAL_PREFIXES, environment_labels, is_local, key_part
 
 COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
@@ -314,10 +313,6 @@ class Benchmark:
             self.max_time_s >= self.min_time_s,
             f"`benchmark.max_time_s` ({self.max_time_s}) must be >= `benchmark.min_time_s` ({self.min_time_s})",
         )
-
-    def validity(self) -> Validity:
-        """The thresholds a run's processes are judged by, as the analysis takes them."""
-        return Validity(**{item.name: getattr(self, item.name) for item in fields(Validity)})
 
 
 EXECUTORS = ("local", "gpus", "ray")
