@@ -309,8 +309,7 @@ def cell_metrics(compared: list[compare.Comparison]) -> dict[str, Any]:
         stack = f"{key_part(row.candidate)}_vs_{key_part(row.baseline)}"
         entry = cells.setdefault(stack, {}).setdefault(f"{row.label} bs{row.batch_size} {row.variant}", {})
         for name, values in tracking.compared_metrics(row).items():
-            entry[name] = {key: float(values[key]) for key in tracking.RATIO_KEYS
-                           if isinstance(values[key], int | float) and math.isfinite(values[key])}  # fmt: skip
+            entry[name] = {key: float(values[key]) for key in tracking.RATIO_KEYS if math.isfinite(values[key])}
             entry[name]["verdict_code"] = values["verdict_code"]
     return cells
 

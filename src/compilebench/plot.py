@@ -169,7 +169,7 @@ def ratio_axis(ratios: pd.Series) -> tuple[float, float]:
 def comparison_figure(compared: pd.DataFrame, names: pd.Series, width_in: float) -> plt.Figure:
     """B / A per named row for each compared metric, with 95% CIs (cut at the axis and marked where wider); the
     margin shaded."""
-    read = [compare.Comparison.read(row) for row in compared.to_dict("records")]
+    read = report.read_comparisons(compared)
     cells = list(dict.fromkeys(names))
     first: dict[str, compare.Comparison] = {}  # a name's first row
     for name, row in zip(names, read, strict=True):

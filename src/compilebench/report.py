@@ -107,7 +107,7 @@ def comparison_table(compared: pd.DataFrame) -> pd.DataFrame:
             "batch": row.batch_size,
             "variant": row.variant,
             "B vs A": f"{row.candidate} vs {row.baseline}",
-            "health change": row.health_change if isinstance(row.health_change, str) else "",
+            "health change": row.health_change,
         }
         for name, judged in row.judged.items():
             ratio = judged.ratio

@@ -17,10 +17,9 @@ from pathlib import Path
 import pandas as pd
 
 from compilebench import tracking
-from compilebench.analysis import compare
 from compilebench.config import stage_config
 from compilebench.harness.records import read_jsonl
-from compilebench.report import description
+from compilebench.report import description, read_comparisons
 
 LOGGER = logging.getLogger(__name__)
 
@@ -50,7 +49,7 @@ def main() -> None:
     compared = pd.DataFrame()
     if Path(config.paths.comparison).exists() and Path(config.paths.comparison).stat().st_size > 1:
         compared = pd.read_csv(config.paths.comparison)
-        tracker.log_comparison([compare.Comparison.read(row) for row in compared.to_dict("records")])
+        tracker.log_comparison(read_comparisons(compared))
     paths = config.paths
     tables = [path for path in paths.tables() if path.exists()]
     figures = sorted(Path(paths.plots).glob("*.png")) if Path(paths.plots).exists() else []

@@ -158,13 +158,16 @@ class Comparison:
 
     @classmethod
     def read(cls, row: dict[str, Any]) -> Comparison:
-        """A comparison table's line read back (comparison.csv as pandas reads it)."""
+        """A comparison table's line read back (comparison.csv as pandas reads it: no health change, an empty
+        string written, comes back NaN)."""
         judged = {metric.name: found for metric in METRICS if (found := Judged.read(row, metric.name)) is not None}
         known = {*CELL, *ABOUT, "headline", "verdict", "p_adjusted"}
         extra = {key: value for key, value in row.items()
                  if key not in known and not any(key.startswith(f"{m.name}_") for m in METRICS)}  # fmt: skip
-        return cls(**{key: row.get(key) for key in (*CELL, *ABOUT)}, judged=judged, headline=str(row["headline"]),
-                   verdict=str(row["verdict"]), p_adjusted=row.get("p_adjusted"), extra=extra)  # fmt: skip
+        about = {key: row.get(key) for key in (*CELL, *ABOUT)}
+        about["health_change"] = about["health_change"] if isinstance(about["health_change"], str) else ""
+        return cls(**about, judged=judged, headline=str(row["headline"]), verdict=str(row["verdict"]),
+                   p_adjusted=row.get("p_adjusted"), extra=extra)  # fmt: skip
 
 
 def process_values(row: dict[str, Any], metric: str) -> dict[str, float]:
@@ -265,7 +268,7 @@ def compare_pair(
         baseline_status=a["status"],
         candidate_status=b["status"],
         health_change="; ".join(health_changes(a, b)),
-        interleaved=a.get("invocation_id") == b.get("invocation_id"),
+        interleaved=paired,
         calibrated=bool(known),
         margin=margin,
         judged=judged,
@@ -350,7 +353,7 @@ def noise_measured(compared: list[Comparison]) -> CellNoise:
         for name, judged in row.judged.items():
             if judged.ratio.method != stats.PAIRED or judged.ratio.noisy:
                 continue
-            cell = stats.Noise(float(judged.ratio.cell_noise.ss), int(judged.ratio.cell_noise.dof))
+            cell = judged.ratio.cell_noise
             if cell.dof:
                 per_cell = measured.setdefault(cell_key(row.cell), {})
                 per_cell[name] = per_cell.get(name, stats.Noise()) + cell
