@@ -28,8 +28,9 @@ from pathlib import Path
 
 import numpy as np
 
+from compilebench.analysis import stats
 from compilebench.fetch_image import fallback_image
-from compilebench.harness import models, stats, trial_process
+from compilebench.harness import models, sample_stats, trial_process
 from compilebench.harness.records import TimingSpec, TrialSpec, VariantSpec, read_jsonl
 
 VARIANTS = {"default": VariantSpec("default"), "freezing": VariantSpec("freezing", inductor={"freezing": True})}
@@ -44,7 +45,7 @@ def score(invocations: list[Processes]) -> dict:
     pooled_eager = stats.median_estimate([eager for eager, _ in everything]).value
     speedups = [stats.speedup_estimate(processes) for processes in invocations]
     eagers = [stats.median_estimate([eager for eager, _ in processes]) for processes in invocations]
-    within = [stats.paired_bootstrap_ci(*processes[0]) for processes in invocations]
+    within = [sample_stats.paired_bootstrap_ci(*processes[0]) for processes in invocations]
     return {
         "invocations": len(invocations),
         "pooled_speedup": pooled_speedup,

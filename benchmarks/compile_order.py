@@ -20,8 +20,9 @@ import tempfile
 import time
 from pathlib import Path
 
+from compilebench.analysis import stats
 from compilebench.fetch_image import fallback_image
-from compilebench.harness import models, stats, trial_process
+from compilebench.harness import models, trial_process
 from compilebench.harness.records import TimingSpec, TrialSpec, VariantSpec
 
 VARIANTS = {"default": VariantSpec("default"), "freezing": VariantSpec("freezing", inductor={"freezing": True})}

@@ -25,9 +25,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from compilebench.analysis import plan
+from compilebench.analysis import plan, stats
 from compilebench.fetch_image import fallback_image
-from compilebench.harness import models, stats, trial_process
+from compilebench.harness import models, trial_process
 from compilebench.harness.records import TimingSpec, VariantSpec
 
 VARIANTS = [VariantSpec("default"), VariantSpec("freezing", inductor={"freezing": True})]

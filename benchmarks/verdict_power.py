@@ -36,8 +36,8 @@ from pathlib import Path
 
 import numpy as np
 
-from compilebench.analysis import adaptive, compare
-from compilebench.harness import fingerprint, stats
+from compilebench.analysis import adaptive, compare, stats
+from compilebench.harness import fingerprint
 
 DEFAULT_SIGMA = {"speedup": 0.07, "compile": 0.07, "latency": 0.10}  # sd of a per-block log difference, assumed
 KIND_METRIC = {"speedup": "speedup", "compile": "compile_cold", "latency": "compiled_latency"}

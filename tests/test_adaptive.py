@@ -12,9 +12,9 @@ import pytest
 from conftest import make_project, project_env, run_ok, set_params
 
 from compilebench import report
-from compilebench.analysis import adaptive, runs, validity
+from compilebench.analysis import adaptive, runs, stats, validity
 from compilebench.analysis.validity import Validity
-from compilebench.harness import stats, trial_process
+from compilebench.harness import trial_process
 from compilebench.harness.records import CompileHealth, ModelSpec, TimingSpec, TrialResult, TrialSpec, VariantSpec
 
 CONTEXT = runs.Context("inv", "s", "full", "vm", "abc", "embedded-fallback", "00",

@@ -7,8 +7,7 @@ import pandas as pd
 import pytest
 
 from compilebench import aggregate, tracking
-from compilebench.analysis import compare
-from compilebench.harness import stats
+from compilebench.analysis import compare, stats
 
 KEYS = {"environment": "current", "model_id": "m", "label": "M", "task": "t", "batch_size": 1, "device": "cpu",
         "device_name": "x", "torch_version": "2.13", "transformers_version": "5"}  # fmt: skip

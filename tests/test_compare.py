@@ -4,8 +4,7 @@ import math
 
 import pytest
 
-from compilebench.analysis import compare
-from compilebench.harness import stats
+from compilebench.analysis import compare, stats
 
 
 def _row(environment, eager, compiled, key="k1", status="ok", breaks=0, invocation="inv", **extra):

@@ -13,8 +13,7 @@ import pytest
 from conftest import OTHER, make_project, project_env, run_ok, set_params
 
 from compilebench import environments
-from compilebench.analysis import compare
-from compilebench.harness import stats
+from compilebench.analysis import compare, stats
 from compilebench.harness.records import key_part
 
 pytestmark = pytest.mark.slow

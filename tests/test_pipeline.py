@@ -14,7 +14,7 @@ import pytest
 import yaml
 from conftest import OTHER, SECRETS, project_env, run_ok
 
-from compilebench.harness import stats
+from compilebench.analysis import stats
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("compared_project")]
 
@@ -180,7 +180,7 @@ def _params(change):
         ("the plot code", "src/compilebench/plot.py", lambda t: t + "\n# a comment\n", {"plot"}),
         ("the report code", "src/compilebench/report.py", lambda t: t + "\n# a comment\n", {"plot"}),
         ("the trial code", "src/compilebench/harness/trial.py", lambda t: t + "\n# a comment\n", {"benchmark"}),
-        ("the statistics", "src/compilebench/harness/stats.py", lambda t: t + "\n# a comment\n",
+        ("the statistics", "src/compilebench/analysis/stats.py", lambda t: t + "\n# a comment\n",
          {"benchmark", "aggregate", "plot"}),
         ("the project's pins", "requirements.txt", lambda t: t + "\n# a comment\n", {"load_models"}),
     ],

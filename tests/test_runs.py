@@ -4,9 +4,8 @@ from dataclasses import replace
 
 import pytest
 
-from compilebench.analysis import runs, validity
+from compilebench.analysis import runs, stats, validity
 from compilebench.analysis.validity import Validity
-from compilebench.harness import stats
 from compilebench.harness.records import CompileHealth, ModelSpec, TimingSpec, TrialResult, TrialSpec, VariantSpec
 
 MODEL = ModelSpec("org/m", "M", "image-classification", "X", "ckpt")

@@ -5,11 +5,12 @@ import math
 import numpy as np
 import pytest
 
-from compilebench.harness import stats
+from compilebench.analysis import stats
+from compilebench.harness import sample_stats
 
 
 def test_summarize_exact_values():
-    summary = stats.summarize_ms([1.0, 2.0, 3.0, 4.0, 100.0])
+    summary = sample_stats.summarize_ms([1.0, 2.0, 3.0, 4.0, 100.0])
     assert summary["count"] == 5
     assert summary["latency_ms_mean"] == pytest.approx(22.0)
     assert summary["latency_ms_median"] == 3.0
@@ -21,37 +22,37 @@ def test_summarize_exact_values():
 
 
 def test_summarize_empty_and_single():
-    assert stats.summarize_ms([]) == {"count": 0}
-    assert stats.summarize_ms([5.0])["latency_ms_std"] == 0.0
+    assert sample_stats.summarize_ms([]) == {"count": 0}
+    assert sample_stats.summarize_ms([5.0])["latency_ms_std"] == 0.0
 
 
 def test_speedup_is_ratio_of_medians():
-    assert stats.speedup([10, 10, 10, 1000], [5, 5, 5, 5]) == pytest.approx(2.0)
+    assert sample_stats.speedup([10, 10, 10, 1000], [5, 5, 5, 5]) == pytest.approx(2.0)
 
 
 def test_improvement_pct_matches_the_doc_definition():
     # A100 bs1 ViT in the doc: 9.325 ms eager, 7.584 ms compiled -> 18.7 %
-    assert stats.improvement_pct(9.325, 7.584) == pytest.approx(18.67, abs=0.01)
+    assert sample_stats.improvement_pct(9.325, 7.584) == pytest.approx(18.67, abs=0.01)
 
 
 def test_throughput_and_break_even():
-    assert stats.throughput_img_s(50.0, 4) == pytest.approx(80.0)
-    assert stats.break_even_calls(10.0, 60.0, 40.0) == pytest.approx(500.0)  # 10 s / 20 ms saved
-    assert stats.break_even_calls(10.0, 40.0, 60.0) is None  # never pays off
+    assert sample_stats.throughput_img_s(50.0, 4) == pytest.approx(80.0)
+    assert sample_stats.break_even_calls(10.0, 60.0, 40.0) == pytest.approx(500.0)  # 10 s / 20 ms saved
+    assert sample_stats.break_even_calls(10.0, 40.0, 60.0) is None  # never pays off
 
 
 def test_within_process_bootstrap_of_a_clear_win_excludes_one():
     eager = [10.0 + 0.1 * (i % 5) for i in range(40)]
     compiled = [5.0 + 0.1 * (i % 3) for i in range(40)]
-    low, high = stats.paired_bootstrap_ci(eager, compiled)
-    assert 1.0 < low <= stats.speedup(eager, compiled) <= high
+    low, high = sample_stats.paired_bootstrap_ci(eager, compiled)
+    assert 1.0 < low <= sample_stats.speedup(eager, compiled) <= high
     assert stats.verdict(low, high) == "faster"
     assert stats.verdict(0.5, 0.9) == "slower" and stats.verdict(0.9, 1.1) == stats.NO_SIGNIFICANT_DIFFERENCE
 
 
 def test_bootstrap_needs_pairs():
     with pytest.raises(ValueError, match="paired"):
-        stats.paired_bootstrap_ci([1.0, 2.0], [1.0])
+        sample_stats.paired_bootstrap_ci([1.0, 2.0], [1.0])
 
 
 def test_speedup_estimate_uses_processes_when_there_are_several():
@@ -169,7 +170,7 @@ def test_hierarchical_bootstrap_over_three_processes_undercovers():
         pick = rng.integers(0, pairs, (resamples, 3, pairs))  # pairs within each chosen process, kept together
         boot = np.median(eager[chosen, pick].reshape(resamples, -1), axis=1) / np.median(
             compiled[chosen, pick].reshape(resamples, -1), axis=1
-        )  # stats.speedup (a ratio of medians) of each resample
+        )  # sample_stats.speedup (a ratio of medians) of each resample
         low, high = np.percentile(boot, [2.5, 97.5])
         covered += low <= truth <= high
     assert covered / trials < 0.88, covered / trials

@@ -12,9 +12,9 @@ from typing import Any
 
 import pandas as pd
 
-from compilebench.analysis import compare
+from compilebench.analysis import compare, stats
 from compilebench.analysis.runs import ProcessRecord
-from compilebench.harness import fingerprint, stats
+from compilebench.harness import fingerprint
 from compilebench.harness.models import DOC_TASK_TITLES
 from compilebench.harness.records import KIND_COLD
 from compilebench.reference import GPUS, TOLERANCE

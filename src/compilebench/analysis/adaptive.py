@@ -25,9 +25,8 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
-from compilebench.analysis import compare, plan
+from compilebench.analysis import compare, plan, stats
 from compilebench.analysis.validity import compile_disturbed, timing_disturbed
-from compilebench.harness import stats
 from compilebench.harness.records import (
     CACHE_COLD,
     CACHE_SHARED,

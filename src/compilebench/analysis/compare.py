@@ -29,8 +29,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from compilebench.analysis import stats
 from compilebench.analysis.runs import ProcessRecord
-from compilebench.harness import stats
 from compilebench.harness.records import EAGER, STATUS_OK, RecordError
 
 CALIBRATION_VERSION = 2  # 1 held a margin (the largest A/A deviation): not used any more

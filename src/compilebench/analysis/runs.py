@@ -4,10 +4,11 @@ A compiled run's processes are its trials: compile-only cold ones (cold compile 
 and timing processes' arms or paired trials (steady-state samples paired with eager's from the same rounds, warm
 compile time). The eager run of (environment, model, batch size) pools each process's eager samples once: a timing
 process's eager arm, and every paired trial. Each process becomes a `ProcessRecord` (what it measured and what
-follows from it), built here and read by compare, tracking and the report. Statistics come from `stats`: latencies
-and speedup with a between-process interval, compile time cold and warm, memory as the median over processes. A run
-is `ok` only when every one of its processes is; otherwise it carries the worst failure's status and says which
-process. Pure functions over typed records; the tests feed them hand-made results.
+follows from it), built here and read by compare, tracking and the report. Statistics come from `stats` (a process's
+own from harness/sample_stats.py): latencies and speedup with a between-process interval, compile time cold and
+warm, memory as the median over processes. A run is `ok` only when every one of its processes is; otherwise it
+carries the worst failure's status and says which process. Pure functions over typed records; the tests feed them
+hand-made results.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from collections import defaultdict
 from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
 
+from compilebench.analysis import stats
 from compilebench.analysis.validity import (
     Validity,
     compile_disturbed,
@@ -31,7 +33,7 @@ from compilebench.analysis.validity import (
     undisturbed,
     validity_problems,
 )
-from compilebench.harness import fingerprint, stats
+from compilebench.harness import fingerprint, sample_stats
 from compilebench.harness.records import (
     CACHE_COLD,
     CACHE_SHARED,
@@ -179,14 +181,14 @@ def derived(record: ProcessRecord) -> ProcessRecord:
     if paired:
         values.update(compiled_ms_median=statistics.median(record.compiled_ms),
                       compiled_ms_mean=statistics.mean(record.compiled_ms),
-                      speedup=stats.speedup(record.eager_ms, record.compiled_ms),
+                      speedup=sample_stats.speedup(record.eager_ms, record.compiled_ms),
                       speedup_of_means=statistics.mean(record.eager_ms) / statistics.mean(record.compiled_ms),
                       halves_ratio=halves_ratio(record.eager_ms, record.compiled_ms),
                       halves_p=halves_p_value(record.eager_ms, record.compiled_ms))  # fmt: skip
     ratios = [e / c for e, c in zip(record.eager_ms, record.compiled_ms, strict=False) if c > 0] if paired else None
     samples = ratios if paired else list(record.eager_ms)
     if samples:
-        values["pair_cv"] = stats.summarize_ms(samples).get("robust_cv")
+        values["pair_cv"] = sample_stats.summarize_ms(samples).get("robust_cv")
     return replace(record, **values)
 
 
@@ -427,17 +429,17 @@ def process_record(spec: TrialSpec, result: TrialResult, context: Context, eager
 
 def _latency_fields(samples: list[list[float]], batch_size: int) -> dict[str, Any]:
     pooled = [value for process in samples for value in process]
-    summary = stats.summarize_ms(pooled)
+    summary = sample_stats.summarize_ms(pooled)
     median = stats.median_estimate(samples)
     summary.pop("count")
     return {
         **summary,
         "count": len(pooled),
-        "process_cv": median_of([stats.summarize_ms(s).get("robust_cv") for s in samples]),
+        "process_cv": median_of([sample_stats.summarize_ms(s).get("robust_cv") for s in samples]),
         "latency_ms_median_ci_low": median.low,
         "latency_ms_median_ci_high": median.high,
         "latency_ci_method": median.method,
-        "throughput_img_s": stats.throughput_img_s(summary["latency_ms_median"], batch_size),
+        "throughput_img_s": sample_stats.throughput_img_s(summary["latency_ms_median"], batch_size),
     }
 
 
@@ -532,7 +534,7 @@ def _speedup_fields(
     samples = [list(r.compiled_ms) for _, r in measured]
     eager = [list(r.eager_ms) for _, r in measured]
     fields = _latency_fields(samples, spec.batch_size)
-    paired = stats.summarize_ms([value for process in eager for value in process])
+    paired = sample_stats.summarize_ms([value for process in eager for value in process])
     speedup = stats.speedup_estimate(list(zip(eager, samples, strict=True)))
     eager_median, compiled_median = paired["latency_ms_median"], fields["latency_ms_median"]
     fields.update(
@@ -544,7 +546,7 @@ def _speedup_fields(
         speedup_ci_high=speedup.high,
         speedup_ci_method=speedup.method,
         speedup_verdict=stats.verdict(speedup.low, speedup.high) if speedup.has_interval else None,
-        improvement_pct=stats.improvement_pct(paired["latency_ms_mean"], fields["latency_ms_mean"]),
+        improvement_pct=sample_stats.improvement_pct(paired["latency_ms_mean"], fields["latency_ms_mean"]),
         eager_first_inference_s=median_of([first_inference_s(r, r.eager_first_call_s) for _, r in measured]),
     )
     for key, compile_s in (
@@ -552,7 +554,7 @@ def _speedup_fields(
         ("break_even_calls_warm", record["compile_s_warm"]),
     ):
         if compile_s is not None:
-            fields[key] = stats.break_even_calls(compile_s, eager_median, compiled_median)
+            fields[key] = sample_stats.break_even_calls(compile_s, eager_median, compiled_median)
     return fields
 
 

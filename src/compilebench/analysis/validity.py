@@ -12,7 +12,7 @@ import math
 import statistics
 from dataclasses import dataclass
 
-from compilebench.harness import fingerprint, stats
+from compilebench.harness import fingerprint, sample_stats
 from compilebench.harness.records import TrialResult, TrialSpec
 
 HALVES_ALPHA = 0.05  # a process's halves differ beyond its noise below this p (halves_p_value): at 5 rounds a half,
@@ -41,8 +41,8 @@ def halves_ratio(eager_ms: tuple[float, ...], compiled_ms: tuple[float, ...]) ->
     half = len(compiled_ms) // 2
     if half < 2:
         return None
-    first = stats.speedup(eager_ms[:half], compiled_ms[:half])
-    return stats.speedup(eager_ms[half : 2 * half], compiled_ms[half : 2 * half]) / first
+    first = sample_stats.speedup(eager_ms[:half], compiled_ms[:half])
+    return sample_stats.speedup(eager_ms[half : 2 * half], compiled_ms[half : 2 * half]) / first
 
 
 def halves_p_value(eager_ms: tuple[float, ...], compiled_ms: tuple[float, ...]) -> float | None:
@@ -76,7 +76,7 @@ def pair_ratios(result: TrialResult) -> list[float]:
 def process_cv(result: TrialResult, compiled: bool) -> float | None:
     """The robust CV validity judges: of the per-pair ratio for a compiled run, of eager latency for an eager one."""
     samples = pair_ratios(result) if compiled else list(result.eager_ms)
-    return stats.summarize_ms(samples).get("robust_cv") if samples else None
+    return sample_stats.summarize_ms(samples).get("robust_cv") if samples else None
 
 
 def _busy(window: dict[str, float] | None, limit_cores: float) -> bool:

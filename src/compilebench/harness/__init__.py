@@ -3,5 +3,5 @@
 The boundary of the project: nothing here imports MLflow, DVC, pandas, omegaconf or matplotlib (tests/test_boundary.py
 starts a fresh interpreter and checks), so an exported plan runs on a bare GPU image. `records` holds the typed
 records that cross it (specs, results, plans), `trial` is the process, `timing`, `checks`, `models`, `fingerprint`
-and `stats` what it measures with, `launcher` runs processes in the plan's order, `files` writes atomically.
+and `sample_stats` what it measures with, `launcher` runs processes in the plan's order, `files` writes atomically.
 """

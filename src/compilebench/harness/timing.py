@@ -7,7 +7,7 @@ peak RSS (VmHWM), reset per phase. How busy the machine was while a process time
 steal and iowait, the load) is read from /proc around the timed window, and the device's state (GPU clocks, power,
 temperature, throttle reasons, other processes on it) from NVML where the driver has it. A timing process times
 several arms (eager and compiled variants) in rounds whose order follows a Williams design, after a warm-up by time.
-Statistics of the samples live in `stats`.
+Statistics of the samples live in `sample_stats`.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from compilebench.harness import stats
+from compilebench.harness import sample_stats
 from compilebench.harness.records import SLOT_ENV, usable_cores, williams_orders
 from compilebench.harness.turns import Solo
 
@@ -289,7 +289,7 @@ def ci_narrow_enough(eager_ms: list[float], compiled_ms: list[float], target_hal
     """Whether this process's speedup CI half-width is at most `target_halfwidth` (0 = no target)."""
     if target_halfwidth <= 0:
         return True
-    low, high = stats.paired_bootstrap_ci(eager_ms, compiled_ms, resamples=500)
+    low, high = sample_stats.paired_bootstrap_ci(eager_ms, compiled_ms, resamples=500)
     return (high - low) / 2 <= target_halfwidth
 
 

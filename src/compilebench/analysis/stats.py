@@ -1,13 +1,12 @@
-"""Statistics of raw samples: pure functions, fed hand-made numbers by the tests.
+"""Statistics between processes, and of B against A: pure functions, fed hand-made numbers by the tests.
 
-Two levels, because fresh processes are the unit of replication. Within one process, eager and compiled calls
-alternate and give a per-process estimate (the median of its samples; a speedup = median eager / median compiled
-of its pairs). Between processes, the per-process estimates vary more than the samples inside one process do
-(a process's memory layout, thread placement, the machine's state), so a confidence interval comes from the spread
-of the per-process estimates: a t-interval on their logarithms with P - 1 degrees of freedom. A bootstrap that
-resamples 3 processes cannot do this: its interval stays within the range of the 3 estimates, which holds the
-true value only 75% of the time (1 - 2 * 0.5**3). With a single process there is no between-process spread to
-measure: the interval is then a bootstrap of that process's pairs, and labelled `within-process` as a warning.
+Fresh processes are the unit of replication. Between processes, the per-process estimates (harness/sample_stats.py)
+vary more than the samples inside one process do (a process's memory layout, thread placement, the machine's state),
+so a confidence interval comes from the spread of the per-process estimates: a t-interval on their logarithms with
+P - 1 degrees of freedom. A bootstrap that resamples 3 processes cannot do this: its interval stays within the range
+of the 3 estimates, which holds the true value only 75% of the time (1 - 2 * 0.5**3). With a single process there is
+no between-process spread to measure: the interval is then a bootstrap of that process's pairs, and labelled
+`within-process` as a warning.
 
 Comparing two environments (B against A) inside one invocation uses the blocks the balanced order makes: in each
 block A and B ran close in time (a timing block's processes together, taking turns), so the difference of their log
@@ -27,7 +26,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-CONFIDENCE = 0.95
+from compilebench.harness.sample_stats import CONFIDENCE, median_bootstrap_ci, paired_bootstrap_ci, speedup
+
 BETWEEN = "between-process t"
 WITHIN = "within-process bootstrap"
 SINGLE = "single value"
@@ -39,7 +39,6 @@ ALPHA = 0.05  # significance level of every "did it change" test
 NOISY_ALPHA = 0.01  # an F-test below this says a cell is noisier than the machine: it is not pooled, and flagged
 PAIRED = "paired blocks"  # how a B/A interval was made: differences within blocks of one invocation
 UNPAIRED = "welch"  # per-process values of separate invocations: no pairing possible
-IQR_PER_STD = 1.349  # the interquartile range of a normal distribution, in standard deviations
 
 
 @dataclass(frozen=True)
@@ -62,80 +61,9 @@ class Estimate:
         return (self.high - self.low) / 2 / self.value if self.has_interval and self.value else math.nan
 
 
-def summarize_ms(samples_ms: list[float] | tuple[float, ...]) -> dict[str, float]:
-    """Latency statistics of raw samples in ms: mean, median, p90, p99, std, IQR, min, max, CV."""
-    values = np.asarray(samples_ms, dtype=float)
-    if values.size == 0:
-        return {"count": 0}
-    q25, q50, q75, q90, q99 = np.percentile(values, [25, 50, 75, 90, 99])
-    mean = float(values.mean())
-    std = float(values.std(ddof=1)) if values.size > 1 else 0.0
-    return {
-        "count": int(values.size),
-        "latency_ms_mean": mean,
-        "latency_ms_median": float(q50),
-        "latency_ms_p90": float(q90),
-        "latency_ms_p99": float(q99),
-        "latency_ms_std": std,
-        "latency_ms_iqr": float(q75 - q25),
-        "latency_ms_min": float(values.min()),
-        "latency_ms_max": float(values.max()),
-        "cv": std / mean if mean > 0 else 0.0,
-        "robust_cv": float(q75 - q25) / IQR_PER_STD / float(q50) if q50 > 0 else 0.0,
-    }
-
-
-def throughput_img_s(latency_ms: float, batch_size: int) -> float:
-    """Images per second at `latency_ms` per batch."""
-    return batch_size * 1000.0 / latency_ms if latency_ms > 0 else 0.0
-
-
-def speedup(eager_ms, compiled_ms) -> float:
-    """Speedup as the ratio of medians, eager / compiled (the dynamo harness's definition)."""
-    return float(np.median(eager_ms) / np.median(compiled_ms))
-
-
-def improvement_pct(eager_ms: float, compiled_ms: float) -> float:
-    """The doc's percentage improvement: how much of the eager time compiling saves."""
-    return (eager_ms - compiled_ms) / eager_ms * 100.0
-
-
-def break_even_calls(compile_s: float, eager_ms: float, compiled_ms: float) -> float | None:
-    """Calls until compiling pays off: compile time over the time saved per call; None if it never does."""
-    saved_ms = eager_ms - compiled_ms
-    return compile_s * 1000.0 / saved_ms if saved_ms > 0 else None
-
-
-def paired_bootstrap_ci(
-    eager_ms, compiled_ms, confidence: float = CONFIDENCE, resamples: int = 2000, seed: int = 0
-) -> tuple[float, float]:
-    """Percentile-bootstrap CI of one process's speedup; pairs (the same iteration) are resampled together."""
-    eager, compiled = np.asarray(eager_ms, dtype=float), np.asarray(compiled_ms, dtype=float)
-    if eager.size != compiled.size or eager.size < 2:
-        raise ValueError(f"paired samples needed: {eager.size} eager vs {compiled.size} compiled")
-    index = np.random.default_rng(seed).integers(0, eager.size, size=(resamples, eager.size))
-    ratios = np.median(eager[index], axis=1) / np.median(compiled[index], axis=1)
-    tail = (1 - confidence) / 2 * 100
-    low, high = np.percentile(ratios, [tail, 100 - tail])
-    return float(low), float(high)
-
-
-def median_bootstrap_ci(
-    samples_ms, confidence: float = CONFIDENCE, resamples: int = 2000, seed: int = 0
-) -> tuple[float, float]:
-    """Percentile-bootstrap CI of one process's median latency."""
-    values = np.asarray(samples_ms, dtype=float)
-    if values.size < 2:
-        return math.nan, math.nan
-    index = np.random.default_rng(seed).integers(0, values.size, size=(resamples, values.size))
-    tail = (1 - confidence) / 2 * 100
-    low, high = np.percentile(np.median(values[index], axis=1), [tail, 100 - tail])
-    return float(low), float(high)
-
-
 def t_quantile(probability: float, dof: float) -> float:
-    """Student's t quantile. scipy.stats is imported here, not with the module: a trial process times with these
-    statistics but never needs a t-interval, and the import costs it half a second of start-up."""
+    """Student's t quantile. scipy.stats is imported here, not with the module: the launcher imports the analysis
+    on a machine that runs trials, and the import costs half a second."""
     from scipy import stats as scipy_stats
 
     return float(scipy_stats.t.ppf(probability, dof))
