@@ -13,11 +13,11 @@ from conftest import make_project, project_env, run_ok, set_params
 
 from compilebench import report
 from compilebench.analysis import adaptive, runs, stats, validity
-from compilebench.analysis.validity import Validity
 from compilebench.harness import trial_process
+from compilebench.harness.invocation import Context, LoopSettings, Validity
 from compilebench.harness.records import CompileHealth, ModelSpec, TimingSpec, TrialResult, TrialSpec, VariantSpec
 
-CONTEXT = runs.Context("inv", "s", "full", "vm", "abc", "embedded-fallback", "00",
+CONTEXT = Context("inv", "s", "full", "vm", "abc", "embedded-fallback", "00",
                        Validity(min_iters=3, min_time_s=0.1, max_cv=1e6, disturbed_cores=0.5))  # fmt: skip
 ENVIRONMENTS = {label: runs.EnvironmentInfo(label, "current", "k", {}, ()) for label in ("A", "B")}
 
@@ -35,7 +35,7 @@ def _bench(target=None, **changes):
         "target_compile": target.compile,
         "target_latency": target.latency,
     }
-    return adaptive.Settings(**{**values, **changes})
+    return LoopSettings(**{**values, **changes})
 
 
 def _spec(label, model, replicate, cache="warm"):

@@ -7,8 +7,8 @@ import sys
 import pytest
 
 from compilebench.analysis import runs
-from compilebench.analysis.validity import Validity
 from compilebench.harness import launcher, trial_process
+from compilebench.harness.invocation import Context, Validity
 from compilebench.harness.records import DYNAMIC_BATCH, DYNAMIC_BATCH_UNBACKED, TimingSpec, TrialSpec, VariantSpec
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("dynamic-batch")]  # trial processes; fixture runs once
@@ -98,9 +98,7 @@ def test_an_unbacked_batch_fails_to_compile_on_torch_2_13_and_the_process_record
 def test_the_run_record_carries_sizes_graphs_and_recompiles(served):
     by_name, _, _ = served
     environment = {"current": runs.EnvironmentInfo("current", "current", "k", {"torch": "x"}, ())}
-    context = runs.Context(
-        "inv", "s", "tiny", "vm", "abc", "file", "00", Validity(min_iters=3, min_time_s=0.1, max_cv=1e6)
-    )
+    context = Context("inv", "s", "tiny", "vm", "abc", "file", "00", Validity(min_iters=3, min_time_s=0.1, max_cv=1e6))
 
     def record(name):
         spec, result = by_name[name]

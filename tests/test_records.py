@@ -45,6 +45,27 @@ def test_plan_round_trips_and_unknown_fields_are_refused():
         TrialSpec.from_dict(raw)
 
 
+def test_a_plans_loop_is_typed_and_a_plan_of_before_reads_back_with_its_settings(repo_root):
+    """The loop an exported plan carries comes back as the records the launcher hands to the analysis: the settings
+    the config's section made, the invocation's context and its labels. A plan of 2026-11-27 (a committed window)
+    carried the validity thresholds alone as its context: they come back with the plan's invocation id."""
+    from compilebench.config import Benchmark
+    from compilebench.harness.invocation import Context, Loop
+
+    section = Benchmark(replicates=4, max_replicates=6, min_iters=7)
+    context = Context("inv", "cpu", "full", "vm", "abc", "download", "00", section.validity())
+    plan = Plan("inv", (SPEC,), adaptive=Loop(section.loop(0.1), context, ("current", "B")))
+    again = Plan.from_dict(json.loads(json.dumps(plan.to_dict())))
+    assert again == plan
+    assert again.adaptive.settings.max_replicates == 6 and again.adaptive.settings.margin == 0.1
+    assert again.adaptive.context.validity.min_iters == 7
+    older = json.loads((repo_root / "benchmarks/results/2026-11-27-h100-paper-bs1-w1/plan.json").read_text())
+    loop = Plan.from_dict(older).adaptive
+    assert loop.settings.replicates == older["adaptive"]["settings"]["replicates"] == 5
+    assert loop.context.invocation_id == older["invocation_id"] and loop.context.validity.min_iters == 100
+    assert loop.labels == ("current",)
+
+
 def _lines(tmp_path, rows, torn=""):
     path = tmp_path / "trials.jsonl"
     path.write_text("".join(json.dumps(row) + "\n" for row in rows) + torn)

@@ -5,12 +5,12 @@ from dataclasses import replace
 import pytest
 
 from compilebench.analysis import runs, stats, validity
-from compilebench.analysis.validity import Validity
+from compilebench.harness.invocation import Context, Validity
 from compilebench.harness.records import CompileHealth, ModelSpec, TimingSpec, TrialResult, TrialSpec, VariantSpec
 
 MODEL = ModelSpec("org/m", "M", "image-classification", "X", "ckpt")
 DEFAULT = VariantSpec("default")
-CONTEXT = runs.Context("inv", "s", "full", "vm", "abc", "embedded-fallback", "00",
+CONTEXT = Context("inv", "s", "full", "vm", "abc", "embedded-fallback", "00",
                        Validity(min_iters=5, min_time_s=0.1, max_cv=0.25))  # fmt: skip
 ENVIRONMENT = {"current": runs.EnvironmentInfo("current", "current", "k1", {"torch": "2.13.0"}, ("torch==2.13.0",))}
 MODELS = {"org/m": runs.ModelInfo("random-init", "card:m.yaml", 1000)}
@@ -279,16 +279,15 @@ def test_the_context_reads_exports_written_before_validity_was_a_record_of_its_o
     import json
     from dataclasses import asdict
 
-    from compilebench import benchmark
     from compilebench.config import Benchmark
 
     saved = json.loads((repo_root / "benchmarks/results/2026-11-27-h100-paper-bs1-w1/export.json").read_text())
-    older = runs.Context.from_dict(saved["context"])
+    older = Context.from_dict(saved["context"])
     assert older.validity == Validity(min_iters=100, min_time_s=4.0, max_cv=0.25, disturbed_cores=0.25,
                                       max_halves_diff=0.1)  # fmt: skip
     assert older.invocation_id == saved["context"]["invocation_id"]
-    assert runs.Context.from_dict(json.loads(json.dumps(older.to_dict()))) == older  # as an export now writes it
+    assert Context.from_dict(json.loads(json.dumps(older.to_dict()))) == older  # as an export now writes it
     section = Benchmark(min_iters=7, max_cv=0.5, disturbed_cores=0.3)
     expected = {"min_iters": 7, "min_time_s": section.min_time_s, "max_cv": 0.5, "disturbed_cores": 0.3,
                 "max_halves_diff": section.max_halves_diff}  # fmt: skip
-    assert asdict(benchmark.validity(section)) == expected
+    assert asdict(section.validity()) == expected

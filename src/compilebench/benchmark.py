@@ -27,7 +27,7 @@ import shutil
 import socket
 import sys
 import uuid
-from dataclasses import asdict, fields, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -35,10 +35,10 @@ from tqdm import tqdm
 
 from compilebench import environments, executors, journal, reference, tracking
 from compilebench.analysis import adaptive, compare, plan, runs
-from compilebench.analysis.validity import Validity
 from compilebench.config import Benchmark, Config, ConfigError, stage_config
 from compilebench.harness import fingerprint, groups, launcher, models, trial_process
 from compilebench.harness.files import write_json, write_jsonl
+from compilebench.harness.invocation import Context, Loop, LoopSettings
 from compilebench.harness.records import (
     KIND_COLD,
     MEASURED_NOTHING,
@@ -46,7 +46,6 @@ from compilebench.harness.records import (
     ModelSpec,
     Plan,
     RecordError,
-    TimingSpec,
     TrialResult,
     TrialSpec,
     VariantSpec,
@@ -63,17 +62,6 @@ CARRIED_CHECKPOINTS = "carried.json"  # in an exported plan: manifest entries of
 EXPORT_CONTEXT = "export.json"
 
 
-def validity(bench: Benchmark) -> Validity:
-    """The benchmark section's thresholds a run's processes are judged by, as the analysis takes them (one record:
-    into the runs' context, an exported plan's loop and its export)."""
-    return Validity(**{item.name: getattr(bench, item.name) for item in fields(Validity)})
-
-
-def timing_spec(bench: Benchmark) -> TimingSpec:
-    """What a trial needs of `benchmark` params: its fields, by name."""
-    return TimingSpec(**{spec_field.name: getattr(bench, spec_field.name) for spec_field in fields(TimingSpec)})
-
-
 def plan_trials(bench: Benchmark, selection: dict[str, Any], image: str) -> list[TrialSpec]:
     """Every trial of the selection, in run order."""
     return plan.trials(
@@ -85,7 +73,7 @@ def plan_trials(bench: Benchmark, selection: dict[str, Any], image: str) -> list
         bench.cold_replicates,
         bench.compile_cache == "shared",
         image,
-        timing_spec(bench),
+        bench.timing(),
         bench.seed,
         None if selection.get("cells") is None else frozenset(tuple(cell) for cell in selection["cells"]),
     )
@@ -104,11 +92,9 @@ def model_infos(entries: list[dict[str, Any]]) -> dict[str, runs.ModelInfo]:
     }
 
 
-def context(
-    config: Config, selection: dict[str, Any], invocation_id: str, image_meta: dict, machine: str
-) -> runs.Context:
+def context(config: Config, selection: dict[str, Any], invocation_id: str, image_meta: dict, machine: str) -> Context:
     """What every run of this invocation shares."""
-    return runs.Context(
+    return Context(
         invocation_id=invocation_id,
         suite=selection["suite"],
         scale=selection["scale"],
@@ -116,7 +102,7 @@ def context(
         git_commit=fingerprint.git_commit(),
         image_source=image_meta["image_source"],
         image_sha256=image_meta["sha256"],
-        validity=validity(config.benchmark),
+        validity=config.benchmark.validity(),
     )
 
 
@@ -162,7 +148,7 @@ class Recorder:
                 self.logged.add(record.run_uid)
 
 
-def say_forecast(trials: list[TrialSpec], settings: adaptive.Settings, record: dict[str, Any] | None) -> None:
+def say_forecast(trials: list[TrialSpec], settings: LoopSettings, record: dict[str, Any] | None) -> None:
     """Log, before the first block, the smallest change each targeted metric will find (80% power) after the planned
     blocks and at the cap, from this machine's noise record; or that the machine has none yet."""
     cells = sorted({f"{s.model.model_id}|bs{s.batch_size}|{s.variant.name}" for s in trials})
@@ -184,7 +170,7 @@ def measure_adaptively(
     """Run the planned trials, then more blocks where the intervals are widest (`adaptive.measure`) until every run
     meets its target or the budget or the cap runs out; log each model's runs once they are final. Returns, per
     run and targeted interval, what it reached (for the report)."""
-    settings = adaptive.Settings.of(config.benchmark, config.margin)
+    settings = config.benchmark.loop(config.margin)
     recorder.open = {(spec.model.model_id, spec.batch_size) for spec in recorder.trials}
     if len(labels) > 1:
         machine = fingerprint.host()["machine_fingerprint"]  # what the trials will record (compare.calibration_key)
@@ -246,7 +232,7 @@ def parent_name(selection: dict[str, Any], machine: str) -> str:
     return f"{selection['suite']}: {compared} on {machine}"
 
 
-def parent_params(selection: dict[str, Any], bench: Benchmark, run_context: runs.Context, where: dict) -> dict:
+def parent_params(selection: dict[str, Any], bench: Benchmark, run_context: Context, where: dict) -> dict:
     """The parent run's params: what this invocation ran, where."""
     return {
         "suite": selection["suite"],
@@ -393,10 +379,11 @@ def export_plan(config: Config) -> tuple[Plan, dict, list[dict]]:
                for model_id in carded]  # fmt: skip
     uncarded = set(suite.models) - set(carded)
     carried = [entry for entry in read_json(config.paths.manifest) if entry["model_id"] in uncarded] if uncarded else []
-    loop = {"settings": adaptive.Settings.of(config.benchmark, config.margin).to_dict(),
-            "context": asdict(validity(config.benchmark)),
-            "labels": [entry["label"] for entry in selection["environments"]]}  # fmt: skip
-    return Plan(uuid.uuid4().hex, tuple(trials), tuple(recipes), loop), selection, carried
+    invocation_id = uuid.uuid4().hex
+    run_context = context(config, selection, invocation_id, read_json(config.paths.image_meta), config.runner.machine)
+    loop = Loop(config.benchmark.loop(config.margin), run_context,
+                tuple(entry["label"] for entry in selection["environments"]))  # fmt: skip
+    return Plan(invocation_id, tuple(trials), tuple(recipes), loop), selection, carried
 
 
 def write_export(config: Config, folder: Path, exported: Plan, selection: dict, carried: list[dict]) -> None:
@@ -407,9 +394,7 @@ def write_export(config: Config, folder: Path, exported: Plan, selection: dict, 
     write_json(folder / CARRIED_CHECKPOINTS, carried)
     write_json(folder / "plan.json", exported.to_dict())
     shutil.copyfile(config.paths.image, folder / "image.jpg")
-    image_meta = read_json(config.paths.image_meta)
-    run_context = context(config, selection, exported.invocation_id, image_meta, config.runner.machine)
-    write_json(folder / EXPORT_CONTEXT, {"context": run_context.to_dict(), "selection": selection,
+    write_json(folder / EXPORT_CONTEXT, {"context": exported.adaptive.context.to_dict(), "selection": selection,
                                          "plan_sha256": plan_digest(folder / "plan.json")})  # fmt: skip
     copy_harness(folder)
 
@@ -450,11 +435,10 @@ def estimate_line(trials: list[TrialSpec], config: Config) -> str:
 def reached(exported: Plan, recorder: Recorder) -> list[dict[str, Any]]:
     """Per run and targeted interval of an exported plan, what its results reached and the blocks each would still
     need: the launcher's loop judged them there on the same settings (so the next window can be sized)."""
-    if not exported.adaptive:
+    if exported.adaptive is None:
         return []
-    settings = adaptive.Settings(**exported.adaptive["settings"])
     rows = [record.to_dict() for record in recorder.records()]
-    return adaptive.shortfalls(rows, exported.adaptive["labels"], settings, None)
+    return adaptive.shortfalls(rows, list(exported.adaptive.labels), exported.adaptive.settings, None)
 
 
 def plan_problem(folder: Path, saved: dict, remote: dict) -> str | None:
@@ -510,7 +494,7 @@ def ingest(config: Config, folder: Path) -> None:
     if len(missing) == len(exported.trials):
         raise FileNotFoundError(f"{folder / 'results' / 'trials.jsonl'} holds no result of this plan")
     ended = folder / "results" / launcher.FINISHED
-    finished = ended.exists() or not exported.adaptive  # no loop: as it stands
+    finished = ended.exists() or exported.adaptive is None  # no loop: as it stands
     not_run = read_json(ended).get("processes_not_run", 0) if ended.exists() else 0  # ended by `window end`
     if missing:
         why = "the plan was ended with `window end`" if not_run else "rerun the launcher there to finish"
@@ -523,7 +507,7 @@ def ingest(config: Config, folder: Path) -> None:
     selection = saved["selection"]
     first = next(result for result in results.values() if result.environment)
     machine = saved["context"]["machine"] or first.environment.get("hostname", "remote")
-    run_context = replace(runs.Context.from_dict(saved["context"]), machine=machine)
+    run_context = replace(Context.from_dict(saved["context"]), machine=machine)
     freeze = tuple(remote["freeze"])
     key = journal.stable_hash(list(freeze))
     found = {  # that machine's own stack, as found: the project's pins do not apply there

@@ -12,7 +12,7 @@ import logging
 import os
 import re
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +20,15 @@ from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from compilebench import logs
-from compilebench.harness.records import CURRENT, LOCAL_PREFIXES, environment_labels, is_local, key_part
+from compilebench.harness.invocation import LoopSettings, Validity
+from compilebench.harness.records import (
+    CURRENT,
+    LOCAL_PREFIXES,
+    TimingSpec,
+    environment_labels,
+    is_local,
+    key_part,
+)
 
 COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 DTYPES = ("float32", "bfloat16", "float16")
@@ -313,6 +321,23 @@ class Benchmark:
             self.max_time_s >= self.min_time_s,
             f"`benchmark.max_time_s` ({self.max_time_s}) must be >= `benchmark.min_time_s` ({self.min_time_s})",
         )
+
+    def timing(self) -> TimingSpec:
+        """How a trial measures: this section's fields a trial takes, by name."""
+        return TimingSpec(**{item.name: getattr(self, item.name) for item in fields(TimingSpec)})
+
+    def validity(self) -> Validity:
+        """The thresholds a run's processes are judged by: into the runs' context, an exported plan's loop and its
+        export."""
+        return Validity(**{item.name: getattr(self, item.name) for item in fields(Validity)})
+
+    def loop(self, margin: float) -> LoopSettings:
+        """What the adaptive loop needs of this section, with the config's `margin`."""
+        return LoopSettings(replicates=self.replicates, cold_replicates=self.cold_replicates,
+                            max_replicates=self.max_replicates, budget_min=self.budget_min,
+                            disturbed_cores=self.disturbed_cores, target_speedup=self.target.speedup,
+                            target_compile=self.target.compile, target_latency=self.target.latency,
+                            margin=margin)  # fmt: skip
 
 
 EXECUTORS = ("local", "gpus", "ray")

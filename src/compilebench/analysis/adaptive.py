@@ -22,11 +22,12 @@ import logging
 import math
 import statistics
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from compilebench.analysis import compare, plan, stats
 from compilebench.analysis.validity import compile_disturbed, timing_disturbed
+from compilebench.harness.invocation import LoopSettings
 from compilebench.harness.records import (
     CACHE_COLD,
     CACHE_SHARED,
@@ -47,31 +48,6 @@ MIXED = "mixed"  # an invalid run whose processes ran on several machines or sta
 # far too small (one cold block a side was taken on such a cell record, and two invocations' cold compile intervals
 # of one cell missed each other); below it, the metric's record over every cell of the machine, else the cell's own.
 MIN_RECORD_DOF = 4
-
-
-@dataclass(frozen=True)
-class Settings:
-    """What the loop needs of `benchmark` and `margin` (config.Benchmark here; an exported plan carries it)."""
-
-    replicates: int
-    cold_replicates: int
-    max_replicates: int
-    budget_min: float  # minutes of processes per compared environment
-    disturbed_cores: float
-    target_speedup: float  # 95% CI half-widths aimed at (0.05 = +-5%); 0 = none
-    target_compile: float
-    target_latency: float
-    margin: float = 0.05
-
-    @classmethod
-    def of(cls, bench: Any, margin: float) -> Settings:
-        """From the config's benchmark section and margin."""
-        return cls(bench.replicates, bench.cold_replicates, bench.max_replicates, bench.budget_min,
-                   bench.disturbed_cores, bench.target.speedup, bench.target.compile, bench.target.latency,
-                   margin)  # fmt: skip
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 @dataclass(frozen=True)
@@ -98,11 +74,6 @@ class Width:
     def more(self) -> int | None:
         """About how many more blocks would reach the target (None: cannot tell yet)."""
         return stats.more_blocks(self.halfwidth, self.target, self.blocks, self.dof)
-
-
-def _targets(settings: Settings) -> dict[str, float]:
-    """The target half-widths per kind of metric that compare.Metric.target names."""
-    return {"speedup": settings.target_speedup, "compile": settings.target_compile, "latency": settings.target_latency}
 
 
 def cell_of(spec: TrialSpec) -> Cell:
@@ -240,7 +211,7 @@ def clean_blocks(trials: list[TrialSpec], results: dict[str, TrialResult], limit
     return {unit: sum(per_unit.values()) for unit, per_unit in blocks.items()}
 
 
-def _planned(unit: Unit, bench: Settings) -> int:
+def _planned(unit: Unit, bench: LoopSettings) -> int:
     """How many clean blocks a unit is planned to have: `cold_replicates` cold blocks, `replicates` of the others."""
     return bench.cold_replicates if unit[0] == "cold" else bench.replicates
 
@@ -279,14 +250,14 @@ def extend(
     results: dict[str, TrialResult],
     records: list[dict[str, Any]],
     labels: list[str],
-    bench: Settings,
+    bench: LoopSettings,
     noise: compare.CellNoise | None,
 ) -> list[TrialSpec]:
     """The next blocks: for each unit short of its planned clean blocks or of a target, furthest first, one more block
     (a process per environment, in balanced order) while it fits the budget and the cap. Empty when done."""
     units = list(dict.fromkeys(unit_of(spec) for spec in trials))
     short_of: dict[Unit, tuple[float, bool]] = {}  # unit -> (distance, cold: a paired unit's block re-runs cold)
-    for width in widths(records, labels, _targets(bench), noise, bench.margin):
+    for width in widths(records, labels, bench.targets, noise, bench.margin):
         if width.met:
             continue
         for unit in units_of(width, trials):
@@ -324,13 +295,13 @@ def extend(
 
 
 def shortfalls(
-    records: list[dict[str, Any]], labels: list[str], bench: Settings, noise: compare.CellNoise | None
+    records: list[dict[str, Any]], labels: list[str], bench: LoopSettings, noise: compare.CellNoise | None
 ) -> list[dict[str, Any]]:
     """Per run and targeted metric (in compare.METRICS order), its interval against its target (of several compared
     environments, the widest B/A): reached or not, and about how many more blocks it needs."""
     rows = []
     order = {metric.name: i for i, metric in enumerate(compare.METRICS)}
-    found = widest(widths(records, labels, _targets(bench), noise, bench.margin), per_metric=True).values()
+    found = widest(widths(records, labels, bench.targets, noise, bench.margin), per_metric=True).values()
     for width in sorted(found, key=lambda width: (width.cell, order[width.metric])):
         model_id, batch, variant = width.cell
         rows.append({"model_id": model_id, "batch_size": batch, "variant": variant, "metric": width.metric,
@@ -340,14 +311,14 @@ def shortfalls(
     return rows
 
 
-def forecast(noise: compare.CellNoise, cells: list[str], bench: Settings) -> list[dict[str, Any]]:
+def forecast(noise: compare.CellNoise, cells: list[str], bench: LoopSettings) -> list[dict[str, Any]]:
     """Before any block runs, what the budget can resolve on this machine: per targeted metric the machine's noise
     record has for `cells` (compare.cell_key), the smallest change a comparison finds with 80% power
     (stats.minimum_detectable) after the planned blocks and after `max_replicates`, the range over the cells. Empty
     for a machine without a record (the first comparison on it makes one)."""
     found = []
     for metric in compare.METRICS:
-        if metric.target is None or not _targets(bench).get(metric.target):
+        if metric.target is None or not bench.targets.get(metric.target):
             continue
         planned = bench.cold_replicates if metric.name == "compile_cold" else bench.replicates
         records = [noise[cell][metric.name] for cell in cells if metric.name in noise.get(cell, {})]
@@ -366,7 +337,7 @@ def forecast(noise: compare.CellNoise, cells: list[str], bench: Settings) -> lis
 def measure(
     trials: list[TrialSpec],
     labels: list[str],
-    settings: Settings,
+    settings: LoopSettings,
     run: Callable[[list[TrialSpec]], dict[str, TrialResult]],
     records_of: Callable[[list[TrialSpec], dict[str, TrialResult]], list[dict[str, Any]]],
     noise_of: Callable[[list[dict[str, Any]]], compare.CellNoise | None] = lambda rows: None,

@@ -21,7 +21,6 @@ from typing import Any
 
 from compilebench.analysis import stats
 from compilebench.analysis.validity import (
-    Validity,
     compile_disturbed,
     halves_p_value,
     halves_ratio,
@@ -34,6 +33,7 @@ from compilebench.analysis.validity import (
     validity_problems,
 )
 from compilebench.harness import fingerprint, sample_stats
+from compilebench.harness.invocation import Context
 from compilebench.harness.records import (
     CACHE_COLD,
     CACHE_SHARED,
@@ -48,33 +48,6 @@ from compilebench.harness.records import (
 )
 
 FAILURE_ORDER = ("crashed", "killed", "oom", "timeout", "compile_error", "error", "accuracy_fail")
-
-
-@dataclass(frozen=True)
-class Context:
-    """What is the same for every run of an invocation, or of one environment in it."""
-
-    invocation_id: str
-    suite: str
-    scale: str
-    machine: str  # the label a user gives this machine (runner.machine, or the hostname)
-    git_commit: str
-    image_source: str
-    image_sha256: str
-    validity: Validity  # what makes its processes count (benchmark.min_iters, max_cv, ...)
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, raw: dict[str, Any]) -> Context:
-        """As `to_dict` wrote it, or as an export before validity was a record of its own wrote it (its thresholds
-        beside the identity: an exported plan's export.json of 2026-11-27 or earlier)."""
-        if isinstance(raw.get("validity"), dict):
-            return cls(**{**raw, "validity": Validity(**raw["validity"])})
-        names = {f.name for f in fields(Validity)}
-        identity = {key: value for key, value in raw.items() if key not in names}
-        return cls(**identity, validity=Validity(**{key: value for key, value in raw.items() if key in names}))
 
 
 @dataclass(frozen=True)

@@ -1,33 +1,22 @@
 """What makes a run's processes count: enough rounds and time, a steady per-pair ratio, no drift between the halves
 of a process's rounds beyond its noise, a machine left alone while it timed or compiled, one machine and stack.
 
-`Validity` holds the thresholds (params.yaml's `benchmark.min_iters`, `min_time_s`, `max_cv`, `disturbed_cores`,
-`max_halves_diff`), the one record they travel in: into an invocation's runs (`runs.Context`), an exported plan's
-loop and its export. Pure functions; pooling processes into runs is runs.py's.
+The thresholds are harness/invocation.py's `Validity` (params.yaml's `benchmark.min_iters`, `min_time_s`, `max_cv`,
+`disturbed_cores`, `max_halves_diff`), the one record they travel in: into an invocation's runs (its `Context`), an
+exported plan's loop and its export. Pure functions; pooling processes into runs is runs.py's.
 """
 
 from __future__ import annotations
 
 import math
 import statistics
-from dataclasses import dataclass
 
 from compilebench.harness import fingerprint, sample_stats
+from compilebench.harness.invocation import Validity
 from compilebench.harness.records import TrialResult, TrialSpec
 
 HALVES_ALPHA = 0.05  # a process's halves differ beyond its noise below this p (halves_p_value): at 5 rounds a half,
 #                     only when nearly every ratio of one half is above every ratio of the other
-
-
-@dataclass(frozen=True)
-class Validity:
-    """The thresholds a run's processes are judged by (benchmark section of params.yaml)."""
-
-    min_iters: int  # rounds a process must time
-    min_time_s: float  # seconds it must time
-    max_cv: float  # the median process's robust CV of the per-pair ratio (eager: latency) above it: invalid
-    disturbed_cores: float = 0.0  # a process whose machine was busier than this while it timed is left out; 0 = off
-    max_halves_diff: float = 0.0  # a compiled run whose processes' halves disagree by more than this: invalid; 0 = off
 
 
 def median_of(values: list[float | None]) -> float | None:

@@ -352,14 +352,11 @@ def run_plan_adaptively(plan: Plan, trials: list[TrialSpec], run, out: Path, bud
     where the intervals are widest, within the plan's budget (or `budget_min`). Each added block's specs are
     appended to out/added.jsonl before it runs, so a later window resumes it and ingest knows it. Needs numpy and
     scipy, which a GPU image has; nothing of the pipeline's tools."""
-    from compilebench.analysis import adaptive, runs, validity
+    from compilebench.analysis import adaptive, runs
 
-    settings = adaptive.Settings(**plan.adaptive["settings"])
+    settings, context, labels = plan.adaptive.settings, plan.adaptive.context, list(plan.adaptive.labels)
     if budget_min is not None:
         settings = replace(settings, budget_min=budget_min)
-    labels = plan.adaptive["labels"]
-    # the loop judges the runs' statistics, which need no identity: the plan's, with its validity, and no names
-    context = runs.Context(plan.invocation_id, "", "", "", "", "", "", validity.Validity(**plan.adaptive["context"]))
     environments = {label: runs.EnvironmentInfo(label, label, "", {}) for label in labels}
     models = {spec.model.model_id: runs.ModelInfo("", "", None) for spec in trials}
 
@@ -573,7 +570,7 @@ def launch(plan: Plan, args: argparse.Namespace, pythons: dict[str, str], pinned
         return results
 
     try:
-        if plan.adaptive and not args.plan_only:
+        if plan.adaptive is not None and not args.plan_only:
             run_plan_adaptively(plan, trials, run, out, args.budget_min)
         else:
             run(trials)

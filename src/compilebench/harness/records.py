@@ -21,6 +21,8 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from compilebench.harness.invocation import Loop
+
 EAGER = "eager"
 CURRENT = "current"  # the project's own environment (constraints.txt, requirements.txt), the default baseline
 STATUS_OK = "ok"
@@ -421,9 +423,8 @@ class Plan:
     invocation_id: str
     trials: tuple[TrialSpec, ...]
     recipes: tuple[CheckpointRecipe, ...] = ()
-    adaptive: dict[str, Any] = field(default_factory=dict)  # the loop that adds blocks after the plan, where the
-    #   machine running it has the analysis (adaptive.Settings as `settings`, the validity rules as `context`, the
-    #   compared environments as `labels`); empty: the plan's trials only
+    adaptive: Loop | None = None  # the loop that adds blocks after the plan, where the machine running it has the
+    #   analysis (its settings, the invocation's context, the compared environments); None: the plan's trials only
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -436,6 +437,7 @@ class Plan:
                 **raw,
                 "trials": tuple(TrialSpec.from_dict(t) for t in raw["trials"]),
                 "recipes": tuple(CheckpointRecipe.from_dict(r) for r in raw.get("recipes", ())),
+                "adaptive": Loop.from_dict(raw["adaptive"], raw["invocation_id"]) if raw.get("adaptive") else None,
             },
         )
 
