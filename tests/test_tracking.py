@@ -7,6 +7,7 @@ import mlflow
 
 from compilebench import tracking
 from compilebench.analysis import compare
+from compilebench.run_info import RunInfo
 
 
 def test_child_runs_nest_under_parent_and_read_back(tmp_path, monkeypatch):
@@ -202,6 +203,6 @@ def test_a_later_stage_finds_the_invocations_parent_not_one_of_its_runs(tmp_path
     payload = tracking.run_payload(_row(uid="inv/current/org/m/bs1/default"))
     for i in range(3):  # more runs than parents, logged after it
         first.log_run(**{**payload, "uid": f"inv/current/org/m/bs1/v{i}"})
-    later = tracking.Tracker.of_invocation(uri, {"invocation_id": "inv"})
+    later = tracking.Tracker.of_invocation(uri, RunInfo("inv"))
     assert later.parent() == first.parent_id
     assert later.client.get_run(later.parent()).data.tags["role"] == "pipeline"

@@ -35,6 +35,7 @@ from compilebench.analysis import compare
 from compilebench.config import Config, stage_config
 from compilebench.harness.files import locked, write_atomic, write_json
 from compilebench.harness.records import STATUS_OK, RecordError, key_part, read_jsonl
+from compilebench.run_info import RunInfo
 
 LOGGER = logging.getLogger(__name__)
 QUIET_VERDICTS = ("equivalent", "inconclusive")  # a headline that says nothing changed
@@ -285,11 +286,11 @@ def log_series(compared: list[compare.Comparison], labels: list[str]) -> None:
                     step["ci_high"])  # fmt: skip
 
 
-def log_tables(config: Config, run_info: dict[str, Any], compared: list[compare.Comparison], metrics: dict) -> None:
+def log_tables(config: Config, run_info: RunInfo, compared: list[compare.Comparison], metrics: dict) -> None:
     """The comparison on each candidate run, the tables and headline metrics on the parent run; nothing where the
     invocation is not to be logged yet (an exported plan not finished)."""
-    if run_info.get(tracking.NOT_LOGGED):
-        LOGGER.info("tables written, not logged to MLflow: %s", run_info[tracking.NOT_LOGGED])
+    if run_info.not_logged:
+        LOGGER.info("tables written, not logged to MLflow: %s", run_info.not_logged)
         return
     tracker = tracking.Tracker.of_invocation(config.paths.tracking_uri, run_info)
     tracker.log_comparison(compared)
@@ -314,7 +315,7 @@ def cell_metrics(compared: list[compare.Comparison]) -> dict[str, Any]:
     return cells
 
 
-def aggregate(config: Config, rows: list[dict[str, Any]], run_info: dict[str, Any]) -> None:
+def aggregate(config: Config, rows: list[dict[str, Any]], run_info: RunInfo) -> None:
     """The summary, the verdicts against the doc, the comparison of environments and the headline metrics, written
     and logged; the machine's noise record updated."""
     table = summarize(pd.DataFrame(rows))
@@ -325,7 +326,7 @@ def aggregate(config: Config, rows: list[dict[str, Any]], run_info: dict[str, An
     judged = reference.verdicts(table, reference.read_published(config.paths.reference))
     write_csv(judged, config.paths.verdicts)
     LOGGER.info("verdicts against the published numbers: %s", judged["verdict"].value_counts().to_dict())
-    labels = list(run_info.get("environments", {}))
+    labels = list(run_info.labels)
     compared, record = comparison(rows, labels, config.paths.calibration, config.margin)
     write_csv(comparison_frame(compared), config.paths.comparison)
     if record is not None:
@@ -354,8 +355,8 @@ def main() -> None:
             from_mlflow(config)
             return
         rows = read_jsonl(config.paths.results)
-        run_info = json.loads(Path(config.paths.run_info).read_text())
-    except (OSError, json.JSONDecodeError, tracking.StoreError, RecordError) as error:
+        run_info = RunInfo.read(config.paths.run_info)
+    except (OSError, ValueError, tracking.StoreError, RecordError) as error:
         LOGGER.error("%s", error)
         sys.exit(2)
     aggregate(config, rows, run_info)

@@ -55,6 +55,7 @@ from compilebench.harness.records import (
     read_plan,
     slug,
 )
+from compilebench.run_info import RunInfo
 
 LOGGER = logging.getLogger(__name__)
 CARRIED_CHECKPOINTS = "carried.json"  # in an exported plan: manifest entries of the models without a card
@@ -201,16 +202,16 @@ def measure_adaptively(
 
 def finish(config: Config, records: list[runs.RunRecord], invocation_id: str, tracker, extra: dict) -> None:
     """Write the results and run info, close the parent run, say what failed and what was not logged. Without a
-    tracker (an ingest of a plan not finished: extra says why, under tracking.NOT_LOGGED) nothing is logged."""
+    tracker (an ingest of a plan not finished: extra says why, as `not_logged`) nothing is logged."""
     write_jsonl(config.paths.results, [record.to_dict() for record in records])
     failed = [f"{r.model_id} bs{r.batch_size} {r.variant} [{r.environment}]: {r.status}" for r in records
               if r.status != STATUS_OK]  # fmt: skip
     parent = {"name": tracker.parent_name, "params": tracker.parent_params, "tags": tracker.parent_tags} if (
         tracker) else {}  # fmt: skip  # for sync
     crashed = any(record.status in tracking.CRASHED for record in records)  # measured nothing: the parent FAILED
-    run_info = {"invocation_id": invocation_id, "experiment": tracking.EXPERIMENT, "failed_runs": failed,
-                "crashed": crashed, "parent": parent, **extra}  # fmt: skip
-    write_json(config.paths.run_info, run_info)
+    run_info = RunInfo(invocation_id, tracking.EXPERIMENT, failed_runs=tuple(failed), crashed=crashed, parent=parent,
+                       **extra)  # fmt: skip
+    write_json(config.paths.run_info, run_info.to_dict())
     if tracker is None:
         return
     tracker.log_parent(finish_failed=crashed)
@@ -307,9 +308,10 @@ def measure(config: Config, selection: dict, manifest: list[dict], image_meta: d
         runner.close()
     progress.close()
     ran = len(processes(recorder.trials))
-    extra = {"environments": {label: {"name": s.name, "key": s.key, "pins": s.pins} for label, s in stacks.items()},
+    extra = {"labels": tuple(stacks),
+             "environments": {label: {"name": s.name, "key": s.key, "pins": s.pins} for label, s in stacks.items()},
              "trials": len(recorder.trials), "planned_trials": len(trials), "processes": ran,
-             "planned_processes": len(processes(trials)), "targets": reached}  # fmt: skip
+             "planned_processes": len(processes(trials)), "targets": tuple(reached)}  # fmt: skip
     finish(config, recorder.records(), invocation_id, tracker, extra)
     journal.close_journal(journal_dir)
 
@@ -531,9 +533,9 @@ def ingest(config: Config, folder: Path) -> None:
         recorder(specs, [results[spec.trial_id] for spec in specs], resumed=True)
     labels = {label: {"name": e.name, "key": e.key, "pins": e.pins} for label, e in info.items()}
     extra = {"ingested_from": str(folder), "trials": len(exported.trials), "trials_missing": len(missing),
-             "planned_processes": planned_processes, "environments": labels, "targets": reached(exported, recorder),
-             "processes_not_run": not_run,
-             **({tracking.NOT_LOGGED: not_logged} if not_logged else {})}  # fmt: skip
+             "planned_processes": planned_processes, "labels": tuple(info), "environments": labels,
+             "targets": tuple(reached(exported, recorder)), "processes_not_run": not_run,
+             "not_logged": not_logged or ""}  # fmt: skip
     finish(config, recorder.records(), exported.invocation_id, tracker, extra)
     if not_logged:
         LOGGER.warning("results written to %s; %s", config.paths.results, not_logged)

@@ -14,7 +14,6 @@ with its 95% CI beside the published speedup of each GPU; 4. with two or more en
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import math
 import re
@@ -34,6 +33,7 @@ from compilebench.analysis import compare
 from compilebench.config import Config, stage_config
 from compilebench.harness.files import write_atomic
 from compilebench.harness.records import read_jsonl
+from compilebench.run_info import RunInfo
 
 LOGGER = logging.getLogger(__name__)
 RATIO_TICKS = (0.33, 0.5, 0.67, 0.8, 0.9, 0.95, 1.0, 1.05, 1.1, 1.25, 1.5, 2.0, 3.0)  # B / A axis labels
@@ -264,7 +264,7 @@ def write_figures(
 
 
 def plot(config: Config, table: pd.DataFrame, verdicts: pd.DataFrame, compared: pd.DataFrame,
-         run_info: dict[str, Any], results: list[dict[str, Any]]) -> None:  # fmt: skip
+         run_info: RunInfo, results: list[dict[str, Any]]) -> None:  # fmt: skip
     """The figures, their data for `dvc plots` and the report, written and logged to the parent run."""
     out_dir = Path(config.paths.plots)
     written = write_figures(table, verdicts, compared, out_dir, config.plot.width_in, config.plot.dpi)
@@ -274,8 +274,8 @@ def plot(config: Config, table: pd.DataFrame, verdicts: pd.DataFrame, compared: 
     text = report.render(results, table, verdicts, compared, published, written, report_path.parent, run_info)
     write_atomic(report_path, text)
     LOGGER.info("wrote %s", report_path)
-    if run_info.get(tracking.NOT_LOGGED):
-        LOGGER.info("figures and report written, not logged to MLflow: %s", run_info[tracking.NOT_LOGGED])
+    if run_info.not_logged:
+        LOGGER.info("figures and report written, not logged to MLflow: %s", run_info.not_logged)
         return
     tracker = tracking.Tracker.of_invocation(config.paths.tracking_uri, run_info)
     note = report.description(compared, results, run_info)
@@ -305,7 +305,7 @@ def main() -> None:
             table = pd.read_csv(config.paths.summary)
             verdicts = pd.read_csv(config.paths.verdicts)
             compared = pd.read_csv(config.paths.comparison)
-            run_info = json.loads(Path(config.paths.run_info).read_text())
+            run_info = RunInfo.read(config.paths.run_info)
             results = read_jsonl(config.paths.results)
     except (OSError, ValueError) as error:
         LOGGER.error("%s", error)

@@ -18,6 +18,7 @@ from compilebench.harness import fingerprint
 from compilebench.harness.models import DOC_TASK_TITLES
 from compilebench.harness.records import KIND_COLD
 from compilebench.reference import GPUS, TOLERANCE
+from compilebench.run_info import RunInfo
 
 ENVIRONMENT_FIELDS = ("environment_name", "environment_pins", *fingerprint.RUN_FIELDS, "machine", "num_threads",
                       "git_commit", "image_source", "image_sha256")  # fmt: skip
@@ -266,7 +267,7 @@ def render(
     published: pd.DataFrame,
     figures: list[Path],
     report_dir: Path,
-    run_info: dict[str, Any],
+    run_info: RunInfo,
 ) -> str:
     """The whole report, section by section (a section with nothing to show is left out)."""
     environments = list(dict.fromkeys(r["environment"] for r in results))
@@ -274,8 +275,8 @@ def render(
         *_header_section(results, run_info),
         *_what_changed_section(compared, results),
         *_measured_section(summary),
-        *_comparison_section(compared, list(run_info.get("environments") or environments)),
-        *_precision_section(run_info.get("targets") or []),
+        *_comparison_section(compared, list(run_info.labels or environments)),
+        *_precision_section(list(run_info.targets)),
         *_startup_section(summary),
         *_dynamic_batch_section(summary),
         *_published_section(verdicts),
@@ -293,12 +294,12 @@ def render(
 DESCRIPTION_CHARS = 7900  # under MLflow's 8000 for a tag's value
 
 
-def description(compared: pd.DataFrame, results: list[dict[str, Any]], run_info: dict[str, Any]) -> str:
+def description(compared: pd.DataFrame, results: list[dict[str, Any]], run_info: RunInfo) -> str:
     """The parent run's description in the MLflow UI (its Overview): what changed, how to list this invocation's
     runs alone in the runs table, and where the whole report is."""
-    invocation = run_info.get("invocation_id", "")
+    invocation = run_info.invocation_id
     lines = [
-        f"**compilebench** {(run_info.get('parent') or {}).get('name', '')}, invocation `{invocation}`.",
+        f"**compilebench** {run_info.parent.get('name', '')}, invocation `{invocation}`.",
         "",
         "This invocation's runs alone: type in the runs table's search box "
         f"``tags.`compilebench.invocation` = '{invocation}'``. On each candidate run, the tags `vs_first/verdict`, "
@@ -330,7 +331,7 @@ def _processes_phrase(results: list[dict[str, Any]]) -> str:
     return phrase
 
 
-def _header_section(results: list[dict[str, Any]], run_info: dict[str, Any]) -> list[str]:
+def _header_section(results: list[dict[str, Any]], run_info: RunInfo) -> list[str]:
     """What ran (suite, models, batch sizes, variants, environments), where it is logged, and the environments."""
     first = results[0] if results else {}
     labels = list(dict.fromkeys(r["label"] for r in results))
@@ -342,17 +343,17 @@ def _header_section(results: list[dict[str, Any]], run_info: dict[str, Any]) -> 
         "",
         f"Suite `{first.get('suite')}` ({first.get('scale')} scale): {len(labels)} models × batch sizes {batches} "
         f"× variants {variants} in environment(s) {environments}; {_processes_phrase(results)}. MLflow experiment "
-        f"`{run_info.get('experiment')}`, "
-        f"invocation `{run_info.get('invocation_id')}` (tag `compilebench.invocation` of the parent run).",
+        f"`{run_info.experiment}`, "
+        f"invocation `{run_info.invocation_id}` (tag `compilebench.invocation` of the parent run).",
         "",
-        *([f"**Not logged to MLflow:** {run_info['not_logged']}.", ""] if run_info.get("not_logged") else []),
+        *([f"**Not logged to MLflow:** {run_info.not_logged}.", ""] if run_info.not_logged else []),
         *(
             [
-                f"**Ended early:** {run_info['processes_not_run']} of the plan's processes did not run (`window end`): "
+                f"**Ended early:** {run_info.processes_not_run} of the plan's processes did not run (`window end`): "
                 "each run has the processes counted above.",
                 "",
             ]
-            if run_info.get("processes_not_run")
+            if run_info.processes_not_run
             else []
         ),
         "## Environment",

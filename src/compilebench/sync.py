@@ -20,6 +20,7 @@ from compilebench import tracking
 from compilebench.config import stage_config
 from compilebench.harness.records import read_jsonl
 from compilebench.report import description, read_comparisons
+from compilebench.run_info import RunInfo
 
 LOGGER = logging.getLogger(__name__)
 
@@ -27,16 +28,16 @@ LOGGER = logging.getLogger(__name__)
 def main() -> None:
     config = stage_config()
     try:
-        run_info = json.loads(Path(config.paths.run_info).read_text())
+        run_info = RunInfo.read(config.paths.run_info)
         records = read_jsonl(config.paths.results)
-    except (OSError, json.JSONDecodeError) as error:
+    except (OSError, ValueError) as error:
         LOGGER.error("nothing to sync: %s", error)
         sys.exit(2)
-    if run_info.get(tracking.NOT_LOGGED):
-        LOGGER.info("nothing to sync: %s", run_info[tracking.NOT_LOGGED])
+    if run_info.not_logged:
+        LOGGER.info("nothing to sync: %s", run_info.not_logged)
         return
-    invocation = run_info["invocation_id"]
-    parent = run_info.get("parent", {})  # made here if the store was down all along: as the benchmark names it
+    invocation = run_info.invocation_id
+    parent = run_info.parent  # made here if the store was down all along: as the benchmark names it
     tracker = tracking.Tracker(config.paths.tracking_uri, invocation, parent.get("name") or f"{config.suite} (synced)",
                                parent.get("params"), parent.get("tags"))  # fmt: skip
     try:
@@ -58,7 +59,7 @@ def main() -> None:
     tracker.log_parent(tables, "summary", metrics=metrics)
     tracker.log_parent(figures, "plots")
     note = description(compared, records, run_info) if report else None
-    tracker.log_parent(report, "report", finish_failed=bool(run_info.get("crashed", run_info.get("failed_runs"))),
+    tracker.log_parent(report, "report", finish_failed=run_info.failed,
                        note=note)  # fmt: skip
     if tracker.failures:
         LOGGER.error("%d item(s) still not logged: %s", len(tracker.failures), tracker.failures[:5])

@@ -33,13 +33,13 @@ from compilebench.harness import fingerprint
 from compilebench.harness.files import locked
 from compilebench.harness.records import MEASURED_NOTHING
 from compilebench.logs import redact
+from compilebench.run_info import RunInfo
 
 LOGGER = logging.getLogger(__name__)
 
 PARENT_RUN_TAG = "mlflow.parentRunId"
 NOTE_TAG = "mlflow.note.content"  # a run's description in the UI (markdown)
 RUN_UID_TAG = "compilebench.run_uid"
-NOT_LOGGED = "not_logged"  # in run_info: why none of the invocation's results go to MLflow (a plan not finished)
 INVOCATION_TAG = "compilebench.invocation"
 EXPERIMENT_NAME_TAG = "dvc.exp_name"  # the DVC experiment an invocation ran in (`dvc exp run`, queued or not)
 # A down server otherwise blocks each call for minutes (MLflow's default retries); users may set their own values.
@@ -521,11 +521,11 @@ class Tracker:
         self.parent_tags = {**self.parent_tags, **self.common_tags}
 
     @classmethod
-    def of_invocation(cls, configured_uri: str, run_info: dict[str, Any]) -> Tracker:
+    def of_invocation(cls, configured_uri: str, run_info: RunInfo) -> Tracker:
         """The tracker of the invocation run_info describes (paths.run_info): where its parent run has to be made
         here (the store was down while it measured), it gets the name, params and tags the benchmark gave it."""
-        parent = run_info.get("parent") or {}
-        return cls(configured_uri, run_info["invocation_id"], parent.get("name") or "", parent.get("params"),
+        parent = run_info.parent
+        return cls(configured_uri, run_info.invocation_id, parent.get("name") or "", parent.get("params"),
                    parent.get("tags"))  # fmt: skip
 
     def _warn(self, what: str, error: Exception) -> None:
