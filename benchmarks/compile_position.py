@@ -4,7 +4,7 @@ trivial one, interleaved in one run.
     python benchmarks/compile_position.py                        # SegFormer-B0 bs1, default and freezing, 5 rounds
     python benchmarks/compile_position.py --model microsoft/resnet-50 --rounds 3
 
-A timing process starts inductor (trial.start_inductor), then compiles its arms one after another from the cell's
+A timing process starts inductor (compiling.start_inductor), then compiles its arms one after another from the cell's
 warm cache; the plan rotates their order per block, so an arm's compile time is its own only if the start-up paid
 every one-time cost. This script fills a warm cache with one cold process per variant, then runs rounds of real
 timing processes (`compilebench.harness.trial`, both compile orders per round), each once with the harness's
@@ -33,7 +33,7 @@ from compilebench.harness.records import TimingSpec, VariantSpec
 VARIANTS = [VariantSpec("default"), VariantSpec("freezing", inductor={"freezing": True})]
 TRIVIAL = """
 import sys, time
-from compilebench.harness import timing, trial
+from compilebench.harness import compiling, timing, trial
 
 def trivial(device):
     import torch
@@ -42,7 +42,7 @@ def trivial(device):
     timing.synchronize(device)
     return time.perf_counter() - started
 
-trial.start_inductor = trivial
+compiling.start_inductor = trivial
 sys.argv = [sys.argv[0], *sys.argv[3:]]  # what follows "-m compilebench.harness.trial"
 trial.main()
 """

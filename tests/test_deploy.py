@@ -7,7 +7,7 @@ import sys
 import pytest
 
 from compilebench.analysis import runs
-from compilebench.harness import launcher, models, trial
+from compilebench.harness import compiling, launcher, models
 from compilebench.harness.records import TimingSpec, TrialSpec, VariantSpec
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("deploy")]  # trial processes; the fixture runs once
@@ -118,5 +118,5 @@ def test_a_way_that_cannot_work_for_a_model_is_a_recorded_status(tiny_resnet, tm
 def test_repeated_blocks_are_the_models_own_layers():
     for hub, expected in (("microsoft/resnet-50", {"ResNetStage"}), ("facebook/detr-resnet-50", {"ResNetStage"}),
                           ("microsoft/beit-base-patch16-224-pt22k-ft22k", {"BeitLayer"})):  # fmt: skip
-        blocks = trial.repeated_blocks(models.random_model(models.get_card(hub), "tiny", 0))
+        blocks = compiling.repeated_blocks(models.random_model(models.get_card(hub), "tiny", 0))
         assert {type(block).__name__ for block in blocks} == expected, hub

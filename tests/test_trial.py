@@ -13,7 +13,7 @@ import pytest
 from conftest import running
 
 from compilebench.analysis import plan
-from compilebench.harness import checks, groups, launcher, trial, trial_process
+from compilebench.harness import checks, compiling, groups, launcher, trial, trial_process
 from compilebench.harness.records import TimingSpec, TrialResult, TrialSpec, VariantSpec
 
 pytestmark = pytest.mark.xdist_group("test_trial")  # its module fixtures run once
@@ -219,15 +219,16 @@ def test_oom_is_recognised_through_the_exception_chain():
 def test_cuda_graph_variants_are_marked_and_warmed_up(mode, cudagraphs):
     """max-autotune turns CUDA graphs on too; with warmup_iters 0 graph recording would be timed (CPU-checkable)."""
     variant = VariantSpec(mode, mode=mode)
-    assert trial.uses_cudagraphs(variant, "cuda") is cudagraphs and trial.uses_cudagraphs(variant, "cpu") is False
-    assert trial.warmup_calls(variant, TimingSpec(device="cuda", warmup_iters=0)) == (3 if cudagraphs else 0)
-    assert trial.uses_cudagraphs(VariantSpec("x", inductor={"triton.cudagraphs": True}), "cuda:1")
+    assert compiling.uses_cudagraphs(variant, "cuda") is cudagraphs
+    assert compiling.uses_cudagraphs(variant, "cpu") is False
+    assert compiling.warmup_calls(variant, TimingSpec(device="cuda", warmup_iters=0)) == (3 if cudagraphs else 0)
+    assert compiling.uses_cudagraphs(VariantSpec("x", inductor={"triton.cudagraphs": True}), "cuda:1")
 
 
 def test_tf32_tolerance():
-    assert trial.reduced_float32(TimingSpec(device="cuda", cudnn_allow_tf32=True))
-    assert not trial.reduced_float32(TimingSpec(device="cpu"))
-    assert trial.reduced_float32(TimingSpec(device="cpu", float32_matmul_precision="high"))
+    assert compiling.reduced_float32(TimingSpec(device="cuda", cudnn_allow_tf32=True))
+    assert not compiling.reduced_float32(TimingSpec(device="cpu"))
+    assert compiling.reduced_float32(TimingSpec(device="cpu", float32_matmul_precision="high"))
     assert checks.numeric_tolerance(1e-3, "float32", reduced_float32=True) == checks.numeric_tolerance(1e-3, "float16")
     assert checks.numeric_tolerance(1e-3, "float32") == 1e-3
 
@@ -397,3 +398,17 @@ def test_an_arm_whose_variant_already_failed_is_left_out_of_later_processes(tiny
     by_arm = {name: (status, error) for name, status, error in seen[1:]}
     assert by_arm["freezing"][0] == "compile_error" and "not run" in by_arm["freezing"][1]
     assert by_arm["eager"][0] == by_arm["default"][0] == "ok", by_arm  # the process ran without the failed arm
+
+
+def test_what_compiling_measured_is_named_as_the_result_names_it():
+    """compile_variant's record is spread into TrialResult by name: a field renamed on one side only fails here, not in
+    a trial process on another machine."""
+    import dataclasses
+
+    from compilebench.harness.records import TrialResult
+
+    measured = {item.name for item in dataclasses.fields(compiling.Compiled)} - {"call"}
+    assert measured <= {item.name for item in dataclasses.fields(TrialResult)}
+    import torch
+
+    assert set(checks.compare_outputs(torch.ones(2), torch.ones(2))) <= measured  # what the record copies of the checks

@@ -43,7 +43,7 @@ from compilebench.harness.records import (
 
 def backend_key(variant: VariantSpec) -> str:
     """What dynamo tells compiled variants apart by when they share a process (mode and options, dynamic; see
-    trial.compile_kwargs), and what changes the inputs it guards on (dtype, memory format)."""
+    compiling.compile_kwargs), and what changes the inputs it guards on (dtype, memory format)."""
     return json.dumps([variant.mode, variant.inductor, variant.dynamic, variant.dtype, variant.channels_last],
                       sort_keys=True, default=str)  # fmt: skip
 

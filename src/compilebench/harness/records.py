@@ -197,8 +197,8 @@ class VariantSpec:
     fullgraph: bool = False
     dtype: str | None = None  # the compiled model's dtype; None = the trial's dtype
     channels_last: bool = False
-    deploy: str = "jit"  # jit | artifacts | aoti | regional (see trial.compiled_module)
-    serve: bool = False  # the process first serves each batch size of the suite, smallest first (trial.serve_sizes)
+    deploy: str = "jit"  # jit | artifacts | aoti | regional (see compiling.compiled_module)
+    serve: bool = False  # the process first serves each batch size of the suite, smallest first (compiling.serve_sizes)
 
     @classmethod
     def from_dict(cls, raw: dict[str, Any]) -> VariantSpec:
@@ -337,7 +337,7 @@ class TrialResult:
     compile_s: float | None = None  # the compiled variant's first call: compile plus one inference
     compile_position: int | None = None  # an arm: how many arms of its process compiled before it (0 = first)
     inductor_startup_s: float | None = None  # a timing process: inductor's one-time start-up, paid before its arms
-    #                                          compile (trial.start_inductor); not in their compile_s
+    #                                          compile (compiling.start_inductor); not in their compile_s
     arms: tuple[str, ...] = ()  # a timing process: the variants it timed, in the order they compiled (eager first)
     compile_peak_mem_mib: float | None = None
     peak_mem_mib: float | None = None
