@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from compilebench.analysis import runs
+from compilebench.analysis import per_process
 from compilebench.harness import compiling, launcher, models
 from compilebench.harness.records import TimingSpec, TrialSpec, VariantSpec
 
@@ -100,8 +100,8 @@ def test_regional_compilation_compiles_the_repeated_blocks_only(deployed):
 def test_first_inference_is_start_up_plus_load_plus_first_call(deployed):
     (_, cold), (_, warm) = _pair(deployed, "artifacts")
     expected = cold.startup_s + cold.load_s + cold.compile_s
-    assert runs.first_inference_s(cold, cold.compile_s) == pytest.approx(expected)
-    assert runs.first_inference_s(warm, None) is None  # nothing to add up without a first call
+    assert per_process.first_inference_s(cold, cold.compile_s) == pytest.approx(expected)
+    assert per_process.first_inference_s(warm, None) is None  # nothing to add up without a first call
 
 
 def test_a_way_that_cannot_work_for_a_model_is_a_recorded_status(tiny_resnet, tmp_path):

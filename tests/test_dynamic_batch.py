@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from compilebench.analysis import runs
+from compilebench.analysis import per_process, runs
 from compilebench.harness import launcher, trial_process
 from compilebench.harness.invocation import Context, Validity
 from compilebench.harness.records import DYNAMIC_BATCH, DYNAMIC_BATCH_UNBACKED, TimingSpec, TrialSpec, VariantSpec
@@ -63,7 +63,7 @@ def test_priming_compiles_every_served_size_and_the_trial_then_finds_them_in_the
     spec, result = by_name["serve-static"]
     counters = result.health.inductor_counters
     assert counters.get("fxgraph_cache_hit", 0) >= 3 and counters.get("fxgraph_cache_miss", 0) == 0
-    assert not runs.compiled_cold(spec, result)  # so its compile time counts as warm, not cold
+    assert not per_process.compiled_cold(spec, result)  # so its compile time counts as warm, not cold
 
 
 def test_static_shapes_compile_a_graph_per_size_and_say_why(served):

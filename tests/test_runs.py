@@ -4,7 +4,7 @@ from dataclasses import replace
 
 import pytest
 
-from compilebench.analysis import runs, stats, validity
+from compilebench.analysis import per_process, runs, stats, validity
 from compilebench.harness.invocation import Context, Validity
 from compilebench.harness.records import CompileHealth, ModelSpec, TimingSpec, TrialResult, TrialSpec, VariantSpec
 
@@ -96,7 +96,7 @@ def test_a_shared_cache_process_is_warm_when_every_graph_came_from_the_cache():
     assert compiled.compile_s == 12.6 and compiled.compile_s_warm == 3.5
     assert [p["cold_compile"] for p in compiled.process_results] == [True, False]  # what compare reads
     mixed = {"fxgraph_cache_hit": 1, "fxgraph_cache_miss": 1}  # one graph of two compiled: still a cold compile
-    assert runs.compiled_cold(specs[1], replace(results[1][1], health=CompileHealth(2, inductor_counters=mixed)))
+    assert per_process.compiled_cold(specs[1], replace(results[1][1], health=CompileHealth(2, inductor_counters=mixed)))
 
 
 def test_one_failed_process_fails_the_run_and_names_it():
@@ -262,15 +262,17 @@ def test_a_process_disturbed_while_compiling_keeps_its_samples_and_loses_its_com
 
 
 def test_a_process_record_derives_its_values_and_reads_rows_of_earlier_versions():
-    record = runs.ProcessRecord.from_dict({"trial_id": "a/m/bs1/default/r2", "cache": "warm", "eager_ms": [10.0] * 4
-                                           + [12.0] * 4, "compiled_ms": [5.0] * 8, "compile_s": 3.0,
-                                           "some_field_of_the_future": 1})  # fmt: skip
+    record = per_process.ProcessRecord.from_dict({"trial_id": "a/m/bs1/default/r2", "cache": "warm",
+                                                  "eager_ms": [10.0] * 4 + [12.0] * 4, "compiled_ms": [5.0] * 8,
+                                                  "compile_s": 3.0, "some_field_of_the_future": 1})  # fmt: skip
     assert record.block == "default/r2" and not record.cold_compile and record.kind == "paired"
     assert record.speedup == pytest.approx(2.2) and record.speedup_of_means == pytest.approx(2.2)
     assert record.halves_ratio == pytest.approx(1.2) and record.pair_cv == pytest.approx(0.4 / 1.349 / 2.2)
     assert record.halves_p < validity.HALVES_ALPHA  # every ratio of the second half above every one of the first
-    assert runs.ProcessRecord.from_dict({"cache": "cold", "eager_ms": [1.0]}, index=4).block == "p4"
-    assert runs.ProcessRecord.from_dict({"trial_id": "x", "cache": "cold"}).cold_compile  # by its cache, as before
+    assert per_process.ProcessRecord.from_dict({"cache": "cold", "eager_ms": [1.0]}, index=4).block == "p4"
+    assert per_process.ProcessRecord.from_dict(
+        {"trial_id": "x", "cache": "cold"}
+    ).cold_compile  # by its cache, as before
 
 
 def test_the_context_reads_exports_written_before_validity_was_a_record_of_its_own(repo_root):

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from conftest import descendants, make_project, project_env, run_ok, running
 
-from compilebench.harness import window
+from compilebench.harness import results_folder, window
 
 pytestmark = [pytest.mark.xdist_group("window")]
 
@@ -218,7 +218,7 @@ def test_a_plan_the_launcher_cannot_run_as_asked_is_refused_before_anything_is_w
 def test_a_plan_measured_on_another_machine_or_stack_is_not_continued_here(tmp_path):
     """A later window on another kind of machine (the device tool falls back from an H100 to an H200) or stack
     would pool both into each run: the launcher refuses before it writes anything; on the same machine, it goes on."""
-    from compilebench.harness import fingerprint, launcher
+    from compilebench.harness import fingerprint
     from compilebench.harness.records import ModelSpec, Plan, TimingSpec, TrialResult, TrialSpec, VariantSpec
 
     model = ModelSpec("acme/m", "M", "image-classification", "X", "checkpoints/m")
@@ -233,7 +233,7 @@ def test_a_plan_measured_on_another_machine_or_stack_is_not_continued_here(tmp_p
                                  ({**here, "torch_version": "2.11.0+cu130"}, True)):  # fmt: skip
         row = TrialResult(specs[0].trial_id, "ok", environment=environment, eager_ms=(1.0,), compiled_ms=(0.5,))
         (out / "trials.jsonl").write_text(json.dumps(row.to_dict()) + "\n")
-        problem = launcher.machine_problem(plan, out, {"current": sys.executable})
+        problem = results_folder.machine_problem(plan, out, {"current": sys.executable})
         assert (problem is not None) == refused, problem
     assert "holds results of environment 'current' measured elsewhere (1 process on " in problem
     assert "torch 2.11.0+cu130, " in problem and f"), and this machine is {fingerprint.described(here)}: " in problem

@@ -30,7 +30,7 @@ from tqdm import tqdm
 from compilebench import environments, executors, journal, tracking
 from compilebench.analysis import adaptive, compare, plan, runs
 from compilebench.config import Benchmark, Config, ConfigError, stage_config
-from compilebench.harness import fingerprint, groups, launcher
+from compilebench.harness import fingerprint, groups, results_folder
 from compilebench.harness.files import write_json, write_jsonl
 from compilebench.harness.invocation import Context, LoopSettings
 from compilebench.harness.records import (
@@ -253,7 +253,7 @@ def measure(config: Config, selection: dict, manifest: list[dict], image_meta: d
     if resumed:
         # A copied project, a shared disk: refused, the journal kept, nothing logged or written. Not on Ray, whose
         # cells run on whichever node takes them (a run that spans two is `invalid` at analysis).
-        problem = None if config.runner.executor == "ray" else launcher.measured_elsewhere(
+        problem = None if config.runner.executor == "ray" else results_folder.measured_elsewhere(
             trials, done, pythons, config.benchmark.device)  # fmt: skip
         if problem:
             raise RecordError(f"{journal_dir} (the journal of interrupted invocation {invocation_id}) holds {problem}. "

@@ -36,7 +36,7 @@ from compilebench.harness.records import (
 
 
 def cold(cache: str, result: TrialResult) -> bool:
-    """Whether the trial compiled without its graphs in the cache (as runs.compiled_cold decides)."""
+    """Whether the trial compiled without its graphs in the cache (as per_process.compiled_cold decides)."""
     if cache != CACHE_SHARED:
         return cache == CACHE_COLD
     counters = result.health.inductor_counters if result.health else {}

@@ -23,7 +23,7 @@ from typing import Any
 from compilebench import benchmark, environments, journal, reference, tracking
 from compilebench.analysis import adaptive, plan, runs
 from compilebench.config import Config, ConfigError
-from compilebench.harness import launcher, models, trial_process
+from compilebench.harness import models, results_folder, trial_process
 from compilebench.harness.files import write_json
 from compilebench.harness.invocation import Context, Loop
 from compilebench.harness.records import (
@@ -190,7 +190,7 @@ def plan_problem(folder: Path, saved: dict, remote: dict) -> str | None:
                 f"{saved['plan_sha256'][:12]}, key 'plan_sha256' of {folder / EXPORT_CONTEXT}): its trials would be "
                 "logged as what they are not; export again")  # fmt: skip
     if remote.get("plan_sha256") and remote["plan_sha256"] != digest:
-        return (f"{folder / 'results' / launcher.ENVIRONMENT} says the launcher ran a plan of digest "
+        return (f"{folder / 'results' / results_folder.ENVIRONMENT} says the launcher ran a plan of digest "
                 f"{remote['plan_sha256'][:12]}, and {folder / 'plan.json'} is {digest[:12]}: the plan changed after "
                 "it ran")  # fmt: skip
     return None
@@ -214,25 +214,25 @@ def ingest(config: Config, folder: Path) -> None:
     Refused, with nothing logged, when the plan was edited since export or since it ran, a line is another plan's, or
     a result lacks the samples its status says it has."""
     exported = read_plan(folder / "plan.json")
-    problem = launcher.output_problem(exported, folder / "results")
+    problem = results_folder.output_problem(exported, folder / "results")
     if problem:
         raise RecordError(f"{problem}; nothing ingested")
-    added = launcher.read_added(folder / "results" / launcher.ADDED_TRIALS)  # blocks its loop added there
+    added = results_folder.read_added(folder / "results" / results_folder.ADDED_TRIALS)  # blocks its loop added there
     planned_processes = len(processes(exported.trials))
     exported = replace(exported, trials=exported.trials + added)
     saved = read_json(folder / EXPORT_CONTEXT)
-    remote = read_json(folder / "results" / launcher.ENVIRONMENT)
+    remote = read_json(folder / "results" / results_folder.ENVIRONMENT)
     problem = plan_problem(folder, saved, remote)
     if problem:
         raise RecordError(f"{problem}; nothing ingested")
-    results = launcher.read_results(folder / "results" / "trials.jsonl", plan_digest(folder / "plan.json"))
+    results = results_folder.read_results(folder / "results" / "trials.jsonl", plan_digest(folder / "plan.json"))
     problem = unmeasured(list(exported.trials), results, folder / "results" / "trials.jsonl")
     if problem:
         raise RecordError(f"{problem}; nothing ingested")
     missing = [spec.trial_id for spec in exported.trials if spec.trial_id not in results]
     if len(missing) == len(exported.trials):
         raise FileNotFoundError(f"{folder / 'results' / 'trials.jsonl'} holds no result of this plan")
-    ended = folder / "results" / launcher.FINISHED
+    ended = folder / "results" / results_folder.FINISHED
     finished = ended.exists() or exported.adaptive is None  # no loop: as it stands
     not_run = read_json(ended).get("processes_not_run", 0) if ended.exists() else 0  # ended by `window end`
     if missing:

@@ -1,6 +1,7 @@
 """The run's report in Markdown: what ran where, the doc-layout tables, environments compared, verdicts, failures.
 
-Pure rendering: `render(...)` takes the tables the stages wrote and returns the text of `report.md`.
+Pure rendering: `render(...)` takes the tables the stages wrote and returns the text of `report.md`. One module on
+purpose (over 500 lines): its sections are read in order, one function each, sharing the table and interval helpers.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from typing import Any
 import pandas as pd
 
 from compilebench.analysis import compare, stats
-from compilebench.analysis.runs import ProcessRecord
+from compilebench.analysis.per_process import ProcessRecord
 from compilebench.harness import fingerprint
 from compilebench.harness.models import DOC_TASK_TITLES
 from compilebench.harness.records import KIND_COLD

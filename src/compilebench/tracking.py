@@ -1,7 +1,8 @@
 """MLflow: one parent run per pipeline invocation, one child run per eager or compiled measurement.
 
-The only module that imports mlflow. The store is `paths.tracking_uri` in params (SQLite under mlruns/ by default);
-the MLFLOW_TRACKING_URI environment variable overrides it, e.g. to point at a shared `mlflow server`.
+The only module that imports mlflow, and one module on purpose (over 500 lines): MLflow's API, its store's failures
+and the keys it is given are met in one place. The store is `paths.tracking_uri` in params (SQLite under mlruns/ by
+default); the MLFLOW_TRACKING_URI environment variable overrides it, e.g. to point at a shared `mlflow server`.
 
 Nothing is lost when the store fails: results are on disk before they are logged, every run carries a unique
 `compilebench.run_uid` tag and its invocation's `compilebench.invocation` tag (the parent's role is `pipeline`), so
@@ -27,7 +28,7 @@ from mlflow.entities import Dataset, DatasetInput, InputTag, Metric, Param, RunT
 from mlflow.tracking import MlflowClient
 
 from compilebench.analysis import compare
-from compilebench.analysis.runs import ProcessRecord
+from compilebench.analysis.per_process import ProcessRecord
 from compilebench.config import home
 from compilebench.harness import fingerprint
 from compilebench.harness.files import locked

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from compilebench.analysis import stats
-from compilebench.analysis.runs import ProcessRecord
+from compilebench.analysis.per_process import ProcessRecord
 from compilebench.harness.records import EAGER, STATUS_OK, RecordError
 
 CALIBRATION_VERSION = 2  # 1 held a margin (the largest A/A deviation): not used any more
@@ -188,7 +188,7 @@ FIELD_OF = {
 
 def all_process_values(row: dict[str, Any]) -> dict[str, dict[str, float]]:
     """Per metric, one value per measured, undisturbed process of a run, by block (empty where there is none), from
-    its `process_results` read once (runs.ProcessRecord, which also reads older rows and derives each process's
+    its `process_results` read once (per_process.ProcessRecord, which also reads older rows and derives each process's
     statistics). A row read back from MLflow carries them as `process_values` (older stores: a list, which cannot
     be paired)."""
     if row.get("process_values"):

@@ -45,7 +45,8 @@ import time
 from pathlib import Path
 
 from compilebench.harness.files import write_json
-from compilebench.harness.launcher import (
+from compilebench.harness.records import Plan, RecordError, read_plan
+from compilebench.harness.results_folder import (
     ADDED_TRIALS,
     ENVIRONMENT,
     FINISHED,
@@ -53,7 +54,6 @@ from compilebench.harness.launcher import (
     plan_progress,
     read_results,
 )
-from compilebench.harness.records import Plan, RecordError, read_plan
 from compilebench.harness.trial_process import last_lines
 
 STATE = "window.json"
