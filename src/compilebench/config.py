@@ -4,6 +4,7 @@
 
 A wrong type or an unknown key fails in OmegaConf and names the key; checks of meaning live in
 `__post_init__` and name the key and what is allowed. Every stage calls `stage_config()` first, before any work.
+One module on purpose (over 500 lines): the one schema of params.yaml, each section beside its checks.
 """
 
 from __future__ import annotations

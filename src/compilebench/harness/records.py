@@ -8,7 +8,8 @@ the same process. Kinds of trial (`TrialSpec.kind`): `arm`, one arm of a timing 
 samples); `cold`, a compile-only process on an empty inductor cache (cold compile time, compile health, memory; no
 timing); `paired`, eager against one variant in a process of its own (deploy ways and served sizes, which change what
 a fresh process is). Standard library only: a trial process, or a GPU box with nothing but torch and transformers,
-imports this module.
+imports this module. One module on purpose (over 500 lines): every format that crosses a boundary is written
+and read here only, each beside the others it refers to.
 """
 
 from __future__ import annotations
