@@ -25,7 +25,7 @@ def test_the_labels_are_written_in_order_and_read_from_an_older_files_environmen
 @pytest.mark.parametrize(
     "text, message",
     [('{"invocation_id": "i", "enviroments": {}}', "unknown keys \\['enviroments'\\]"), ("[1]", "not a JSON object"),
-     ('{"experiment": "e"}', "no `invocation_id`")],
+     ('{"experiment": "e"}', "no `invocation_id`"), ('{"invocation_id": ', "Expecting value")],
 )  # fmt: skip
 def test_a_run_info_that_is_not_one_is_refused_naming_the_file_and_key(tmp_path, text, message):
     path = tmp_path / "run_info.json"

@@ -58,9 +58,9 @@ class RunInfo:
 
     @classmethod
     def read(cls, path: str | Path) -> RunInfo:
-        """From `path`; OSError, JSONDecodeError, or ValueError naming the file and what is wrong."""
-        raw = json.loads(Path(path).read_text())
+        """From `path`; OSError, or ValueError naming the file and what is wrong (not JSON included)."""
         try:
+            raw = json.loads(Path(path).read_text())
             if not isinstance(raw, dict):
                 raise ValueError(f"not a JSON object but {type(raw).__name__}")
             return cls.from_dict(raw)
