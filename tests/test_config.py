@@ -13,6 +13,7 @@ BAD_PARAMS = [
     # (override as dotted key -> value, text the error must contain)
     ({"benchmark.min_iters": "ten"}, "benchmark.min_iters"),
     ({"benchmark.iterz": 3}, "iterz"),
+    ({"suite": "paper-bs1-w2"}, "--window-min"),  # a hand-made window suite, removed: the way that replaced it
     ({"benchmrk": {"min_iters": 3}}, "benchmrk"),  # a typo of a whole section
     ({"benchmark.min_iters": -5}, "benchmark.min_iters"),
     ({"benchmark.replicates": 0}, "benchmark.replicates"),

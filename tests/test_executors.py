@@ -18,15 +18,16 @@ from conftest import closed_port, descendants, make_project, project_env, run_ok
 
 from compilebench import executors
 from compilebench.analysis import plan
+from compilebench.harness import records
 from compilebench.harness.records import ModelSpec, TimingSpec, VariantSpec
 
 MODELS = [ModelSpec(f"org/m{i}", f"M{i}", "image-classification", "X", "ckpt") for i in range(3)]
 VARIANTS = [VariantSpec("eager", compile=False), VariantSpec("default")]
 
 
-def test_a_unit_is_every_pending_trial_of_a_cell_in_the_plans_order():
+def test_a_unit_is_every_pending_trial_of_a_model_and_batch_size_in_the_plans_order():
     trials = plan.trials(MODELS, [1, 4], VARIANTS, ["a", "b"], 2, 1, False, "i.jpg", TimingSpec(), 0)
-    units = executors.units(trials)
+    units = records.units(trials)
     assert len(units) == 3 * 2  # models x batch sizes
     for unit in units:
         assert len({(s.model.model_id, s.batch_size) for s in unit}) == 1

@@ -230,6 +230,42 @@ def test_a_process_of_arms_is_estimated_with_inductors_start_up_and_the_rest_of_
     assert older.borrowed == () and found.borrowed == ("org/m1 (process of arms)",)
 
 
+def _sized(sizes: list[float], labels=("a", "b")) -> tuple[list[TrialSpec], dict]:
+    """A plan of one eager timing process per model and label, and a cost table in which model i's process takes
+    sizes[i] minutes."""
+    models = [ModelSpec(f"org/w{i}", f"W{i}", "image-classification", "X", f"ckpt/w{i}") for i in range(len(sizes))]
+    table = {"device": "GPU-X", "stack": "torch 9", "models": {
+        model.model_id: {"startup_s": 60.0 * size, "load_s": 0.0, "eager_ms": {"1": 0.0}}
+        for model, size in zip(models, sizes, strict=True)}}  # fmt: skip
+    timing = TimingSpec(min_iters=1, min_time_s=0.0, max_time_s=60.0, warmup_s=0.0)
+    return plan.trials(models, [1], [EAGER], list(labels), 1, 0, False, "i.jpg", timing, 0), table
+
+
+def test_a_plan_splits_into_the_fewest_windows_that_hold_it_each_model_and_batch_whole():
+    """Units of 10, 8, 6, 6, 6 and 4 minutes (a model's A and B process) in windows of 20: first-fit decreasing needs
+    three (10+8, 6+6+6, 4); two hold them (10+6+4, 8+6+6), and the search finds them."""
+    trials, table = _sized([5, 4, 3, 3, 3, 2])
+    split = plan.windows(trials, table, 20)
+    assert len(split) == 2 and sorted(s.trial_id for w in split for s in w) == sorted(s.trial_id for s in trials)
+    assert [plan.estimate(w, table).seconds for w in split] == [20 * 60, 20 * 60]
+    for window in split:
+        assert window == [spec for spec in trials if spec in window]  # the plan's order
+        held = {spec.model.model_id for spec in window}
+        assert all(spec in window for spec in trials if spec.model.model_id in held)  # A and B together
+    assert len(plan.windows(trials, table, 20, search_nodes=1)) == 3  # no search: first-fit decreasing's
+    assert len(plan.windows(trials, table, 60)) == 1
+
+
+def test_a_unit_over_the_window_gets_one_alone_and_the_prime_is_counted_at_the_launchers_pace():
+    trials, table = _sized([6, 2, 2])
+    split = plan.windows(trials, table, 10)  # 12 minutes for W0's two processes: alone, after the others
+    assert [sorted({s.model.model_id for s in w}) for w in split] == [["org/w1", "org/w2"], ["org/w0"]]
+    found = plan.Estimate(600.0, 4, (), prime_s=300.0, primes=3)
+    assert plan.window_seconds(found, 1) == 900 and plan.window_seconds(found, 8) == 700  # 3 at once: 300 / 3
+    with pytest.raises(ValueError, match="longer than 0 minutes"):
+        plan.windows(trials, table, 0)
+
+
 def ran(record):
     """A window record's processes whose every trial came back, how many the plan had, and their summed wall time."""
     exported = Plan.from_dict(json.loads((record / "plan.json").read_text()))

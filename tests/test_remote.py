@@ -3,6 +3,7 @@ bare GPU box), the pipeline's own loop adding blocks there, a second window resu
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -172,23 +173,38 @@ def _compiled_cells(plan: dict) -> list[tuple[str, str]]:
     return sorted({(t["model"]["model_id"], t["variant"]["name"]) for t in plan["trials"] if t["variant"]["compile"]})
 
 
-def test_paper_bs1s_three_window_suites_hold_its_16_cells_each_once_and_each_fits_a_15_minute_gpu_window(
-    exported, paper_bs1, tmp_path
-):
-    """A GPU window of this workplace is 15 minutes of device time with the machine's start (half a minute), the
-    checkpoints and the prime (a minute and a half in the first window): at four processes a model, a window suite's
-    processes must be estimated at no more than 11 minutes (the first window's 16 took 10.6)."""
-    whole = _compiled_cells(paper_bs1[3])
-    windows = []
-    for n in (1, 2, 3):
-        _, minutes, processes, plan = _gpu_export(
-            exported, tmp_path / f"w{n}", f"paper-bs1-w{n}", "benchmark.budget_min=0", "benchmark.replicates=4"
-        )
-        windows.append((_compiled_cells(plan), minutes, processes))
-    assert sorted(cell for cells, _, _ in windows for cell in cells) == whole and len(whole) == 16
-    assert [len(cells) for cells, _, _ in windows] == [8, 4, 4]  # the reduce-overhead cells first
-    assert all(processes == 16 for _, _, processes in windows)  # 4 models x 4 blocks
-    assert all(minutes <= 11 for _, minutes, _ in windows), [minutes for _, minutes, _ in windows]
+def test_an_export_splits_paper_bs1_into_gpu_windows_that_hold_its_16_cells_each_once(exported, paper_bs1, tmp_path):
+    """A GPU window of this workplace is 15 minutes of device time with the machine's start (half a minute) and the
+    checkpoints: at four processes a model, with the prime eight at a time, `--window-min 11` packs paper-bs1 into
+    windows estimated at no more than 11 minutes each, its prime included, each a plan of its own; without a GPU's
+    costs to split by, it is refused."""
+    root, _, env, _, _ = exported
+    sets = ["suite=paper-bs1", *GPU_PLAN, "benchmark.budget_min=0", "benchmark.replicates=4"]
+    command = [sys.executable, "-m", "compilebench.benchmark", "--export", str(tmp_path / "bs1"), "--window-min", "11",
+               "--prime", "8", *[arg for value in sets for arg in ("--set", value)]]  # fmt: skip
+    done = run_ok(command, root, env)
+    folders = sorted(tmp_path.iterdir())
+    assert [folder.name for folder in folders] == [f"bs1-w{n}" for n in range(1, len(folders) + 1)]
+    plans = [json.loads((folder / "plan.json").read_text()) for folder in folders]
+    assert sorted(cell for window in plans for cell in _compiled_cells(window)) == _compiled_cells(paper_bs1[3])
+    in_all = [float(minutes) for minutes in re.findall(r"; ([0-9.]+) minutes in all with the prime 8", done.stderr)]
+    assert len(in_all) == len(folders) == 3 and all(minutes <= 11 for minutes in in_all), done.stderr[-2000:]
+    assert len({window["invocation_id"] for window in plans}) == 3
+    for n, (folder, window) in enumerate(zip(folders, plans, strict=True), start=1):
+        models = {trial["model"]["model_id"] for trial in window["trials"]}
+        assert {recipe["model_id"] for recipe in window["recipes"]} == models
+        saved = json.loads((folder / "export.json").read_text())
+        assert saved["selection"]["suite"] == window["adaptive"]["context"]["suite"] == f"paper-bs1-w{n}"
+        assert {model["model_id"] for model in saved["selection"]["models"]} == models
+        assert (folder / "compilebench" / "harness").is_dir() and (folder / "image.jpg").exists()
+    for folder in folders[:2]:
+        shutil.rmtree(folder)
+    again = subprocess.run(command, cwd=root, env=env, capture_output=True, text=True, timeout=600)
+    assert again.returncode == 2 and "bs1-w3 holds a plan" in again.stderr  # all windows written, or none
+    assert sorted(tmp_path.iterdir()) == folders[2:]
+    cpu = subprocess.run([*command[:4], str(tmp_path / "cpu"), "--window-min", "11"], cwd=root, env=env,
+                         capture_output=True, text=True, timeout=600)  # fmt: skip
+    assert cpu.returncode == 2 and "benchmark.device cuda" in cpu.stderr and not (tmp_path / "cpu-w1").exists()
 
 
 def test_an_export_goes_only_into_a_new_or_empty_folder_is_written_whole_and_ingests_only_its_own_results(

@@ -3,6 +3,7 @@
     python -m compilebench.benchmark                # reads params.yaml and paths.selection; writes results, run_info
     python -m compilebench.benchmark --fresh        # ignore an interrupted invocation's journal
     python -m compilebench.benchmark --export DIR [--set KEY=VALUE ...]   # a plan for another machine; measures nothing
+    python -m compilebench.benchmark --export DIR --window-min M [--prime N] ...   # in windows DIR-w1, DIR-w2, ...
     python -m compilebench.benchmark --ingest DIR   # log and write what that machine measured (DIR/results/)
 
 A run is (environment, model, batch size, variant). `plan` orders its trials (rounds of replicates; environments
@@ -308,17 +309,25 @@ def main() -> None:
     parser.add_argument("--ingest", type=Path, metavar="DIR", help="log and write the results of an exported plan")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                         help="override a params value (with --export)")  # fmt: skip
+    parser.add_argument("--window-min", type=float, metavar="M",
+                        help="with --export: the plan split into windows of at most M estimated GPU minutes, each a "
+                             "plan of its own in DIR-w1, DIR-w2, ...")  # fmt: skip
+    parser.add_argument("--prime", type=int, default=1, metavar="N",
+                        help="with --window-min: the compile-only processes the window's launcher runs at once "
+                             "(its --prime N); 1 by default")  # fmt: skip
     args = parser.parse_args()
-    if args.set and not args.export:
+    misplaced = (args.set or args.window_min is not None) and not args.export
+    if misplaced or (args.prime != 1 and args.window_min is None):
         stage_config()  # logging
-        LOGGER.error("--set only goes with --export: the pipeline itself measures what params.yaml says")
+        LOGGER.error("--set and --window-min only go with --export (the pipeline itself measures what params.yaml "
+                     "says), --prime only with --window-min")  # fmt: skip
         sys.exit(2)
     config = stage_config(overrides=args.set, compiles=True)
     from compilebench import exported  # its module imports this one (the recorder, finish): here, not at the top
 
     try:
         if args.export:
-            exported.export(config, args.export)
+            exported.export(config, args.export, args.window_min, args.prime)
             return
         tracking.check_store(config.paths.tracking_uri)
         compare.load_calibrations(config.paths.calibration)  # a noise record that cannot be read: before any work

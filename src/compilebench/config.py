@@ -57,6 +57,9 @@ def _require(condition: bool, message: str) -> None:
         raise ConfigError(message)
 
 
+WINDOW_SUITES = ("paper-bs1-w1", "paper-bs1-w2", "paper-bs1-w3")  # removed 2026-11-28: an export splits any suite
+
+
 @dataclass
 class Paths:
     image: str = "data/image/input.jpg"  # the benchmark image (COCO or the embedded fallback)
@@ -391,6 +394,12 @@ class Config:
     suites: dict[str, Suite] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
+        _require(
+            self.suite in self.suites or self.suite not in WINDOW_SUITES,
+            f"`suite` {self.suite!r} was one of paper-bs1's three hand-made GPU windows; an export now splits any "
+            "suite into windows: `python -m compilebench.benchmark --export DIR --set suite=paper-bs1 --window-min 11 "
+            "--prime 8 ...` writes DIR-w1, DIR-w2, ... (docs/gpu.md)",
+        )
         _require(
             self.suite in self.suites,
             f"`suite` must be one of {sorted(self.suites)} (the keys of `suites`), got {self.suite!r}",

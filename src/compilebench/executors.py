@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from compilebench.harness import launcher
-from compilebench.harness.records import SLOT_ENV, TrialResult, TrialSpec, thread_environment, usable_cores
+from compilebench.harness.records import SLOT_ENV, TrialResult, TrialSpec, thread_environment, units, usable_cores
 
 LOGGER = logging.getLogger(__name__)
 OnProcess = Callable[[list[TrialSpec], list[TrialResult], bool], None]
@@ -35,14 +35,6 @@ RAY_RETRIES = 2  # a unit whose task died (its worker or node lost) runs again, 
 
 class ExecutorError(RuntimeError):
     """`runner.executor` cannot run here (no GPU for `gpus`, Ray not installed): the message says what is allowed."""
-
-
-def units(trials: list[TrialSpec]) -> list[list[TrialSpec]]:
-    """The trials of each cell (model, batch size), in the plan's order, cells in the order they first appear."""
-    grouped: dict[tuple[str, int], list[TrialSpec]] = {}
-    for spec in trials:
-        grouped.setdefault((spec.model.model_id, spec.batch_size), []).append(spec)
-    return list(grouped.values())
 
 
 def slot_environment(name: str, threads: int, cores: list[int] | None = None, gpu: str | None = None) -> dict:
@@ -190,7 +182,7 @@ class Ray:
         self.options = {"num_gpus": 1, "num_cpus": runner.cpus_per_slot or 1} if gpu else {"num_cpus": node_cpus}
         self.threads = runner.cpus_per_slot or (max(node_cpus // max(len(runner.gpus), 1), 1) if gpu else node_cpus)
         self.task = ray.remote(run_unit).options(max_retries=RAY_RETRIES, **self.options)
-        LOGGER.info("ray: %d node(s), a task per cell with %s, %d thread(s) per trial", len(nodes), self.options,
+        LOGGER.info("ray: %d node(s), a task per unit with %s, %d thread(s) per trial", len(nodes), self.options,
                     self.threads)  # fmt: skip
 
     def run(self, trials: list[TrialSpec], done: dict[str, TrialResult], on_process: OnProcess) -> None:

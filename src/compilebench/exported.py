@@ -1,13 +1,15 @@
 """A plan for another machine, and what it measured brought back: the benchmark stage's --export and --ingest.
 
     python -m compilebench.benchmark --export DIR [--set KEY=VALUE ...]   # a plan for another machine; measures nothing
+    python -m compilebench.benchmark --export DIR --window-min M [--prime N] ...   # in windows DIR-w1, DIR-w2, ...
     python -m compilebench.benchmark --ingest DIR   # log and write what that machine measured (DIR/results/)
 
 --export writes DIR/plan.json (trials, recipes to build their checkpoints with random weights, and the loop that adds
 blocks there, with the invocation's context), the image, and a copy of the harness and the analysis; on a machine
 with only torch and transformers, `cd DIR && python -m compilebench.harness.launcher plan.json results` runs it.
---ingest then turns DIR/results into results and MLflow runs as the benchmark stage records its own (benchmark.py's
-Recorder and finish), with that machine's device, versions and package list.
+--window-min M splits the plan into windows of at most M estimated GPU minutes each (machines lent for a while), each
+an invocation of its own. --ingest then turns DIR/results into results and MLflow runs as the benchmark stage records
+its own (benchmark.py's Recorder and finish), with that machine's device, versions and package list.
 """
 
 from __future__ import annotations
@@ -51,40 +53,99 @@ CARRIED_CHECKPOINTS = "carried.json"  # in an exported plan: manifest entries of
 EXPORT_CONTEXT = "export.json"
 
 
-def export(config: Config, folder: Path) -> None:
+def export(config: Config, folder: Path, window_min: float | None = None, prime_at_once: int = 1) -> None:
     """A plan another machine can run with only torch and transformers: trials, checkpoint recipes, image, harness;
-    into a new or empty folder only, written whole or not at all (built beside it, then renamed into place)."""
+    into a new or empty folder only, written whole or not at all (built beside it, then renamed into place).
+
+    With `window_min`, the plan in as few windows of at most that many estimated minutes as `plan.windows` packs it
+    (its prime `prime_at_once` at a time, as the window's launcher --prime N), each a plan of its own in FOLDER-w1,
+    FOLDER-w2, ...: all of them written, or none."""
     folder = folder.resolve()
     if any(character.isspace() for character in str(folder)):
         raise ConfigError(f"--export {str(folder)!r} contains a space: the launcher compiles in that folder, and "
                           "torch's inductor passes its paths to the C++ compiler unquoted, so every compiled trial "
                           "would fail; export to a path without spaces")  # fmt: skip
+    image = Path(config.paths.image)
+    if not image.exists():
+        raise FileNotFoundError(f"{image} does not exist: run `dvc repro fetch_image` first (the plan carries it)")
+    whole, selection, carried = export_plan(config)
+    if window_min is None:
+        parts = [(folder, whole, selection, carried)]
+    else:
+        parts = split_export(config, folder, whole, selection, carried, window_min, prime_at_once)
+    for target, *_ in parts:
+        _refuse_used(target)
+    built = []
+    try:
+        for target, exported, chosen, taken in parts:
+            partial = target.with_name(target.name + ".partial")
+            shutil.rmtree(partial, ignore_errors=True)  # an export that failed before
+            partial.mkdir(parents=True)
+            built.append(partial)
+            write_export(config, partial, exported, chosen, taken)
+    except BaseException:
+        for partial in built:
+            shutil.rmtree(partial, ignore_errors=True)
+        raise
+    for (target, exported, _, _), partial in zip(parts, built, strict=True):
+        if target.exists():
+            target.rmdir()  # empty, checked above
+        partial.rename(target)
+        trials = list(exported.trials)
+        LOGGER.info(
+            "exported %d trials in %d processes to %s; on the other machine: cd %s && python -m "
+            "compilebench.harness.launcher plan.json results", len(trials), len(processes(trials)), target,
+            shlex.quote(target.name),
+        )  # fmt: skip
+        if window_min is not None:
+            units = dict.fromkeys(f"{spec.model.label} bs{spec.batch_size}" for spec in trials)
+            LOGGER.info("%s: %s", target.name, ", ".join(units))
+        LOGGER.info("%s", estimate_line(trials, config, prime_at_once if window_min is not None else None))
+
+
+def _refuse_used(folder: Path) -> None:
+    """A plan goes into a new or empty folder only (results measured from an earlier plan would no longer match it)."""
     if folder.exists() and (not folder.is_dir() or any(folder.iterdir())):
         held = " holds a plan (results measured from it would no longer match it)" if (
             folder / "plan.json").exists() else " is not an empty folder"  # fmt: skip
         raise FileExistsError(f"--export {folder}{held}: export into a new or empty folder")
-    image = Path(config.paths.image)
-    if not image.exists():
-        raise FileNotFoundError(f"{image} does not exist: run `dvc repro fetch_image` first (the plan carries it)")
-    exported, selection, carried = export_plan(config)
-    partial = folder.with_name(folder.name + ".partial")
-    shutil.rmtree(partial, ignore_errors=True)  # an export that failed before
-    partial.mkdir(parents=True)
-    try:
-        write_export(config, partial, exported, selection, carried)
-    except BaseException:
-        shutil.rmtree(partial, ignore_errors=True)
-        raise
-    if folder.exists():
-        folder.rmdir()  # empty, checked above
-    partial.rename(folder)
-    trials = list(exported.trials)
-    LOGGER.info(
-        "exported %d trials in %d processes to %s; on the other machine: cd %s && python -m "
-        "compilebench.harness.launcher plan.json results", len(trials), len(processes(trials)), folder,
-        shlex.quote(folder.name),
-    )  # fmt: skip
-    LOGGER.info("%s", estimate_line(trials, config))
+
+
+def split_export(
+    config: Config,
+    folder: Path,
+    whole: Plan,
+    selection: dict,
+    carried: list[dict],
+    window_min: float,
+    prime_at_once: int,
+) -> list[tuple[Path, Plan, dict, list[dict]]]:
+    """The plan as windows of at most `window_min` estimated minutes (plan.windows), each an invocation of its own
+    with the models, cells, recipes and carried checkpoints its trials use, its suite named `SUITE-wN`, in
+    FOLDER-wN."""
+    costs_path = Path(config.paths.gpu_costs)
+    if not config.benchmark.device.startswith("cuda") or not costs_path.exists():
+        raise ConfigError(f"--window-min splits a plan by its estimated minutes, which come from {costs_path} (costs "
+                          "measured on a GPU): it needs benchmark.device cuda and that table")  # fmt: skip
+    if window_min <= 0 or prime_at_once < 1:
+        raise ConfigError(f"--window-min must be > 0 (got {window_min}) and --prime at least 1 (got {prime_at_once})")
+    parts = []
+    split = plan.windows(list(whole.trials), read_json(costs_path), window_min, prime_at_once)
+    for number, trials in enumerate(split, start=1):
+        models = {spec.model.model_id for spec in trials}
+        batches = {(spec.model.model_id, spec.batch_size) for spec in trials}
+        chosen = {**selection, "suite": f"{selection['suite']}-w{number}",
+                  "models": [m for m in selection["models"] if m["model_id"] in models],
+                  "cells": None if selection["cells"] is None else [
+                      cell for cell in selection["cells"] if (cell[0], cell[1]) in batches]}  # fmt: skip
+        invocation_id = uuid.uuid4().hex
+        context = replace(whole.adaptive.context, invocation_id=invocation_id, suite=chosen["suite"])
+        loop = replace(whole.adaptive, context=context)
+        recipes = tuple(recipe for recipe in whole.recipes if recipe.model_id in models)
+        exported = Plan(invocation_id, tuple(trials), recipes, loop)
+        taken = [entry for entry in carried if entry["model_id"] in models]
+        parts.append((folder.with_name(f"{folder.name}-w{number}"), exported, chosen, taken))
+    return parts
 
 
 def exported_checkpoint(model_id: str) -> str:
@@ -152,8 +213,9 @@ def copy_harness(folder: Path) -> None:
         shutil.copytree(package / name, target / name, ignore=shutil.ignore_patterns("__pycache__"))
 
 
-def estimate_line(trials: list[TrialSpec], config: Config) -> str:
-    """What the plan should cost on a GPU, from the per-model costs measured so far (paths.gpu_costs)."""
+def estimate_line(trials: list[TrialSpec], config: Config, prime_at_once: int | None = None) -> str:
+    """What the plan should cost on a GPU, from the per-model costs measured so far (paths.gpu_costs); with
+    `prime_at_once` (a window's), also its total: the prime that many at a time, then the processes."""
     costs_path = Path(config.paths.gpu_costs)
     if not config.benchmark.device.startswith("cuda") or not costs_path.exists():
         return f"no estimate of the plan's time: {costs_path} holds costs measured on a GPU, for benchmark.device cuda"
@@ -166,8 +228,11 @@ def estimate_line(trials: list[TrialSpec], config: Config) -> str:
         prime = (f"; before them `launcher --prime N` compiles the plan's {found.primes} runs, "
                  f"{found.prime_s / 60:.0f} minutes one at a time (N at a time take less where the machine has the "
                  "cores)")  # fmt: skip
+    window = "" if prime_at_once is None else (
+        f"; {plan.window_seconds(found, prime_at_once) / 60:.1f} minutes in all with the prime {prime_at_once} at a "
+        "time")  # fmt: skip
     return (f"estimated {found.seconds / 60:.0f} GPU minutes on {costs['device']} for {found.processes} processes "
-            f"one after the other (from {costs_path}: {costs['stack']}{borrowed}){prime}; add the machine's "
+            f"one after the other (from {costs_path}: {costs['stack']}{borrowed}){prime}{window}; add the machine's "
             "start-up")  # fmt: skip
 
 

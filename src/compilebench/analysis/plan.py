@@ -17,6 +17,7 @@ environment of a block.
 from __future__ import annotations
 
 import json
+import math
 import random
 import statistics
 from dataclasses import asdict, dataclass
@@ -37,6 +38,7 @@ from compilebench.harness.records import (
     environment_labels,
     processes,
     slug,
+    units,
     williams_orders,
 )
 
@@ -259,6 +261,91 @@ def estimate(trials: list[TrialSpec], costs: dict[str, Any]) -> Estimate:
                   + _cost(costs, spec.model.model_id, spec.variant.name, "cold_compile_s", borrowed)
                   for spec in primed.values())  # fmt: skip
     return Estimate(total, len(groups), tuple(sorted(borrowed)), prime_s, len(primed))
+
+
+def window_seconds(found: Estimate, prime_at_once: int) -> float:
+    """A window's seconds on the device of a cost table: its processes one after the other, after its prime with
+    `prime_at_once` compile-only processes at a time (launcher --prime N)."""
+    return found.seconds + found.prime_s / max(1, min(prime_at_once, found.primes or 1))
+
+
+def windows(
+    trials: list[TrialSpec], costs: dict[str, Any], minutes: float, prime_at_once: int = 1, search_nodes: int = 20_000
+) -> list[list[TrialSpec]]:
+    """A plan's trials in as few windows of at most `minutes` estimated minutes each (`estimate`, `window_seconds`)
+    as can be found: for machines lent for a while, each window a plan of its own. Each unit (records.units: a
+    (model, batch size) with every environment, block and variant of it) stays whole, so that each window's blocks
+    pair A with B, its loop adds blocks to cells it holds, and its prime compiles what its processes load.
+    First-fit decreasing packs them; then fewer windows are searched for, and among packings into that many the one
+    whose longest window is shortest (each search exhaustive up to `search_nodes` steps). A unit estimated over
+    `minutes` gets a window alone (the launcher's --stop-after-min and resume carry it over). Each window keeps the
+    plan's order."""
+    if minutes <= 0:
+        raise ValueError(f"a window must be longer than 0 minutes, got {minutes}")
+    grouped = {(unit[0].model.model_id, unit[0].batch_size): unit for unit in units(trials)}
+    parts = {key: estimate(unit, costs) for key, unit in grouped.items()}  # additive: processes, prime seconds, primes
+    limit = minutes * 60
+
+    def seconds(keys: list[tuple[str, int]]) -> float:
+        found = [parts[key] for key in keys]
+        total = Estimate(
+            sum(e.seconds for e in found), 0, (), sum(e.prime_s for e in found), sum(e.primes for e in found)
+        )
+        return window_seconds(total, prime_at_once)
+
+    order = sorted(grouped, key=lambda key: -seconds([key]))  # stable: the plan's order among equals
+    fits = [key for key in order if seconds([key]) <= limit]  # a unit over the limit gets a window alone
+    bins: list[list[tuple[str, int]]] = []
+    for key in fits:  # first-fit decreasing
+        room = next((keys for keys in bins if seconds([*keys, key]) <= limit), None)
+        if room is None:
+            bins.append([key])
+        else:
+            room.append(key)
+    fewest = max(1, math.ceil(seconds(fits) / limit)) if fits else 0  # the prime shared best in one window
+    for count in range(fewest, len(bins)):
+        found = _pack(fits, count, seconds, limit, search_nodes)
+        if found is not None:
+            bins = found
+            break
+    low, high = min(limit, max([seconds([key]) for key in fits] + [seconds(fits) / max(1, len(bins))])), limit
+    for _ in range(8 if bins else 0):  # the same number of windows, their longest as short as can be found
+        middle = (low + high) / 2
+        found = _pack(fits, len(bins), seconds, middle, search_nodes)
+        if found is not None and len(found) == len(bins):
+            bins, high = found, middle
+        else:
+            low = middle
+    bins += [[key] for key in order if key not in fits]
+    return [[spec for spec in trials if (spec.model.model_id, spec.batch_size) in keys] for keys in bins]
+
+
+def _pack(keys: list, count: int, seconds: Any, limit: float, nodes: int) -> list[list] | None:
+    """`keys` (largest first) in `count` windows of at most `limit` seconds each (`seconds` of a window's keys), by
+    depth-first search; None where there is no such packing or none was found within `nodes` steps."""
+    bins: list[list] = [[] for _ in range(count)]
+    steps = 0
+
+    def place(index: int) -> bool:
+        nonlocal steps
+        if index == len(keys):
+            return True
+        tried: set[tuple] = set()
+        for keys_in in bins:
+            steps += 1
+            if steps > nodes:
+                return False
+            state = tuple(keys_in)
+            if (not keys_in and () in tried) or seconds([*keys_in, keys[index]]) > limit:
+                continue  # an empty window is one choice, however many there are
+            tried.add(state)
+            keys_in.append(keys[index])
+            if place(index + 1):
+                return True
+            keys_in.pop()
+        return False
+
+    return [keys_in for keys_in in bins if keys_in] if place(0) else None
 
 
 def selection(

@@ -472,6 +472,16 @@ def processes(trials: list[TrialSpec]) -> list[list[TrialSpec]]:
     return grouped
 
 
+def units(trials: list[TrialSpec]) -> list[list[TrialSpec]]:
+    """The plan's trials by unit: every trial of one (model, batch size), across environments and blocks, in the
+    plan's order, units in the order they first appear. What an executor dispatches to a slot, and what an export
+    split into windows keeps whole."""
+    grouped: dict[tuple[str, int], list[TrialSpec]] = {}
+    for spec in trials:
+        grouped.setdefault((spec.model.model_id, spec.batch_size), []).append(spec)
+    return list(grouped.values())
+
+
 LOCAL_PREFIXES = ("/", "./", "../", "~")  # how a suite names a local checkpoint folder (anything else is a Hub id)
 
 
