@@ -56,11 +56,11 @@ def test_the_gpus_executor_on_a_machine_without_a_gpu_is_a_clear_error(tmp_path)
 
 
 def _project(tmp_path, **runner):
-    """Two tiny models, eager and default: two timing blocks each (the first compiles, the second finds its graphs in
-    the shared cache), one environment."""
-    root = make_project(tmp_path, ["microsoft/resnet-50", "nvidia/segformer-b0-finetuned-ade-512-512"], replicates=2,
-                        cold_replicates=0, compile_cache="shared")  # fmt: skip
-    set_params(root, **{f"runner.{key}": value for key, value in runner.items()}, **{"runner.parallel_cpu_slots": True})
+    """Two units (the tiny ResNet at batch 1 and 2), eager and default: two timing blocks each (the first compiles,
+    the second finds its graphs in the shared cache), one environment."""
+    root = make_project(tmp_path, ["microsoft/resnet-50"], replicates=2, cold_replicates=0, compile_cache="shared")
+    set_params(root, **{f"runner.{key}": value for key, value in runner.items()}, **{"runner.parallel_cpu_slots": True,
+               "suites.smoke.batch_sizes": [1, 2]})  # fmt: skip
     return root
 
 
@@ -69,7 +69,7 @@ def _processes(root):
     seen = {}  # by process: a timing process's arms share one
     for row in rows:
         for process in row["process_results"]:
-            seen[process["process_id"] or process["trial_id"]] = (row["model_id"], process)
+            seen[process["process_id"] or process["trial_id"]] = ((row["model_id"], row["batch_size"]), process)
     return rows, seen
 
 
@@ -86,14 +86,14 @@ def on_slots(tmp_path_factory):
 
 @pytest.mark.slow
 @pytest.mark.xdist_group("executors")
-def test_this_machines_slots_run_a_cell_each_with_their_threads(on_slots):
+def test_this_machines_slots_run_a_unit_each_with_their_threads(on_slots):
     root = on_slots
     rows, seen = _processes(root)
     assert all(row["status"] == "ok" for row in rows), [(r["model_id"], r["status"], r["error"]) for r in rows]
-    per_cell = {}
-    for model, process in seen.values():
-        per_cell.setdefault(model, set()).add(process["slot"])
-    assert all(len(slots) == 1 for slots in per_cell.values()), per_cell  # a cell's processes on one slot
+    per_unit = {}
+    for unit, process in seen.values():
+        per_unit.setdefault(unit, set()).add(process["slot"])
+    assert len(per_unit) == 2 and all(len(slots) == 1 for slots in per_unit.values()), per_unit  # a unit's, on one
     assert all(process["omp_num_threads"] == "1" for _, process in seen.values())
     windows = sorted((p["started_at"], p["started_at"] + p["wall_s"]) for _, p in seen.values())
     at_once = max(sum(start <= moment < end for start, end in windows) for moment, _ in windows)
@@ -132,15 +132,16 @@ def on_ray(tmp_path_factory):
 
 @pytest.mark.slow
 @pytest.mark.xdist_group("executors")
-def test_on_ray_every_cell_runs_on_one_gpu_with_its_threads_and_a_killed_unit_runs_again_once(on_ray):
+def test_on_ray_every_unit_runs_on_one_gpu_with_its_threads_and_a_killed_unit_runs_again_once(on_ray):
     root, killed, _ = on_ray
     assert killed is not None, "no trial was seen to kill its worker"
     rows, seen = _processes(root)
     assert all(row["status"] == "ok" for row in rows), [(r["model_id"], r["status"], r["error"]) for r in rows]
-    per_cell = {}
-    for model, process in seen.values():
-        per_cell.setdefault(model, set()).add(process["slot"])
-    assert all(len(slots) == 1 and next(iter(slots)).rsplit(":", 1)[1] in ("0", "1") for slots in per_cell.values())
+    per_unit = {}
+    for unit, process in seen.values():
+        per_unit.setdefault(unit, set()).add(process["slot"])
+    assert len(per_unit) == 2 and all(len(slots) == 1 and next(iter(slots)).rsplit(":", 1)[1] in ("0", "1")
+                                      for slots in per_unit.values())  # fmt: skip
     assert all(process["omp_num_threads"] == "1" for _, process in seen.values())  # not Ray's own 1 by chance:
     windows = sorted((p["started_at"], p["started_at"] + p["wall_s"]) for _, p in seen.values())
     assert max(sum(start <= moment < end for start, end in windows) for moment, _ in windows) <= 2
