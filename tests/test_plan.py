@@ -210,6 +210,11 @@ def test_a_latency_is_taken_at_its_batch_size_and_one_from_another_batch_is_name
                                 "(latency of batch 1)", "org/m1 default at batch 16 (latency of batch 1)",
                                 "org/m1 eager at batch 16 (latency of batch 1)")  # fmt: skip
     assert guessed.seconds == pytest.approx(plan.estimate([replace(s, batch_size=1) for s in at_16], COSTS).seconds)
+    grown = plan.estimate(at_16, {**COSTS, "batch_ratios": {"org/m0": {"eager_ms": {"1": 1.0, "4": 1.5, "16": 4.0}}}})
+    assert "org/m0 eager at batch 16 (latency of batch 1 x 4.00, the doc's growth from batch 1)" in grown.borrowed
+    assert "org/m0 default at batch 16 (latency of batch 1)" in grown.borrowed  # no compiled growth given: as it was
+    rounds = 1000 + timing.warmup_iters
+    assert grown.seconds - guessed.seconds == pytest.approx(rounds * (4.0 - 1.0) * 0.010)  # m0's eager: 10 ms a call
     costs = json.loads(json.dumps(COSTS))
     costs["models"]["org/m0"]["eager_ms"]["16"] = 100.0
     costs["models"]["org/m0"]["variants"]["default"]["call_ms"]["16"] = 60.0

@@ -182,3 +182,14 @@ def test_unknown_label_in_a_doc_table_is_an_error():
     doc = "\n".join([*lines, "| Image Classification/Nope | 1 | 2 |"])
     with pytest.raises(ValueError, match="Nope"):
         reference.parse_doc(doc)
+
+
+def test_the_docs_growth_over_batch_sizes_is_each_latency_over_batch_1s(repo_root):
+    """What an estimate scales a batch-1 latency by at batch 4 and 16: the doc's own A100 numbers (torch 2.0.1)."""
+    published = reference.read_published(repo_root / "data/reference/published.csv")
+    ratios = reference.batch_ratios(published)
+    assert len(ratios) == 12
+    detr = ratios["facebook/detr-resnet-50"]  # 34.619, 48.657, 164.382 ms eager; 19.04, 32.418, 161.902 compiled
+    assert detr["eager_ms"] == {"1": 1.0, "4": pytest.approx(48.657 / 34.619, abs=1e-4),
+                                "16": pytest.approx(164.382 / 34.619, abs=1e-4)}  # fmt: skip
+    assert detr["call_ms"]["16"] == pytest.approx(161.902 / 19.04, abs=1e-4)

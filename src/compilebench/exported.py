@@ -130,7 +130,7 @@ def split_export(
     if window_min <= 0 or prime_at_once < 1:
         raise ConfigError(f"--window-min must be > 0 (got {window_min}) and --prime at least 1 (got {prime_at_once})")
     parts = []
-    split = plan.windows(list(whole.trials), read_json(costs_path), window_min, prime_at_once)
+    split = plan.windows(list(whole.trials), cost_table(config), window_min, prime_at_once)
     for number, trials in enumerate(split, start=1):
         models = {spec.model.model_id for spec in trials}
         batches = {(spec.model.model_id, spec.batch_size) for spec in trials}
@@ -213,13 +213,20 @@ def copy_harness(folder: Path) -> None:
         shutil.copytree(package / name, target / name, ignore=shutil.ignore_patterns("__pycache__"))
 
 
+def cost_table(config: Config) -> dict[str, Any]:
+    """The GPU cost table (paths.gpu_costs), with the doc's growth of each model's latency over batch sizes beside it
+    (reference.batch_ratios: the table's latencies were measured at batch 1 only so far)."""
+    table = read_json(config.paths.gpu_costs)
+    return {**table, "batch_ratios": reference.batch_ratios(reference.read_published(config.paths.reference))}
+
+
 def estimate_line(trials: list[TrialSpec], config: Config, prime_at_once: int | None = None) -> str:
     """What the plan should cost on a GPU, from the per-model costs measured so far (paths.gpu_costs); with
     `prime_at_once` (a window's), also its total: the prime that many at a time, then the processes."""
     costs_path = Path(config.paths.gpu_costs)
     if not config.benchmark.device.startswith("cuda") or not costs_path.exists():
         return f"no estimate of the plan's time: {costs_path} holds costs measured on a GPU, for benchmark.device cuda"
-    costs = read_json(costs_path)
+    costs = cost_table(config)
     found = plan.estimate(trials, costs)
     borrowed = f"; no measured cost for {len(found.borrowed)} (model, variant): {', '.join(found.borrowed[:6])}" + (
         " ..." if len(found.borrowed) > 6 else "") if found.borrowed else ""  # fmt: skip

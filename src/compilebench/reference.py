@@ -150,6 +150,27 @@ def read_published(path: str | Path) -> pd.DataFrame:
     return with_anomalies(pd.read_csv(path))
 
 
+BATCH_RATIO_FROM = ("torch-2.0.1", "A100")  # the doc's scenario and GPU that measured every model at 1, 4 and 16
+
+
+def batch_ratios(published: pd.DataFrame) -> dict[str, dict[str, dict[str, float]]]:
+    """Per model, how the doc's latency grows with the batch size (torch 2.0.1 on the A100): each batch size's eager
+    and compiled (`default`) latency over batch 1's, keyed as a cost table's latencies are (`eager_ms`, `call_ms`,
+    by batch size). What an estimate scales a latency measured at another batch size by (plan.estimate)."""
+    scenario, gpu = BATCH_RATIO_FROM
+    rows = published[(published["scenario"] == scenario) & (published["gpu"] == gpu)]
+    found: dict[str, dict[str, dict[str, float]]] = {}
+    for model_id, group in rows.groupby("model_id"):
+        by_batch = group.set_index("batch_size")
+        for key, column in (("eager_ms", "eager_ms"), ("call_ms", "compiled_ms")):
+            if 1 not in by_batch.index or not by_batch.loc[1, column] > 0:
+                continue
+            found.setdefault(str(model_id), {})[key] = {
+                str(int(batch)): round(float(latency) / float(by_batch.loc[1, column]), 4)
+                for batch, latency in by_batch[column].items() if latency > 0}  # fmt: skip
+    return found
+
+
 def scenario_for(compile_mode: str) -> str | None:
     """Which published scenario a measured compile mode is judged against (None: the doc did not measure it)."""
     return {"default": "torch-2.0.1", "reduce-overhead": "nightly-2.1.0dev-reduce-overhead"}.get(compile_mode)

@@ -196,7 +196,9 @@ def _cost(
 ) -> float:
     """A cost from the table: the model's own, else the median over the models that have it (and say so). A latency
     (`batch` given) that no model has at that batch size is taken at the nearest batch size one was measured at, and
-    named as such: a batch's latency is no measure of another's, so the estimate is a guess there."""
+    named as such: a batch's latency is no measure of another's, so the estimate is a guess there. Where the table
+    carries `batch_ratios` (the doc's latencies of the model at each batch size over batch 1's, eager and compiled:
+    reference.batch_ratios), that latency is scaled by the doc's growth from the one batch size to the other."""
     models = costs["models"]
     value = _value(models.get(model, {}), variant, key, batch)
     if value is not None:
@@ -209,8 +211,12 @@ def _cost(
     measured = sorted({int(size) for value in latencies if isinstance(value, dict) for size in value})
     if batch is not None and measured:
         nearest = min(measured, key=lambda size: (abs(size - batch), size))
-        borrowed.add(f"{model} {variant or 'eager'} at batch {batch} (latency of batch {nearest})")
-        return _cost(costs, model, variant, key, borrowed, nearest)
+        growth = costs.get("batch_ratios", {}).get(model, {}).get(key, {})
+        scale = growth[str(batch)] / growth[str(nearest)] if str(batch) in growth and str(nearest) in growth else 1.0
+        times = "" if str(batch) not in growth or str(nearest) not in growth else (
+            f" x {scale:.2f}, the doc's growth from batch {nearest}")  # fmt: skip
+        borrowed.add(f"{model} {variant or 'eager'} at batch {batch} (latency of batch {nearest}{times})")
+        return scale * _cost(costs, model, variant, key, borrowed, nearest)
     borrowed.add(f"{model} {variant or ''}".strip())
     if variant not in (None, "default"):  # a variant nobody measured: as `default`
         return _cost(costs, model, "default", key, borrowed, batch)
