@@ -37,7 +37,7 @@ CASES = [
     ("benchmark", {"paths.tracking_uri": "sqlite:///{root}/params.yaml/store/mlflow.db"}, {}, "is not a directory"),
     ("benchmark", {}, {"MLFLOW_TRACKING_URI": "ftp://host/store"}, "unknown scheme"),
     ("benchmark", {"compare": ["current", "torch-9.9"]}, {}, "torch-9.9"),
-    ("benchmark", {}, {"__SET__": "--set"}, "--set only goes with --export"),
+    ("benchmark", {}, {"__SET__": "--set"}, "--set and --window-min only go with --export"),
 ]
 
 
