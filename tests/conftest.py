@@ -74,8 +74,7 @@ QUICK = {"min_iters": 3, "min_time_s": 0.2, "max_time_s": 5.0, "warmup_iters": 1
 HAND_OUT_ORDER = (
     "compared_project",  # builds the transformers 4.57.6 environment on a fresh clone
     "test_reliability",
-    "queued",
-    "trial-one_cell",
+    "test_trial",
     "own_checkpoints",
     "remote",
     "executors",
@@ -83,8 +82,6 @@ HAND_OUT_ORDER = (
     "test_bad_inputs",
     "deploy",
     "dynamic-batch",
-    "trial-frozen_and_default",
-    "trial-together",
 )
 
 

@@ -16,6 +16,8 @@ from compilebench.analysis import plan
 from compilebench.harness import checks, compiling, groups, launcher, trial, trial_process
 from compilebench.harness.records import TimingSpec, TrialResult, TrialSpec, VariantSpec
 
+pytestmark = pytest.mark.xdist_group("test_trial")  # its module fixtures run once
+
 FAST = TimingSpec(min_iters=5, min_time_s=0.2, max_time_s=5.0, warmup_iters=1, memory_iters=1)
 # what every kind of trial process has done, in order, by the time eager is measured (trial.start_process)
 STARTED_MOMENTS = ("imported", "started", "model code imported", "checkpoint read", "on the device", "loaded",
@@ -47,7 +49,6 @@ def frozen_and_default(tiny_resnet, tmp_path_factory):
     }
 
 
-@pytest.mark.xdist_group("trial-frozen_and_default")  # its module fixture runs once, on one worker
 @pytest.mark.slow
 def test_a_compiled_trial_measures_paired_samples(frozen_and_default):
     result = frozen_and_default["default"]
@@ -61,7 +62,6 @@ def test_a_compiled_trial_measures_paired_samples(frozen_and_default):
     assert result.environment["torch_version"] and result.environment["machine_fingerprint"]
 
 
-@pytest.mark.xdist_group("trial-frozen_and_default")  # its module fixture runs once, on one worker
 @pytest.mark.slow
 def test_freezing_really_changes_the_compilation(frozen_and_default):
     frozen, plain = frozen_and_default["freezing"].health, frozen_and_default["default"].health
@@ -325,7 +325,6 @@ def together(tiny_resnet, tmp_path_factory):
     return specs, first, lost, ran_again
 
 
-@pytest.mark.xdist_group("trial-together")  # its module fixture runs once, on one worker
 @pytest.mark.slow
 def test_a_block_run_together_takes_turns_and_a_resumed_block_runs_only_what_it_lacks(together):
     specs, results, lost, ran_again = together
@@ -343,7 +342,6 @@ def test_a_block_run_together_takes_turns_and_a_resumed_block_runs_only_what_it_
     assert len(lost) == 2 and ran_again == [sorted(lost, key=[s.trial_id for s in specs].index)]  # partner's kept
 
 
-@pytest.mark.xdist_group("trial-one_cell")  # its module fixture runs once, on one worker
 @pytest.mark.slow
 def test_a_timing_process_pairs_every_arm_with_eager_and_each_arm_compiles_its_own_graph(one_cell):
     specs, results, _ = one_cell
@@ -369,7 +367,6 @@ def test_a_timing_process_pairs_every_arm_with_eager_and_each_arm_compiles_its_o
     assert ages == sorted(ages) and ages[1] == pytest.approx(eager.startup_s, abs=0.01) and ages[-1] < eager.wall_s
 
 
-@pytest.mark.xdist_group("trial-one_cell")  # its module fixture runs once, on one worker
 @pytest.mark.slow
 def test_cold_processes_compile_alone_and_their_caches_warm_the_timing_processes(one_cell):
     specs, results, work = one_cell
