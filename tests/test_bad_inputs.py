@@ -37,7 +37,8 @@ CASES = [
     ("benchmark", {"paths.tracking_uri": "sqlite:///{root}/params.yaml/store/mlflow.db"}, {}, "is not a directory"),
     ("benchmark", {}, {"MLFLOW_TRACKING_URI": "ftp://host/store"}, "unknown scheme"),
     ("benchmark", {"compare": ["current", "torch-9.9"]}, {}, "torch-9.9"),
-    ("benchmark", {}, {"__SET__": "--set"}, "--set and --window-min only go with --export"),
+    ("benchmark", {}, {"__ARGS__": ("--set", "benchmark.seed=1")}, "--set and --window-min only go with --export"),
+    ("benchmark", {}, {"__ARGS__": ("--export", "plans", "--prime", "8")}, "--prime only with --window-min"),
 ]
 
 
@@ -91,7 +92,7 @@ def test_bad_input_is_a_clear_error_and_writes_nothing(
     else:
         root = make_project(tmp_path, ["microsoft/resnet-50"])
     extra_env = dict(extra_env)
-    args = ["--set", "benchmark.seed=1"] if extra_env.pop("__SET__", None) else []
+    args = list(extra_env.pop("__ARGS__", ()))
     env = {**project_env(), "HF_HOME": str(tmp_path / "empty-hf-home")}
     set_params(root, **{k: v.replace("{root}", str(root)) if isinstance(v, str) else v for k, v in changes.items()})
     before = _files(root)
