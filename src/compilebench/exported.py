@@ -69,10 +69,11 @@ def export(config: Config, folder: Path, window_min: float | None = None, prime_
     if not image.exists():
         raise FileNotFoundError(f"{image} does not exist: run `dvc repro fetch_image` first (the plan carries it)")
     whole, selection, carried = export_plan(config)
+    costs = cost_table(config)
     if window_min is None:
         parts = [(folder, whole, selection, carried)]
     else:
-        parts = split_export(config, folder, whole, selection, carried, window_min, prime_at_once)
+        parts = split_export(config, costs, folder, whole, selection, carried, window_min, prime_at_once)
     for target, *_ in parts:
         _refuse_used(target)
     built = []
@@ -100,7 +101,7 @@ def export(config: Config, folder: Path, window_min: float | None = None, prime_
         if window_min is not None:
             units = dict.fromkeys(f"{spec.model.label} bs{spec.batch_size}" for spec in trials)
             LOGGER.info("%s: %s", target.name, ", ".join(units))
-        LOGGER.info("%s", estimate_line(trials, config, prime_at_once if window_min is not None else None))
+        LOGGER.info("%s", estimate_line(trials, config, costs, prime_at_once if window_min is not None else None))
 
 
 def _refuse_used(folder: Path) -> None:
@@ -113,6 +114,7 @@ def _refuse_used(folder: Path) -> None:
 
 def split_export(
     config: Config,
+    costs: dict[str, Any] | None,
     folder: Path,
     whole: Plan,
     selection: dict,
@@ -122,15 +124,15 @@ def split_export(
 ) -> list[tuple[Path, Plan, dict, list[dict]]]:
     """The plan as windows of at most `window_min` estimated minutes (plan.windows), each an invocation of its own
     with the models, cells, recipes and carried checkpoints its trials use, its suite named `SUITE-wN`, in
-    FOLDER-wN."""
-    costs_path = Path(config.paths.gpu_costs)
-    if not config.benchmark.device.startswith("cuda") or not costs_path.exists():
-        raise ConfigError(f"--window-min splits a plan by its estimated minutes, which come from {costs_path} (costs "
-                          "measured on a GPU): it needs benchmark.device cuda and that table")  # fmt: skip
+    FOLDER-wN; `costs` is cost_table's."""
+    if costs is None:
+        raise ConfigError(f"--window-min splits a plan by its estimated minutes, which come from "
+                          f"{config.paths.gpu_costs} (costs measured on a GPU): it needs benchmark.device cuda and "
+                          "that table")  # fmt: skip
     if window_min <= 0 or prime_at_once < 1:
         raise ConfigError(f"--window-min must be > 0 (got {window_min}) and --prime at least 1 (got {prime_at_once})")
     parts = []
-    split = plan.windows(list(whole.trials), cost_table(config), window_min, prime_at_once)
+    split = plan.windows(list(whole.trials), costs, window_min, prime_at_once)
     for number, trials in enumerate(split, start=1):
         models = {spec.model.model_id for spec in trials}
         batches = {(spec.model.model_id, spec.batch_size) for spec in trials}
@@ -213,20 +215,24 @@ def copy_harness(folder: Path) -> None:
         shutil.copytree(package / name, target / name, ignore=shutil.ignore_patterns("__pycache__"))
 
 
-def cost_table(config: Config) -> dict[str, Any]:
+def cost_table(config: Config) -> dict[str, Any] | None:
     """The GPU cost table (paths.gpu_costs), with the doc's growth of each model's latency over batch sizes beside it
-    (reference.batch_ratios: the table's latencies were measured at batch 1 only so far)."""
+    (reference.batch_ratios: the table's latencies were measured at batch 1 only so far); None where a plan's time
+    cannot be estimated from it (a device other than cuda, or no table)."""
+    if not config.benchmark.device.startswith("cuda") or not Path(config.paths.gpu_costs).exists():
+        return None
     table = read_json(config.paths.gpu_costs)
     return {**table, "batch_ratios": reference.batch_ratios(reference.read_published(config.paths.reference))}
 
 
-def estimate_line(trials: list[TrialSpec], config: Config, prime_at_once: int | None = None) -> str:
-    """What the plan should cost on a GPU, from the per-model costs measured so far (paths.gpu_costs); with
+def estimate_line(
+    trials: list[TrialSpec], config: Config, costs: dict[str, Any] | None, prime_at_once: int | None = None
+) -> str:
+    """What the plan should cost on a GPU, from the per-model costs measured so far (`costs`: cost_table's); with
     `prime_at_once` (a window's), also its total: the prime that many at a time, then the processes."""
-    costs_path = Path(config.paths.gpu_costs)
-    if not config.benchmark.device.startswith("cuda") or not costs_path.exists():
+    costs_path = config.paths.gpu_costs
+    if costs is None:
         return f"no estimate of the plan's time: {costs_path} holds costs measured on a GPU, for benchmark.device cuda"
-    costs = cost_table(config)
     found = plan.estimate(trials, costs)
     borrowed = f"; no measured cost for {len(found.borrowed)} (model, variant): {', '.join(found.borrowed[:6])}" + (
         " ..." if len(found.borrowed) > 6 else "") if found.borrowed else ""  # fmt: skip

@@ -212,9 +212,9 @@ def _cost(
     if batch is not None and measured:
         nearest = min(measured, key=lambda size: (abs(size - batch), size))
         growth = costs.get("batch_ratios", {}).get(model, {}).get(key, {})
-        scale = growth[str(batch)] / growth[str(nearest)] if str(batch) in growth and str(nearest) in growth else 1.0
-        times = "" if str(batch) not in growth or str(nearest) not in growth else (
-            f" x {scale:.2f}, the doc's growth from batch {nearest}")  # fmt: skip
+        grown = str(batch) in growth and str(nearest) in growth
+        scale = growth[str(batch)] / growth[str(nearest)] if grown else 1.0
+        times = f" x {scale:.2f}, the doc's growth from batch {nearest}" if grown else ""
         borrowed.add(f"{model} {variant or 'eager'} at batch {batch} (latency of batch {nearest}{times})")
         return scale * _cost(costs, model, variant, key, borrowed, nearest)
     borrowed.add(f"{model} {variant or ''}".strip())
@@ -336,15 +336,14 @@ def _pack(keys: list, count: int, seconds: Any, limit: float, nodes: int) -> lis
         nonlocal steps
         if index == len(keys):
             return True
-        tried: set[tuple] = set()
+        tried_empty = False
         for keys_in in bins:
             steps += 1
             if steps > nodes:
                 return False
-            state = tuple(keys_in)
-            if (not keys_in and () in tried) or seconds([*keys_in, keys[index]]) > limit:
+            if (not keys_in and tried_empty) or seconds([*keys_in, keys[index]]) > limit:
                 continue  # an empty window is one choice, however many there are
-            tried.add(state)
+            tried_empty = tried_empty or not keys_in
             keys_in.append(keys[index])
             if place(index + 1):
                 return True
