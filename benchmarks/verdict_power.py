@@ -86,10 +86,10 @@ def cell_factors(cells: int, spread: float) -> list[float]:
 
 def rows(
     seed: int, blocks: list[int], metric: str, sigmas: list[float], drift: float, truth: float, invocation: str
-) -> list[dict]:
-    """A and B rows of one cell per entry of `sigmas` (its sd of a per-block log difference), per-block values in
-    MLflow's form (process_values by block); a cell's draws depend on (seed, cell) only, so a cell given more blocks
-    keeps the values of the blocks it had."""
+) -> list[compare.ComparedRun]:
+    """A and B runs of one cell per entry of `sigmas` (its sd of a per-block log difference), each with its values by
+    block of `metric`; a cell's draws depend on (seed, cell) only, so a cell given more blocks keeps the values of
+    the blocks it had."""
     made = []
     for cell, sigma in enumerate(sigmas):
         rng = np.random.default_rng([seed, cell])
@@ -99,16 +99,16 @@ def rows(
             values_a[f"default/r{block}"] = math.exp(shared + rng.normal(0, sigma / math.sqrt(2)))
             values_b[f"default/r{block}"] = truth * math.exp(shared + rng.normal(0, sigma / math.sqrt(2)))
         for label, key, values in (("A", "k", values_a), ("B", "k2", values_b)):
-            made.append({"model_id": f"m{cell}", "label": f"M{cell}", "task": "t", "batch_size": 1,
-                         "variant": "default", "compile": True, "status": "ok", "environment": label,
-                         "environment_key": key, "invocation_id": invocation,
-                         "process_values": {metric: values}})  # fmt: skip
+            made.append(compare.ComparedRun(
+                model_id=f"m{cell}", label=f"M{cell}", task="t", batch_size=1, variant="default", environment=label,
+                environment_key=key, run_uid=None, invocation_id=invocation, status="ok", compile=True,
+                values={metric: values}))  # fmt: skip
     return made
 
 
 def one_comparison(
     rng, args, kind: str, sigma: float, truth: float, trial: int, trial_s: float
-) -> tuple[list[dict], list[int]]:
+) -> tuple[list[compare.Comparison], list[int]]:
     """An A/A run for the machine's noise, then an adaptive comparison; its rows and the blocks each cell used."""
     metric = KIND_METRIC[kind]
     sigmas = [sigma * factor for factor in cell_factors(args.cells, args.spread)]

@@ -66,7 +66,7 @@ def _state(spreads, blocks=2, **per_trial):
 
 def _records(trials, results):
     models = {spec.model.model_id: runs.ModelInfo("random-init", "card", 1) for spec in trials}
-    return [r.to_dict() for r in runs.run_records(trials, results, ENVIRONMENTS, models, CONTEXT)]
+    return runs.run_records(trials, results, ENVIRONMENTS, models, CONTEXT)
 
 
 def test_more_blocks_go_to_the_widest_cell_first_and_stop_at_the_budget():
@@ -114,11 +114,11 @@ def test_a_disturbed_block_is_re_run_and_a_failed_run_is_not_extended():
     assert [(spec.model.model_id, spec.replicate) for spec in added] == [("steady", 2), ("steady", 2)]
     spent = adaptive.extend(trials, results, records, ["A", "B"], _bench(budget_min=0.0), None)
     assert spent == added  # the budget spent: a planned block disturbed still runs again
-    failed = [{**row, "status": "compile_error"} for row in records]
+    failed = [replace(record, status="compile_error") for record in records]
     assert adaptive.extend(trials, results, failed, ["A", "B"], _bench(), None) == []
-    invalid = [{**row, "status": "invalid"} for row in records]  # too noisy: more blocks can help
+    invalid = [replace(record, status="invalid") for record in records]  # too noisy: more blocks can help
     assert adaptive.extend(trials, results, invalid, ["A", "B"], _bench(), None) == added
-    mixed = [{**row, "status": "invalid", "machines": 2} for row in records]  # two machines: no block unmixes it
+    mixed = [replace(record, status="invalid", machines=2) for record in records]  # two machines: no block unmixes it
     assert adaptive.extend(trials, results, mixed, ["A", "B"], _bench(), None) == []
 
 

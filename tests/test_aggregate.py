@@ -5,6 +5,7 @@ import json
 
 import pandas as pd
 import pytest
+from made_runs import run_record, runs_of
 
 from compilebench import aggregate, tracking
 from compilebench.analysis import compare, stats
@@ -34,9 +35,9 @@ def test_summary_joins_compiled_with_eager_and_metrics_count_only_ok():
 
 def _store_row(torch_version, invocation, medians, start):
     return {"model_id": "m", "label": "M", "task": "t", "batch_size": 1, "variant": "default", "compile": True,
-            "status": "ok", "environment": "current", "environment_key": torch_version, "torch_version": torch_version,
-            "transformers_version": "5.0", "device_name": "cpu-x", "device": "cpu", "machine_fingerprint": "f",
-            "invocation_id": invocation, "start_time": start,
+            "fullgraph": False, "status": "ok", "environment": "current", "environment_key": torch_version,
+            "torch_version": torch_version, "transformers_version": "5.0", "device_name": "cpu-x", "device": "cpu",
+            "machine_fingerprint": "f", "invocation_id": invocation, "start_time": start,
             "process_values": {"compiled_latency": medians, "eager_latency": [10.0, 10.1, 9.9]}}  # fmt: skip
     # an older store's unpaired lists: across invocations nothing pairs anyway
 
@@ -49,7 +50,8 @@ def test_versions_across_invocations_are_ordered_by_version_and_not_interleaved(
         _store_row("2.13.0+cpu", "i0", [9.0, 9.0, 9.0], 0),  # an older rerun of the same stack: the newest counts
     ]
     record = compare.record_noise(None, "aa", {"m|bs1|default": {"compiled_latency": stats.Noise(0.01, 10)}}, {})
-    versions = aggregate.version_rows(rows, calibrations={"f|cpu": record}, margin=0.05)
+    oldest_first = [tracking.stored_run(row) for row in sorted(rows, key=lambda row: row["start_time"])]
+    versions = aggregate.version_rows(oldest_first, calibrations={"f|cpu": record}, margin=0.05)
     versions = [comparison.row() for comparison in versions]  # versions.csv's lines
     assert [(r["baseline_versions"].split()[1], r["candidate_versions"].split()[1]) for r in versions] == [
         ("2.9.1", "2.13.0+cpu"), ("2.13.0+cpu", "2.14.0")]  # fmt: skip
@@ -69,13 +71,13 @@ def test_each_invocation_adds_its_blocks_to_the_machines_noise_and_later_ones_us
                 "process_results": processes}  # fmt: skip
 
     calibration = tmp_path / "calibration.json"
-    aa = [row("current", "k", [5.0, 5.1, 4.9], "i1"), row("current#2", "k", [5.1, 5.0, 5.2], "i1")]
+    aa = runs_of([row("current", "k", [5.0, 5.1, 4.9], "i1"), row("current#2", "k", [5.1, 5.0, 5.2], "i1")])
     compared, record = aggregate.comparison(aa, ["current", "current#2"], calibration, margin=0.05)
     assert record is not None and not compared[0].calibrated
     assert record["invocations"]["i1"]["aa"] and record["invocations"]["i1"]["noise"]["m|bs1|default"][
         "compiled_latency"][1] == 2  # fmt: skip
     calibration.write_text(json.dumps({"f|cpu": record}))
-    ab = [row("current", "k", [5.0, 5.1, 4.9], "i2"), row("new", "k2", [5.6, 5.7, 5.5], "i2")]
+    ab = runs_of([row("current", "k", [5.0, 5.1, 4.9], "i2"), row("new", "k2", [5.6, 5.7, 5.5], "i2")])
     compared, record = aggregate.comparison(ab, ["current", "new"], calibration, margin=0.05)
     judged = compared[0].judged["compiled_latency"]
     assert compared[0].calibrated and judged.verdict == "slower"
@@ -94,8 +96,8 @@ def test_process_values_survive_the_mlflow_round_trip(tmp_path, monkeypatch):
                   "peak_mem_mib": 60.0, "trial_id": "t"}]  # fmt: skip
     row = {**KEYS, "variant": "default", "compile": True, "status": "ok", "run_uid": "u", "fullgraph": False,
            "process_results": processes, "environment_freeze": ["torch==2.13.0"]}  # fmt: skip
-    tracking.log_child(client, parent, **tracking.run_payload(row))
-    [read] = aggregate.store_rows(tracking.search_children(uri, tracking.EXPERIMENT))
+    tracking.log_child(client, parent, **tracking.run_payload(run_record(row)))
+    [read] = tracking.store_rows(tracking.search_children(uri, tracking.EXPERIMENT))
     assert read["process_values"]["compiled_latency"] == {"p0": 5.1} and read["process_values"]["compile_cold"] == {
         "p0": 3.0}  # fmt: skip
     assert read["batch_size"] == 1 and read["compile"] is True

@@ -3,8 +3,11 @@
 import math
 
 import pytest
+from made_runs import runs_of
 
+from compilebench import tracking
 from compilebench.analysis import compare, stats
+from compilebench.analysis.per_process import ProcessRecord
 
 
 def _row(environment, eager, compiled, key="k1", status="ok", breaks=0, invocation="inv", **extra):
@@ -32,7 +35,7 @@ def _comparison(label, variant, judged):
 def test_b_slower_than_a_is_flagged_with_its_ratio():
     a = _row("current", [10.0, 10.1, 9.9], [5.0, 5.05, 4.95])
     b = _row("torch-new", [10.0, 10.1, 9.9], [6.0, 6.1, 5.9], key="k2")
-    compared = compare.comparison_rows([a, b], noise=None)
+    compared = compare.comparison_rows(runs_of([a, b]), noise=None)
     [row] = [comparison.row() for comparison in compared]  # its line of comparison.csv
     assert row["compiled_latency_ratio"] == pytest.approx(1.2, rel=1e-3) and row["compiled_latency_verdict"] == "slower"
     assert row["compiled_latency_method"] == stats.PAIRED and row["compiled_latency_blocks"] == 3
@@ -48,9 +51,9 @@ def test_b_slower_than_a_is_flagged_with_its_ratio():
 def test_equivalent_needs_the_90_percent_interval_inside_the_margin():
     a = _row("current", [10.0, 10.1, 9.9], [5.0, 5.05, 4.95])
     b = _row("current#2", [10.05, 10.0, 9.95], [5.02, 5.03, 4.98])
-    [row] = compare.comparison_rows([a, b], noise=None, margin=0.05)
+    [row] = compare.comparison_rows(runs_of([a, b]), noise=None, margin=0.05)
     assert row.judged["compiled_latency"].verdict == stats.EQUIVALENT and row.verdict == stats.EQUIVALENT
-    [row] = compare.comparison_rows([a, b], noise=None, margin=0.001)  # a margin no interval fits inside
+    [row] = compare.comparison_rows(runs_of([a, b]), noise=None, margin=0.001)  # a margin no interval fits inside
     assert row.judged["compiled_latency"].relevance != stats.EQUIVALENT
 
 
@@ -63,7 +66,7 @@ def test_the_headline_is_holm_adjusted_across_cells():
         b = {**_row("new", [10.0] * 3, [5.0 * shift[0], 5.1 * shift[1], 4.9 * shift[2]], key="k2"),
              "label": f"M{index}", "model_id": f"org/m{index}"}  # fmt: skip
         rows += [a, b]
-    compared = compare.comparison_rows(rows, noise=None)
+    compared = compare.comparison_rows(runs_of(rows), noise=None)
     first = next(row for row in compared if row.label == "M0")
     judged = first.judged["compiled_latency"]
     assert judged.ratio.p_value < 0.05 and judged.verdict == "slower"
@@ -74,7 +77,7 @@ def test_a_series_compares_each_stack_with_the_previous_and_names_the_first_step
     a = _row("2.12", [10.0, 10.1, 9.9], [5.0, 5.05, 4.95])
     b = _row("2.13", [10.0, 10.1, 9.9], [5.01, 5.04, 4.96], key="k2")
     c = _row("2.14", [10.0, 10.1, 9.9], [6.0, 6.1, 5.9], key="k3")
-    compared = compare.comparison_rows([a, b, c], noise=None, labels=["2.12", "2.13", "2.14"])
+    compared = compare.comparison_rows(runs_of([a, b, c]), noise=None, labels=["2.12", "2.13", "2.14"])
     pairs = {(row.baseline, row.candidate, row.reference) for row in compared}
     assert pairs == {("2.12", "2.13", "first"), ("2.12", "2.14", "first"), ("2.13", "2.14", "previous")}
     [step] = [s for s in compare.series_steps(compared, ["2.12", "2.13", "2.14"]) if s["variant"] == "default"]
@@ -85,7 +88,7 @@ def test_disturbed_processes_are_left_out_of_the_pairs():
     a = _row("current", [10.0, 10.1, 9.9], [5.0, 5.05, 4.95])
     b = _row("new", [10.0, 10.1, 9.9], [5.0, 9.0, 4.95], key="k2")
     b["process_results"][1]["disturbed"] = True
-    [row] = compare.comparison_rows([a, b], noise=None)
+    [row] = compare.comparison_rows(runs_of([a, b]), noise=None)
     ratio = row.judged["compiled_latency"].ratio
     assert ratio.blocks == 2 and ratio.value == pytest.approx(1.0)
 
@@ -95,17 +98,17 @@ def test_health_changes_come_first():
     b = _row("new", [10.0] * 3, [5.0] * 3, key="k2", breaks=2)
     other_a = {**_row("current", [10.0] * 3, [5.0] * 3), "label": "A-first"}
     other_b = {**_row("new", [10.0] * 3, [5.0] * 3, key="k2"), "label": "A-first"}
-    rows = compare.comparison_rows([other_a, a, other_b, b], noise=None)
+    rows = compare.comparison_rows(runs_of([other_a, a, other_b, b]), noise=None)
     assert rows[0].health_change == "graph breaks 0 -> 2" and rows[1].health_change == ""
-    failed = compare.health_changes(a, {**b, "status": "compile_error"})
+    failed = compare.health_changes(*runs_of([a, {**b, "status": "compile_error"}]))
     assert "status ok -> compile_error" in failed
 
 
 def test_the_machines_noise_record_accumulates_per_cell_and_never_counts_an_invocation_twice():
     a = _row("current", [10.0, 10.1, 9.9], [5.0, 5.05, 4.95])
     b = _row("current#2", [10.3, 10.2, 10.4], [5.0, 5.1, 5.0])
-    assert compare.is_aa([a, b]) and not compare.is_aa([a, {**b, "environment_key": "k2"}])
-    [(cell, measured)] = compare.noise_measured(compare.comparison_rows([a, b], noise=None)).items()
+    assert compare.is_aa(runs_of([a, b])) and not compare.is_aa(runs_of([a, {**b, "environment_key": "k2"}]))
+    [(cell, measured)] = compare.noise_measured(compare.comparison_rows(runs_of([a, b]), noise=None)).items()
     assert cell == "org/m|bs1|default" and measured["eager_latency"].dof == 2 and "compile_cold" not in measured
     record = compare.record_noise(None, "inv1", {cell: measured}, {"aa": True})
     record = compare.record_noise(record, "inv2", {cell: measured}, {"aa": False})
@@ -116,22 +119,27 @@ def test_the_machines_noise_record_accumulates_per_cell_and_never_counts_an_invo
     assert compare.machine_noise(record, leave_out="inv2")[cell]["eager_latency"].dof == 2
     assert compare.pooled_by_metric(compare.machine_noise(record))["eager_latency"].dof == 4
     assert compare.machine_noise({"deltas": {"speedup": 0.1}}) == {}  # a version-1 margin holds no variance
-    invalid = compare.noise_measured(compare.comparison_rows([a, {**b, "status": "invalid"}], noise=None))
+    invalid = compare.noise_measured(compare.comparison_rows(runs_of([a, {**b, "status": "invalid"}]), noise=None))
     assert invalid == {}  # an invalid run adds nothing
-    [row] = compare.comparison_rows([a, b], noise=compare.machine_noise(record))
+    [row] = compare.comparison_rows(runs_of([a, b]), noise=compare.machine_noise(record))
     assert row.calibrated and row.judged["compiled_latency"].ratio.noise == "cell+machine"
     other = {**a, "model_id": "org/other"}, {**b, "model_id": "org/other"}
-    [row] = compare.comparison_rows(list(other), noise=compare.machine_noise(record))
+    [row] = compare.comparison_rows(runs_of(list(other)), noise=compare.machine_noise(record))
     assert not row.calibrated and row.judged["compiled_latency"].ratio.noise == "cell"  # not another cell's noise
 
 
 def test_values_read_back_from_mlflow_are_used_as_they_are():
-    row = {"process_values": {"speedup": {"default/r0": 2.0, "default/r1": 2.2}}, "process_results": None}
-    assert compare.process_values(row, "speedup") == {"default/r0": 2.0, "default/r1": 2.2}
-    older = {"process_values": {"speedup": [2.0, 2.2]}, "process_results": None}  # before blocks: cannot pair
-    assert compare.process_values(older, "speedup") == {"p0": 2.0, "p1": 2.2}
-    with pytest.raises(ValueError, match="unknown metric"):
-        compare.process_values(_row("x", [1.0], [1.0]), "bogus")
+    stored = {"model_id": "org/m", "batch_size": 1, "variant": "default", "environment": "A", "status": "ok",
+              "compile": True, "fullgraph": False, "fell_back_to_eager": "False"}  # fmt: skip
+    run = tracking.stored_run({**stored, "process_values": {"speedup": {"default/r0": 2.0, "default/r1": 2.2}}})
+    assert run.values["speedup"] == {"default/r0": 2.0, "default/r1": 2.2} and run.fell_back_to_eager is False
+    older = tracking.stored_run({**stored, "process_values": {"speedup": [2.0, 2.2]}})  # before blocks: cannot pair
+    assert older.values["speedup"] == {"p0": 2.0, "p1": 2.2} and older.values["compile_cold"] == {}
+
+
+def _values(processes):
+    """Per metric, the values by block of processes as runs.jsonl lists them."""
+    return compare.process_values([ProcessRecord.from_dict(raw, i) for i, raw in enumerate(processes)])
 
 
 def test_compile_times_go_cold_or_warm_by_what_each_process_found_in_its_cache():
@@ -139,13 +147,13 @@ def test_compile_times_go_cold_or_warm_by_what_each_process_found_in_its_cache()
     a row written before that was recorded goes by its cache: `cold` and `shared` as cold."""
     shared = [{"eager_ms": [10.0], "compiled_ms": [5.0], "compile_s": s, "cache": "shared", "cold_compile": cold}
               for s, cold in ((12.6, True), (3.5, False))]  # fmt: skip
-    assert list(compare.process_values({"process_results": shared}, "compile_cold").values()) == [12.6]
-    assert list(compare.process_values({"process_results": shared}, "compile_warm").values()) == [3.5]
+    assert list(_values(shared)["compile_cold"].values()) == [12.6]
+    assert list(_values(shared)["compile_warm"].values()) == [3.5]
     older = [{**process, "cache": cache} for process, cache in zip(shared, ("shared", "warm"), strict=True)]
     for process in older:
         del process["cold_compile"]
-    assert list(compare.process_values({"process_results": older}, "compile_cold").values()) == [12.6]
-    assert list(compare.process_values({"process_results": older}, "compile_warm").values()) == [3.5]
+    assert list(_values(older)["compile_cold"].values()) == [12.6]
+    assert list(_values(older)["compile_warm"].values()) == [3.5]
 
 
 def test_inductors_start_up_in_a_timing_process_is_compared_too():
@@ -156,7 +164,7 @@ def test_inductors_start_up_in_a_timing_process_is_compared_too():
     for row, seconds in ((a, (2.0, 2.1, 1.9)), (b, (1.6, 1.7, 1.5))):
         for process, value in zip(row["process_results"], seconds, strict=True):
             process["inductor_startup_s"] = value
-    [row] = compare.comparison_rows([a, b], noise=None)
+    [row] = compare.comparison_rows(runs_of([a, b]), noise=None)
     judged = row.judged["inductor_startup"]
     assert judged.ratio.value == pytest.approx(0.8, rel=0.01) and judged.verdict == "faster"
     assert compare.METRIC_BY_NAME["inductor_startup"].target is None  # reported, not a target of more blocks

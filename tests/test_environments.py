@@ -11,9 +11,10 @@ import sys
 import pandas as pd
 import pytest
 from conftest import OTHER, make_project, project_env, run_ok, set_params
+from made_runs import runs_of
 
 from compilebench import environments
-from compilebench.analysis import compare, stats
+from compilebench.analysis import stats
 from compilebench.harness.records import key_part
 
 pytestmark = pytest.mark.slow
@@ -148,8 +149,7 @@ def test_every_comparison_adds_to_the_machines_noise_record(calibrated, compared
     ss, dof = ab[0]["noise"]["microsoft/resnet-50|bs1|default"]["compiled_latency"]
     assert dof == 1  # two blocks of one cell: one degree of freedom
     # its sum of squares is the spread of that invocation's two per-block differences of log compiled latency
-    by_env = {row["environment"]: compare.process_values(row, "compiled_latency") for row in ab_rows
-              if row["variant"] == "default"}  # fmt: skip
+    by_env = {run.environment: run.values["compiled_latency"] for run in runs_of(ab_rows) if run.variant == "default"}
     blocks = sorted(set(by_env["current"]) & set(by_env[OTHER]))
     differences = [math.log(by_env[OTHER][block] / by_env["current"][block]) for block in blocks]
     assert len(blocks) == 2 and ss == pytest.approx(stats.noise_of(differences).ss, rel=1e-9) and ss > 0

@@ -1,12 +1,21 @@
 """From trial results to runs, on hand-made results: statistics over processes, cold and warm compiles, status."""
 
+import json
 from dataclasses import replace
 
 import pytest
 
 from compilebench.analysis import per_process, runs, stats, validity
 from compilebench.harness.invocation import Context, Validity
-from compilebench.harness.records import CompileHealth, ModelSpec, TimingSpec, TrialResult, TrialSpec, VariantSpec
+from compilebench.harness.records import (
+    CompileHealth,
+    ModelSpec,
+    RecordError,
+    TimingSpec,
+    TrialResult,
+    TrialSpec,
+    VariantSpec,
+)
 
 MODEL = ModelSpec("org/m", "M", "image-classification", "X", "ckpt")
 DEFAULT = VariantSpec("default")
@@ -55,8 +64,19 @@ def test_a_compiled_run_pools_its_processes():
     assert compiled.break_even_calls == pytest.approx(20.0 * 1000 / (11.0 - 5.0))
     assert compiled.peak_mem_mib == 104.0  # median over processes
     assert eager.count == 18 and eager.latency_ms_median == 11.0 and eager.compile is False
-    assert [p["cache"] for p in compiled.process_results] == ["cold", "warm", "warm"]
+    assert [p.cache for p in compiled.process_results] == ["cold", "warm", "warm"]
     assert compiled.environment_freeze == ("torch==2.13.0",) and compiled.run_uid.endswith("bs2/default")
+
+
+def test_a_run_read_back_from_its_line_of_runs_jsonl_is_the_same_record():
+    """What aggregate, plot and sync read is what the benchmark wrote, processes and environment fields included;
+    a line that is not a run says which fields it lacks."""
+    for record in _records(_three()).values():
+        line = json.loads(json.dumps(record.to_dict()))
+        read = runs.RunRecord.from_dict(line)
+        assert read == record and json.loads(json.dumps(read.to_dict())) == line
+    with pytest.raises(RecordError, match=r"has no .*variant"):
+        runs.RunRecord.from_dict({key: value for key, value in line.items() if key != "variant"})
 
 
 def _on(result, **fields):
@@ -72,7 +92,7 @@ def test_processes_of_two_machines_or_stacks_are_not_pooled_into_one_run():
     three = _three()
     same = _records([(s, _on(r, **h100, hostname=f"vm{i}")) for i, (s, r) in enumerate(three)])
     assert {(r.status, r.machines) for r in same.values()} == {("ok", 1)}
-    assert [p["machine_fingerprint"] for p in same["default"].process_results] == ["5ec15378526d"] * 3
+    assert [p.machine_fingerprint for p in same["default"].process_results] == ["5ec15378526d"] * 3
     torch_12 = ({**h100, "torch_version": "2.12.0"}, "NVIDIA H100 80GB HBM3 (machine 5ec15378526d), torch 2.12.0")
     for other, named in ((h200, "NVIDIA H200 (machine 0a1b2c3d4e5f), torch 2.11.0"), torch_12):
         records = _records([(s, _on(r, **(other if i == 2 else h100))) for i, (s, r) in enumerate(three)])
@@ -94,7 +114,7 @@ def test_a_shared_cache_process_is_warm_when_every_graph_came_from_the_cache():
     ]
     compiled = _records(results)["default"]
     assert compiled.compile_s == 12.6 and compiled.compile_s_warm == 3.5
-    assert [p["cold_compile"] for p in compiled.process_results] == [True, False]  # what compare reads
+    assert [p.cold_compile for p in compiled.process_results] == [True, False]  # what compare reads
     mixed = {"fxgraph_cache_hit": 1, "fxgraph_cache_miss": 1}  # one graph of two compiled: still a cold compile
     assert per_process.compiled_cold(specs[1], replace(results[1][1], health=CompileHealth(2, inductor_counters=mixed)))
 
@@ -129,8 +149,8 @@ def test_a_disturbed_process_is_recorded_and_left_out():
                                                       MODELS, context)}  # fmt: skip
     compiled = records["default"]
     assert compiled.processes == 2 and compiled.disturbed_processes == 1 and compiled.status == "ok"
-    assert [p["disturbed"] for p in compiled.process_results] == [False, True, False]
-    assert compiled.process_results[1]["disturbance"]["others_cores"] == 0.9  # kept, with why
+    assert [p.disturbed for p in compiled.process_results] == [False, True, False]
+    assert compiled.process_results[1].disturbance["others_cores"] == 0.9  # kept, with why
     assert compiled.speedup == pytest.approx((2.0 * 2.2) ** 0.5)  # the disturbed process's 99 ms is not in it
     assert records["eager"].latency_ms_median == pytest.approx(10.5)
 
@@ -157,8 +177,8 @@ def test_halves_that_differ_no_more_than_a_noisy_process_does_keep_the_run_valid
     noisy = [(s, _result(s, [10.0] * 10, [10.0 / r for r in ratios], 1.0)) for s in specs]
     records = runs.run_records(specs, {s.trial_id: r for s, r in noisy}, ENVIRONMENT, MODELS, context)
     compiled = next(record for record in records if record.variant == "default")
-    assert [p["halves_ratio"] for p in compiled.process_results] == pytest.approx([0.875, 0.875])
-    assert all(p["halves_p"] > validity.HALVES_ALPHA for p in compiled.process_results)
+    assert [p.halves_ratio for p in compiled.process_results] == pytest.approx([0.875, 0.875])
+    assert all(p.halves_p > validity.HALVES_ALPHA for p in compiled.process_results)
     assert compiled.status == "ok", compiled.error
     shifted = [2.4, 2.3, 2.6, 2.5, 2.35, 2.0, 2.1, 1.85, 2.2, 2.15]  # the same medians, every first-half ratio above
     drifted = [(s, _result(s, [10.0] * 10, [10.0 / r for r in shifted], 1.0)) for s in specs]
@@ -173,8 +193,8 @@ def test_halves_that_differ_no_more_than_a_noisy_process_does_keep_the_run_valid
     ]
     records = runs.run_records(specs, {s.trial_id: r for s, r in both_ways}, ENVIRONMENT, MODELS, context)
     compiled = next(record for record in records if record.variant == "default")
-    assert [p["halves_ratio"] for p in compiled.process_results] == pytest.approx([0.875, 1 / 0.875])
-    assert all(p["halves_p"] < validity.HALVES_ALPHA for p in compiled.process_results)  # each beyond its noise
+    assert [p.halves_ratio for p in compiled.process_results] == pytest.approx([0.875, 1 / 0.875])
+    assert all(p.halves_p < validity.HALVES_ALPHA for p in compiled.process_results)  # each beyond its noise
     assert compiled.status == "ok", compiled.error
 
 
@@ -234,16 +254,16 @@ def test_a_timing_process_counts_once_in_the_eager_run_and_pairs_every_arm_with_
     records = _records(_cell())
     eager, default, freezing = records["eager"], records["default"], records["freezing"]
     assert eager.processes == 3 and eager.count == 18  # one eager arm per process, not one per compiled arm
-    assert [p["kind"] for p in eager.process_results].count("arm") == 3
+    assert [p.kind for p in eager.process_results].count("arm") == 3
     assert default.speedup == pytest.approx(2.0) and freezing.speedup == pytest.approx(4.0)
     assert default.processes == 3 and default.replicates == 4  # three timing processes and a cold one
-    assert [p["kind"] for p in default.process_results] == ["cold", "arm", "arm", "arm"]  # cold first
+    assert [p.kind for p in default.process_results] == ["cold", "arm", "arm", "arm"]  # cold first
     assert default.compile_s == 20.0 and default.compile_s_warm == 2.0  # cold from the compile-only process
     assert default.peak_mem_mib == 120.0  # where the variant was the only compiled model: the cold process
     assert freezing.inductor_counters == {"binary_folding": 3}  # health from the process that ran the passes
     assert default.first_inference_s == 2.0 + 1.0 + 20.0  # start-up, load, cold compile
     assert default.first_inference_s_warm == pytest.approx(2.0 + 1.0 + 1.5 + 2.0)  # inductor's start-up added back
-    assert eager.peak_mem_mib == 90.0 and all(p["compile_s"] is None for p in eager.process_results)
+    assert eager.peak_mem_mib == 90.0 and all(p.compile_s is None for p in eager.process_results)
 
 
 def test_a_process_disturbed_while_compiling_keeps_its_samples_and_loses_its_compile_time():
@@ -257,8 +277,8 @@ def test_a_process_disturbed_while_compiling_keeps_its_samples_and_loses_its_com
                                                       MODELS, context)}  # fmt: skip
     default = records["default"]
     assert default.processes == 3 and default.compile_s_warm == 2.1  # 99 s left out; its samples kept
-    row = next(p for p in default.process_results if p["trial_id"] == spec.trial_id)
-    assert row["compile_disturbed"] and not row["disturbed"]
+    row = next(p for p in default.process_results if p.trial_id == spec.trial_id)
+    assert row.compile_disturbed and not row.disturbed
 
 
 def test_a_process_record_derives_its_values_and_reads_rows_of_earlier_versions():

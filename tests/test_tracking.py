@@ -4,6 +4,7 @@ import os
 from pathlib import Path
 
 import mlflow
+from made_runs import run_record
 
 from compilebench import tracking
 from compilebench.analysis import compare
@@ -58,7 +59,7 @@ def test_a_run_carries_its_processes_as_a_table_and_its_image_as_an_input(tmp_pa
     uri = f"sqlite:///{tmp_path}/mlruns/mlflow.db"
     client = tracking.client(uri)
     parent = tracking.start_parent(client, tracking.EXPERIMENT, "p", {}, {})
-    payload = tracking.run_payload(_row())
+    payload = tracking.run_payload(run_record(_row()))
     assert payload["name"].startswith("current · M bs1 default")  # the environment first: legends cut the end
     child = tracking.log_child(client, parent, **payload)
     mlflow.set_experiment(tracking.EXPERIMENT)  # load_table reads the active experiment's runs
@@ -75,7 +76,7 @@ def test_invalid_measured_and_is_finished_a_crash_is_failed(tmp_path, monkeypatc
     client = tracking.client(uri)
     parent = tracking.start_parent(client, tracking.EXPERIMENT, "p", {}, {})
     for status, uid in (("invalid", "inv/a"), ("crashed", "inv/b")):
-        tracking.log_child(client, parent, **tracking.run_payload(_row(status, uid)))
+        tracking.log_child(client, parent, **tracking.run_payload(run_record(_row(status, uid))))
     runs = tracking.search_children(uri, tracking.EXPERIMENT, parent).set_index("tags.compilebench.run_uid")
     assert runs.loc["inv/a", "status"] == "FINISHED" and runs.loc["inv/a", "metrics.status_code"] == 1
     assert runs.loc["inv/b", "status"] == "FAILED" and runs.loc["inv/b", "metrics.status_code"] == 8
@@ -92,7 +93,7 @@ def test_a_half_logged_run_is_completed_not_logged_twice(tmp_path, monkeypatch):
     experiment = client.get_run(parent).info.experiment_id
     half = client.create_run(experiment, tags={tracking.RUN_UID_TAG: "inv/x", tracking.PARENT_RUN_TAG: parent,
                                                "role": "measurement"}).info.run_id  # fmt: skip
-    payload = tracking.run_payload(_row(uid="inv/x"))
+    payload = tracking.run_payload(run_record(_row(uid="inv/x")))
     assert tracking.log_child(client, parent, **payload) == half
     done = client.get_run(half)
     assert done.info.status == "FINISHED" and done.data.metrics["speedup"] == 2.0 and done.data.params["variant"]
@@ -134,7 +135,7 @@ def test_a_queued_experiment_of_a_copied_project_writes_into_the_copys_store(tmp
     monkeypatch.chdir(original)
     client = tracking.client(f"sqlite:///{original}/mlruns/mlflow.db")
     parent = tracking.start_parent(client, tracking.EXPERIMENT, "p", {}, {})
-    tracking.log_child(client, parent, **tracking.run_payload(_row()))
+    tracking.log_child(client, parent, **tracking.run_payload(run_record(_row())))
     shutil.copytree(original, copy, symlinks=True)
     before = sorted(original.rglob("*"))
     workspace = copy / ".dvc" / "tmp" / "exps" / "tmpq1"  # where a queued experiment's stage runs
@@ -144,7 +145,9 @@ def test_a_queued_experiment_of_a_copied_project_writes_into_the_copys_store(tmp
     uri = f"sqlite:///{copy}/mlruns/mlflow.db"  # config.at_home's store of the copy
     client = tracking.client(uri)
     parent = tracking.start_parent(client, tracking.EXPERIMENT, "q", {}, {})
-    child = tracking.log_child(client, parent, **tracking.run_payload(_row(uid="inv2/current/org/m/bs1/default")))
+    child = tracking.log_child(
+        client, parent, **tracking.run_payload(run_record(_row(uid="inv2/current/org/m/bs1/default")))
+    )
     assert sorted(original.rglob("*")) == before  # the original untouched
     artifact_uri = client.get_run(child).info.artifact_uri.removeprefix("file://")
     assert Path(artifact_uri).is_relative_to(copy / "mlruns") and (Path(artifact_uri) / "samples.json").exists()
@@ -154,13 +157,13 @@ FULL_DISK = """
 import resource, signal, sys
 sys.path.insert(0, sys.argv[2])
 from compilebench import logs, tracking
-from test_tracking import _row
+from test_tracking import _row, run_record
 logs.configure()
 tracker = tracking.Tracker(sys.argv[1], "inv", "p")
 tracker.parent()
 signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails (EFBIG), as on a full disk
 resource.setrlimit(resource.RLIMIT_FSIZE, (0, resource.getrlimit(resource.RLIMIT_FSIZE)[1]))
-payload = tracking.run_payload(_row())
+payload = tracking.run_payload(run_record(_row()))
 tracker.log_run(**{k: payload[k] for k in ("name", "params", "metrics", "tags", "artifacts", "failed", "uid")})
 print(tracker.failures)
 """
@@ -187,7 +190,7 @@ def test_a_runs_times_in_the_store_are_its_measurements_window(tmp_path, monkeyp
     row = _row()
     for i, process in enumerate(row["process_results"]):
         process.update(started_at=1_800_000_000.0 + 40 * i, wall_s=30.0)
-    payload = tracking.run_payload(row)
+    payload = tracking.run_payload(run_record(row))
     assert payload["window_ms"] == (1_800_000_000_000, 1_800_000_110_000)
     client = tracking.client(f"sqlite:///{tmp_path}/mlruns/mlflow.db")
     run = client.get_run(tracking.log_child(client, tracking.start_parent(client, "exp", "p", {}, {}), **payload))
@@ -200,7 +203,7 @@ def test_a_later_stage_finds_the_invocations_parent_not_one_of_its_runs(tmp_path
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
     uri = f"sqlite:///{tmp_path}/mlruns/mlflow.db"
     first = tracking.Tracker(uri, "inv", "p")
-    payload = tracking.run_payload(_row(uid="inv/current/org/m/bs1/default"))
+    payload = tracking.run_payload(run_record(_row(uid="inv/current/org/m/bs1/default")))
     for i in range(3):  # more runs than parents, logged after it
         first.log_run(**{**payload, "uid": f"inv/current/org/m/bs1/v{i}"})
     later = tracking.Tracker.of_invocation(uri, RunInfo("inv"))

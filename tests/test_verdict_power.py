@@ -45,6 +45,5 @@ def test_cells_of_different_noise_are_spread_as_the_script_says(repo_root):
     factors = script.cell_factors(6, 0.5)
     assert factors == sorted(factors) and round(factors[-1] / factors[0], 1) == 4.0  # the docstring's "4.0 times"
     made = script.rows(7, [3, 3], "speedup", [0.01, 1.0], 0.0, 1.0, "x")
-    spread = [max(row["process_values"]["speedup"].values()) / min(row["process_values"]["speedup"].values())
-              for row in made]  # fmt: skip
+    spread = [max(run.values["speedup"].values()) / min(run.values["speedup"].values()) for run in made]
     assert max(spread[:2]) < 1.1 < min(spread[2:])  # each cell drawn with its own sigma

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import itertools
-import json
 import logging
 import math
 import sys
@@ -32,6 +31,7 @@ import pandas as pd
 
 from compilebench import reference, tracking
 from compilebench.analysis import compare
+from compilebench.analysis.runs import RunRecord
 from compilebench.config import Config, stage_config
 from compilebench.harness.files import locked, write_atomic, write_json
 from compilebench.harness.records import STATUS_OK, RecordError, key_part, read_jsonl
@@ -134,23 +134,23 @@ def write_csv(frame: pd.DataFrame, path: str | Path) -> None:
 
 
 def comparison(
-    rows: list[dict[str, Any]], labels: list[str], calibration_path: str | Path, margin: float
+    runs: list[compare.ComparedRun], labels: list[str], calibration_path: str | Path, margin: float
 ) -> tuple[list[compare.Comparison], dict[str, Any] | None]:
     """This invocation's environments compared, in `compare`'s order, judged with this machine's noise record (every
     earlier invocation's contribution, not this one's), and the machine's record with this invocation's blocks
     added (None when nothing was compared)."""
-    if not rows:
+    if not runs:
         return [], None
-    invocation = rows[0]["invocation_id"]
-    key = compare.calibration_key(rows[0])
+    invocation = runs[0].invocation_id
+    key = runs[0].calibration_key
     record = compare.load_calibrations(calibration_path).get(key)
     noise = compare.machine_noise(record, leave_out=invocation)
-    compared = compare.comparison_rows(rows, noise, labels, margin)
+    compared = compare.comparison_rows(runs, noise, labels, margin)
     measured = compare.noise_measured(compared)
     if not measured:
         return compared, None
-    about = {"recorded_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "aa": compare.is_aa(rows), "cells": len(compared),
-             "machine": rows[0].get("machine"), "device_name": rows[0].get("device_name")}  # fmt: skip
+    about = {"recorded_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "aa": compare.is_aa(runs), "cells": len(compared),
+             "machine": runs[0].machine, "device_name": runs[0].device_name}  # fmt: skip
     return compared, compare.record_noise(record, invocation, measured, about)
 
 
@@ -161,28 +161,12 @@ def comparison_frame(compared: list[compare.Comparison]) -> pd.DataFrame:
     return pd.DataFrame([row.row() for row in compared])
 
 
-def store_rows(frame: pd.DataFrame) -> list[dict[str, Any]]:
-    """MLflow search results (params.*, metrics.*, tags.* columns) as result rows."""
-    rows = []
-    for _, run in frame.iterrows():
-        row: dict[str, Any] = {}
-        for column, value in run.items():
-            for prefix in ("params.", "metrics."):
-                if column.startswith(prefix) and not (isinstance(value, float) and value != value):
-                    row[column.removeprefix(prefix)] = value
-        row["status"] = run.get("tags.status")
-        row["start_time"] = run.get("start_time")
-        row["batch_size"] = int(row["batch_size"])
-        row["compile"] = str(row.get("compile")).lower() == "true"
-        row["fullgraph"] = str(row.get("fullgraph")).lower() == "true"
-        row["process_values"] = json.loads(row.get("process_values") or "{}")
-        rows.append(row)
-    return rows
-
-
-def version_rows(rows: list[dict[str, Any]], calibrations: dict[str, Any], margin: float) -> list[compare.Comparison]:
-    """Across invocations in the store: per (model, batch, variant, machine, device), each software stack against
-    the previous one (ordered by torch, then transformers version); labelled not interleaved."""
+def version_rows(
+    runs: list[compare.ComparedRun], calibrations: dict[str, Any], margin: float
+) -> list[compare.Comparison]:
+    """Across invocations in the store (`runs` oldest first: of reruns, the newest counts): per (model, batch,
+    variant, machine, device), each software stack against the previous one (ordered by torch, then transformers
+    version); labelled not interleaved."""
     from packaging.version import InvalidVersion, Version
 
     def version(text: Any) -> tuple:
@@ -191,26 +175,21 @@ def version_rows(rows: list[dict[str, Any]], calibrations: dict[str, Any], margi
         except InvalidVersion:
             return (1, str(text))
 
-    latest: dict[tuple, dict[str, Any]] = {}
-    for row in sorted(rows, key=lambda r: r.get("start_time") or 0):  # reruns: the newest counts
-        stack = (row.get("torch_version"), row.get("transformers_version"), row.get("environment_key"))
-        cell = (*(row.get(k) for k in compare.CELL), row.get("device_name"), row.get("machine_fingerprint"))
-        latest[(*cell, *stack)] = row
-    groups: dict[tuple, list[dict]] = {}
-    for key, row in latest.items():
-        groups.setdefault(key[:-3], []).append(row)
+    latest: dict[tuple, compare.ComparedRun] = {}
+    for run in runs:
+        stack = (run.torch_version, run.transformers_version, run.environment_key)
+        latest[(*run.cell, run.device_name, run.machine_fingerprint, *stack)] = run
+    groups: dict[tuple, list[compare.ComparedRun]] = {}
+    for key, run in latest.items():
+        groups.setdefault(key[:-3], []).append(run)
     compared = []
     for group in groups.values():
-        ordered = sorted(group, key=lambda r: (version(r.get("torch_version")), version(r.get("transformers_version"))))
+        ordered = sorted(group, key=lambda r: (version(r.torch_version), version(r.transformers_version)))
         for a, b in itertools.pairwise(ordered):
-            noise = compare.machine_noise(calibrations.get(compare.calibration_key(b)))
+            noise = compare.machine_noise(calibrations.get(b.calibration_key))
             row = compare.compare_pair(a, b, noise, margin)
-            row.extra.update(
-                device_name=b.get("device_name"),
-                machine=b.get("machine"),
-                baseline_invocation=a.get("invocation_id"),
-                candidate_invocation=b.get("invocation_id"),
-            )
+            row.extra.update(device_name=b.device_name, machine=b.machine, baseline_invocation=a.invocation_id,
+                             candidate_invocation=b.invocation_id)  # fmt: skip
             compared.append(row)
     return compared
 
@@ -223,13 +202,15 @@ def from_mlflow(config) -> None:
     if runs.empty:
         uri = tracking.redact(tracking.tracking_uri(config.paths.tracking_uri))
         raise tracking.StoreError(f"no measurement runs in the MLflow store {uri}: run the pipeline or `make ingest`")
-    rows = store_rows(runs)
+    rows = tracking.store_rows(runs)
     out = Path(config.paths.store)
     table = summarize(pd.DataFrame(rows))
     write_csv(table, out / "runs.csv")
     judged = reference.verdicts(table, reference.read_published(config.paths.reference))
     write_csv(judged, out / "verdicts.csv")
-    versions = version_rows(rows, compare.load_calibrations(config.paths.calibration), config.margin)
+    oldest_first = sorted(rows, key=lambda row: row.get("start_time") or 0)
+    versions = version_rows([tracking.stored_run(row) for row in oldest_first],
+                            compare.load_calibrations(config.paths.calibration), config.margin)  # fmt: skip
     write_csv(comparison_frame(versions), out / "versions.csv")
     counts = judged.get("verdict", pd.Series()).value_counts().to_dict()  # eager runs only: no verdict column
     LOGGER.info("wrote %s (%d runs), %s (%s) and %s (%d comparisons across invocations, not interleaved)",
@@ -241,12 +222,9 @@ def check(config) -> None:
     """Exit 3 when some run of the last benchmark did not end ok (they are in the tables and the report); else exit 4
     when a compared stack changed a headline (Holm-adjusted across cells: an A/A run exits 4 in at most 5% of
     invocations), so a script can gate on "did it change?"."""
-    failed = [
-        f"{row['model_id']} bs{row['batch_size']} {row['variant']} [{row['environment']}]: {row['status']} "
-        f"{row.get('error') or ''}"
-        for row in read_jsonl(config.paths.results)
-        if row["status"] != STATUS_OK
-    ]
+    records = [RunRecord.from_dict(row) for row in read_jsonl(config.paths.results)]
+    failed = [f"{r.model_id} bs{r.batch_size} {r.variant} [{r.environment}]: {r.status} {r.error or ''}"
+              for r in records if r.status != STATUS_OK]  # fmt: skip
     for line in failed:
         LOGGER.error("not ok: %s", line[:300])
     if failed:
@@ -261,12 +239,11 @@ def check(config) -> None:
     sys.exit(4 if changed else 0)
 
 
-def add_to_calibration(path: str, rows: list[dict[str, Any]], record: dict[str, Any]) -> None:
+def add_to_calibration(path: str, key: str, record: dict[str, Any]) -> None:
     """Merge this invocation's blocks into the machine's noise record at `path` (others' invocations kept: experiments
     queued side by side add to one record), and say what the record now holds."""
     with locked(f"{path}.lock"):
         calibrations = compare.load_calibrations(path)
-        key = compare.calibration_key(rows[0])
         latest = calibrations.get(key) or record
         invocations = {**latest.get("invocations", {}), **record["invocations"]}  # theirs and ours, ours kept
         calibrations[key] = {**record, "invocations": invocations}
@@ -315,10 +292,10 @@ def cell_metrics(compared: list[compare.Comparison]) -> dict[str, Any]:
     return cells
 
 
-def aggregate(config: Config, rows: list[dict[str, Any]], run_info: RunInfo) -> None:
+def aggregate(config: Config, records: list[RunRecord], run_info: RunInfo) -> None:
     """The summary, the verdicts against the doc, the comparison of environments and the headline metrics, written
     and logged; the machine's noise record updated."""
-    table = summarize(pd.DataFrame(rows))
+    table = summarize(pd.DataFrame([record.to_dict() for record in records]))
     write_csv(table, config.paths.summary)
     best = best_variants(table)
     if not best.empty:
@@ -327,10 +304,11 @@ def aggregate(config: Config, rows: list[dict[str, Any]], run_info: RunInfo) -> 
     write_csv(judged, config.paths.verdicts)
     LOGGER.info("verdicts against the published numbers: %s", judged["verdict"].value_counts().to_dict())
     labels = list(run_info.labels)
-    compared, record = comparison(rows, labels, config.paths.calibration, config.margin)
+    runs = [compare.ComparedRun.of(record) for record in records]
+    compared, noise_record = comparison(runs, labels, config.paths.calibration, config.margin)
     write_csv(comparison_frame(compared), config.paths.comparison)
-    if record is not None:
-        add_to_calibration(config.paths.calibration, rows, record)
+    if noise_record is not None:
+        add_to_calibration(config.paths.calibration, runs[0].calibration_key, noise_record)
     log_series(compared, labels)
     metrics = headline_metrics(table, compared)
     metrics.update(
@@ -354,12 +332,12 @@ def main() -> None:
         if args.from_mlflow:
             from_mlflow(config)
             return
-        rows = read_jsonl(config.paths.results)
+        records = [RunRecord.from_dict(row) for row in read_jsonl(config.paths.results)]
         run_info = RunInfo.read(config.paths.run_info)
     except (OSError, ValueError, tracking.StoreError, RecordError) as error:
         LOGGER.error("%s", error)
         sys.exit(2)
-    aggregate(config, rows, run_info)
+    aggregate(config, records, run_info)
 
 
 if __name__ == "__main__":

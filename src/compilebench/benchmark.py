@@ -131,14 +131,14 @@ class Recorder:
             return
         for record in self.records():
             if record.run_uid not in self.logged and (record.model_id, record.batch_size) not in self.open:
-                self.tracker.log_run(**tracking.run_payload(record.to_dict()))
+                self.tracker.log_run(**tracking.run_payload(record))
                 self.logged.add(record.run_uid)
 
 
 def say_forecast(trials: list[TrialSpec], settings: LoopSettings, record: dict[str, Any] | None) -> None:
     """Log, before the first block, the smallest change each targeted metric will find (80% power) after the planned
     blocks and at the cap, from this machine's noise record; or that the machine has none yet."""
-    cells = sorted({f"{s.model.model_id}|bs{s.batch_size}|{s.variant.name}" for s in trials})
+    cells = sorted({compare.cell_key(s.model.model_id, s.batch_size, s.variant.name) for s in trials})
     found = adaptive.forecast(compare.machine_noise(record), cells, settings)
     if not found:
         LOGGER.info("no noise record of this machine for these cells yet: how small a change this comparison can "
@@ -160,30 +160,32 @@ def measure_adaptively(
     settings = config.benchmark.loop(config.margin)
     recorder.open = {(spec.model.model_id, spec.batch_size) for spec in recorder.trials}
     if len(labels) > 1:
-        machine = fingerprint.host()["machine_fingerprint"]  # what the trials will record (compare.calibration_key)
-        say_forecast(recorder.trials, settings, noise_record.get(f"{machine}|{config.benchmark.device}"))
+        machine = fingerprint.host()["machine_fingerprint"]  # what the trials will record
+        say_forecast(
+            recorder.trials, settings, noise_record.get(compare.calibration_key(machine, config.benchmark.device))
+        )
 
     def run_pending(pending: list[TrialSpec]) -> dict[str, TrialResult]:
         run(pending)
         return recorder.results
 
-    def noise_of(rows: list[dict[str, Any]]) -> compare.CellNoise:
-        record = noise_record.get(compare.calibration_key(rows[0])) if rows else None
-        return compare.machine_noise(record, leave_out=recorder.context.invocation_id)
+    def noise_of(records: list[runs.RunRecord]) -> compare.CellNoise:
+        key = compare.ComparedRun.of(records[0]).calibration_key if records else None
+        return compare.machine_noise(noise_record.get(key), leave_out=recorder.context.invocation_id)
 
     def added(pending: list[TrialSpec]) -> None:  # the other models' runs are final: logged now
         recorder.trials += pending
         recorder.open = {(spec.model.model_id, spec.batch_size) for spec in pending}
         recorder.log_final()
 
-    def records_of(trials: list[TrialSpec], results: dict[str, TrialResult]) -> list[dict[str, Any]]:
-        return [record.to_dict() for record in recorder.records()]
+    def records_of(trials: list[TrialSpec], results: dict[str, TrialResult]) -> list[runs.RunRecord]:
+        return recorder.records()
 
-    _, rows, noise = adaptive.measure(list(recorder.trials), labels, settings, run_pending, records_of, noise_of,
-                                      added)  # fmt: skip
+    _, records, noise = adaptive.measure(list(recorder.trials), labels, settings, run_pending, records_of, noise_of,
+                                         added)  # fmt: skip
     recorder.open = set()  # no more blocks: every run is final
     recorder.log_final()
-    return adaptive.shortfalls(rows, labels, settings, noise)
+    return adaptive.shortfalls(records, labels, settings, noise)
 
 
 def finish(config: Config, records: list[runs.RunRecord], invocation_id: str, tracker, extra: dict) -> None:

@@ -254,8 +254,7 @@ def reached(exported: Plan, recorder: benchmark.Recorder) -> list[dict[str, Any]
     need: the launcher's loop judged them there on the same settings (so the next window can be sized)."""
     if exported.adaptive is None:
         return []
-    rows = [record.to_dict() for record in recorder.records()]
-    return adaptive.shortfalls(rows, list(exported.adaptive.labels), exported.adaptive.settings, None)
+    return adaptive.shortfalls(recorder.records(), list(exported.adaptive.labels), exported.adaptive.settings, None)
 
 
 def plan_problem(folder: Path, saved: dict, remote: dict) -> str | None:

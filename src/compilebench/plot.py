@@ -19,7 +19,6 @@ import math
 import re
 import sys
 from pathlib import Path
-from typing import Any
 
 import matplotlib
 
@@ -30,6 +29,7 @@ import pandas as pd
 
 from compilebench import reference, report, tracking
 from compilebench.analysis import compare
+from compilebench.analysis.runs import RunRecord
 from compilebench.config import Config, stage_config
 from compilebench.harness.files import write_atomic
 from compilebench.harness.records import read_jsonl
@@ -264,7 +264,7 @@ def write_figures(
 
 
 def plot(config: Config, table: pd.DataFrame, verdicts: pd.DataFrame, compared: pd.DataFrame,
-         run_info: RunInfo, results: list[dict[str, Any]]) -> None:  # fmt: skip
+         run_info: RunInfo, results: list[RunRecord]) -> None:  # fmt: skip
     """The figures, their data for `dvc plots` and the report, written and logged to the parent run."""
     out_dir = Path(config.paths.plots)
     written = write_figures(table, verdicts, compared, out_dir, config.plot.width_in, config.plot.dpi)
@@ -306,7 +306,7 @@ def main() -> None:
             verdicts = pd.read_csv(config.paths.verdicts)
             compared = pd.read_csv(config.paths.comparison)
             run_info = RunInfo.read(config.paths.run_info)
-            results = read_jsonl(config.paths.results)
+            results = [RunRecord.from_dict(row) for row in read_jsonl(config.paths.results)]
     except (OSError, ValueError) as error:
         LOGGER.error("%s", error)
         sys.exit(2)

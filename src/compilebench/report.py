@@ -14,7 +14,7 @@ from typing import Any
 import pandas as pd
 
 from compilebench.analysis import compare, stats
-from compilebench.analysis.per_process import ProcessRecord
+from compilebench.analysis.runs import RunRecord
 from compilebench.harness import fingerprint
 from compilebench.harness.models import DOC_TASK_TITLES
 from compilebench.harness.records import KIND_COLD
@@ -133,11 +133,11 @@ def read_comparisons(compared: pd.DataFrame) -> list[compare.Comparison]:
     return [compare.Comparison.read(row) for row in compared.to_dict("records")]
 
 
-def environment_table(results: list[dict[str, Any]]) -> pd.DataFrame:
+def environment_table(results: list[RunRecord]) -> pd.DataFrame:
     """One column per environment of the invocation: what it ran on."""
     firsts = {}
-    for row in results:
-        firsts.setdefault(row["environment"], row)
+    for record in results:
+        firsts.setdefault(record.environment, record.to_dict())
     return pd.DataFrame(
         [{"field": key, **{label: row.get(key) for label, row in firsts.items()}} for key in ENVIRONMENT_FIELDS]
     )
@@ -261,7 +261,7 @@ def precision_table(reached: list[dict[str, Any]]) -> pd.DataFrame:
 
 
 def render(
-    results: list[dict[str, Any]],
+    results: list[RunRecord],
     summary: pd.DataFrame,
     verdicts: pd.DataFrame,
     compared: pd.DataFrame,
@@ -271,7 +271,7 @@ def render(
     run_info: RunInfo,
 ) -> str:
     """The whole report, section by section (a section with nothing to show is left out)."""
-    environments = list(dict.fromkeys(r["environment"] for r in results))
+    environments = list(dict.fromkeys(r.environment for r in results))
     lines = [
         *_header_section(results, run_info),
         *_what_changed_section(compared, results),
@@ -295,7 +295,7 @@ def render(
 DESCRIPTION_CHARS = 7900  # under MLflow's 8000 for a tag's value
 
 
-def description(compared: pd.DataFrame, results: list[dict[str, Any]], run_info: RunInfo) -> str:
+def description(compared: pd.DataFrame, results: list[RunRecord], run_info: RunInfo) -> str:
     """The parent run's description in the MLflow UI (its Overview): what changed, how to list this invocation's
     runs alone in the runs table, and where the whole report is."""
     invocation = run_info.invocation_id
@@ -317,14 +317,14 @@ def _span(values: set[int]) -> str:
     return str(min(values)) if min(values) == max(values) else f"{min(values)}–{max(values)}"
 
 
-def _processes_phrase(results: list[dict[str, Any]]) -> str:
+def _processes_phrase(results: list[RunRecord]) -> str:
     """How many fresh processes timed each run, and how many compiled each compiled variant on an empty cache (a
     run's `replicates` counts both, and an eager run lists the cold processes of its model's variants)."""
     timed, cold = set(), set()
-    for row in results:
-        processes = [ProcessRecord.from_dict(raw, i) for i, raw in enumerate(row.get("process_results") or ())]
-        timed.add(sum(process.kind != KIND_COLD for process in processes) if processes else row.get("replicates", 0))
-        if processes and row.get("compile"):
+    for record in results:
+        processes = record.process_results
+        timed.add(sum(process.kind != KIND_COLD for process in processes) if processes else record.replicates)
+        if processes and record.compile:
             cold.add(sum(process.cold_compile for process in processes))
     phrase = f"each run timed in {_span(timed)} fresh processes" if timed else "no run timed"
     if cold and max(cold):
@@ -332,17 +332,17 @@ def _processes_phrase(results: list[dict[str, Any]]) -> str:
     return phrase
 
 
-def _header_section(results: list[dict[str, Any]], run_info: RunInfo) -> list[str]:
+def _header_section(results: list[RunRecord], run_info: RunInfo) -> list[str]:
     """What ran (suite, models, batch sizes, variants, environments), where it is logged, and the environments."""
-    first = results[0] if results else {}
-    labels = list(dict.fromkeys(r["label"] for r in results))
-    batches = sorted({r["batch_size"] for r in results})
-    variants = list(dict.fromkeys(r["variant"] for r in results))
-    environments = list(dict.fromkeys(r["environment"] for r in results))
+    suite, scale = (results[0].suite, results[0].scale) if results else (None, None)
+    labels = list(dict.fromkeys(r.label for r in results))
+    batches = sorted({r.batch_size for r in results})
+    variants = list(dict.fromkeys(r.variant for r in results))
+    environments = list(dict.fromkeys(r.environment for r in results))
     return [
         "# compilebench report",
         "",
-        f"Suite `{first.get('suite')}` ({first.get('scale')} scale): {len(labels)} models × batch sizes {batches} "
+        f"Suite `{suite}` ({scale} scale): {len(labels)} models × batch sizes {batches} "
         f"× variants {variants} in environment(s) {environments}; {_processes_phrase(results)}. MLflow experiment "
         f"`{run_info.experiment}`, "
         f"invocation `{run_info.invocation_id}` (tag `compilebench.invocation` of the parent run).",
@@ -361,16 +361,16 @@ def _header_section(results: list[dict[str, Any]], run_info: RunInfo) -> list[st
         "",
         _table(environment_table(results)),
         "Weights: "
-        + ", ".join(sorted({f"{r['label']} {r['weights_source']}" for r in results if "weights_source" in r}))
+        + ", ".join(sorted({f"{r.label} {r.weights_source}" for r in results}))
         + ". Random-init weights have the published architecture and input shapes; latency does not depend on "
         "weight values.",
         "",
     ]
 
 
-def build_of(results: list[dict[str, Any]], label: str) -> str:
+def build_of(results: list[RunRecord], label: str) -> str:
     """How an environment's torch was built, as its runs recorded it: `CPU build` or `CUDA 12.8 build`."""
-    mine = next((row for row in results if row["environment"] == label), {})
+    mine = next((record.environment_fields for record in results if record.environment == label), {})
     cuda = mine.get("cuda_version")
     kind = f"CUDA {cuda} build" if str(cuda).lower() not in ("none", "nan", "") else "CPU build"
     return f"torch {mine.get('torch_version')} ({kind}), transformers {mine.get('transformers_version')}"
@@ -396,7 +396,7 @@ def what_changed_table(summary: list[dict[str, Any]]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def _what_changed_section(compared: pd.DataFrame, results: list[dict[str, Any]]) -> list[str]:
+def _what_changed_section(compared: pd.DataFrame, results: list[RunRecord]) -> list[str]:
     """The answer first: per compared stack, what changed over the suite."""
     if compared.empty:
         return []
@@ -573,13 +573,13 @@ def _anomalies_section(published: pd.DataFrame) -> list[str]:
     ]
 
 
-def _failures_section(results: list[dict[str, Any]]) -> list[str]:
+def _failures_section(results: list[RunRecord]) -> list[str]:
     """Every run that did not end ok, with its status and error."""
     failed = pd.DataFrame(
         [
-            {k: r.get(k) for k in ("environment", "label", "batch_size", "variant", "status", "error")}
+            {k: getattr(r, k) for k in ("environment", "label", "batch_size", "variant", "status", "error")}
             for r in results
-            if r.get("status") != "ok"
+            if r.status != "ok"
         ]
     )
     return ["## Failed or invalid runs", "", _table(failed)]

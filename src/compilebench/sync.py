@@ -17,6 +17,7 @@ from pathlib import Path
 import pandas as pd
 
 from compilebench import tracking
+from compilebench.analysis.runs import RunRecord
 from compilebench.config import stage_config
 from compilebench.harness.records import read_jsonl
 from compilebench.report import description, read_comparisons
@@ -29,7 +30,7 @@ def main() -> None:
     config = stage_config()
     try:
         run_info = RunInfo.read(config.paths.run_info)
-        records = read_jsonl(config.paths.results)
+        records = [RunRecord.from_dict(row) for row in read_jsonl(config.paths.results)]
     except (OSError, ValueError) as error:
         LOGGER.error("nothing to sync: %s", error)
         sys.exit(2)

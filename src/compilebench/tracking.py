@@ -29,6 +29,7 @@ from mlflow.tracking import MlflowClient
 
 from compilebench.analysis import compare
 from compilebench.analysis.per_process import ProcessRecord
+from compilebench.analysis.runs import RunRecord
 from compilebench.config import home
 from compilebench.harness import fingerprint
 from compilebench.harness.files import locked
@@ -227,12 +228,12 @@ def client(configured_uri: str) -> MlflowClient:
     return mlflow_client
 
 
-def run_payload(row: dict[str, Any]) -> dict[str, Any]:
-    """A result row (RunRecord.to_dict()) as an MLflow run: name, params, metrics, tags, artifacts, failed flag, uid,
-    its processes' table and window (the processes read once: reading one derives its statistics)."""
-    processes = [ProcessRecord.from_dict(raw, i) for i, raw in enumerate(row.get("process_results") or ())]
+def run_payload(record: RunRecord) -> dict[str, Any]:
+    """A run as an MLflow run (the one place a run is flattened for MLflow; `store_rows` and `stored_run` read it
+    back): name, params, metrics, tags, artifacts, failed flag, uid, its processes' table and window."""
+    row, processes = record.to_dict(), list(record.process_results)
     params = {key: row.get(key) for key in PARAM_KEYS}
-    params["process_values"] = json.dumps(compare.all_process_values(row))
+    params["process_values"] = json.dumps(compare.process_values(processes))
     metrics = {
         key: value
         for key, value in row.items()
@@ -268,6 +269,46 @@ def run_payload(row: dict[str, Any]) -> dict[str, Any]:
         "uid": row["run_uid"],
         "window_ms": measured_window_ms(processes),
     }
+
+
+def store_rows(frame: Any) -> list[dict[str, Any]]:
+    """Runs read back from the store (`search_children`: params.*, metrics.*, tags.* columns) as flat rows, typed as
+    `run_payload` wrote them where a table needs it: batch size, compile and fullgraph, each process's values."""
+    rows = []
+    for _, run in frame.iterrows():
+        row: dict[str, Any] = {}
+        for column, value in run.items():
+            for prefix in ("params.", "metrics."):
+                if column.startswith(prefix) and not (isinstance(value, float) and value != value):
+                    row[column.removeprefix(prefix)] = value
+        row["status"] = run.get("tags.status")
+        row["start_time"] = run.get("start_time")
+        row["batch_size"] = int(row["batch_size"])
+        row["compile"] = str(row.get("compile")).lower() == "true"
+        row["fullgraph"] = str(row.get("fullgraph")).lower() == "true"
+        row["process_values"] = json.loads(row.get("process_values") or "{}")
+        rows.append(row)
+    return rows
+
+
+def stored_run(row: dict[str, Any]) -> compare.ComparedRun:
+    """A run read back from the store (a `store_rows` row) as a comparison reads it: its processes are there as their
+    values by block (an older store's lists, by position: they cannot be paired)."""
+    stored = row.get("process_values") or {}
+    values = {metric.name: dict(found) if isinstance(found, dict) else {f"p{i}": v for i, v in enumerate(found)}
+              for metric in compare.METRICS for found in [stored.get(metric.name, {})]}  # fmt: skip
+    fell_back = row.get("fell_back_to_eager")  # a param: MLflow keeps its text
+    return compare.ComparedRun(
+        model_id=row["model_id"], label=row.get("label", ""), task=row.get("task", ""), batch_size=row["batch_size"],
+        variant=row["variant"], environment=row["environment"], environment_key=row.get("environment_key", ""),
+        run_uid=row.get("run_uid"), invocation_id=row.get("invocation_id"), status=row["status"],
+        compile=row["compile"], values=values, fullgraph=row["fullgraph"], graph_count=row.get("graph_count"),
+        graph_break_count=row.get("graph_break_count"), recompile_count=row.get("recompile_count"),
+        fell_back_to_eager=None if fell_back in (None, "None") else str(fell_back).lower() == "true",
+        torch_version=row.get("torch_version"), transformers_version=row.get("transformers_version"),
+        machine_fingerprint=row.get("machine_fingerprint"), device=row.get("device"),
+        device_name=row.get("device_name"), machine=row.get("machine"),
+    )  # fmt: skip
 
 
 def measured_window_ms(processes: list[ProcessRecord]) -> tuple[int, int] | None:

@@ -26,6 +26,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from compilebench.analysis import compare, plan, stats
+from compilebench.analysis.runs import RunRecord
 from compilebench.analysis.validity import compile_disturbed, timing_disturbed
 from compilebench.harness.invocation import LoopSettings
 from compilebench.harness.records import (
@@ -95,11 +96,10 @@ def _log_halfwidth(estimate: stats.Estimate) -> float:
     return (math.log(estimate.high) - math.log(estimate.low)) / 2
 
 
-def _own_intervals(row: dict[str, Any]) -> dict[str, stats.Estimate]:
+def _own_intervals(run: compare.ComparedRun) -> dict[str, stats.Estimate]:
     """A run's own intervals (one environment): between-process t on its per-process values."""
-    names = ("speedup", "compiled_latency", "compile_cold", "compile_warm") if row["compile"] else ("eager_latency",)
-    values = compare.all_process_values(row)
-    return {name: stats.geometric_interval(list(values[name].values())) for name in names}
+    names = ("speedup", "compiled_latency", "compile_cold", "compile_warm") if run.compile else ("eager_latency",)
+    return {name: stats.geometric_interval(list(run.values.get(name, {}).values())) for name in names}
 
 
 def _stopping_width(
@@ -110,7 +110,7 @@ def _stopping_width(
     the half-width that noise gives the cell's blocks (stats.expected_halfwidth): it does not look at this
     invocation's differences, so neither stopping nor the widest-first order can favour cells whose blocks happened
     to agree. Otherwise (no record yet, or a cell noisier than its record), the cell's own interval."""
-    cell = (noise or {}).get(compare.cell_key(row.cell), {}).get(metric)
+    cell = (noise or {}).get(compare.cell_key(row.model_id, row.batch_size, row.variant), {}).get(metric)
     machine = cell if cell is not None and cell.dof >= MIN_RECORD_DOF else pooled.get(metric)
     ratio = row.judged[metric].ratio
     trusted = machine is not None and machine.dof >= MIN_RECORD_DOF
@@ -120,7 +120,7 @@ def _stopping_width(
 
 
 def widths(
-    records: list[dict[str, Any]],
+    runs: list[compare.ComparedRun],
     labels: list[str],
     targets: dict[str, float],
     noise: compare.CellNoise | None,
@@ -130,16 +130,16 @@ def widths(
     found: list[tuple[Cell, str, float, int, float]] = []  # cell, metric, half-width, blocks, dof
     if len(labels) >= 2:
         pooled = compare.pooled_by_metric(noise or {})
-        for row in compare.comparison_rows(records, noise, labels, margin):
+        for row in compare.comparison_rows(runs, noise, labels, margin):
             if row.reference != compare.FIRST:
                 continue
             for name, judged in row.judged.items():
                 halfwidth, dof = _stopping_width(row, name, noise, pooled)
                 found.append(((row.model_id, row.batch_size, row.variant), name, halfwidth, judged.ratio.blocks, dof))
     else:
-        for row in records:
-            for name, estimate in _own_intervals(row).items():
-                cell = (row["model_id"], row["batch_size"], row["variant"])
+        for run in runs:
+            for name, estimate in _own_intervals(run).items():
+                cell = (run.model_id, run.batch_size, run.variant)
                 found.append((cell, name, _log_halfwidth(estimate), estimate.processes, estimate.processes - 1))
     result = []
     for cell, name, halfwidth, blocks, dof in found:
@@ -248,7 +248,7 @@ def _next_block(trials: list[TrialSpec], unit: Unit, labels: list[str], cold: bo
 def extend(
     trials: list[TrialSpec],
     results: dict[str, TrialResult],
-    records: list[dict[str, Any]],
+    records: list[RunRecord],
     labels: list[str],
     bench: LoopSettings,
     noise: compare.CellNoise | None,
@@ -257,7 +257,7 @@ def extend(
     (a process per environment, in balanced order) while it fits the budget and the cap. Empty when done."""
     units = list(dict.fromkeys(unit_of(spec) for spec in trials))
     short_of: dict[Unit, tuple[float, bool]] = {}  # unit -> (distance, cold: a paired unit's block re-runs cold)
-    for width in widths(records, labels, bench.targets, noise, bench.margin):
+    for width in widths([compare.ComparedRun.of(r) for r in records], labels, bench.targets, noise, bench.margin):
         if width.met:
             continue
         for unit in units_of(width, trials):
@@ -267,10 +267,10 @@ def extend(
             distance, was_cold = short_of.get(unit, (0.0, False))
             short_of[unit] = (max(distance, width.distance), was_cold or cold)
     statuses: dict[Cell, set[str]] = {}
-    for row in records:
-        mixed = row.get("machines", 1) > 1  # invalid for good: more blocks would not unmix its processes
-        statuses.setdefault((row["model_id"], row["batch_size"], row["variant"]), set()).add(
-            MIXED if mixed else row["status"]
+    for record in records:
+        mixed = record.machines > 1  # invalid for good: more blocks would not unmix its processes
+        statuses.setdefault((record.model_id, record.batch_size, record.variant), set()).add(
+            MIXED if mixed else record.status
         )
     clean = clean_blocks(trials, results, bench.disturbed_cores)
     rerun = [unit for unit in units if clean.get(unit, 0) < _planned(unit, bench)]
@@ -295,13 +295,14 @@ def extend(
 
 
 def shortfalls(
-    records: list[dict[str, Any]], labels: list[str], bench: LoopSettings, noise: compare.CellNoise | None
+    records: list[RunRecord], labels: list[str], bench: LoopSettings, noise: compare.CellNoise | None
 ) -> list[dict[str, Any]]:
     """Per run and targeted metric (in compare.METRICS order), its interval against its target (of several compared
     environments, the widest B/A): reached or not, and about how many more blocks it needs."""
     rows = []
     order = {metric.name: i for i, metric in enumerate(compare.METRICS)}
-    found = widest(widths(records, labels, bench.targets, noise, bench.margin), per_metric=True).values()
+    runs = [compare.ComparedRun.of(record) for record in records]
+    found = widest(widths(runs, labels, bench.targets, noise, bench.margin), per_metric=True).values()
     for width in sorted(found, key=lambda width: (width.cell, order[width.metric])):
         model_id, batch, variant = width.cell
         rows.append({"model_id": model_id, "batch_size": batch, "variant": variant, "metric": width.metric,
@@ -339,24 +340,24 @@ def measure(
     labels: list[str],
     settings: LoopSettings,
     run: Callable[[list[TrialSpec]], dict[str, TrialResult]],
-    records_of: Callable[[list[TrialSpec], dict[str, TrialResult]], list[dict[str, Any]]],
-    noise_of: Callable[[list[dict[str, Any]]], compare.CellNoise | None] = lambda rows: None,
+    records_of: Callable[[list[TrialSpec], dict[str, TrialResult]], list[RunRecord]],
+    noise_of: Callable[[list[RunRecord]], compare.CellNoise | None] = lambda records: None,
     added: Callable[[list[TrialSpec]], None] = lambda specs: None,
-) -> tuple[list[TrialSpec], list[dict[str, Any]], compare.CellNoise | None]:
+) -> tuple[list[TrialSpec], list[RunRecord], compare.CellNoise | None]:
     """The loop, the same in the pipeline and on a machine that runs an exported plan: run `trials` (`run` returns
     every result so far, by trial id), then the blocks `extend` adds, until it adds none; `added` hears of each new
     batch first. Returns every trial, the final run records and the noise they were judged with."""
     trials, pending = list(trials), list(trials)
-    rows: list[dict[str, Any]] = []
+    records: list[RunRecord] = []
     noise = None
     while pending:
         results = run(pending)
-        rows = records_of(trials, results)
-        noise = noise_of(rows)
-        pending = extend(trials, results, rows, labels, settings, noise)
+        records = records_of(trials, results)
+        noise = noise_of(records)
+        pending = extend(trials, results, records, labels, settings, noise)
         if pending:
             LOGGER.info("adaptive: %d more trial(s) for %s", len(pending),
                         sorted({f"{s.model.label} bs{s.batch_size} {s.variant.name}" for s in pending}))  # fmt: skip
             added(pending)
         trials += pending
-    return trials, rows, noise
+    return trials, records, noise

@@ -17,7 +17,8 @@ comparison of many cells does not flag one by chance. With three or more stacks 
 releases) each is compared with the first and with the previous one, and `series_steps` names the first step whose
 change is significant and beyond the margin. Changes of compile health (a status that differs, graph breaks gained or
 lost, a fall-back to eager, recompiles) are listed first: they matter more than a few percent.
-Pure functions from result rows (RunRecord dicts) to `Comparison` objects; `Comparison.row()` is a table's line.
+Pure functions from runs (`ComparedRun`: a RunRecord, or a run read back from MLflow) to `Comparison` objects;
+`Comparison.row()` is a table's line.
 """
 
 from __future__ import annotations
@@ -25,12 +26,14 @@ from __future__ import annotations
 import itertools
 import json
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from compilebench.analysis import stats
 from compilebench.analysis.per_process import ProcessRecord
+from compilebench.analysis.runs import RunRecord
 from compilebench.harness.records import EAGER, STATUS_OK, RecordError
 
 CALIBRATION_VERSION = 2  # 1 held a margin (the largest A/A deviation): not used any more
@@ -170,13 +173,6 @@ class Comparison:
                    p_adjusted=row.get("p_adjusted"), extra=extra)  # fmt: skip
 
 
-def process_values(row: dict[str, Any], metric: str) -> dict[str, float]:
-    """One value per measured, undisturbed process of a run for `metric`, by block (empty where there is none)."""
-    if metric not in METRIC_BY_NAME:
-        raise ValueError(f"unknown metric {metric!r}; known: {list(METRIC_BY_NAME)}")
-    return all_process_values(row)[metric]
-
-
 FIELD_OF = {
     "eager_latency": "eager_ms_median",
     "compiled_latency": "compiled_ms_median",
@@ -186,49 +182,102 @@ FIELD_OF = {
 }  # a metric's ProcessRecord field
 
 
-def all_process_values(row: dict[str, Any]) -> dict[str, dict[str, float]]:
-    """Per metric, one value per measured, undisturbed process of a run, by block (empty where there is none), from
-    its `process_results` read once (per_process.ProcessRecord, which also reads older rows and derives each process's
-    statistics). A row read back from MLflow carries them as `process_values` (older stores: a list, which cannot
-    be paired)."""
-    if row.get("process_values"):
-        stored = row["process_values"]
-        return {metric.name: (dict(found) if isinstance(found, dict) else {f"p{i}": v for i, v in enumerate(found)})
-                for metric in METRICS for found in [stored.get(metric.name, {})]}  # fmt: skip
-    processes = [ProcessRecord.from_dict(p, i) for i, p in enumerate(row.get("process_results") or ())]
+def process_values(processes: Sequence[ProcessRecord]) -> dict[str, dict[str, float]]:
+    """Per metric (METRICS order), one value per measured, undisturbed process of a run, by block (empty where there
+    is none): compile time where the process was not busy while it compiled, the rest where it was not busy while it
+    timed."""
     found = {}
-    for cold, metric in ((True, "compile_cold"), (False, "compile_warm")):  # left out when busy while it compiled
+    for cold, metric in ((True, "compile_cold"), (False, "compile_warm")):
         found[metric] = {p.block: p.compile_s for p in processes if p.compile_s and p.cold_compile is cold
                          and not p.compile_disturbed}  # fmt: skip
-    clean = [p for p in processes if not p.disturbed]  # ... while it timed
+    clean = [p for p in processes if not p.disturbed]
     for metric, name in FIELD_OF.items():
         values = {p.block: getattr(p, name) for p in clean}
         found[metric] = {block: value for block, value in values.items() if value}
     return {metric.name: found[metric.name] for metric in METRICS}
 
 
-def health_changes(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
+@dataclass(frozen=True)
+class ComparedRun:
+    """A run as a comparison reads it: its cell and environment, its stack and status, its compile health, and per
+    metric one value per measured process by block. Made from a run record (`of`), or from a run read back from
+    MLflow (tracking.stored_run), whose processes are there as their values only."""
+
+    model_id: str
+    label: str
+    task: str
+    batch_size: int
+    variant: str
+    environment: str
+    environment_key: str
+    run_uid: str | None
+    invocation_id: str | None
+    status: str
+    compile: bool
+    values: dict[str, dict[str, float]]  # metric -> block -> value (process_values; a metric left out: none)
+    fullgraph: bool = False
+    graph_count: float | None = None
+    graph_break_count: float | None = None
+    recompile_count: float | None = None
+    fell_back_to_eager: bool | None = None
+    torch_version: str | None = None
+    transformers_version: str | None = None
+    machine_fingerprint: str | None = None
+    device: str | None = None
+    device_name: str | None = None
+    machine: str | None = None
+
+    @classmethod
+    def of(cls, record: RunRecord) -> ComparedRun:
+        """A run record as a comparison reads it: its processes' values by block (`process_values`)."""
+        env = record.environment_fields
+        return cls(
+            model_id=record.model_id, label=record.label, task=record.task, batch_size=record.batch_size,
+            variant=record.variant, environment=record.environment, environment_key=record.environment_key,
+            run_uid=record.run_uid, invocation_id=record.invocation_id, status=record.status, compile=record.compile,
+            values=process_values(record.process_results), fullgraph=record.fullgraph,
+            graph_count=record.graph_count, graph_break_count=record.graph_break_count,
+            recompile_count=record.recompile_count, fell_back_to_eager=record.fell_back_to_eager,
+            torch_version=env.get("torch_version"), transformers_version=env.get("transformers_version"),
+            machine_fingerprint=env.get("machine_fingerprint"), device=env.get("device"),
+            device_name=env.get("device_name"), machine=record.machine,
+        )  # fmt: skip
+
+    @property
+    def cell(self) -> tuple[Any, ...]:
+        return tuple(getattr(self, key) for key in CELL)
+
+    @property
+    def cell_key(self) -> str:
+        return cell_key(self.model_id, self.batch_size, self.variant)
+
+    @property
+    def calibration_key(self) -> str:
+        return calibration_key(self.machine_fingerprint, self.device)
+
+
+def health_changes(a: ComparedRun, b: ComparedRun) -> list[str]:
     """What changed in how the model compiles, B against A (empty when nothing did)."""
     changes = []
-    if a["status"] != b["status"]:
-        changes.append(f"status {a['status']} -> {b['status']}")
-    if not b.get("compile"):
+    if a.status != b.status:
+        changes.append(f"status {a.status} -> {b.status}")
+    if not b.compile:
         return changes
-    if a.get("fullgraph") and (a["status"] == STATUS_OK) != (b["status"] == STATUS_OK):
-        changes.append(f"fullgraph {'passes' if b['status'] == STATUS_OK else 'fails'} now")
+    if a.fullgraph and (a.status == STATUS_OK) != (b.status == STATUS_OK):
+        changes.append(f"fullgraph {'passes' if b.status == STATUS_OK else 'fails'} now")
     for key, what in (("graph_break_count", "graph breaks"), ("recompile_count", "recompiles"),
                       ("graph_count", "graphs")):  # fmt: skip
-        before, after = a.get(key), b.get(key)
+        before, after = getattr(a, key), getattr(b, key)
         if before is not None and after is not None and before == before and after == after and before != after:
             changes.append(f"{what} {int(before)} -> {int(after)}")
-    if bool(a.get("fell_back_to_eager")) != bool(b.get("fell_back_to_eager")):
-        changes.append("falls back to eager" if b.get("fell_back_to_eager") else "no longer falls back to eager")
+    if bool(a.fell_back_to_eager) != bool(b.fell_back_to_eager):
+        changes.append("falls back to eager" if b.fell_back_to_eager else "no longer falls back to eager")
     return changes
 
 
-def cell_key(row: dict[str, Any]) -> str:
+def cell_key(model_id: str, batch_size: int, variant: str) -> str:
     """A cell in a noise record: model, batch size and variant (what one row of a comparison is about)."""
-    return f"{row['model_id']}|bs{row['batch_size']}|{row['variant']}"
+    return f"{model_id}|bs{batch_size}|{variant}"
 
 
 def ratio_of(va: dict[str, float], vb: dict[str, float], paired: bool, noise: stats.Noise | None) -> stats.Ratio:
@@ -241,32 +290,32 @@ def ratio_of(va: dict[str, float], vb: dict[str, float], paired: bool, noise: st
 
 
 def compare_pair(
-    a: dict[str, Any], b: dict[str, Any], noise: CellNoise | None, margin: float, reference: str = FIRST
+    a: ComparedRun, b: ComparedRun, noise: CellNoise | None, margin: float, reference: str = FIRST
 ) -> Comparison:
     """B against A in one cell for each metric (ratio, 95% and 90% CIs, p, both answers, one word), health changes;
     `noise`: the machine's record (the cell's own entry is used)."""
-    known = (noise or {}).get(cell_key(a), {})
-    values_a, values_b = all_process_values(a), all_process_values(b)
-    paired = a.get("invocation_id") == b.get("invocation_id")
+    known = (noise or {}).get(a.cell_key, {})
+    paired = a.invocation_id == b.invocation_id
     judged = {}
     for metric in METRICS:
-        if metric.compiled_only and not a.get("compile"):
+        if metric.compiled_only and not a.compile:
             continue
-        ratio = ratio_of(values_a[metric.name], values_b[metric.name], paired, known.get(metric.name))
+        values_a, values_b = a.values.get(metric.name, {}), b.values.get(metric.name, {})
+        ratio = ratio_of(values_a, values_b, paired, known.get(metric.name))
         changed, relevant = stats.change(ratio, metric.above, metric.below), stats.relevance(ratio, margin)
         judged[metric.name] = Judged(ratio, changed, relevant, stats.verdict_of(changed, relevant))
     headline = "compiled_latency" if "compiled_latency" in judged else "eager_latency"
     return Comparison(
-        **{key: a.get(key) for key in CELL},
-        baseline=a["environment"],
-        candidate=b["environment"],
-        baseline_run_uid=a.get("run_uid"),
-        candidate_run_uid=b.get("run_uid"),
+        **dict(zip(CELL, a.cell, strict=True)),
+        baseline=a.environment,
+        candidate=b.environment,
+        baseline_run_uid=a.run_uid,
+        candidate_run_uid=b.run_uid,
         reference=reference,
-        baseline_versions=f"torch {a.get('torch_version')} / transformers {a.get('transformers_version')}",
-        candidate_versions=f"torch {b.get('torch_version')} / transformers {b.get('transformers_version')}",
-        baseline_status=a["status"],
-        candidate_status=b["status"],
+        baseline_versions=f"torch {a.torch_version} / transformers {a.transformers_version}",
+        candidate_versions=f"torch {b.torch_version} / transformers {b.transformers_version}",
+        baseline_status=a.status,
+        candidate_status=b.status,
         health_change="; ".join(health_changes(a, b)),
         interleaved=paired,
         calibrated=bool(known),
@@ -288,21 +337,21 @@ def adjust_headlines(compared: list[Comparison]) -> None:
 
 
 def comparison_rows(
-    rows: list[dict[str, Any]],
+    runs: list[ComparedRun],
     noise: CellNoise | None,
     labels: list[str] | None = None,
     margin: float = 0.05,
 ) -> list[Comparison]:
     """Every environment against the first of `labels` (the baseline: `compare`'s first) and, in a series of three
     or more, against the one before it; per (model, batch size, variant), compile-health changes first."""
-    labels = labels or list(dict.fromkeys(row["environment"] for row in rows))
+    labels = labels or list(dict.fromkeys(run.environment for run in runs))
     if len(labels) < 2:
         return []
     pairs = [(labels[0], label, FIRST) for label in labels[1:]]
     pairs += [(before, after, PREVIOUS) for before, after in itertools.pairwise(labels[1:])]
-    by_cell: dict[tuple, dict[str, dict[str, Any]]] = {}
-    for row in rows:
-        by_cell.setdefault(tuple(row[key] for key in CELL), {})[row["environment"]] = row
+    by_cell: dict[tuple, dict[str, ComparedRun]] = {}
+    for run in runs:
+        by_cell.setdefault(run.cell, {})[run.environment] = run
     compared = [
         compare_pair(cell[a], cell[b], noise, margin, reference)
         for cell in by_cell.values()
@@ -336,10 +385,10 @@ def series_steps(compared: list[Comparison], labels: list[str]) -> list[dict[str
     return found
 
 
-def is_aa(rows: list[dict[str, Any]]) -> bool:
+def is_aa(runs: list[ComparedRun]) -> bool:
     """Whether the environments compared are one and the same stack (an A/A calibration)."""
-    keys = {row["environment_key"] for row in rows}
-    return len({row["environment"] for row in rows}) >= 2 and len(keys) == 1
+    keys = {run.environment_key for run in runs}
+    return len({run.environment for run in runs}) >= 2 and len(keys) == 1
 
 
 def noise_measured(compared: list[Comparison]) -> CellNoise:
@@ -355,7 +404,7 @@ def noise_measured(compared: list[Comparison]) -> CellNoise:
                 continue
             cell = judged.ratio.cell_noise
             if cell.dof:
-                per_cell = measured.setdefault(cell_key(row.cell), {})
+                per_cell = measured.setdefault(cell_key(row.model_id, row.batch_size, row.variant), {})
                 per_cell[name] = per_cell.get(name, stats.Noise()) + cell
     return measured
 
@@ -390,9 +439,9 @@ def load_calibrations(path: str | Path) -> dict[str, Any]:
     return found
 
 
-def calibration_key(row: dict[str, Any]) -> str:
+def calibration_key(machine_fingerprint: str | None, device: str | None) -> str:
     """Noise records hold per machine (its fingerprint) and device."""
-    return f"{row.get('machine_fingerprint')}|{row.get('device')}"
+    return f"{machine_fingerprint}|{device}"
 
 
 def machine_noise(record: dict[str, Any] | None, leave_out: str | None = None) -> CellNoise:

@@ -1,7 +1,8 @@
 """One process of a run: what it measured (raw samples kept) and what follows from its samples alone.
 
-A run lists its processes as `ProcessRecord`s (runs.py pools them); compare, tracking and the report read them back
-from a run's `process_results` through `ProcessRecord.from_dict`, the one place rows of earlier versions are migrated.
+A run lists its processes as `ProcessRecord`s (runs.py pools them) and keeps them as objects; compare, tracking and the
+report read them there. A line of runs.jsonl is read back by `RunRecord.from_dict`, which reads its processes through
+`ProcessRecord.from_dict`, the one place rows of earlier versions are migrated.
 Pure functions over typed records.
 """
 
@@ -20,7 +21,7 @@ from compilebench.harness.records import CACHE_COLD, CACHE_SHARED, KIND_PAIRED, 
 @dataclass(frozen=True)
 class ProcessRecord:
     """One process of a run: what it measured (raw samples kept) and the values that follow from its samples, for
-    the run it is listed in (an eager run lists eager's memory, a compiled run its variant's). Written into the run's
+    the run it is listed in (an eager run lists eager's memory, a compiled run its variant's). Held in the run's
     `process_results`; `from_dict` reads rows of any earlier version (the one place they are migrated)."""
 
     trial_id: str

@@ -4,7 +4,9 @@ A compiled run's processes are its trials: compile-only cold ones (cold compile 
 and timing processes' arms or paired trials (steady-state samples paired with eager's from the same rounds, warm
 compile time). The eager run of (environment, model, batch size) pools each process's eager samples once: a timing
 process's eager arm, and every paired trial. Each process becomes a `ProcessRecord` (per_process.py: what it
-measured and what follows from its samples), listed in its run and read by compare, tracking and the report.
+measured and what follows from its samples, derived once), held in its run and read there by compare
+(`ComparedRun.of`), tracking and the report. A run is flattened only by `to_dict` (a line of runs.jsonl) and read
+back by `from_dict`.
 Statistics come from `stats` (a process's own from harness/sample_stats.py): latencies and speedup with a
 between-process interval, compile time cold and warm, memory as the median over processes. A run is `ok` only when
 every one of its processes is; otherwise it carries the worst failure's status and says which process. Pure
@@ -13,13 +15,14 @@ functions over typed records; the tests feed them hand-made results.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections import defaultdict
-from dataclasses import asdict, dataclass, field
+from dataclasses import MISSING, asdict, dataclass, field
 from typing import Any
 
 from compilebench.analysis import stats
-from compilebench.analysis.per_process import compiled_cold, first_inference_s, process_record
+from compilebench.analysis.per_process import ProcessRecord, compiled_cold, first_inference_s, process_record
 from compilebench.analysis.validity import (
     compile_disturbed,
     is_disturbed,
@@ -37,6 +40,7 @@ from compilebench.harness.records import (
     KIND_COLD,
     STATUS_OK,
     CompileHealth,
+    RecordError,
     TrialResult,
     TrialSpec,
 )
@@ -170,13 +174,36 @@ class RunRecord:
     serve_graphs: int | None = None  # dynamo graphs once every size was served (max over processes)
     serve_recompiles: int | None = None  # graphs added after the first size (max over processes)
     warmup_calls: int | None = None
-    process_results: tuple[dict[str, Any], ...] = ()  # per process: a ProcessRecord's fields (raw samples kept)
+    process_results: tuple[ProcessRecord, ...] = ()  # per process, raw samples kept
 
     def to_dict(self) -> dict[str, Any]:
-        """A flat row: the environment fields beside the others, raw per-process samples kept."""
+        """A flat row (a line of runs.jsonl): the environment fields beside the others, each process a dict."""
         row = asdict(self)
         row.update(row.pop("environment_fields"))
         return row
+
+    @classmethod
+    def from_dict(cls, raw: dict[str, Any]) -> RunRecord:
+        """A line of runs.jsonl as `to_dict` wrote it, of this version or an earlier one: the environment fields
+        gathered, each process read by `ProcessRecord.from_dict` (which migrates older ones), fields this version
+        does not know dropped. A line without a field every run has raises RecordError naming them."""
+        known = {f.name: f for f in dataclasses.fields(cls)}
+        missing = [name for name, f in known.items() if name not in raw and f.default is MISSING
+                   and f.default_factory is MISSING]  # fmt: skip
+        if missing:
+            raise RecordError(f"not a run of runs.jsonl: {raw.get('run_uid', 'a line')} has no {', '.join(missing)}")
+        row = {key: value for key, value in raw.items() if key in known}
+        row["environment_fields"] = {key: raw[key] for key in fingerprint.RUN_FIELDS if key in raw}
+        row["process_results"] = tuple(
+            ProcessRecord.from_dict(p, i) for i, p in enumerate(raw.get("process_results") or ())
+        )
+        for key in _TUPLES:
+            if row.get(key) is not None:
+                row[key] = tuple(row[key])
+        return cls(**row)
+
+
+_TUPLES = ("environment_freeze", "graph_break_reasons", "recompile_reasons", "serve_first_call_s")
 
 
 def run_uid(invocation_id: str, spec: TrialSpec, variant: str) -> str:
@@ -290,7 +317,7 @@ def compiled_run(
         "processes": len(measured),
         "disturbed_processes": sum(is_disturbed(r, context.validity.disturbed_cores) for _, r in trials),
         "machines": machines,
-        "process_results": tuple(process_record(s, r, context).to_dict() for s, r in trials),
+        "process_results": tuple(process_record(s, r, context) for s, r in trials),
         **_compile_and_memory_fields(compiled, clean),
         **_correctness_fields([r for _, r in compiled if r.max_abs_diff is not None]),
     }  # fmt: skip
@@ -448,7 +475,7 @@ def eager_run(
         "processes": len(measured),
         "disturbed_processes": sum(is_disturbed(r, context.validity.disturbed_cores) for _, r in trials),
         "machines": machines,
-        "process_results": tuple(process_record(s, r, context, eager_run=True).to_dict() for s, r in trials),
+        "process_results": tuple(process_record(s, r, context, eager_run=True) for s, r in trials),
         "first_call_s": median_of([r.eager_first_call_s for r in results]),
         "first_inference_s": median_of([first_inference_s(r, r.eager_first_call_s) for r in results]),
         "peak_mem_mib": median_of([r.eager_peak_mem_mib for r in results]),

@@ -321,8 +321,8 @@ def run_plan_adaptively(plan: Plan, trials: list[TrialSpec], run, out: Path, bud
     environments = {label: runs.EnvironmentInfo(label, label, "", {}) for label in labels}
     models = {spec.model.model_id: runs.ModelInfo("", "", None) for spec in trials}
 
-    def records_of(specs: list[TrialSpec], results: dict[str, TrialResult]) -> list[dict]:
-        return [record.to_dict() for record in runs.run_records(specs, results, environments, models, context)]
+    def records_of(specs: list[TrialSpec], results: dict[str, TrialResult]) -> list[runs.RunRecord]:
+        return runs.run_records(specs, results, environments, models, context)
 
     def added(specs: list[TrialSpec]) -> None:
         append_lines(out / ADDED_TRIALS, [json.dumps(spec.to_dict()) for spec in specs])
