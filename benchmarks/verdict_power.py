@@ -36,7 +36,7 @@ from pathlib import Path
 
 import numpy as np
 
-from compilebench.analysis import adaptive, compare, stats
+from compilebench.analysis import adaptive, compare, noise_record, stats
 from compilebench.harness import fingerprint
 
 DEFAULT_SIGMA = {"speedup": 0.07, "compile": 0.07, "latency": 0.10}  # sd of a per-block log difference, assumed
@@ -68,7 +68,9 @@ def process_costs(runs: Path) -> dict[str, float]:
 def measured_sigma(calibration: Path) -> dict[str, float]:
     """Per metric kind, the sd of a per-block log difference in this machine's noise record (where it has one)."""
     key = f"{fingerprint.host()['machine_fingerprint']}|cpu"
-    noise = compare.pooled_by_metric(compare.machine_noise(compare.load_calibrations(calibration).get(key)))
+    noise = noise_record.pooled_by_metric(
+        noise_record.machine_noise(noise_record.load_calibrations(calibration).get(key))
+    )
     found = {}
     for kind, metric in KIND_METRIC.items():
         if metric in noise and noise[metric].dof >= 5:
@@ -117,8 +119,8 @@ def one_comparison(
         aa_rows = rows(int(rng.integers(1 << 31)), [args.blocks] * args.cells, metric, sigmas, args.drift, 1.0,
                        f"aa{trial}-{earlier}")  # fmt: skip
         measured = compare.noise_measured(compare.comparison_rows(aa_rows, None, ["A", "B"], args.margin))
-        record = compare.record_noise(record, f"aa{trial}-{earlier}", measured, {})
-    noise = compare.machine_noise(record)
+        record = noise_record.record_noise(record, f"aa{trial}-{earlier}", measured, {})
+    noise = noise_record.machine_noise(record)
     seed = int(rng.integers(1 << 31))
     blocks = [args.blocks] * args.cells
     block_s = 2 * trial_s  # a block: one process per stack

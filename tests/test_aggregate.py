@@ -8,7 +8,7 @@ import pytest
 from made_runs import run_record, runs_of
 
 from compilebench import aggregate, tracking
-from compilebench.analysis import compare, stats
+from compilebench.analysis import compare, noise_record, stats
 
 KEYS = {"environment": "current", "model_id": "m", "label": "M", "task": "t", "batch_size": 1, "device": "cpu",
         "device_name": "x", "torch_version": "2.13", "transformers_version": "5"}  # fmt: skip
@@ -49,7 +49,7 @@ def test_versions_across_invocations_are_ordered_by_version_and_not_interleaved(
         _store_row("2.9.1", "i1", [5.0, 5.02, 4.98], 1),
         _store_row("2.13.0+cpu", "i0", [9.0, 9.0, 9.0], 0),  # an older rerun of the same stack: the newest counts
     ]
-    record = compare.record_noise(None, "aa", {"m|bs1|default": {"compiled_latency": stats.Noise(0.01, 10)}}, {})
+    record = noise_record.record_noise(None, "aa", {"m|bs1|default": {"compiled_latency": stats.Noise(0.01, 10)}}, {})
     oldest_first = [tracking.stored_run(row) for row in sorted(rows, key=lambda row: row["start_time"])]
     versions = aggregate.version_rows(oldest_first, calibrations={"f|cpu": record}, margin=0.05)
     versions = [comparison.row() for comparison in versions]  # versions.csv's lines

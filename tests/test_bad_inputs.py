@@ -208,7 +208,7 @@ def test_a_noise_record_that_cannot_be_read_stops_before_any_work_and_is_kept(tm
     """data/calibration.json cut short, a list, or an object of the wrong shape: each is refused where it is read,
     naming the file and what is wrong; the benchmark and aggregate end with that one line, exit 2, before any trial,
     and the file is left as it was."""
-    from compilebench.analysis import compare
+    from compilebench.analysis import noise_record
     from compilebench.harness.records import RecordError
 
     calibration = tmp_path / "calibration.json"
@@ -216,7 +216,7 @@ def test_a_noise_record_that_cannot_be_read_stops_before_any_work_and_is_kept(tm
                          ('{"abc|cpu": {"invocations": []}}', "not an object with `invocations`")):  # fmt: skip
         calibration.write_text(content)
         with pytest.raises(RecordError, match=why):
-            compare.load_calibrations(calibration)
+            noise_record.load_calibrations(calibration)
     (tmp_path / "project").mkdir()
     root = make_project(tmp_path / "project", ["microsoft/resnet-50"])
     calibration = root / "data" / "calibration.json"

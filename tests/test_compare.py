@@ -6,7 +6,7 @@ import pytest
 from made_runs import runs_of
 
 from compilebench import tracking
-from compilebench.analysis import compare, stats
+from compilebench.analysis import compare, noise_record, stats
 from compilebench.analysis.per_process import ProcessRecord
 
 
@@ -110,21 +110,21 @@ def test_the_machines_noise_record_accumulates_per_cell_and_never_counts_an_invo
     assert compare.is_aa(runs_of([a, b])) and not compare.is_aa(runs_of([a, {**b, "environment_key": "k2"}]))
     [(cell, measured)] = compare.noise_measured(compare.comparison_rows(runs_of([a, b]), noise=None)).items()
     assert cell == "org/m|bs1|default" and measured["eager_latency"].dof == 2 and "compile_cold" not in measured
-    record = compare.record_noise(None, "inv1", {cell: measured}, {"aa": True})
-    record = compare.record_noise(record, "inv2", {cell: measured}, {"aa": False})
-    record = compare.record_noise(record, "inv2", {cell: measured}, {"aa": False})  # judged again: replaced
-    pooled = compare.machine_noise(record)[cell]
+    record = noise_record.record_noise(None, "inv1", {cell: measured}, {"aa": True})
+    record = noise_record.record_noise(record, "inv2", {cell: measured}, {"aa": False})
+    record = noise_record.record_noise(record, "inv2", {cell: measured}, {"aa": False})  # judged again: replaced
+    pooled = noise_record.machine_noise(record)[cell]
     assert pooled["eager_latency"].dof == 4 and pooled["eager_latency"].ss == pytest.approx(2 * measured[
         "eager_latency"].ss)  # fmt: skip
-    assert compare.machine_noise(record, leave_out="inv2")[cell]["eager_latency"].dof == 2
-    assert compare.pooled_by_metric(compare.machine_noise(record))["eager_latency"].dof == 4
-    assert compare.machine_noise({"deltas": {"speedup": 0.1}}) == {}  # a version-1 margin holds no variance
+    assert noise_record.machine_noise(record, leave_out="inv2")[cell]["eager_latency"].dof == 2
+    assert noise_record.pooled_by_metric(noise_record.machine_noise(record))["eager_latency"].dof == 4
+    assert noise_record.machine_noise({"deltas": {"speedup": 0.1}}) == {}  # a version-1 margin holds no variance
     invalid = compare.noise_measured(compare.comparison_rows(runs_of([a, {**b, "status": "invalid"}]), noise=None))
     assert invalid == {}  # an invalid run adds nothing
-    [row] = compare.comparison_rows(runs_of([a, b]), noise=compare.machine_noise(record))
+    [row] = compare.comparison_rows(runs_of([a, b]), noise=noise_record.machine_noise(record))
     assert row.calibrated and row.judged["compiled_latency"].ratio.noise == "cell+machine"
     other = {**a, "model_id": "org/other"}, {**b, "model_id": "org/other"}
-    [row] = compare.comparison_rows(runs_of(list(other)), noise=compare.machine_noise(record))
+    [row] = compare.comparison_rows(runs_of(list(other)), noise=noise_record.machine_noise(record))
     assert not row.calibrated and row.judged["compiled_latency"].ratio.noise == "cell"  # not another cell's noise
 
 

@@ -30,7 +30,7 @@ from typing import Any
 import pandas as pd
 
 from compilebench import reference, tracking
-from compilebench.analysis import compare
+from compilebench.analysis import compare, noise_record
 from compilebench.analysis.runs import RunRecord
 from compilebench.config import Config, stage_config
 from compilebench.harness.files import locked, write_atomic, write_json
@@ -143,15 +143,15 @@ def comparison(
         return [], None
     invocation = runs[0].invocation_id
     key = runs[0].calibration_key
-    record = compare.load_calibrations(calibration_path).get(key)
-    noise = compare.machine_noise(record, leave_out=invocation)
+    record = noise_record.load_calibrations(calibration_path).get(key)
+    noise = noise_record.machine_noise(record, leave_out=invocation)
     compared = compare.comparison_rows(runs, noise, labels, margin)
     measured = compare.noise_measured(compared)
     if not measured:
         return compared, None
     about = {"recorded_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "aa": compare.is_aa(runs), "cells": len(compared),
              "machine": runs[0].machine, "device_name": runs[0].device_name}  # fmt: skip
-    return compared, compare.record_noise(record, invocation, measured, about)
+    return compared, noise_record.record_noise(record, invocation, measured, about)
 
 
 def comparison_frame(compared: list[compare.Comparison]) -> pd.DataFrame:
@@ -186,7 +186,7 @@ def version_rows(
     for group in groups.values():
         ordered = sorted(group, key=lambda r: (version(r.torch_version), version(r.transformers_version)))
         for a, b in itertools.pairwise(ordered):
-            noise = compare.machine_noise(calibrations.get(b.calibration_key))
+            noise = noise_record.machine_noise(calibrations.get(b.calibration_key))
             row = compare.compare_pair(a, b, noise, margin)
             row.extra.update(device_name=b.device_name, machine=b.machine, baseline_invocation=a.invocation_id,
                              candidate_invocation=b.invocation_id)  # fmt: skip
@@ -210,7 +210,7 @@ def from_mlflow(config) -> None:
     write_csv(judged, out / "verdicts.csv")
     oldest_first = sorted(rows, key=lambda row: row.get("start_time") or 0)
     versions = version_rows([tracking.stored_run(row) for row in oldest_first],
-                            compare.load_calibrations(config.paths.calibration), config.margin)  # fmt: skip
+                            noise_record.load_calibrations(config.paths.calibration), config.margin)  # fmt: skip
     write_csv(comparison_frame(versions), out / "versions.csv")
     counts = judged.get("verdict", pd.Series()).value_counts().to_dict()  # eager runs only: no verdict column
     LOGGER.info("wrote %s (%d runs), %s (%s) and %s (%d comparisons across invocations, not interleaved)",
@@ -243,13 +243,13 @@ def add_to_calibration(path: str, key: str, record: dict[str, Any]) -> None:
     """Merge this invocation's blocks into the machine's noise record at `path` (others' invocations kept: experiments
     queued side by side add to one record), and say what the record now holds."""
     with locked(f"{path}.lock"):
-        calibrations = compare.load_calibrations(path)
+        calibrations = noise_record.load_calibrations(path)
         latest = calibrations.get(key) or record
         invocations = {**latest.get("invocations", {}), **record["invocations"]}  # theirs and ours, ours kept
         calibrations[key] = {**record, "invocations": invocations}
         write_json(path, calibrations)
-    noise = compare.machine_noise(record)
-    pooled = compare.pooled_by_metric(noise)
+    noise = noise_record.machine_noise(record)
+    pooled = noise_record.pooled_by_metric(noise)
     LOGGER.info("this machine's noise record (%s): %d cell(s) from %d invocation(s); over all cells %s", path,
                 len(noise), len(record["invocations"]),
                 {m: f"sd {n.variance ** 0.5:.3f} ({n.dof} df)" for m, n in pooled.items()})  # fmt: skip
@@ -305,10 +305,10 @@ def aggregate(config: Config, records: list[RunRecord], run_info: RunInfo) -> No
     LOGGER.info("verdicts against the published numbers: %s", judged["verdict"].value_counts().to_dict())
     labels = list(run_info.labels)
     runs = [compare.ComparedRun.of(record) for record in records]
-    compared, noise_record = comparison(runs, labels, config.paths.calibration, config.margin)
+    compared, machine_record = comparison(runs, labels, config.paths.calibration, config.margin)
     write_csv(comparison_frame(compared), config.paths.comparison)
-    if noise_record is not None:
-        add_to_calibration(config.paths.calibration, runs[0].calibration_key, noise_record)
+    if machine_record is not None:
+        add_to_calibration(config.paths.calibration, runs[0].calibration_key, machine_record)
     log_series(compared, labels)
     metrics = headline_metrics(table, compared)
     metrics.update(
@@ -328,7 +328,7 @@ def main() -> None:
     try:
         if args.check:
             check(config)
-        compare.load_calibrations(config.paths.calibration)  # one that cannot be read: no table written, nor it
+        noise_record.load_calibrations(config.paths.calibration)  # one that cannot be read: no table written, nor it
         if args.from_mlflow:
             from_mlflow(config)
             return

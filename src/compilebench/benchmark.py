@@ -29,7 +29,7 @@ from typing import Any
 from tqdm import tqdm
 
 from compilebench import environments, executors, journal, tracking
-from compilebench.analysis import adaptive, compare, plan, runs
+from compilebench.analysis import adaptive, compare, noise_record, plan, runs
 from compilebench.config import Benchmark, Config, ConfigError, stage_config
 from compilebench.harness import fingerprint, groups, results_folder
 from compilebench.harness.files import write_json, write_jsonl
@@ -138,8 +138,8 @@ class Recorder:
 def say_forecast(trials: list[TrialSpec], settings: LoopSettings, record: dict[str, Any] | None) -> None:
     """Log, before the first block, the smallest change each targeted metric will find (80% power) after the planned
     blocks and at the cap, from this machine's noise record; or that the machine has none yet."""
-    cells = sorted({compare.cell_key(s.model.model_id, s.batch_size, s.variant.name) for s in trials})
-    found = adaptive.forecast(compare.machine_noise(record), cells, settings)
+    cells = sorted({noise_record.cell_key(s.model.model_id, s.batch_size, s.variant.name) for s in trials})
+    found = adaptive.forecast(noise_record.machine_noise(record), cells, settings)
     if not found:
         LOGGER.info("no noise record of this machine for these cells yet: how small a change this comparison can "
                     "find is known once it has run (its blocks start the record)")  # fmt: skip
@@ -152,7 +152,7 @@ def say_forecast(trials: list[TrialSpec], settings: LoopSettings, record: dict[s
 
 
 def measure_adaptively(
-    config: Config, recorder: Recorder, labels: list[str], run: Any, noise_record: dict[str, Any]
+    config: Config, recorder: Recorder, labels: list[str], run: Any, calibrations: dict[str, Any]
 ) -> list[dict[str, Any]]:
     """Run the planned trials, then more blocks where the intervals are widest (`adaptive.measure`) until every run
     meets its target or the budget or the cap runs out; log each model's runs once they are final. Returns, per
@@ -162,16 +162,16 @@ def measure_adaptively(
     if len(labels) > 1:
         machine = fingerprint.host()["machine_fingerprint"]  # what the trials will record
         say_forecast(
-            recorder.trials, settings, noise_record.get(compare.calibration_key(machine, config.benchmark.device))
+            recorder.trials, settings, calibrations.get(noise_record.calibration_key(machine, config.benchmark.device))
         )
 
     def run_pending(pending: list[TrialSpec]) -> dict[str, TrialResult]:
         run(pending)
         return recorder.results
 
-    def noise_of(records: list[runs.RunRecord]) -> compare.CellNoise:
+    def noise_of(records: list[runs.RunRecord]) -> noise_record.CellNoise:
         key = compare.ComparedRun.of(records[0]).calibration_key if records else None
-        return compare.machine_noise(noise_record.get(key), leave_out=recorder.context.invocation_id)
+        return noise_record.machine_noise(calibrations.get(key), leave_out=recorder.context.invocation_id)
 
     def added(pending: list[TrialSpec]) -> None:  # the other models' runs are final: logged now
         recorder.trials += pending
@@ -290,7 +290,7 @@ def measure(config: Config, selection: dict, manifest: list[dict], image_meta: d
 
     try:
         reached = measure_adaptively(
-            config, recorder, list(stacks), run, compare.load_calibrations(config.paths.calibration)
+            config, recorder, list(stacks), run, noise_record.load_calibrations(config.paths.calibration)
         )
     finally:
         runner.close()
@@ -332,7 +332,7 @@ def main() -> None:
             exported.export(config, args.export, args.window_min, args.prime)
             return
         tracking.check_store(config.paths.tracking_uri)
-        compare.load_calibrations(config.paths.calibration)  # a noise record that cannot be read: before any work
+        noise_record.load_calibrations(config.paths.calibration)  # a noise record that cannot be read: before any work
         if args.ingest:
             exported.ingest(config, args.ingest)
             return

@@ -25,7 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
-from compilebench.analysis import compare, plan, stats
+from compilebench.analysis import compare, noise_record, plan, stats
 from compilebench.analysis.runs import RunRecord
 from compilebench.analysis.validity import compile_disturbed, timing_disturbed
 from compilebench.harness.invocation import LoopSettings
@@ -103,14 +103,14 @@ def _own_intervals(run: compare.ComparedRun) -> dict[str, stats.Estimate]:
 
 
 def _stopping_width(
-    row: compare.Comparison, metric: str, noise: compare.CellNoise | None, pooled: dict[str, stats.Noise]
+    row: compare.Comparison, metric: str, noise: noise_record.CellNoise | None, pooled: dict[str, stats.Noise]
 ) -> tuple[float, float]:
     """What a compared cell's width is judged by, (half-width, degrees of freedom). Where the machine has a record
     the loop knows (at least MIN_RECORD_DOF degrees of freedom: the cell's own, else the metric's over every cell),
     the half-width that noise gives the cell's blocks (stats.expected_halfwidth): it does not look at this
     invocation's differences, so neither stopping nor the widest-first order can favour cells whose blocks happened
     to agree. Otherwise (no record yet, or a cell noisier than its record), the cell's own interval."""
-    cell = (noise or {}).get(compare.cell_key(row.model_id, row.batch_size, row.variant), {}).get(metric)
+    cell = (noise or {}).get(noise_record.cell_key(row.model_id, row.batch_size, row.variant), {}).get(metric)
     machine = cell if cell is not None and cell.dof >= MIN_RECORD_DOF else pooled.get(metric)
     ratio = row.judged[metric].ratio
     trusted = machine is not None and machine.dof >= MIN_RECORD_DOF
@@ -123,13 +123,13 @@ def widths(
     runs: list[compare.ComparedRun],
     labels: list[str],
     targets: dict[str, float],
-    noise: compare.CellNoise | None,
+    noise: noise_record.CellNoise | None,
     margin: float,
 ) -> list[Width]:
     """Every targeted interval of every run: B/A against the baseline when stacks are compared, else the run's own."""
     found: list[tuple[Cell, str, float, int, float]] = []  # cell, metric, half-width, blocks, dof
     if len(labels) >= 2:
-        pooled = compare.pooled_by_metric(noise or {})
+        pooled = noise_record.pooled_by_metric(noise or {})
         for row in compare.comparison_rows(runs, noise, labels, margin):
             if row.reference != compare.FIRST:
                 continue
@@ -251,7 +251,7 @@ def extend(
     records: list[RunRecord],
     labels: list[str],
     bench: LoopSettings,
-    noise: compare.CellNoise | None,
+    noise: noise_record.CellNoise | None,
 ) -> list[TrialSpec]:
     """The next blocks: for each unit short of its planned clean blocks or of a target, furthest first, one more block
     (a process per environment, in balanced order) while it fits the budget and the cap. Empty when done."""
@@ -295,7 +295,7 @@ def extend(
 
 
 def shortfalls(
-    records: list[RunRecord], labels: list[str], bench: LoopSettings, noise: compare.CellNoise | None
+    records: list[RunRecord], labels: list[str], bench: LoopSettings, noise: noise_record.CellNoise | None
 ) -> list[dict[str, Any]]:
     """Per run and targeted metric (in compare.METRICS order), its interval against its target (of several compared
     environments, the widest B/A): reached or not, and about how many more blocks it needs."""
@@ -312,9 +312,9 @@ def shortfalls(
     return rows
 
 
-def forecast(noise: compare.CellNoise, cells: list[str], bench: LoopSettings) -> list[dict[str, Any]]:
+def forecast(noise: noise_record.CellNoise, cells: list[str], bench: LoopSettings) -> list[dict[str, Any]]:
     """Before any block runs, what the budget can resolve on this machine: per targeted metric the machine's noise
-    record has for `cells` (compare.cell_key), the smallest change a comparison finds with 80% power
+    record has for `cells` (noise_record.cell_key), the smallest change a comparison finds with 80% power
     (stats.minimum_detectable) after the planned blocks and after `max_replicates`, the range over the cells. Empty
     for a machine without a record (the first comparison on it makes one)."""
     found = []
@@ -341,9 +341,9 @@ def measure(
     settings: LoopSettings,
     run: Callable[[list[TrialSpec]], dict[str, TrialResult]],
     records_of: Callable[[list[TrialSpec], dict[str, TrialResult]], list[RunRecord]],
-    noise_of: Callable[[list[RunRecord]], compare.CellNoise | None] = lambda records: None,
+    noise_of: Callable[[list[RunRecord]], noise_record.CellNoise | None] = lambda records: None,
     added: Callable[[list[TrialSpec]], None] = lambda specs: None,
-) -> tuple[list[TrialSpec], list[RunRecord], compare.CellNoise | None]:
+) -> tuple[list[TrialSpec], list[RunRecord], noise_record.CellNoise | None]:
     """The loop, the same in the pipeline and on a machine that runs an exported plan: run `trials` (`run` returns
     every result so far, by trial id), then the blocks `extend` adds, until it adds none; `added` hears of each new
     batch first. Returns every trial, the final run records and the noise they were judged with."""

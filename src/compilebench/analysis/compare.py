@@ -4,7 +4,7 @@ For each metric a run's processes each give one value (a median latency, a speed
 Inside one invocation A and B of a cell run in every block (a timing block's processes together, taking turns; a cold
 block's one after the other, in a balanced order), so B / A is the
 mean of the per-block log differences, with a t-interval whose variance pools the cell's blocks with the cell's noise
-record on this machine (`machine_noise`: what every earlier comparison and A/A run of that cell on this machine and
+record on this machine (noise_record.py: what every earlier comparison and A/A run of that cell on this machine and
 device measured, as a sum of squares with its degrees of freedom, never a maximum). Per cell, not per machine: on a
 2-core VM the spread of SegFormer's speedup was six times ResNet-50's, and one pooled variance would make the one
 too sure and the other too shy. A cell an F-test finds much noisier than its record stands on its own blocks and is
@@ -24,20 +24,16 @@ Pure functions from runs (`ComparedRun`: a RunRecord, or a run read back from ML
 from __future__ import annotations
 
 import itertools
-import json
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
-from compilebench.analysis import stats
+from compilebench.analysis import noise_record, stats
 from compilebench.analysis.per_process import ProcessRecord
 from compilebench.analysis.runs import RunRecord
-from compilebench.harness.records import EAGER, STATUS_OK, RecordError
+from compilebench.harness.records import EAGER, STATUS_OK
 
-CALIBRATION_VERSION = 2  # 1 held a margin (the largest A/A deviation): not used any more
-CellNoise = dict[str, dict[str, stats.Noise]]  # cell_key -> metric -> noise of its paired differences
 FIRST, PREVIOUS = "first", "previous"  # what a row compares B with: the baseline, or the stack before it in a series
 
 
@@ -249,11 +245,11 @@ class ComparedRun:
 
     @property
     def cell_key(self) -> str:
-        return cell_key(self.model_id, self.batch_size, self.variant)
+        return noise_record.cell_key(self.model_id, self.batch_size, self.variant)
 
     @property
     def calibration_key(self) -> str:
-        return calibration_key(self.machine_fingerprint, self.device)
+        return noise_record.calibration_key(self.machine_fingerprint, self.device)
 
 
 def health_changes(a: ComparedRun, b: ComparedRun) -> list[str]:
@@ -275,11 +271,6 @@ def health_changes(a: ComparedRun, b: ComparedRun) -> list[str]:
     return changes
 
 
-def cell_key(model_id: str, batch_size: int, variant: str) -> str:
-    """A cell in a noise record: model, batch size and variant (what one row of a comparison is about)."""
-    return f"{model_id}|bs{batch_size}|{variant}"
-
-
 def ratio_of(va: dict[str, float], vb: dict[str, float], paired: bool, noise: stats.Noise | None) -> stats.Ratio:
     """B / A for one metric from each side's values by block: paired by block inside one invocation (`paired`),
     Welch's t across invocations."""
@@ -290,7 +281,7 @@ def ratio_of(va: dict[str, float], vb: dict[str, float], paired: bool, noise: st
 
 
 def compare_pair(
-    a: ComparedRun, b: ComparedRun, noise: CellNoise | None, margin: float, reference: str = FIRST
+    a: ComparedRun, b: ComparedRun, noise: noise_record.CellNoise | None, margin: float, reference: str = FIRST
 ) -> Comparison:
     """B against A in one cell for each metric (ratio, 95% and 90% CIs, p, both answers, one word), health changes;
     `noise`: the machine's record (the cell's own entry is used)."""
@@ -338,7 +329,7 @@ def adjust_headlines(compared: list[Comparison]) -> None:
 
 def comparison_rows(
     runs: list[ComparedRun],
-    noise: CellNoise | None,
+    noise: noise_record.CellNoise | None,
     labels: list[str] | None = None,
     margin: float = 0.05,
 ) -> list[Comparison]:
@@ -391,11 +382,11 @@ def is_aa(runs: list[ComparedRun]) -> bool:
     return len({run.environment for run in runs}) >= 2 and len(keys) == 1
 
 
-def noise_measured(compared: list[Comparison]) -> CellNoise:
+def noise_measured(compared: list[Comparison]) -> noise_record.CellNoise:
     """What this invocation adds to the machine's noise record, per cell and metric: its paired blocks against the
     baseline (their spread around the cell's own mean, so a real difference adds nothing), leaving out cells with a
     run that is not ok (an `invalid` one included) and metrics the F-test found noisier than the cell's record."""
-    measured: CellNoise = {}
+    measured: noise_record.CellNoise = {}
     for row in compared:
         if row.reference != FIRST or row.baseline_status != STATUS_OK or row.candidate_status != STATUS_OK:
             continue
@@ -404,81 +395,9 @@ def noise_measured(compared: list[Comparison]) -> CellNoise:
                 continue
             cell = judged.ratio.cell_noise
             if cell.dof:
-                per_cell = measured.setdefault(cell_key(row.model_id, row.batch_size, row.variant), {})
+                per_cell = measured.setdefault(noise_record.cell_key(row.model_id, row.batch_size, row.variant), {})
                 per_cell[name] = per_cell.get(name, stats.Noise()) + cell
     return measured
-
-
-def load_calibrations(path: str | Path) -> dict[str, Any]:
-    """Every machine's noise record in paths.calibration, by machine fingerprint and device ({} before the first).
-    A file that is not such a record (cut short, edited, another file) raises RecordError naming it and what is wrong:
-    it is never read as empty, which would write a fresh record over it."""
-    path = Path(path)
-    if not path.exists():
-        return {}
-    try:
-        found = json.loads(path.read_text())
-    except (UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise RecordError(f"{path}: the noise record is not JSON ({error}); mend or delete it (paths.calibration)"
-                          ) from None  # fmt: skip
-    problem = None
-    if not isinstance(found, dict):
-        problem = f"a JSON object by machine is expected, got {type(found).__name__}"
-    else:
-        for key, record in found.items():
-            if not isinstance(record, dict) or not isinstance(record.get("invocations", {}), dict):
-                problem = f"the record of {key!r} is not an object with `invocations`"
-                break
-            bad = [name for name, entry in record.get("invocations", {}).items()
-                   if not isinstance(entry, dict) or not isinstance(entry.get("noise", {}), dict)]  # fmt: skip
-            if bad:
-                problem = f"the record of {key!r} has invocations without a `noise` object: {bad[:3]}"
-                break
-    if problem:
-        raise RecordError(f"{path}: not a noise record: {problem}; mend or delete it (paths.calibration)")
-    return found
-
-
-def calibration_key(machine_fingerprint: str | None, device: str | None) -> str:
-    """Noise records hold per machine (its fingerprint) and device."""
-    return f"{machine_fingerprint}|{device}"
-
-
-def machine_noise(record: dict[str, Any] | None, leave_out: str | None = None) -> CellNoise:
-    """A machine's noise per cell and metric from its record in paths.calibration: the sum over every invocation
-    that measured the cell, except `leave_out` (the invocation being judged, which must not count its blocks twice).
-    An older record (version 1, a margin) holds no variance and gives nothing."""
-    if not record or record.get("version") != CALIBRATION_VERSION:
-        return {}
-    total: CellNoise = {}
-    for invocation, entry in record.get("invocations", {}).items():
-        if invocation == leave_out:
-            continue
-        for cell, metrics in entry["noise"].items():
-            per_cell = total.setdefault(cell, {})
-            for metric, (ss, dof) in metrics.items():
-                per_cell[metric] = per_cell.get(metric, stats.Noise()) + stats.Noise(float(ss), int(dof))
-    return total
-
-
-def record_noise(record: dict[str, Any] | None, invocation: str, measured: CellNoise, about: dict) -> dict[str, Any]:
-    """The machine's record with this invocation's contribution set (replacing an earlier one of the same
-    invocation: judging it again adds nothing twice); older records are started afresh."""
-    if not record or record.get("version") != CALIBRATION_VERSION:
-        record = {"version": CALIBRATION_VERSION, "invocations": {}}
-    invocations = dict(record["invocations"])
-    noise = {cell: {m: [n.ss, n.dof] for m, n in metrics.items()} for cell, metrics in measured.items()}
-    invocations[invocation] = {**about, "noise": noise}
-    return {**record, "invocations": invocations}
-
-
-def pooled_by_metric(noise: CellNoise) -> dict[str, stats.Noise]:
-    """A record summed over its cells, per metric (what a log line or a power estimate reports)."""
-    total: dict[str, stats.Noise] = {}
-    for metrics in noise.values():
-        for metric, value in metrics.items():
-            total[metric] = total.get(metric, stats.Noise()) + value
-    return total
 
 
 def flagged(compared: list[Comparison]) -> list[Comparison]:
