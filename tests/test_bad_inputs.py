@@ -228,3 +228,21 @@ def test_a_noise_record_that_cannot_be_read_stops_before_any_work_and_is_kept(tm
         assert done.returncode == 2 and "Traceback" not in done.stderr, (stage, done.stderr[-2000:])
         assert "data/calibration.json" in done.stderr and "mend or delete it" in done.stderr, done.stderr[-2000:]
     assert calibration.read_text() == "[]" and not (root / "data" / "journal").exists()
+
+
+def test_an_overlay_of_a_missing_wheel_or_into_a_used_folder_is_refused_and_writes_nothing(tmp_path):
+    """`harness.overlay` (a second stack from carried wheels): a path that is not a wheel, or a folder that holds
+    something else, is named, exit 2, before any venv is made; the folder is left as it was."""
+    command = [sys.executable, "-m", "compilebench.harness.overlay"]
+    missing = subprocess.run([*command, str(tmp_path / "new"), str(tmp_path / "transformers.whl")],
+                             capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert missing.returncode == 2 and "not a wheel file" in missing.stderr and "transformers.whl" in missing.stderr
+    assert not (tmp_path / "new").exists()
+    used = tmp_path / "used"
+    used.mkdir()
+    (used / "notes.txt").write_text("mine")
+    wheel = tmp_path / "x-1.0-py3-none-any.whl"
+    wheel.write_bytes(b"")
+    refused = subprocess.run([*command, str(used), str(wheel)], capture_output=True, text=True, timeout=60)
+    assert refused.returncode == 2 and "is not an overlay made here" in refused.stderr
+    assert [path.name for path in used.iterdir()] == ["notes.txt"]

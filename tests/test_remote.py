@@ -1,6 +1,7 @@
 """A plan measured on another machine: `benchmark --export`, the launcher run from the exported copy alone (as on a
 bare GPU box), the pipeline's own loop adding blocks there, a second window resuming, `--ingest` logging once."""
 
+import csv
 import json
 import os
 import re
@@ -11,7 +12,7 @@ import uuid
 
 import mlflow
 import pytest
-from conftest import make_project, project_env, run_ok, set_params
+from conftest import OTHER, make_project, project_env, run_ok, set_params
 
 from compilebench.harness.records import plan_digest
 
@@ -273,3 +274,45 @@ def test_a_recipe_that_cannot_be_built_costs_its_model_not_the_window(tmp_path):
     )
     assert "error" not in by_model["microsoft/resnet-50"] and by_model["microsoft/resnet-50"]["param_count"] > 0
     assert (tmp_path / "checkpoints" / "resnet" / "compilebench-recipe.json").exists()
+
+
+# What a second stack with transformers 4.57.6 carries to a machine without network: the release and the two packages
+# it will not import without (this interpreter's tokenizers and huggingface_hub are newer than it allows).
+CARRIED = ("transformers==4.57.6", "tokenizers==0.22.2", "huggingface_hub==0.36.2")
+
+
+def test_a_second_stack_carried_as_wheels_is_compared_on_a_machine_with_one(tmp_path):
+    """A comparison exported to a machine with one stack and no network: the second is this interpreter's packages with
+    transformers 4.57.6 laid over them from wheels (`harness.overlay`, run from the exported copy alone); each
+    environment's processes run in its own interpreter, and ingest records each stack as it was found there, so the
+    comparison is of two stacks, not an A/A."""
+    (tmp_path / "project").mkdir()
+    root = make_project(tmp_path / "project", ["microsoft/resnet-50"])
+    set_params(root, compare=["current", OTHER])
+    env = project_env()
+    run_ok([sys.executable, "-m", "compilebench.fetch_image"], root, env)
+    folder = root / "gpu-run"
+    run_ok([sys.executable, "-m", "compilebench.benchmark", "--export", str(folder)], root, env)
+    wheels = tmp_path / "wheels"
+    run_ok([sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "-d", str(wheels), *CARRIED], tmp_path,
+           env)  # fmt: skip
+    bare = {**env, "PYTHONPATH": str(folder)}
+    bare.pop("VIRTUAL_ENV", None)
+    made = run_ok([sys.executable, "-m", "compilebench.harness.overlay", str(tmp_path / "stack-b"),
+                   *map(str, sorted(wheels.iterdir()))], folder, bare)  # fmt: skip
+    python, imports = made.stdout.strip().splitlines()[-2:]
+    assert json.loads(imports)["transformers"] == "4.57.6"
+    run_ok([sys.executable, "-m", "compilebench.harness.launcher", "plan.json", "results", "--python",
+            f"{OTHER}={python}"], folder, bare)  # fmt: skip
+    found = json.loads((folder / "results" / "environment.json").read_text())["environments"]
+    assert "transformers==4.57.6" in found[OTHER]["freeze"] and "transformers==4.57.6" not in found["current"]["freeze"]
+    run_ok([sys.executable, "-m", "compilebench.benchmark", "--ingest", str(folder)], root, env)
+    run_ok([sys.executable, "-m", "compilebench.aggregate"], root, env)
+    rows = [json.loads(line) for line in (root / "data/results/runs.jsonl").read_text().splitlines()]
+    by_label = {row["environment"]: row for row in rows if row["variant"] == "default"}
+    assert by_label[OTHER]["transformers_version"] == "4.57.6" != by_label["current"]["transformers_version"]
+    assert json.loads(by_label[OTHER]["environment_pins"])["transformers"] == "4.57.6"
+    assert by_label[OTHER]["environment_key"] != by_label["current"]["environment_key"]  # two stacks, not one
+    [compared] = [row for row in csv.DictReader((root / "data/results/comparison.csv").open())
+                  if row["variant"] == "default"]  # fmt: skip
+    assert "transformers 4.57.6" in compared["candidate_versions"] and compared["candidate"] == OTHER

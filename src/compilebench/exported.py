@@ -29,6 +29,7 @@ from compilebench.harness import models, results_folder, trial_process
 from compilebench.harness.files import write_json
 from compilebench.harness.invocation import Context, Loop
 from compilebench.harness.records import (
+    CURRENT,
     KIND_COLD,
     MEASURED_NOTHING,
     STATUS_OK,
@@ -93,10 +94,14 @@ def export(config: Config, folder: Path, window_min: float | None = None, prime_
             target.rmdir()  # empty, checked above
         partial.rename(target)
         trials = list(exported.trials)
+        others = [label for label in dict.fromkeys(spec.environment for spec in trials) if label != CURRENT]
+        pythons = "".join(f" --python {label}=PATH" for label in others)
         LOGGER.info(
             "exported %d trials in %d processes to %s; on the other machine: cd %s && python -m "
-            "compilebench.harness.launcher plan.json results", len(trials), len(processes(trials)), target,
-            shlex.quote(target.name),
+            "compilebench.harness.launcher plan.json results%s%s", len(trials), len(processes(trials)), target,
+            shlex.quote(target.name), pythons, " (each PATH an interpreter of that stack, e.g. one that "
+            "`python -m compilebench.harness.overlay DIR WHEEL...` lays over that machine's own: docs/gpu.md)"
+            if others else "",
         )  # fmt: skip
         if window_min is not None:
             units = dict.fromkeys(f"{spec.model.label} bs{spec.batch_size}" for spec in trials)
@@ -286,6 +291,21 @@ def unmeasured(specs: list[TrialSpec], results: dict[str, TrialResult], path: Pa
     return None
 
 
+def found_environments(selection: dict, remote: dict, machine: str) -> dict[str, runs.EnvironmentInfo]:
+    """Each compared environment as the launcher found it on that machine: its own interpreter's package list
+    (environment.json's `environments`; a launcher before they were recorded apart gave its own for all), the list's
+    hash its key, its torch and transformers its pins (the project's pins do not apply there)."""
+    own = remote.get("environments") or {}
+    info = {}
+    for entry in selection["environments"]:
+        freeze = tuple((own.get(entry["label"]) or remote)["freeze"])
+        pins = {name: version for name, version in (line.split("==", 1) for line in freeze)
+                if name.lower() in ("torch", "transformers")}  # fmt: skip
+        info[entry["label"]] = runs.EnvironmentInfo(entry["label"], f"{entry['name']} on {machine}",
+                                                    journal.stable_hash(list(freeze)), pins, freeze)  # fmt: skip
+    return info
+
+
 def ingest(config: Config, folder: Path) -> None:
     """Results measured elsewhere (an exported plan run by the launcher) as runs: logged once, written as results.
     Refused, with nothing logged, when the plan was edited since export or since it ran, a line is another plan's, or
@@ -324,15 +344,7 @@ def ingest(config: Config, folder: Path) -> None:
     first = next(result for result in results.values() if result.environment)
     machine = saved["context"]["machine"] or first.environment.get("hostname", "remote")
     run_context = replace(Context.from_dict(saved["context"]), machine=machine)
-    freeze = tuple(remote["freeze"])
-    key = journal.stable_hash(list(freeze))
-    found = {  # that machine's own stack, as found: the project's pins do not apply there
-        name: version
-        for name, version in (line.split("==", 1) for line in freeze)
-        if name.lower() in ("torch", "transformers")
-    }
-    info = {e["label"]: runs.EnvironmentInfo(e["label"], f"{e['name']} on {machine}", key, found, freeze)
-            for e in selection["environments"]}  # fmt: skip
+    info = found_environments(selection, remote, machine)
     tracker = None if not_logged else tracking.Tracker(
         config.paths.tracking_uri, exported.invocation_id, benchmark.parent_name(selection, machine) + " (ingested)",
         benchmark.parent_params(selection, config.benchmark, run_context, first.environment),

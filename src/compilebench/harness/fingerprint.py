@@ -209,9 +209,12 @@ def counted(found: dict[tuple[str, ...], tuple[int, str]]) -> str:
 
 
 FREEZE_CODE = (
-    "import json\nfrom importlib import metadata\n"
-    "print(json.dumps(sorted({f\"{d.metadata['Name']}=={d.version}\" for d in metadata.distributions()})))"
-)  # `pip freeze` without pip: a GPU image may have none
+    "import json, re\nfrom importlib import metadata\nfound = {}\n"
+    "for d in metadata.distributions():\n"
+    "    found.setdefault(re.sub(r'[-_.]+', '-', d.metadata['Name']).lower(), f\"{d.metadata['Name']}=={d.version}\")\n"
+    "print(json.dumps(sorted(found.values())))"
+)  # `pip freeze` without pip (a GPU image may have none); of a package found twice (a venv over the system's site
+# packages, e.g. a second stack from a carried wheel), the one imports find first, in sys.path order
 
 
 def freeze(python: str) -> tuple[str, ...]:
