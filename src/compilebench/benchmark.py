@@ -29,7 +29,7 @@ from typing import Any
 from tqdm import tqdm
 
 from compilebench import environments, executors, journal, tracking
-from compilebench.analysis import adaptive, compare, noise_record, plan, runs
+from compilebench.analysis import adaptive, noise_record, plan, runs
 from compilebench.config import Benchmark, Config, ConfigError, stage_config
 from compilebench.harness import fingerprint, groups, results_folder
 from compilebench.harness.files import write_json, write_jsonl
@@ -170,7 +170,10 @@ def measure_adaptively(
         return recorder.results
 
     def noise_of(records: list[runs.RunRecord]) -> noise_record.CellNoise:
-        key = compare.ComparedRun.of(records[0]).calibration_key if records else None
+        if not records:
+            return {}
+        found = records[0].environment_fields  # the machine and device its trials recorded
+        key = noise_record.calibration_key(found.get("machine_fingerprint"), found.get("device"))
         return noise_record.machine_noise(calibrations.get(key), leave_out=recorder.context.invocation_id)
 
     def added(pending: list[TrialSpec]) -> None:  # the other models' runs are final: logged now

@@ -432,9 +432,10 @@ def launch(plan: Plan, args: argparse.Namespace, pythons: dict[str, str], pinned
     started = time.time()
     digest = plan_digest(args.plan)  # every line written names the plan it belongs to
     used = dict.fromkeys(spec.environment for spec in plan.trials)  # each compared environment: its own packages
-    environment = {"python": sys.executable, "freeze": fingerprint.freeze(sys.executable),
+    freezes = {python: fingerprint.freeze(python) for python in {sys.executable, *(pythons[label] for label in used)}}
+    environment = {"python": sys.executable, "freeze": freezes[sys.executable],
                    "invocation_id": plan.invocation_id, "plan_sha256": digest,
-                   "environments": {label: {"python": pythons[label], "freeze": fingerprint.freeze(pythons[label])}
+                   "environments": {label: {"python": pythons[label], "freeze": freezes[pythons[label]]}
                                     for label in used}}  # fmt: skip
     write_json(out / ENVIRONMENT, environment, indent=None)
     (out / "checkpoints.json").write_text(json.dumps(build_checkpoints(plan, Path.cwd()), indent=1))

@@ -7,10 +7,10 @@ DIR becomes a venv whose site-packages holds the wheels, unpacked as they are (a
 site-packages; no pip, no index, no dependencies: a GPU image may have no pip), and a `.pth` file that adds this
 interpreter's own site directories after them, so the wheels shadow the packages of the same name and everything else
 (torch with its CUDA libraries, the rest) is this machine's. A wheel's `.data/` scripts and headers are left out; its
-purelib and platlib go into site-packages. Each compared
-environment's exact package list is recorded by the launcher (environment.json), so the overlay's run says what it
-imported. A wheel that is missing, or a DIR that holds anything but an earlier overlay, is refused before anything is
-written, exit 2; the interpreter's check of what it imports names what failed. Standard library only: it travels.
+purelib and platlib go into site-packages. Each compared environment's exact package list is recorded by the launcher
+(environment.json), so the overlay's run says what it imported. A wheel that is missing, or a DIR that holds anything
+but an earlier overlay, is refused before anything is written, exit 2; the interpreter's check of what it imports names
+what failed. Standard library only: it travels.
 """
 
 from __future__ import annotations
