@@ -155,6 +155,37 @@ def summarize_pairs(records: list[dict]) -> None:
         for probe in PROBES:
             r, sd, left = fit(ratios[probe], ratios[metric])
             print(f"| {probe} | {metric} | {r:+.2f} | {sd:.3f} | {left:.3f} |")
+    rounds_share(list(by_pair.values()))
+
+
+def side_median(record: dict, metric: str, rounds: slice) -> float:
+    """The log of a process's median of `metric` over the chosen rounds."""
+    return statistics.median(math.log(r[metric]) for r in record["rounds"][rounds])
+
+
+def rounds_share(pairs: list[dict[int, dict]]) -> None:
+    """How much of a pair's log B/A comes from its processes' rounds (falls with more of them) and how much is the
+    processes' own (does not): the sd of log B/A from half the rounds (first, last, odd, even) and from all, and
+    var(n rounds) = own + per_round / n solved from the two."""
+    n = len(pairs[0][0]["rounds"])
+    subsets = {"first half": slice(0, n // 2), "last half": slice(n // 2, n), "odd rounds": slice(0, n, 2),
+               "even rounds": slice(1, n, 2), "all": slice(0, n)}  # fmt: skip
+    print(
+        f"\n| metric | {' | '.join(subsets)} | r odd/even | own sd | per-round sd | sd at 2n rounds | sd at 4n rounds |"
+    )
+    print(f"|---|{'---|' * len(subsets)}---|---|---|---|---|")
+    for metric in METRICS:
+        ratios = {name: [side_median(sides[1], metric, rounds) - side_median(sides[0], metric, rounds)
+                         for sides in pairs] for name, rounds in subsets.items()}  # fmt: skip
+        sds = {name: statistics.stdev(values) for name, values in ratios.items()}
+        r_halves, _, _ = fit(ratios["odd rounds"], ratios["even rounds"])
+        half = statistics.fmean(sds[name] ** 2 for name in list(subsets)[:4])
+        per_round = max(half - sds["all"] ** 2, 0.0) * n  # var(n/2) - var(n) = per_round / n
+        own = max(sds["all"] ** 2 - per_round / n, 0.0)
+        at = [math.sqrt(own + per_round / (k * n)) for k in (2, 4)]
+        cells = " | ".join(f"{value:.3f}" for value in [*sds.values()])
+        split = " | ".join(f"{value:.3f}" for value in (math.sqrt(own), math.sqrt(per_round), *at))
+        print(f"| {metric} | {cells} | {r_halves:+.2f} | {split} |")
 
 
 def measure(processes: int, rounds: int, out: Path) -> None:
