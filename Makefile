@@ -31,7 +31,7 @@ experiments: $(STAMP)  ## every DVC experiment's comparison in one table: per co
 SUITE ?= gpu
 gpu: $(STAMP) .dvc/config  ## on a CUDA machine with network: the doc's GPU table for this GPU (SUITE=gpu), a DVC experiment
 	python -m compilebench.environments --device cuda current  # a CUDA build of torch that sees a GPU, or exit 2
-	dvc exp run -S suite=$(SUITE) -S benchmark.device=cuda
+	dvc exp run -S suite=$(SUITE) -S benchmark.device=cuda -S benchmark.min_time_s=2  # ms calls: 2 s is hundreds of rounds
 	python -m compilebench.aggregate --check  # exit 3: some run did not end ok
 
 RAY_STAMP := $(VENV)/.installed-ray

@@ -267,7 +267,7 @@ class Benchmark:
     warmup_s: float = 1.0  # right before timing, untimed rounds of every arm for at least this many seconds, longer
     #                        (up to 5x) while the last rounds still run faster than the ones before
     min_iters: int = 10  # timed pairs (eager, compiled) per process, at least
-    min_time_s: float = 2.0  # timed seconds per process, at least
+    min_time_s: float = 10.0  # timed seconds per process, at least
     max_time_s: float = 60.0  # stop timing a process after this many seconds, even below min_iters
     memory_iters: int = 1  # calls measured alone for peak memory, per process
     rtol: float = 1e-3  # compiled vs eager output: max |diff| / max |eager| allowed (float32; x50 for 16-bit)
