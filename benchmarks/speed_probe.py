@@ -1,8 +1,9 @@
 """Does a stack-independent speed probe, timed in a process, predict how fast that process runs the model? (Issue 51:
 a covariate for a block's B/A, adopted only if it predicts a process's own latency on real data.)
 
-    python benchmarks/speed_probe.py --processes 30 --out RECORD/probe.jsonl     # measure, then summarize
-    python benchmarks/speed_probe.py --summarize RECORD/probe.jsonl
+    python benchmarks/speed_probe.py --processes 30 --out RECORD/sequential.jsonl   # measure, then summarize
+    python benchmarks/speed_probe.py --pairs 18 --out RECORD/together.jsonl         # pairs alive together
+    python benchmarks/speed_probe.py --summarize RECORD/together.jsonl
 
 Fresh processes one after the other, on one inductor cache (a first, unrecorded process fills it). Each loads
 ResNet-50 (the published architecture, random weights, batch 1), compiles it (`default`), and then runs `--rounds`
@@ -10,11 +11,13 @@ rounds: the probes, then 3 eager calls, then 3 compiled calls. The probes use th
 the same code in any stack on one interpreter: `copy` (a 64 MiB copy into a buffer that exists: memory bandwidth),
 `fault` (a fresh 64 MiB buffer written: page faults), `sha` (SHA-256 of 32 MiB: a core's arithmetic), `loop` (a
 Python loop: the interpreter). `matmul` (torch, 512×512 float32 products) is timed as well, for comparison, though it
-is not stack-independent. Every round's values go to `--out`, a JSON line per process.
+is not stack-independent. Every round's values go to `--out`, a JSON line per process. With `--pairs`, two such
+processes are alive together and take turns a round each, as a block of `benchmark.together` runs.
 
 The summary says, per probe and metric (process medians, logs): the correlation across processes, and the sd of log
 latency before and after removing the probe's fitted share (a regression through the processes), and the same within
-processes (rounds around their process's median), where the machine's state over time lives.
+processes (rounds around their process's median), where the machine's state over time lives. For pairs, the same
+of log B/A across pairs, and how much of it the rounds make (see rounds_share).
 """
 
 from __future__ import annotations
@@ -107,11 +110,17 @@ def child(rounds: int, serve: bool = False) -> dict:
     return {"pid": os.getpid(), "torch": torch.__version__, "rounds": found}
 
 
-def measure_pairs(pairs: int, rounds: int, out: Path) -> None:
-    """Pairs of fresh processes alive together, taking turns a round each (who goes first alternates by round)."""
+def filled_cache() -> dict[str, str]:
+    """The children's environment: one inductor cache of their own, filled by a first child that is not recorded."""
     cache = Path(tempfile.mkdtemp(prefix="speed-probe-"))
     env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(cache), "HF_HUB_OFFLINE": "1"}
     subprocess.run([sys.executable, __file__, "--child", "--rounds", "1"], env=env, check=True, capture_output=True)
+    return env
+
+
+def measure_pairs(pairs: int, rounds: int, out: Path) -> None:
+    """Pairs of fresh processes alive together, taking turns a round each (who goes first alternates by round)."""
+    env = filled_cache()
     with out.open("w") as sink:
         for index in range(pairs):
             started = time.time()
@@ -143,11 +152,9 @@ def summarize_pairs(records: list[dict]) -> None:
     by_pair: dict[int, dict[int, dict]] = {}
     for record in records:
         by_pair.setdefault(record["pair"], {})[record["side"]] = record
-    ratios = {key: [] for key in (*PROBES, *METRICS)}
-    for sides in by_pair.values():
-        for key in ratios:
-            a, b = (statistics.median(math.log(r[key]) for r in sides[side]["rounds"]) for side in (0, 1))
-            ratios[key].append(b - a)
+    every = slice(None)
+    ratios = {key: [side_median(sides[1], key, every) - side_median(sides[0], key, every) for sides in by_pair.values()]
+              for key in (*PROBES, *METRICS)}  # fmt: skip
     print(f"{len(by_pair)} pairs alive together, {len(records[0]['rounds'])} rounds each a process")
     print("| probe | metric | across pairs: r of log B/A | sd log B/A | sd log B/A, probe removed |")
     print("|---|---|---|---|---|")
@@ -158,9 +165,9 @@ def summarize_pairs(records: list[dict]) -> None:
     rounds_share(list(by_pair.values()))
 
 
-def side_median(record: dict, metric: str, rounds: slice) -> float:
-    """The log of a process's median of `metric` over the chosen rounds."""
-    return statistics.median(math.log(r[metric]) for r in record["rounds"][rounds])
+def side_median(record: dict, key: str, rounds: slice) -> float:
+    """The log of a process's median of a probe or metric over the chosen rounds."""
+    return statistics.median(math.log(r[key]) for r in record["rounds"][rounds])
 
 
 def rounds_share(pairs: list[dict[int, dict]]) -> None:
@@ -189,10 +196,9 @@ def rounds_share(pairs: list[dict[int, dict]]) -> None:
 
 
 def measure(processes: int, rounds: int, out: Path) -> None:
-    cache = Path(tempfile.mkdtemp(prefix="speed-probe-"))
-    env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(cache), "HF_HUB_OFFLINE": "1"}
+    """Fresh processes one after the other."""
+    env = filled_cache()
     command = [sys.executable, __file__, "--child", "--rounds"]
-    subprocess.run([*command, "1"], env=env, check=True, capture_output=True)  # fills the cache; not recorded
     with out.open("w") as sink:
         for index in range(processes):
             started = time.time()
@@ -207,15 +213,9 @@ def measure(processes: int, rounds: int, out: Path) -> None:
 
 
 def fit(xs: list[float], ys: list[float]) -> tuple[float, float, float]:
-    """(correlation, sd of ys, sd of ys less the least-squares line through xs)."""
-    mx, my = statistics.fmean(xs), statistics.fmean(ys)
-    sxx = sum((x - mx) ** 2 for x in xs)
-    syy = sum((y - my) ** 2 for y in ys)
-    sxy = sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True))
-    r = sxy / math.sqrt(sxx * syy) if sxx and syy else 0.0
-    n = len(xs)
-    residual = (syy - (sxy * sxy / sxx if sxx else 0.0)) / (n - 2)
-    return r, math.sqrt(syy / (n - 1)), math.sqrt(max(residual, 0.0))
+    """(correlation, sd of ys, sd of ys less the least-squares line through xs: its residuals on n - 2 df)."""
+    r, sd, n = statistics.correlation(xs, ys), statistics.stdev(ys), len(ys)
+    return r, sd, sd * math.sqrt((1 - r * r) * (n - 1) / (n - 2))
 
 
 def summarize(paths: list[Path]) -> None:
@@ -223,6 +223,9 @@ def summarize(paths: list[Path]) -> None:
     units = len({record["pair"] for record in records}) if "pair" in records[0] else len(records)
     if units < 3:
         raise SystemExit(f"{units} process(es) or pair(s): a fit through them needs 3 or more")
+    if "pair" in records[0]:
+        summarize_pairs(records)
+        return
     log_median = {key: [] for key in (*PROBES, *METRICS)}
     within = {key: [] for key in (*PROBES, *METRICS)}
     for record in records:
@@ -231,9 +234,6 @@ def summarize(paths: list[Path]) -> None:
             centre = statistics.median(values)
             log_median[key].append(centre)
             within[key].append([value - centre for value in values])
-    if "pair" in records[0]:
-        summarize_pairs(records)
-        return
     print(f"{len(records)} processes, {len(records[0]['rounds'])} rounds each, torch {records[0]['torch']}")
     print("| probe | metric | across processes: r | sd log | sd log, probe removed | r, each less its neighbours' "
           "mean | within processes: r |")  # fmt: skip
