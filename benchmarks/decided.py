@@ -4,56 +4,60 @@ interval can be made, whatever the noise). What issue 51's target counts, from t
 
     python benchmarks/decided.py benchmarks/results/2026-11-28-epyc-aa [more records or projects' data/ ...]
 
-Each argument is a record folder (its `results/comparison.csv`) or a project's `data/` folder. Counted as the
-report's what-changed section counts them (analysis/compare.py `suite_summary`): eager latency in the eager cells
-only, since a compiled cell's eager samples are the same processes'; a metric a cell has no value for is not a
-verdict. Only B against the first environment (`reference` first).
+Each argument is a record folder (its `results/comparison.csv`) or a project's `data/` folder. Each cell counts once
+per metric, as the report's what-changed section counts (`compare.suite_cells`: eager latency in the eager cells,
+inductor start-up once per model and batch size); B against the first environment only. The suite's own verdict per
+metric (the geometric mean over the cells) is printed beside the counts.
 """
 
 from __future__ import annotations
 
 import argparse
-import csv
 from dataclasses import dataclass
 from pathlib import Path
 
-from compilebench.analysis.compare import FIRST, METRICS
-from compilebench.analysis.stats import EQUIVALENT, INCONCLUSIVE, SINGLE
+import pandas as pd
+
+from compilebench.analysis import compare, stats
+from compilebench.report import read_comparisons
 
 HEADLINES = ("eager_latency", "compiled_latency", "speedup", "compile_cold")  # what issue 51's targets name
 
 
 @dataclass(frozen=True)
 class Count:
-    """One metric's verdicts in one comparison."""
+    """One metric's verdicts in one comparison of B against A."""
 
+    candidate: str
     metric: str
     verdicts: int
-    directions: int  # faster, slower, more, less
+    directions: int  # faster, slower, higher, lower, more, less
     equivalent: int
     inconclusive: int
     single: int  # inconclusive with one process a side: no interval at all
+    suite: str  # the suite's verdict (compare.suite_summary)
 
     @property
     def decided(self) -> int:
         return self.directions + self.equivalent
 
 
-def count(rows: list[dict[str, str]]) -> list[Count]:
-    """Per metric (in the comparison's order), its verdicts counted over the cells that have it."""
-    rows = [row for row in rows if row.get("reference", FIRST) == FIRST]
+def count(compared: list[compare.Comparison]) -> list[Count]:
+    """Per compared stack and metric (in the comparison's order), its verdicts counted over the cells that count."""
+    rows = [row for row in compared if row.reference == compare.FIRST]
+    suite = {(entry["candidate"], entry["metric"]): entry["verdict"] for entry in compare.suite_summary(rows)}
     counts = []
-    for metric in (metric.name for metric in METRICS):
-        judged = [row for row in rows if row.get(f"{metric}_ratio") not in (None, "")]
-        if metric == "eager_latency" and any(row["variant"] == "eager" for row in judged):
-            judged = [row for row in judged if row["variant"] == "eager"]
-        if not judged:
-            continue
-        words = [row[f"{metric}_verdict"] for row in judged]
-        single = sum(row[f"{metric}_method"] == SINGLE and row[f"{metric}_verdict"] == INCONCLUSIVE for row in judged)
-        equivalent, inconclusive = words.count(EQUIVALENT), words.count(INCONCLUSIVE)
-        counts.append(Count(metric, len(words), len(words) - equivalent - inconclusive, equivalent, inconclusive,
-                            single))  # fmt: skip
+    for candidate in dict.fromkeys(row.candidate for row in rows):
+        for metric in compare.METRICS:
+            cells = compare.suite_cells([row for row in rows if row.candidate == candidate], metric)
+            if not cells:
+                continue
+            judged = [row.judged[metric.name] for row in cells]
+            words = [item.verdict for item in judged]
+            single = sum(item.ratio.method == stats.SINGLE and item.verdict == stats.INCONCLUSIVE for item in judged)
+            equivalent, inconclusive = words.count(stats.EQUIVALENT), words.count(stats.INCONCLUSIVE)
+            counts.append(Count(candidate, metric.name, len(words), len(words) - equivalent - inconclusive,
+                                equivalent, inconclusive, single, suite[(candidate, metric.name)]))  # fmt: skip
     return counts
 
 
@@ -67,11 +71,12 @@ def table_path(folder: Path) -> Path:
 
 def lines(name: str, counts: list[Count]) -> list[str]:
     """The table of one comparison, with the totals over all metrics and over the headline ones."""
-    out = [f"{name}", f"  {'metric':18s} {'verdicts':>8s} {'decided':>7s} {'direction':>9s} {'equiv':>5s} "
-           f"{'inconcl':>7s} {'one process':>11s}"]  # fmt: skip
+    out = [f"{name}", f"  {'B':14s} {'metric':17s} {'verdicts':>8s} {'decided':>7s} {'direction':>9s} {'equiv':>5s} "
+           f"{'inconcl':>7s} {'one process':>11s}  over the suite"]  # fmt: skip
     for item in counts:
-        out.append(f"  {item.metric:18s} {item.verdicts:8d} {item.decided:7d} {item.directions:9d} "
-                   f"{item.equivalent:5d} {item.inconclusive:7d} {item.single:11d}")  # fmt: skip
+        out.append(f"  {item.candidate[:14]:14s} {item.metric:17s} {item.verdicts:8d} {item.decided:7d} "
+                   f"{item.directions:9d} {item.equivalent:5d} {item.inconclusive:7d} {item.single:11d}  "
+                   f"{item.suite}")  # fmt: skip
     for label, chosen in (("all", counts), ("headline", [c for c in counts if c.metric in HEADLINES])):
         verdicts, decided = sum(c.verdicts for c in chosen), sum(c.decided for c in chosen)
         single = sum(c.single for c in chosen)
@@ -86,8 +91,7 @@ def main() -> None:
     args = parser.parse_args()
     paths = [table_path(folder) for folder in args.folders]  # every argument checked before any output
     for folder, path in zip(args.folders, paths, strict=True):
-        with path.open(newline="") as handle:
-            print("\n".join(lines(str(folder), count(list(csv.DictReader(handle))))))
+        print("\n".join(lines(str(folder), count(read_comparisons(pd.read_csv(path))))))
 
 
 if __name__ == "__main__":

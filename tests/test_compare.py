@@ -1,6 +1,7 @@
 """Environments compared, on hand-made runs: ratios from per-process values, verdicts, health first, A/A."""
 
 import math
+import statistics
 
 import pytest
 from made_runs import runs_of
@@ -197,4 +198,42 @@ def test_the_suite_summary_counts_verdicts_and_pools_the_cells_geomean_with_its_
     assert compare.suite_summary(tight)[0]["verdict"] == stats.EQUIVALENT  # the suite decides what no cell did
     eager = [row("R", 1.1, 0.04, "slower", "eager_latency", "eager"), row("R", 1.1, 0.04, "slower", "eager_latency")]
     assert [e["cells"] for e in compare.suite_summary(eager) if e["metric"] == "eager_latency"] == [1]  # eager's own
+    startup = [row(label, 0.9, 0.04, "faster", "inductor_startup", variant) for label in ("R", "V")
+               for variant in ("default", "freezing")]  # fmt: skip
+    [entry] = compare.suite_summary(startup)  # both arms of a timing process have its start-up: a model counts once
+    assert (entry["cells"], entry["changed"]) == (2, 2)
     assert compare.suite_summary([]) == []
+
+
+def test_a_suite_whose_cells_have_one_process_a_side_gets_its_interval_from_their_spread():
+    """Cold compile with one cold process a stack: no cell has an interval, so the suite's comes from the spread of
+    the cells' ratios (a one-sample t over the cells), which a known answer checks; so where the loop gave some cells
+    a second cold block. Not below three cells, nor for a metric whose cells share processes (peak memory: an eager
+    cell's and a compiled cell's come from the same cold process)."""
+
+    def single(label, ratio, metric="compile_cold"):
+        value = stats.Ratio(ratio, *(math.nan,) * 5, 1, 0.0, stats.SINGLE)
+        return _comparison(label, "default", {metric: compare.Judged(value, "", "", stats.INCONCLUSIVE)})
+
+    ratios = [1.03, 0.98, 1.01, 1.00, 0.99, 1.02]
+    rows = [single(f"M{i}", ratio) for i, ratio in enumerate(ratios)]
+    [entry] = compare.suite_summary(rows)
+    logs = [math.log(ratio) for ratio in ratios]
+    center, sd = statistics.fmean(logs), statistics.stdev(logs)
+    halfwidth = stats.t_quantile(0.975, 5) * sd / math.sqrt(6)
+    assert entry["geomean"] == pytest.approx(math.exp(center))
+    assert entry["ci_low"] == pytest.approx(math.exp(center - halfwidth))
+    assert entry["ci_high"] == pytest.approx(math.exp(center + halfwidth))
+    assert entry["verdict"] == stats.EQUIVALENT and entry["inconclusive"] == 6  # the suite answers, no cell does
+    apart = [single(f"M{i}", ratio) for i, ratio in enumerate([1.3, 0.8, 1.1])]  # cells that disagree: wide
+    assert compare.suite_summary(apart)[0]["verdict"] == stats.INCONCLUSIVE
+    slower = [single(f"M{i}", ratio) for i, ratio in enumerate([1.12, 1.10, 1.14, 1.11])]
+    assert compare.suite_summary(slower)[0]["verdict"] == "slower"
+    assert math.isnan(compare.suite_summary(rows[:2])[0]["ci_low"])  # two cells: too few to see a spread
+    paired = stats.Ratio(1.0, 0.98, 1.02, 0.985, 1.015, 0.9, 3, 4.0, stats.PAIRED)
+    mixed = [*rows, _comparison("P", "default", {"compile_cold": compare.Judged(paired, "", "", "equivalent")})]
+    logs.append(0.0)
+    halfwidth = stats.t_quantile(0.975, 6) * statistics.stdev(logs) / math.sqrt(7)
+    assert compare.suite_summary(mixed)[0]["ci_high"] == pytest.approx(math.exp(statistics.fmean(logs) + halfwidth))
+    memory = [single(f"M{i}", ratio, "peak_memory") for i, ratio in enumerate(ratios)]
+    assert math.isnan(compare.suite_summary(memory)[0]["ci_low"])

@@ -1,13 +1,14 @@
-"""benchmarks/decided.py: a comparison's verdicts counted per metric, as the report's what-changed section counts."""
+"""benchmarks/decided.py: a comparison's verdicts counted per metric, each cell once, as the report counts them."""
 
-import csv
-import json
 import subprocess
 import sys
 
+import pandas as pd
 import pytest
 
-RECORDS = ["2026-11-28-epyc-aa", "2026-11-27-epyc-torch-2.14.1-together"]
+from compilebench.report import read_comparisons
+
+RECORD = "benchmarks/results/2026-11-28-epyc-aa"
 
 
 @pytest.fixture
@@ -18,26 +19,28 @@ def decided(repo_root):
     return decided
 
 
-@pytest.mark.parametrize("record", RECORDS)
-def test_the_counts_are_the_ones_the_pipeline_wrote_into_its_metrics(decided, repo_root, record):
-    """What the pipeline's aggregate stage counted (metrics.json: changed, equivalent, inconclusive over every
-    compared metric) is what the script counts from the comparison table alone."""
-    folder = repo_root / "benchmarks" / "results" / record
-    metrics = json.loads((folder / "results" / "metrics.json").read_text())
-    prefix = next(key.removesuffix("_changed") for key in metrics if key.endswith("_vs_current_changed"))
-    with (folder / "results" / "comparison.csv").open() as handle:
-        counts = decided.count(list(csv.DictReader(handle)))
-    assert sum(c.directions for c in counts) == metrics[f"{prefix}_changed"]
-    assert sum(c.equivalent for c in counts) == metrics[f"{prefix}_equivalent"]
-    assert sum(c.inconclusive for c in counts) == metrics[f"{prefix}_inconclusive"]
-    by_metric = {c.metric: c for c in counts}
-    assert by_metric["eager_latency"].verdicts == 3  # the eager cells only: compiled cells share their processes
-    assert by_metric["compile_cold"].single == 6  # one cold process a side: no interval, inconclusive by design
+def test_each_cell_counts_once_and_one_process_a_side_is_told_apart(decided, repo_root):
+    """On a committed A/A (3 models, `default` and `freezing`): eager latency in the 3 eager cells, inductor start-up
+    once per model (both arms of a timing process have its value), cold compile in all 6 compiled cells, each with
+    one cold process a side; the counts add up, and they are the table's verdict words."""
+    frame = pd.read_csv(repo_root / RECORD / "results" / "comparison.csv")
+    counts = {c.metric: c for c in decided.count(read_comparisons(frame))}
+    assert {m: c.verdicts for m, c in counts.items()} == {"eager_latency": 3, "compiled_latency": 6, "speedup": 6,
+                                                          "compile_cold": 6, "compile_warm": 6, "inductor_startup": 3,
+                                                          "peak_memory": 9}  # fmt: skip
+    assert all(c.decided + c.inconclusive == c.verdicts for c in counts.values())
+    assert counts["compile_cold"].single == 6 and counts["compile_cold"].decided == 0
+    words = frame[frame["variant"] != "eager"]["speedup_verdict"]
+    assert counts["speedup"].equivalent == (words == "equivalent").sum()
+    assert counts["speedup"].inconclusive == (words == "inconclusive").sum()
 
 
-def test_a_folder_without_a_comparison_is_a_clear_error_and_prints_nothing(repo_root, tmp_path):
-    done = subprocess.run([sys.executable, str(repo_root / "benchmarks" / "decided.py"),
-                           str(repo_root / "benchmarks" / "results" / RECORDS[0]), str(tmp_path)],
-                          capture_output=True, text=True)  # fmt: skip
+def test_the_script_prints_every_folder_and_a_folder_without_a_comparison_is_a_clear_error(repo_root, tmp_path):
+    script = str(repo_root / "benchmarks" / "decided.py")
+    done = subprocess.run([sys.executable, script, str(repo_root / RECORD)], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "all: " in done.stdout and "headline: " in done.stdout and "with one process a side" in done.stdout
+    done = subprocess.run([sys.executable, script, str(repo_root / RECORD), str(tmp_path)], capture_output=True,
+                          text=True)  # fmt: skip
     assert done.returncode != 0 and done.stdout == ""
     assert str(tmp_path) in done.stderr and "comparison.csv" in done.stderr

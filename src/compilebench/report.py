@@ -410,7 +410,10 @@ def _what_changed_section(compared: pd.DataFrame, results: list[RunRecord]) -> l
         "over the cells with a ratio on both sides, with its 95% CI and the one word the cells' rule gives it (*over "
         "the suite*: a change of a few percent no single cell resolves can be resolved here), and the cells left out "
         "of it (a cell that failed on one side); and how many `changed` words chance alone would give on equal "
-        "stacks (5% of the verdicts with an interval). Eager latency counts the eager cells only. The stacks: "
+        "stacks (5% of the verdicts with an interval). Eager latency counts the eager cells only, inductor start-up "
+        "one cell per model and batch size (every arm of a timing process has its value). Cold compile, where cells "
+        "have one cold process a stack and so no interval, gets the suite's interval from the spread of the cells' "
+        "B/A (it counts how the cells truly differ as noise too: it errs wide). The stacks: "
         + "; ".join(f"`{label}`: {build_of(results, label)}" for label in stacks)
         + ".",
         "",

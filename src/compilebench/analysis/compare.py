@@ -34,6 +34,7 @@ from compilebench.analysis.per_process import ProcessRecord
 from compilebench.analysis.runs import RunRecord
 from compilebench.harness.records import EAGER, STATUS_OK
 
+MIN_ACROSS_CELLS = 3  # cells a suite's interval from their spread needs (2 degrees of freedom)
 FIRST, PREVIOUS = "first", "previous"  # what a row compares B with: the baseline, or the stack before it in a series
 
 
@@ -46,15 +47,19 @@ class Metric:
     below: str
     target: str | None  # key of benchmark.target (latency | speedup | compile), None: no target
     compiled_only: bool = False
+    own_processes: bool = False  # each cell's values from processes of its own (its cold ones): the cells' errors are
+    #                              independent, so a suite whose cells lack intervals takes one from their spread
+    per_timing_process: bool = False  # one value a timing process: every compiled cell of its (model, batch size)
+    #                                   has the same, so a suite counts one of them
 
 
 METRICS = (
     Metric("eager_latency", "slower", "faster", "latency"),
     Metric("compiled_latency", "slower", "faster", "latency", compiled_only=True),
     Metric("speedup", "higher", "lower", "speedup", compiled_only=True),
-    Metric("compile_cold", "slower", "faster", "compile", compiled_only=True),
+    Metric("compile_cold", "slower", "faster", "compile", compiled_only=True, own_processes=True),
     Metric("compile_warm", "slower", "faster", "compile", compiled_only=True),
-    Metric("inductor_startup", "slower", "faster", None, compiled_only=True),  # a timing process's, before its arms
+    Metric("inductor_startup", "slower", "faster", None, compiled_only=True, per_timing_process=True),  # before arms
     Metric("peak_memory", "more", "less", None),
 )
 METRIC_BY_NAME = {metric.name: metric for metric in METRICS}
@@ -409,29 +414,43 @@ def flagged(compared: list[Comparison]) -> list[Comparison]:
 DIRECTIONS = {word for metric in METRICS for word in (metric.above, metric.below)}
 
 
+def suite_cells(compared: list[Comparison], metric: Metric) -> list[Comparison]:
+    """The rows of one compared stack that count once each for `metric` over the suite: eager latency's eager cells
+    (a compiled cell's eager samples are the same processes'), inductor start-up's first compiled cell of each
+    (model, batch size) (every arm of a timing process has its value), every row that judged the metric otherwise."""
+    judged = [row for row in compared if metric.name in row.judged]
+    if metric.name == "eager_latency" and any(row.variant == EAGER for row in judged):
+        return [row for row in judged if row.variant == EAGER]
+    if metric.per_timing_process:
+        first: dict[tuple[str, int], Comparison] = {}
+        for row in judged:
+            first.setdefault((row.model_id, row.batch_size), row)
+        return list(first.values())
+    return judged
+
+
 def suite_summary(compared: list[Comparison]) -> list[dict[str, Any]]:
     """What changed, per compared stack (against the baseline) and metric, over the whole suite: how many cells got a
     direction, `equivalent` or `inconclusive`; the geometric mean of B/A over the cells with a ratio on both sides,
     with its 95% CI (the cells' mean log ratios are independent: the variance of their mean is the sum of theirs over
-    n², its degrees of freedom by Welch-Satterthwaite) and the one word the cells' rule gives it against the margin
+    n², its degrees of freedom by Welch-Satterthwaite; for cold compile, where a cell has one cold process a stack and
+    no interval, from the spread of the cells' ratios: `_suite_ratio`) and the one word the cells' rule gives it
+    against the margin
     (`verdict`); the cells left out by name (the suite's geomean moves when a cell fails on one side, so they are
     said); and how many of its verdicts would flag a change by chance alone on equal stacks (5% of those with an
-    interval, the measured per-verdict rate's target). Eager latency counts the eager cells only: a compiled cell's
-    eager samples are the same processes'."""
+    interval, the measured per-verdict rate's target). Each cell counts once (`suite_cells`)."""
     found = []
     rows = [row for row in compared if row.reference == FIRST]
     for candidate in dict.fromkeys(row.candidate for row in rows):
         mine = [row for row in rows if row.candidate == candidate]
         for metric in METRICS:
-            judged = [row for row in mine if metric.name in row.judged]
-            if metric.name == "eager_latency" and any(row.variant == EAGER for row in judged):
-                judged = [row for row in judged if row.variant == EAGER]
+            judged = suite_cells(mine, metric)
             if not judged:
                 continue
             words = [row.judged[metric.name].verdict for row in judged]
             usable = [row for row in judged if _finite(row.judged[metric.name].ratio.value)]
             left_out = [f"{row.label} bs{row.batch_size} {row.variant}" for row in judged if row not in usable]
-            ratio = _suite_ratio([row.judged[metric.name].ratio for row in usable])
+            ratio = _suite_ratio([row.judged[metric.name].ratio for row in usable], metric.own_processes)
             margin = float(judged[0].margin or 0.05)
             entry = {"candidate": candidate, "baseline": mine[0].baseline, "metric": metric.name,
                      "cells": len(judged), "changed": sum(word in DIRECTIONS for word in words),
@@ -449,17 +468,22 @@ def _finite(value: Any) -> bool:
     return isinstance(value, int | float) and math.isfinite(value)
 
 
-def _suite_ratio(ratios: list[stats.Ratio]) -> stats.Ratio:
-    """The geometric mean of the cells' B/A with its intervals (no interval unless every cell has one)."""
+def _suite_ratio(ratios: list[stats.Ratio], own_processes: bool = False) -> stats.Ratio:
+    """The geometric mean of the cells' B/A with its intervals: pooled from the cells' own where every cell has one;
+    else, for a metric whose cells have processes of their own (cold compile: one cold process a stack leaves a cell
+    without an interval) and MIN_ACROSS_CELLS cells, from the spread of the cells' ratios
+    (`stats.across_cells_ratio`); else none."""
     if not ratios:
         return stats.Ratio(*(math.nan,) * 6, 0, 0, stats.SINGLE)
     logs = [math.log(ratio.value) for ratio in ratios]
     center = sum(logs) / len(logs)
+    if not all(_finite(ratio.dof) and ratio.dof > 0 and _finite(ratio.halfwidth) for ratio in ratios):
+        if own_processes and len(ratios) >= MIN_ACROSS_CELLS:
+            return stats.across_cells_ratio(logs)
+        return stats.Ratio(math.exp(center), *(math.nan,) * 5, len(ratios), 0, stats.SINGLE)
     parts = []  # (variance of each cell's mean log, its degrees of freedom)
     for ratio in ratios:
         dof, halfwidth = ratio.dof, ratio.halfwidth
-        if not (_finite(dof) and dof > 0 and _finite(halfwidth)):
-            return stats.Ratio(math.exp(center), *(math.nan,) * 5, len(ratios), 0, stats.SINGLE)
         parts.append(((halfwidth / stats.t_quantile(0.975, dof)) ** 2, dof))
     variance = sum(part for part, _ in parts) / len(ratios) ** 2
     dof = sum(part for part, _ in parts) ** 2 / sum(part**2 / dof for part, dof in parts) if variance > 0 else 1.0

@@ -38,6 +38,7 @@ NOT_SIGNIFICANT = "not significant"  # did it change: no (p >= ALPHA)
 ALPHA = 0.05  # significance level of every "did it change" test
 NOISY_ALPHA = 0.01  # an F-test below this says a cell is noisier than the machine: it is not pooled, and flagged
 PAIRED = "paired blocks"  # how a B/A interval was made: differences within blocks of one invocation
+ACROSS = "across cells"  # a suite's B/A whose cells have one value a side: from the spread of the cells' ratios
 UNPAIRED = "welch"  # per-process values of separate invocations: no pairing possible
 
 
@@ -185,6 +186,16 @@ def _ratio(center: float, se: float, dof: float, blocks: int, method: str, **ext
 def log_mean_ratio(center: float, se: float, dof: float, count: int) -> Ratio:
     """B / A from a mean log ratio, its standard error and degrees of freedom (a suite's mean over its cells)."""
     return _ratio(center, se, dof, count, PAIRED, noise="cells")
+
+
+def across_cells_ratio(logs: list[float]) -> Ratio:
+    """B / A over a suite whose cells do not all have an interval (one value a side: one cold process a stack), from
+    the cells' log ratios alone: their mean with a one-sample t-interval from their spread (len - 1 degrees of freedom).
+    That spread holds how the cells' true changes differ as well as their noise, so the interval errs wide, never
+    narrow; the cells' values must come from separate processes (their errors independent)."""
+    center = float(np.mean(logs))
+    se = float(np.std(logs, ddof=1)) / math.sqrt(len(logs)) if len(logs) > 1 else math.nan
+    return _ratio(center, se, len(logs) - 1, len(logs), ACROSS, noise="cells")
 
 
 def paired_ratio(a: list[float], b: list[float], machine: Noise | None = None) -> Ratio:
