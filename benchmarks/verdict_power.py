@@ -11,12 +11,17 @@ A and B of a cell share a drift of the machine (sd `--drift`, which pairing must
 own noise: the per-block log difference has sd `sigma` (per metric kind), times a cell's own factor where `--spread`
 makes cells differ (the factors' logs evenly spaced normal quantiles of sd `spread`: at 0.5 the noisiest of 6 cells
 has 4.0 times the quietest one's sd). Before each comparison, `--history` A/A runs of the same design give each cell's
-noise record, as `compare=[current,current]` does; `--history 0` is a fresh clone's first comparison.
+noise record, as `compare=[current,current]` does; `--history 0` is a fresh clone's first comparison. Each kind
+starts from the design's first blocks, the config schema's defaults unless told: `--blocks` timing blocks for speedup
+and latency, `--cold-blocks` cold ones for compile time (benchmark.cold_replicates, 1: one cold process a stack has no
+interval, so a cold compile is decided only where blocks are added). Each kind is given the whole budget alone; in an
+invocation timing and cold blocks share it, so what is printed is the most the budget could buy.
 
 Printed per metric kind: the share of (cell, metric) verdicts that flag a change on equal stacks (target <= 0.05),
 the same share for the noisiest cell alone (a rule that borrows from other cells can fail there only), the share of
 invocations whose Holm-adjusted headline flags anything, the share of cells where a real +10% is flagged slower
-(power; target >= 0.80), how often equal stacks are called `equivalent`, and the blocks used. The last line is
+(power; target >= 0.80), how often equal stacks are called `equivalent`, and the blocks used; then the same of the
+suite's verdict (`compare.suite_summary`: the geometric mean over the cells, one per invocation). The last line is
 `fpr=<largest per-verdict false-flag rate (with --spread, the noisiest cell's too)> power10=<smallest power of
 speedup, compile time and latency>`.
 
@@ -37,7 +42,10 @@ from pathlib import Path
 import numpy as np
 
 from compilebench.analysis import adaptive, compare, noise_record, stats
+from compilebench.config import Benchmark
 from compilebench.harness import fingerprint
+
+DEFAULTS = Benchmark()  # the design simulated unless told otherwise: the config schema's (params.yaml's) defaults
 
 DEFAULT_SIGMA = {"speedup": 0.07, "compile": 0.07, "latency": 0.10}  # sd of a per-block log difference, assumed
 KIND_METRIC = {"speedup": "speedup", "compile": "compile_cold", "latency": "compiled_latency"}
@@ -113,18 +121,19 @@ def one_comparison(
 ) -> tuple[list[compare.Comparison], list[int]]:
     """An A/A run for the machine's noise, then an adaptive comparison; its rows and the blocks each cell used."""
     metric = KIND_METRIC[kind]
+    first = args.cold_blocks if kind == "compile" else args.blocks  # cold compile is measured by cold blocks only
     sigmas = [sigma * factor for factor in cell_factors(args.cells, args.spread)]
     record = None
     for earlier in range(args.history):  # the machine's noise record: earlier invocations of the same cells
-        aa_rows = rows(int(rng.integers(1 << 31)), [args.blocks] * args.cells, metric, sigmas, args.drift, 1.0,
+        aa_rows = rows(int(rng.integers(1 << 31)), [first] * args.cells, metric, sigmas, args.drift, 1.0,
                        f"aa{trial}-{earlier}")  # fmt: skip
         measured = compare.noise_measured(compare.comparison_rows(aa_rows, None, ["A", "B"], args.margin))
         record = noise_record.record_noise(record, f"aa{trial}-{earlier}", measured, {})
     noise = noise_record.machine_noise(record)
     seed = int(rng.integers(1 << 31))
-    blocks = [args.blocks] * args.cells
+    blocks = [first] * args.cells
     block_s = 2 * trial_s  # a block: one process per stack
-    budget_s, spent_s = 2 * args.budget_min * 60, args.cells * args.blocks * block_s
+    budget_s, spent_s = 2 * args.budget_min * 60, args.cells * first * block_s
     while True:
         made = rows(seed, blocks, metric, sigmas, args.drift, truth, f"ab{trial}")
         widths = adaptive.widest(adaptive.widths(made, ["A", "B"], {kind: TARGET[kind]}, noise, args.margin))
@@ -144,9 +153,13 @@ def main() -> None:
     parser.add_argument("--sigma", type=float, help="sd of a per-block log difference, every kind (default: measured)")
     parser.add_argument("--calibration", type=Path, default=Path("data/calibration.json"))
     parser.add_argument("--cells", type=int, default=6, help="cells per comparison (the default suite: 6)")
-    parser.add_argument("--blocks", type=int, default=3, help="first blocks per cell (benchmark.replicates)")
-    parser.add_argument("--max-blocks", type=int, default=10, help="benchmark.max_replicates")
-    parser.add_argument("--budget-min", type=float, default=10.0, help="benchmark.budget_min (per stack)")
+    parser.add_argument("--blocks", type=int, default=DEFAULTS.replicates,
+                        help="first blocks per cell (benchmark.replicates): speedup's and latency's")  # fmt: skip
+    parser.add_argument("--cold-blocks", type=int, default=DEFAULTS.cold_replicates,
+                        help="first cold blocks per cell (benchmark.cold_replicates): compile time's")  # fmt: skip
+    parser.add_argument("--max-blocks", type=int, default=DEFAULTS.max_replicates, help="benchmark.max_replicates")
+    parser.add_argument("--budget-min", type=float, default=DEFAULTS.budget_min,
+                        help="benchmark.budget_min (per stack; each kind is given all of it)")  # fmt: skip
     parser.add_argument("--trial-s", type=float, default=20.0, help="seconds a trial process takes")
     parser.add_argument("--runs", type=Path, help="price processes at what those of this runs.jsonl took, per kind")
     parser.add_argument("--drift", type=float, default=0.15, help="sd of the machine's drift per block (log scale)")
@@ -166,15 +179,16 @@ def main() -> None:
         metric = KIND_METRIC[kind]
         outcome = {}
         for truth in (1.0, 1.1):
-            verdicts, headlines, used, noisiest = [], [], [], []
+            verdicts, headlines, used, noisiest, suite = [], [], [], [], []
             last = f"m{args.cells - 1}"
             for trial in range(args.trials):
                 compared, blocks = one_comparison(rng, args, kind, sigma, truth, trial, costs.get(kind, args.trial_s))
                 verdicts += [row.judged[metric].verdict for row in compared]
                 noisiest += [row.judged[metric].verdict for row in compared if row.model_id == last]
                 headlines.append(any(row.verdict in FLAGS for row in compared))
+                suite += [e["verdict"] for e in compare.suite_summary(compared) if e["metric"] == metric]
                 used += blocks
-            outcome[truth] = (verdicts, headlines, used, noisiest)
+            outcome[truth] = (verdicts, headlines, used, noisiest, suite)
         aa, real = outcome[1.0], outcome[1.1]
         fpr = sum(v in FLAGS for v in aa[0]) / len(aa[0])
         fpr_noisiest = sum(v in FLAGS for v in aa[3]) / len(aa[3])
@@ -186,7 +200,10 @@ def main() -> None:
               f"A/A flags {fpr:.3f} per verdict ({fpr_noisiest:.3f} in the noisiest cell), {headline}, "
               f"equivalent {sum(v == stats.EQUIVALENT for v in aa[0]) / len(aa[0]):.2f}; "
               f"+10% flagged {power:.3f}; blocks per cell {statistics.mean(aa[2]):.1f} "
-              f"(max {max(aa[2] + real[2])}; {costs.get(kind, args.trial_s):.0f} s a process)")  # fmt: skip
+              f"(max {max(aa[2] + real[2])}; {costs.get(kind, args.trial_s):.0f} s a process); over the suite: "
+              f"A/A flags {sum(v in FLAGS for v in aa[4]) / len(aa[4]):.3f}, equivalent "
+              f"{sum(v == stats.EQUIVALENT for v in aa[4]) / len(aa[4]):.2f}, +10% flagged "
+              f"{sum(v in ('slower', 'higher') for v in real[4]) / len(real[4]):.3f}")  # fmt: skip
         fprs.append(max(fpr, fpr_noisiest) if args.spread else fpr)
         powers.append(power)
     print(f"fpr={max(fprs):.3f} power10={min(powers):.3f}")
