@@ -3,10 +3,10 @@
     python benchmarks/record.py PROJECT benchmarks/results/2026-11-24-epyc-aa --command "dvc exp run -S ..." \
         --wall-s 1205 [--note "what else ran on the machine"]
 
-Copies PROJECT's results (every run with every process's raw samples, the tables, run_info.json), the report the
-pipeline wrote, its figures and the machine's noise record into the record folder, and writes its README.md: the
-command, when it ended, the wall time, the commit it measured, the machine (CPU or GPU name and fingerprint, from the
-runs), the stacks and what the folder holds.
+Copies PROJECT's results (every run with every process's raw samples, the tables, run_info.json where it was kept:
+DVC does not cache it), the report the pipeline wrote, its figures and the machine's noise record into the record
+folder, and writes its README.md: the command, when it ended, the wall time, the commit it measured, the machine (CPU
+or GPU name and fingerprint, from the runs), the stacks and what the folder holds.
 """
 
 from __future__ import annotations
@@ -44,12 +44,18 @@ def stacks(rows: list[dict]) -> list[str]:
 
 def planned(info: dict, measured: int) -> str:
     """How many of a run's processes its plan had, and how many the adaptive loop added."""
-    if "planned_processes" not in info:  # an ingest from before the count was kept
+    if "planned_processes" not in info:  # an ingest from before the count was kept, or run_info.json not kept
         return "planned and added not told apart"
     count = info["planned_processes"]
     if measured < count:  # an ingest of a plan not run to its end
         return f"of {count} planned"
     return f"{count} planned, {measured - count} added by the adaptive loop"
+
+
+def last_end(rows: list[dict]) -> datetime:
+    """When the last of the runs' processes ended: what `ended` says where run_info.json was not kept."""
+    return datetime.fromtimestamp(max(process["started_at"] + process["wall_s"] for row in rows
+                                      for process in row.get("process_results", [])), UTC)  # fmt: skip
 
 
 def main() -> None:
@@ -65,8 +71,8 @@ def main() -> None:
     if record.exists():
         raise SystemExit(f"{record} exists: a record is written once")
     data = args.data or args.project / "data"
-    missing = [str(data / part) for part in ("results", "report", "plots", "results/runs.jsonl",
-                                             "results/run_info.json") if not (data / part).exists()]  # fmt: skip
+    missing = [str(data / part) for part in ("results", "report", "plots", "results/runs.jsonl")
+               if not (data / part).exists()]  # fmt: skip
     if missing:
         raise SystemExit(f"not a finished run's outputs, missing: {', '.join(missing)}; nothing written")
     for part in ("results", "report", "plots"):
@@ -74,10 +80,11 @@ def main() -> None:
     if (data / "calibration.json").exists():
         shutil.copyfile(data / "calibration.json", record / "calibration.json")
     rows = read_jsonl(data / "results" / "runs.jsonl")
-    info = json.loads((data / "results" / "run_info.json").read_text())
+    run_info = data / "results" / "run_info.json"  # DVC does not cache it: an experiment run after takes its place
+    info = json.loads(run_info.read_text()) if run_info.exists() else {}
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=args.project, capture_output=True,
                             text=True).stdout.strip()  # fmt: skip
-    ended = datetime.fromtimestamp((data / "results" / "run_info.json").stat().st_mtime, UTC)
+    ended = datetime.fromtimestamp(run_info.stat().st_mtime, UTC) if run_info.exists() else last_end(rows)
     minutes, seconds = divmod(int(args.wall_s), 60)
     measured = processes(rows)
     lines = [
