@@ -43,21 +43,17 @@ class Count:
 
 
 def count(compared: list[compare.Comparison]) -> list[Count]:
-    """Per compared stack and metric (in the comparison's order), its verdicts counted over the cells that count."""
+    """Per compared stack and metric (in the comparison's order), its verdicts as the suite summary counts them, and
+    how many of its cells have one process a side."""
     rows = [row for row in compared if row.reference == compare.FIRST]
-    suite = {(entry["candidate"], entry["metric"]): entry["verdict"] for entry in compare.suite_summary(rows)}
     counts = []
-    for candidate in dict.fromkeys(row.candidate for row in rows):
-        for metric in compare.METRICS:
-            cells = compare.suite_cells([row for row in rows if row.candidate == candidate], metric)
-            if not cells:
-                continue
-            judged = [row.judged[metric.name] for row in cells]
-            words = [item.verdict for item in judged]
-            single = sum(item.ratio.method == stats.SINGLE and item.verdict == stats.INCONCLUSIVE for item in judged)
-            equivalent, inconclusive = words.count(stats.EQUIVALENT), words.count(stats.INCONCLUSIVE)
-            counts.append(Count(candidate, metric.name, len(words), len(words) - equivalent - inconclusive,
-                                equivalent, inconclusive, single, suite[(candidate, metric.name)]))  # fmt: skip
+    for entry in compare.suite_summary(rows):
+        metric = compare.METRIC_BY_NAME[entry["metric"]]
+        cells = compare.suite_cells([row for row in rows if row.candidate == entry["candidate"]], metric)
+        single = sum(row.judged[metric.name].ratio.method == stats.SINGLE
+                     and row.judged[metric.name].verdict == stats.INCONCLUSIVE for row in cells)  # fmt: skip
+        counts.append(Count(entry["candidate"], metric.name, entry["cells"], entry["changed"], entry["equivalent"],
+                            entry["inconclusive"], single, entry["verdict"]))  # fmt: skip
     return counts
 
 
