@@ -5,14 +5,15 @@ taking turns (`benchmark.together`), and with how much timing: designs interleav
     python benchmarks/block_noise.py --designs sequential:2 together:2 together:10:thp --out RECORD/blocks.jsonl
 
 A design is `sequential` or `together` with the timed seconds per process at least (`benchmark.min_time_s`; the rest
-of the timing as params.yaml says), and `:thp` for torch's allocator on transparent huge pages
-(`benchmark.huge_pages`). Per model, one cold process per variant and environment fills each environment's warm cache;
-then `--blocks` blocks of each design, the designs in turn (block 0 the first design, block 1 the second, ...), each a
-timing process per environment (eager and `default` as arms, the plan's balanced order of environments). Per design
-and model it prints the sd over blocks of log B/A for eager latency, compiled latency and speedup (per-process
-medians, as a comparison pairs them), the blocks' median wall time, and for together blocks the correlation of A's and
-B's per-round eager latency. Every process's result (raw samples included) is written to `--out`, a JSON line each.
-The last line is `sd_eager_latency DESIGN=.. ...`, pooled over the models.
+of the timing as params.yaml says), `:thp` for torch's allocator on transparent huge pages (`benchmark.huge_pages`),
+and `:jemalloc` or `:tcmalloc` for that malloc in place of the C library's (`benchmark.allocator`). Per model, one
+cold process per variant and environment fills each environment's warm cache; then `--blocks` blocks of each
+design, the designs in turn (block 0 the first design, block 1 the second, ...), each a timing process per
+environment (eager and `default` as arms, the plan's balanced order of environments). Per design and model it prints
+the sd over blocks of log B/A for eager latency, compiled latency and speedup (per-process medians, as a comparison
+pairs them) with B/A itself, the processes' median latencies, the blocks' median wall time, and for together blocks
+the correlation of A's and B's per-round eager latency. Every process's result (raw samples included) is written to
+`--out`, a JSON line each. The last line is `sd_eager_latency DESIGN=.. ...`, pooled over the models.
 """
 
 from __future__ import annotations
@@ -40,12 +41,19 @@ ARMS = [VariantSpec("eager", compile=False), VariantSpec("default")]
 DESIGNS = ("sequential:2", "together:2")
 
 
-def design_of(text: str) -> tuple[bool, float, bool]:
-    """`together:10:thp` -> (run together, timed seconds per process at least, transparent huge pages)."""
+ALLOCATORS = ("jemalloc", "tcmalloc")  # a design's malloc, preloaded (benchmark.allocator); else the C library's
+
+
+def design_of(text: str) -> tuple[bool, float, bool, str]:
+    """`together:10:thp:jemalloc` -> (run together, timed seconds per process at least, transparent huge pages,
+    the malloc library: `default` unless named)."""
     kind, seconds, *flags = text.split(":")
-    if kind not in ("sequential", "together") or not seconds or set(flags) - {"thp"}:
-        raise SystemExit(f"a design is sequential:SECONDS or together:SECONDS, then :thp for huge pages, got {text!r}")
-    return kind == "together", float(seconds), "thp" in flags
+    allocators = [flag for flag in flags if flag in ALLOCATORS]
+    unknown = set(flags) - {"thp", *ALLOCATORS}
+    if kind not in ("sequential", "together") or not seconds or unknown or len(allocators) > 1:
+        raise SystemExit(f"a design is sequential:SECONDS or together:SECONDS, then :thp for huge pages and one of "
+                         f":jemalloc or :tcmalloc for that malloc, got {text!r}")  # fmt: skip
+    return kind == "together", float(seconds), "thp" in flags, allocators[0] if allocators else "default"
 
 
 def median(values: tuple[float, ...]) -> float:
@@ -80,6 +88,12 @@ def summary(rows: list[dict], design: str, model: str) -> dict[str, float]:
         logs = [row["log_ratio"][metric] for row in mine if metric in row["log_ratio"]]
         if len(logs) >= 2:
             found[f"sd_{metric}"] = statistics.stdev(logs)
+            found[f"ratio_{metric}"] = math.exp(statistics.mean(logs))  # the design's answer: B/A over its blocks
+    for side in ("a", "b"):
+        for metric in ("eager_latency", "default_latency"):
+            levels = [row["values"][side][metric] for row in mine if metric in row.get("values", {}).get(side, {})]
+            if levels:
+                found[f"{side}_{metric}_ms"] = statistics.median(levels)
     correlations = [row["round_correlation"] for row in mine if row.get("round_correlation") is not None]
     if correlations:
         found["round_correlation"] = statistics.median(correlations)
@@ -185,10 +199,12 @@ def main() -> None:
             model = models.random_checkpoint(model_id, args.scale, work / "checkpoints")
             specs = plan.trials([model], [1], ARMS, labels, len(designs) * args.blocks, 1, False, str(image), timing,
                                 seed=0)  # fmt: skip
-            specs = [replace(spec, timing=replace(spec.timing, together=together, min_time_s=seconds, huge_pages=thp))
+            specs = [replace(spec, timing=replace(spec.timing, together=together, min_time_s=seconds, huge_pages=thp,
+                                                  allocator=allocator))
                      for spec in specs
-                     for together, seconds, thp in [designs[spec.replicate % len(designs)] if spec.kind == "arm"
-                                                    else (False, timing.min_time_s, False)]]  # fmt: skip
+                     for together, seconds, thp, allocator in [
+                         designs[spec.replicate % len(designs)] if spec.kind == "arm"
+                         else (False, timing.min_time_s, False, "default")]]  # fmt: skip
             results: dict[str, TrialResult] = {}
 
             def keep(group: list[TrialSpec], ended: list[TrialResult], resumed: bool, model_id: str = model_id,
@@ -218,6 +234,7 @@ def main() -> None:
                              "replicate": replicate,
                              "log_ratio": {key: math.log(b[key] / a[key]) for key in a if key in b},
                              "wall_s": max(walls.values()) if together else sum(walls.values()),
+                             "values": {"a": a, "b": b},  # each process's medians: whether a design moves the level
                              "round_correlation": round_correlation(first_a, first_b) if together
                              else None})  # fmt: skip
     totals: dict[str, list[float]] = {design: [] for design in args.designs}

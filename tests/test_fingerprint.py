@@ -1,8 +1,11 @@
 """Where a result was measured: the orchestrating machine's record (no torch) agrees with a trial's."""
 
 import json
+import os
 import subprocess
 import sys
+
+import pytest
 
 from compilebench.harness import fingerprint
 
@@ -30,3 +33,34 @@ def test_the_fingerprint_tells_hardware_apart_and_ignores_names():
     assert fingerprint.fingerprint({**record, "hostname": "another-name"}) == record["machine_fingerprint"]
     assert fingerprint.fingerprint({**record, "cpu_count": "999"}) != record["machine_fingerprint"]
     assert fingerprint.fingerprint({**record, "gpu_name": "NVIDIA H100"}) != record["machine_fingerprint"]
+
+
+MALLOC = """
+from compilebench.harness import fingerprint
+print(fingerprint.malloc_library())
+"""
+
+
+def test_a_process_records_whose_malloc_it_runs_on():
+    """`malloc` reads the process's own memory map: the C library's unless a malloc library was preloaded."""
+    from compilebench.harness import trial_process
+
+    alone = subprocess.run([sys.executable, "-c", MALLOC], capture_output=True, text=True, timeout=120)
+    assert alone.stdout.strip() == "libc", alone.stderr[-2000:]
+    for name in ("jemalloc", "tcmalloc"):
+        try:
+            library = trial_process.allocator_library(name)
+        except trial_process.AllocatorMissing as missing:  # this machine lacks it: the error says what to install
+            assert "apt install" in str(missing) and f"benchmark.allocator {name}" in str(missing)
+            continue
+        env = {**os.environ, "LD_PRELOAD": library}
+        preloaded = subprocess.run([sys.executable, "-c", MALLOC], capture_output=True, text=True, timeout=120, env=env)
+        assert preloaded.stdout.strip() == name, preloaded.stderr[-2000:]
+
+
+def test_an_unknown_allocator_is_refused_by_name():
+    from compilebench.harness import trial_process
+
+    assert trial_process.allocator_library("default") is None
+    with pytest.raises(trial_process.AllocatorMissing, match="default or one of"):
+        trial_process.allocator_library("mimalloc")

@@ -117,6 +117,17 @@ def test_missing_checkpoint_is_an_error(tiny_resnet, tmp_path):
     assert result.status == "error" and "nope" in result.error
 
 
+@pytest.mark.slow
+def test_a_trial_runs_on_the_malloc_it_was_given_and_records_it(tiny_resnet, tmp_path):
+    try:
+        trial_process.allocator_library("jemalloc")
+    except trial_process.AllocatorMissing as missing:
+        pytest.skip(str(missing))  # tests/test_fingerprint.py checks the error itself
+    result = _run(tmp_path, _spec(tiny_resnet, VariantSpec("eager", compile=False), allocator="jemalloc"))
+    assert result.status == "ok", result.error
+    assert result.environment["malloc"] == "jemalloc" and len(result.eager_ms) >= 5
+
+
 def test_a_segfaulting_trial_is_recorded_as_crashed(tiny_resnet, tmp_path):
     """A real SIGSEGV sent to the trial process this test's launcher started, by its PID, mid-run."""
     spec = _spec(tiny_resnet, VariantSpec("default"), min_time_s=60.0, max_time_s=60.0)

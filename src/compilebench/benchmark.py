@@ -31,7 +31,7 @@ from tqdm import tqdm
 from compilebench import environments, executors, journal, tracking
 from compilebench.analysis import adaptive, noise_record, plan, runs
 from compilebench.config import Benchmark, Config, ConfigError, stage_config
-from compilebench.harness import fingerprint, groups, results_folder
+from compilebench.harness import fingerprint, groups, results_folder, trial_process
 from compilebench.harness.files import write_json, write_jsonl
 from compilebench.harness.invocation import Context, LoopSettings
 from compilebench.harness.records import (
@@ -237,6 +237,7 @@ def parent_params(selection: dict[str, Any], bench: Benchmark, run_context: Cont
         "cold_replicates": bench.cold_replicates,
         "together": bench.together,  # how a timing block ran: its processes alive together, taking turns
         "huge_pages": bench.huge_pages,
+        "allocator": bench.allocator,
         "machine": run_context.machine,
         "git_commit": run_context.git_commit,
         "image_source": run_context.image_source,
@@ -336,13 +337,15 @@ def main() -> None:
             return
         tracking.check_store(config.paths.tracking_uri)
         noise_record.load_calibrations(config.paths.calibration)  # a noise record that cannot be read: before any work
+        trial_process.allocator_library(config.benchmark.allocator)  # a malloc this machine lacks: before any work
         if args.ingest:
             exported.ingest(config, args.ingest)
             return
         selection = read_json(config.paths.selection)
         manifest = read_json(config.paths.manifest)
         image_meta = read_json(config.paths.image_meta)
-    except (tracking.StoreError, OSError, json.JSONDecodeError, RecordError, ConfigError) as error:
+    except (tracking.StoreError, OSError, json.JSONDecodeError, RecordError, ConfigError,
+            trial_process.AllocatorMissing) as error:  # fmt: skip
         LOGGER.error("%s", error)
         sys.exit(2)
     groups.end_trials_on_signal()  # a stopped benchmark leaves no trial or builder running behind it

@@ -29,7 +29,7 @@ RUN_FIELDS = (
     "device", "device_name", "machine_fingerprint", "cpu_model", "memory_gib", "hostname", "torch_version",
     "transformers_version", "python_version", "cuda_version", "cudnn_version", "gpu_driver", "gpu_memory_mib",
     "gpu_power_limit_w", "gpu_max_sm_clock_mhz", "platform", "float32_matmul_precision", "matmul_allow_tf32",
-    "cudnn_allow_tf32", "cudnn_benchmark", "transparent_hugepages", "thp_mem_alloc",
+    "cudnn_allow_tf32", "cudnn_benchmark", "transparent_hugepages", "thp_mem_alloc", "malloc",
 )  # fmt: skip
 # With the hardware fingerprint, what one run's processes must share: the software stack that ran them.
 STACK_FIELDS = ("torch_version", "transformers_version", "python_version", "cuda_version", "cudnn_version")
@@ -146,6 +146,23 @@ def transparent_hugepages() -> str:
     return chosen[0] if chosen else "unknown"
 
 
+MALLOC_LIBRARIES = ("jemalloc", "tcmalloc")  # malloc libraries a process can have in place of the C library's
+
+
+def malloc_library(maps: str = "/proc/self/maps") -> str:
+    """Whose malloc this process runs on: `jemalloc` or `tcmalloc` when that library is mapped into it (preloaded),
+    else `libc` (`unknown` where the map cannot be read)."""
+    try:
+        text = Path(maps).read_text()
+    except OSError:
+        return "unknown"
+    names = {Path(line.split()[-1]).name for line in text.splitlines() if "/" in line}
+    for library in MALLOC_LIBRARIES:
+        if any(name.startswith(f"lib{library}") for name in names):
+            return library
+    return "libc"
+
+
 def host() -> dict[str, str]:
     """The CPU machine this process runs on, with its fingerprint, without importing torch: what the benchmark stage
     records of the machine that orchestrates (its trials record their own, with `collect`)."""
@@ -162,6 +179,7 @@ def host() -> dict[str, str]:
         "hostname": platform.node(),
         "transparent_hugepages": transparent_hugepages(),
         "thp_mem_alloc": os.environ.get("THP_MEM_ALLOC_ENABLE", ""),  # torch's allocator on huge pages, if "1"
+        "malloc": malloc_library(),
     }
     fields["device_name"] = fields["cpu_model"]
     fields["machine_fingerprint"] = fingerprint(fields)
