@@ -6,7 +6,7 @@ taking turns (`benchmark.together`), and with how much timing: designs interleav
 
 A design is `sequential` or `together` with the timed seconds per process at least (`benchmark.min_time_s`; the rest
 of the timing as params.yaml says), `:thp` for torch's allocator on transparent huge pages (`benchmark.huge_pages`),
-and `:jemalloc` or `:tcmalloc` for that malloc in place of the C library's (`benchmark.allocator`). Per model, one
+and `:jemalloc` or `:tcmalloc` for that malloc in place of the C library's (`benchmark.malloc`). Per model, one
 cold process per variant and environment fills each environment's warm cache; then `--blocks` blocks of each
 design, the designs in turn (block 0 the first design, block 1 the second, ...), each a timing process per
 environment (eager and `default` as arms, the plan's balanced order of environments). Per design and model it prints
@@ -41,19 +41,19 @@ ARMS = [VariantSpec("eager", compile=False), VariantSpec("default")]
 DESIGNS = ("sequential:2", "together:2")
 
 
-ALLOCATORS = ("jemalloc", "tcmalloc")  # a design's malloc, preloaded (benchmark.allocator); else the C library's
+MALLOCS = ("jemalloc", "tcmalloc")  # a design's malloc, preloaded (benchmark.malloc); else the C library's
 
 
 def design_of(text: str) -> tuple[bool, float, bool, str]:
     """`together:10:thp:jemalloc` -> (run together, timed seconds per process at least, transparent huge pages,
     the malloc library: `default` unless named)."""
     kind, seconds, *flags = text.split(":")
-    allocators = [flag for flag in flags if flag in ALLOCATORS]
-    unknown = set(flags) - {"thp", *ALLOCATORS}
-    if kind not in ("sequential", "together") or not seconds or unknown or len(allocators) > 1:
+    mallocs = [flag for flag in flags if flag in MALLOCS]
+    unknown = set(flags) - {"thp", *MALLOCS}
+    if kind not in ("sequential", "together") or not seconds or unknown or len(mallocs) > 1:
         raise SystemExit(f"a design is sequential:SECONDS or together:SECONDS, then :thp for huge pages and one of "
                          f":jemalloc or :tcmalloc for that malloc, got {text!r}")  # fmt: skip
-    return kind == "together", float(seconds), "thp" in flags, allocators[0] if allocators else "default"
+    return kind == "together", float(seconds), "thp" in flags, mallocs[0] if mallocs else "libc"
 
 
 def median(values: tuple[float, ...]) -> float:
@@ -200,11 +200,11 @@ def main() -> None:
             specs = plan.trials([model], [1], ARMS, labels, len(designs) * args.blocks, 1, False, str(image), timing,
                                 seed=0)  # fmt: skip
             specs = [replace(spec, timing=replace(spec.timing, together=together, min_time_s=seconds, huge_pages=thp,
-                                                  allocator=allocator))
+                                                  malloc=malloc))
                      for spec in specs
-                     for together, seconds, thp, allocator in [
+                     for together, seconds, thp, malloc in [
                          designs[spec.replicate % len(designs)] if spec.kind == "arm"
-                         else (False, timing.min_time_s, False, "default")]]  # fmt: skip
+                         else (False, timing.min_time_s, False, "libc")]]  # fmt: skip
             results: dict[str, TrialResult] = {}
 
             def keep(group: list[TrialSpec], ended: list[TrialResult], resumed: bool, model_id: str = model_id,

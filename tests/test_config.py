@@ -22,7 +22,7 @@ BAD_PARAMS = [
     ({"benchmark.dtype": "float64"}, "benchmark.dtype"),
     ({"benchmark.max_time_s": 0.5}, "benchmark.max_time_s"),
     ({"benchmark.compile_cache": "lukewarm"}, "benchmark.compile_cache"),
-    ({"benchmark.allocator": "mimalloc"}, "benchmark.allocator"),
+    ({"benchmark.malloc": "mimalloc"}, "benchmark.malloc"),
     ({"benchmark.float32_matmul_precision": "low"}, "float32_matmul_precision"),
     ({"runner.trial_timeout_s": 0}, "runner.trial_timeout_s"),
     ({"suite": "nope"}, "suite"),

@@ -37,7 +37,7 @@ def test_the_fingerprint_tells_hardware_apart_and_ignores_names():
 
 MALLOC = """
 from compilebench.harness import fingerprint
-print(fingerprint.malloc_library())
+print(fingerprint.malloc_of_process())
 """
 
 
@@ -49,18 +49,18 @@ def test_a_process_records_whose_malloc_it_runs_on():
     assert alone.stdout.strip() == "libc", alone.stderr[-2000:]
     for name in ("jemalloc", "tcmalloc"):
         try:
-            library = trial_process.allocator_library(name)
-        except trial_process.AllocatorMissing as missing:  # this machine lacks it: the error says what to install
-            assert "apt install" in str(missing) and f"benchmark.allocator {name}" in str(missing)
+            library = trial_process.malloc_to_preload(name)
+        except trial_process.MallocMissing as missing:  # this machine lacks it: the error says what to install
+            assert "apt install" in str(missing) and f"benchmark.malloc {name}" in str(missing)
             continue
         env = {**os.environ, "LD_PRELOAD": library}
         preloaded = subprocess.run([sys.executable, "-c", MALLOC], capture_output=True, text=True, timeout=120, env=env)
         assert preloaded.stdout.strip() == name, preloaded.stderr[-2000:]
 
 
-def test_an_unknown_allocator_is_refused_by_name():
+def test_an_unknown_malloc_is_refused_by_name():
     from compilebench.harness import trial_process
 
-    assert trial_process.allocator_library("default") is None
-    with pytest.raises(trial_process.AllocatorMissing, match="default or one of"):
-        trial_process.allocator_library("mimalloc")
+    assert trial_process.malloc_to_preload("libc") is None
+    with pytest.raises(trial_process.MallocMissing, match="libc or one of"):
+        trial_process.malloc_to_preload("mimalloc")

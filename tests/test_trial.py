@@ -120,10 +120,10 @@ def test_missing_checkpoint_is_an_error(tiny_resnet, tmp_path):
 @pytest.mark.slow
 def test_a_trial_runs_on_the_malloc_it_was_given_and_records_it(tiny_resnet, tmp_path):
     try:
-        trial_process.allocator_library("jemalloc")
-    except trial_process.AllocatorMissing as missing:
+        trial_process.malloc_to_preload("jemalloc")
+    except trial_process.MallocMissing as missing:
         pytest.skip(str(missing))  # tests/test_fingerprint.py checks the error itself
-    result = _run(tmp_path, _spec(tiny_resnet, VariantSpec("eager", compile=False), allocator="jemalloc"))
+    result = _run(tmp_path, _spec(tiny_resnet, VariantSpec("eager", compile=False), malloc="jemalloc"))
     assert result.status == "ok", result.error
     assert result.environment["malloc"] == "jemalloc" and len(result.eager_ms) >= 5
 

@@ -237,7 +237,7 @@ def parent_params(selection: dict[str, Any], bench: Benchmark, run_context: Cont
         "cold_replicates": bench.cold_replicates,
         "together": bench.together,  # how a timing block ran: its processes alive together, taking turns
         "huge_pages": bench.huge_pages,
-        "allocator": bench.allocator,
+        "malloc": bench.malloc,
         "machine": run_context.machine,
         "git_commit": run_context.git_commit,
         "image_source": run_context.image_source,
@@ -337,7 +337,7 @@ def main() -> None:
             return
         tracking.check_store(config.paths.tracking_uri)
         noise_record.load_calibrations(config.paths.calibration)  # a noise record that cannot be read: before any work
-        trial_process.allocator_library(config.benchmark.allocator)  # a malloc this machine lacks: before any work
+        trial_process.malloc_to_preload(config.benchmark.malloc)  # a malloc this machine lacks: before any work
         if args.ingest:
             exported.ingest(config, args.ingest)
             return
@@ -345,7 +345,7 @@ def main() -> None:
         manifest = read_json(config.paths.manifest)
         image_meta = read_json(config.paths.image_meta)
     except (tracking.StoreError, OSError, json.JSONDecodeError, RecordError, ConfigError,
-            trial_process.AllocatorMissing) as error:  # fmt: skip
+            trial_process.MallocMissing) as error:  # fmt: skip
         LOGGER.error("%s", error)
         sys.exit(2)
     groups.end_trials_on_signal()  # a stopped benchmark leaves no trial or builder running behind it

@@ -35,7 +35,7 @@ COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-
 DTYPES = ("float32", "bfloat16", "float16")
 WEIGHTS_CHOICES = ("auto", "hub", "random-init")
 COMPILE_CACHES = ("cold", "shared")
-ALLOCATORS = ("default", "jemalloc", "tcmalloc")  # benchmark.allocator: whose malloc the trial processes run on
+MALLOCS = ("libc", "jemalloc", "tcmalloc")  # benchmark.malloc: whose malloc the trial processes run on
 SCALES = ("full", "tiny")
 CELLS = ("all", "published")
 DEPLOYS = ("jit", "artifacts", "aoti", "regional")
@@ -289,8 +289,8 @@ class Benchmark:
     #                        alternating turns, so the machine's state falls on both alike; false: one after the other
     huge_pages: bool = False  # CPU: torch's allocator asks the kernel for transparent huge pages for large tensors
     #                           (THP_MEM_ALLOC_ENABLE=1 in every trial process); false: torch's default
-    allocator: str = "default"  # CPU: whose malloc every trial process runs on: default (the C library's), jemalloc
-    #                             or tcmalloc (preloaded; Debian's libjemalloc2 / libtcmalloc-minimal4)
+    malloc: str = "libc"  # CPU: whose malloc every trial process runs on: libc (the C library's), jemalloc or
+    #                       tcmalloc (preloaded; Debian's libjemalloc2 / libtcmalloc-minimal4)
 
     def __post_init__(self) -> None:
         _require(
@@ -321,8 +321,8 @@ class Benchmark:
             f"got {self.float32_matmul_precision!r}",
         )
         _require(
-            self.allocator in ALLOCATORS,
-            f"`benchmark.allocator` must be one of {ALLOCATORS}, got {self.allocator!r}",
+            self.malloc in MALLOCS,
+            f"`benchmark.malloc` must be one of {MALLOCS}, got {self.malloc!r}",
         )
         _require(
             self.compile_cache in COMPILE_CACHES,

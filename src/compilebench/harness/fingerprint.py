@@ -149,7 +149,7 @@ def transparent_hugepages() -> str:
 MALLOC_LIBRARIES = ("jemalloc", "tcmalloc")  # malloc libraries a process can have in place of the C library's
 
 
-def malloc_library(maps: str = "/proc/self/maps") -> str:
+def malloc_of_process(maps: str = "/proc/self/maps") -> str:
     """Whose malloc this process runs on: `jemalloc` or `tcmalloc` when that library is mapped into it (preloaded),
     else `libc` (`unknown` where the map cannot be read)."""
     try:
@@ -179,7 +179,7 @@ def host() -> dict[str, str]:
         "hostname": platform.node(),
         "transparent_hugepages": transparent_hugepages(),
         "thp_mem_alloc": os.environ.get("THP_MEM_ALLOC_ENABLE", ""),  # torch's allocator on huge pages, if "1"
-        "malloc": malloc_library(),
+        "malloc": malloc_of_process(),
     }
     fields["device_name"] = fields["cpu_model"]
     fields["machine_fingerprint"] = fingerprint(fields)

@@ -228,7 +228,7 @@ class TimingSpec:
     together: bool = False  # a block's timing processes alive together, timing in turns (turns.py); a plan from
     #                         before it ran them one after the other
     huge_pages: bool = False  # CPU: torch's allocator asks for transparent huge pages (THP_MEM_ALLOC_ENABLE=1)
-    allocator: str = "default"  # CPU: the C library's malloc (default), or jemalloc / tcmalloc preloaded (LD_PRELOAD)
+    malloc: str = "libc"  # CPU: the C library's malloc, or jemalloc / tcmalloc preloaded (LD_PRELOAD)
 
     @classmethod
     def from_dict(cls, raw: dict[str, Any]) -> TimingSpec:

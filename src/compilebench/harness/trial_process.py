@@ -29,26 +29,26 @@ SRC_ROOT = Path(__file__).resolve().parents[2]  # the folder that holds the comp
 LOG_TAIL_LINES = 8
 HUGE_PAGES_ENV = "THP_MEM_ALLOC_ENABLE"  # read by torch's CPU allocator when it starts (benchmark.huge_pages)
 MEMORY_POLL_S = 0.25  # how often a capped trial's resident memory is read
-ALLOCATORS = {"jemalloc": "jemalloc", "tcmalloc": "tcmalloc_minimal"}  # benchmark.allocator: its library's name
+MALLOC_LIBRARIES = {"jemalloc": "jemalloc", "tcmalloc": "tcmalloc_minimal"}  # benchmark.malloc: its library's name
 PRELOAD_ENV = "LD_PRELOAD"
 
 
-class AllocatorMissing(RuntimeError):
-    """`benchmark.allocator` names a malloc library this machine does not have."""
+class MallocMissing(RuntimeError):
+    """`benchmark.malloc` names a malloc library this machine does not have."""
 
 
-def allocator_library(name: str) -> str | None:
-    """The shared library to preload for `benchmark.allocator` (None: the C library's own malloc), found by the
-    dynamic linker's cache; AllocatorMissing names what to install when this machine lacks it."""
-    if name == "default":
+def malloc_to_preload(name: str) -> str | None:
+    """The shared library to preload for `benchmark.malloc` (None: `libc`, the C library's own), found by the dynamic
+    linker's cache; MallocMissing names what to install when this machine lacks it."""
+    if name == "libc":
         return None
-    if name not in ALLOCATORS:
-        raise AllocatorMissing(f"benchmark.allocator must be default or one of {sorted(ALLOCATORS)}, got {name!r}")
-    found = ctypes.util.find_library(ALLOCATORS[name])
+    if name not in MALLOC_LIBRARIES:
+        raise MallocMissing(f"benchmark.malloc must be libc or one of {sorted(MALLOC_LIBRARIES)}, got {name!r}")
+    found = ctypes.util.find_library(MALLOC_LIBRARIES[name])
     if found is None:
         package = {"jemalloc": "libjemalloc2", "tcmalloc": "libtcmalloc-minimal4"}[name]
-        raise AllocatorMissing(f"benchmark.allocator {name}: no lib{ALLOCATORS[name]}.so on this machine (Debian and "
-                               f"Ubuntu: apt install {package}); benchmark.allocator default needs none")  # fmt: skip
+        raise MallocMissing(f"benchmark.malloc {name}: no lib{MALLOC_LIBRARIES[name]}.so on this machine (Debian and "
+                            f"Ubuntu: apt install {package}); benchmark.malloc libc needs none")  # fmt: skip
     return found
 
 
@@ -184,7 +184,7 @@ def start_trial_process(
     env = trial_environment(cache_dir, deploy_dir, slot)
     if first.timing.huge_pages:  # torch's CPU allocator: large blocks 2 MiB-aligned, madvise(MADV_HUGEPAGE)
         env[HUGE_PAGES_ENV] = "1"
-    library = allocator_library(first.timing.allocator)
+    library = malloc_to_preload(first.timing.malloc)
     if library is not None:  # every process of the trial's group (compile workers, the C++ compiler) loads it too
         env[PRELOAD_ENV] = f"{library} {env[PRELOAD_ENV]}" if env.get(PRELOAD_ENV) else library
     if member is not None:
