@@ -34,22 +34,19 @@ from compilebench.analysis import plan
 from compilebench.config import load_config
 from compilebench.fetch_image import fallback_image
 from compilebench.harness import launcher, models
-from compilebench.harness.records import STATUS_OK, TimingSpec, TrialResult, TrialSpec, VariantSpec
+from compilebench.harness.records import MALLOC_LIBRARIES, STATUS_OK, TimingSpec, TrialResult, TrialSpec, VariantSpec
 
 MODELS = ["microsoft/resnet-50", "nvidia/segformer-b0-finetuned-ade-512-512"]
 ARMS = [VariantSpec("eager", compile=False), VariantSpec("default")]
 DESIGNS = ("sequential:2", "together:2")
 
 
-MALLOCS = ("jemalloc", "tcmalloc")  # a design's malloc, preloaded (benchmark.malloc); else the C library's
-
-
 def design_of(text: str) -> tuple[bool, float, bool, str]:
     """`together:10:thp:jemalloc` -> (run together, timed seconds per process at least, transparent huge pages,
-    the malloc library: `default` unless named)."""
+    the malloc: `libc`, the C library's, unless named)."""
     kind, seconds, *flags = text.split(":")
-    mallocs = [flag for flag in flags if flag in MALLOCS]
-    unknown = set(flags) - {"thp", *MALLOCS}
+    mallocs = [flag for flag in flags if flag in MALLOC_LIBRARIES]
+    unknown = set(flags) - {"thp", *MALLOC_LIBRARIES}
     if kind not in ("sequential", "together") or not seconds or unknown or len(mallocs) > 1:
         raise SystemExit(f"a design is sequential:SECONDS or together:SECONDS, then :thp for huge pages and one of "
                          f":jemalloc or :tcmalloc for that malloc, got {text!r}")  # fmt: skip

@@ -25,6 +25,7 @@ from compilebench.harness.invocation import LoopSettings, Validity
 from compilebench.harness.records import (
     CURRENT,
     LOCAL_PREFIXES,
+    MALLOC_LIBRARIES,
     TimingSpec,
     environment_labels,
     is_local,
@@ -35,7 +36,7 @@ COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-
 DTYPES = ("float32", "bfloat16", "float16")
 WEIGHTS_CHOICES = ("auto", "hub", "random-init")
 COMPILE_CACHES = ("cold", "shared")
-MALLOCS = ("libc", "jemalloc", "tcmalloc")  # benchmark.malloc: whose malloc the trial processes run on
+MALLOCS = ("libc", *MALLOC_LIBRARIES)  # benchmark.malloc: whose malloc the trial processes run on
 SCALES = ("full", "tiny")
 CELLS = ("all", "published")
 DEPLOYS = ("jit", "artifacts", "aoti", "regional")

@@ -20,6 +20,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from compilebench.harness.records import MALLOC_LIBRARIES
+
 HARDWARE_FIELDS = (
     "cpu_model", "cpu_microcode", "cpu_flags_sha", "cpu_count", "memory_gib", "gpu_name", "gpu_memory_mib",
     "gpu_capability", "gpu_driver", "gpu_power_limit_w", "gpu_max_sm_clock_mhz", "gpu_max_memory_clock_mhz",
@@ -146,9 +148,6 @@ def transparent_hugepages() -> str:
     return chosen[0] if chosen else "unknown"
 
 
-MALLOC_LIBRARIES = ("jemalloc", "tcmalloc")  # malloc libraries a process can have in place of the C library's
-
-
 def malloc_of_process(maps: str = "/proc/self/maps") -> str:
     """Whose malloc this process runs on: `jemalloc` or `tcmalloc` when that library is mapped into it (preloaded),
     else `libc` (`unknown` where the map cannot be read)."""
@@ -157,9 +156,9 @@ def malloc_of_process(maps: str = "/proc/self/maps") -> str:
     except OSError:
         return "unknown"
     names = {Path(line.split()[-1]).name for line in text.splitlines() if "/" in line}
-    for library in MALLOC_LIBRARIES:
-        if any(name.startswith(f"lib{library}") for name in names):
-            return library
+    for malloc in MALLOC_LIBRARIES:  # libtcmalloc_minimal and libtcmalloc alike
+        if any(name.startswith(f"lib{malloc}") for name in names):
+            return malloc
     return "libc"
 
 

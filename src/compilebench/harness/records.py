@@ -206,6 +206,11 @@ class VariantSpec:
         return _build(cls, raw)
 
 
+# benchmark.malloc: each malloc library a trial process can run on in place of the C library's (`libc`), with the
+# name the dynamic linker knows it by and the Debian/Ubuntu package that has it
+MALLOC_LIBRARIES = {"jemalloc": ("jemalloc", "libjemalloc2"), "tcmalloc": ("tcmalloc_minimal", "libtcmalloc-minimal4")}
+
+
 @dataclass(frozen=True)
 class TimingSpec:
     """How a trial measures: device, dtype, threads, iterations and times, tolerances, numerics settings."""

@@ -12,6 +12,7 @@ only.
 from __future__ import annotations
 
 import ctypes.util
+import functools
 import json
 import os
 import signal
@@ -23,13 +24,19 @@ from pathlib import Path
 
 from compilebench.harness import turns
 from compilebench.harness.groups import LIVE, check_stopping, end_group, track
-from compilebench.harness.records import DEPLOY_DIR_ENV, LAUNCHER_PID, TrialResult, TrialSpec, trial_stem
+from compilebench.harness.records import (
+    DEPLOY_DIR_ENV,
+    LAUNCHER_PID,
+    MALLOC_LIBRARIES,
+    TrialResult,
+    TrialSpec,
+    trial_stem,
+)
 
 SRC_ROOT = Path(__file__).resolve().parents[2]  # the folder that holds the compilebench package
 LOG_TAIL_LINES = 8
 HUGE_PAGES_ENV = "THP_MEM_ALLOC_ENABLE"  # read by torch's CPU allocator when it starts (benchmark.huge_pages)
 MEMORY_POLL_S = 0.25  # how often a capped trial's resident memory is read
-MALLOC_LIBRARIES = {"jemalloc": "jemalloc", "tcmalloc": "tcmalloc_minimal"}  # benchmark.malloc: its library's name
 PRELOAD_ENV = "LD_PRELOAD"
 
 
@@ -37,6 +44,7 @@ class MallocMissing(RuntimeError):
     """`benchmark.malloc` names a malloc library this machine does not have."""
 
 
+@functools.cache  # the linker's cache is read once, not at every process start
 def malloc_to_preload(name: str) -> str | None:
     """The shared library to preload for `benchmark.malloc` (None: `libc`, the C library's own), found by the dynamic
     linker's cache; MallocMissing names what to install when this machine lacks it."""
@@ -44,11 +52,11 @@ def malloc_to_preload(name: str) -> str | None:
         return None
     if name not in MALLOC_LIBRARIES:
         raise MallocMissing(f"benchmark.malloc must be libc or one of {sorted(MALLOC_LIBRARIES)}, got {name!r}")
-    found = ctypes.util.find_library(MALLOC_LIBRARIES[name])
+    library, package = MALLOC_LIBRARIES[name]
+    found = ctypes.util.find_library(library)
     if found is None:
-        package = {"jemalloc": "libjemalloc2", "tcmalloc": "libtcmalloc-minimal4"}[name]
-        raise MallocMissing(f"benchmark.malloc {name}: no lib{MALLOC_LIBRARIES[name]}.so on this machine (Debian and "
-                            f"Ubuntu: apt install {package}); benchmark.malloc libc needs none")  # fmt: skip
+        raise MallocMissing(f"benchmark.malloc {name}: no lib{library}.so on this machine (Debian and Ubuntu: apt "
+                            f"install {package}); benchmark.malloc libc needs none")  # fmt: skip
     return found
 
 
