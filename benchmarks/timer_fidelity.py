@@ -50,7 +50,7 @@ def main() -> None:
         for _ in range(3):
             call()
         for _ in range(args.rounds):
-            (a, b), _ = timing.round_samples([call, call], "cpu", 5, args.seconds / 2, args.seconds)
+            (a, b), _, _ = timing.round_samples([call, call], "cpu", 5, args.seconds / 2, args.seconds)
             ours.append(statistics.median(a + b))
             timer = torch_benchmark.Timer(stmt="call()", globals={"call": call}, num_threads=torch.get_num_threads())
             theirs.append(timer.blocked_autorange(min_run_time=args.seconds).median * 1000)
@@ -67,7 +67,7 @@ def main() -> None:
     for _ in range(iterations):
         timing.time_call_ms(noop, "cpu")
     per_call_us = (time.perf_counter() - start) / iterations * 1e6
-    (a, b), elapsed = timing.round_samples([noop, noop], "cpu", 20000, 0.0, 10.0)
+    (a, b), elapsed, _ = timing.round_samples([noop, noop], "cpu", 20000, 0.0, 10.0)
     per_iter_us = elapsed / (len(a) + len(b)) * 1e6
     print(f"harness overhead on a no-op: time_call_ms {per_call_us:.2f} µs/call, paired loop {per_iter_us:.2f} µs/call")
     print(f"measured no-op latency median {statistics.median(a + b) * 1000:.2f} µs (target overhead < 20 µs)")

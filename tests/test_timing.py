@@ -30,8 +30,8 @@ def test_cpu_peak_memory_sees_an_allocation():
 def test_rounds_follow_a_williams_design_and_stop_at_the_minimums():
     calls = []
     arms = [lambda name=name: calls.append(name) for name in "ecf"]
-    samples, elapsed = timing.round_samples(arms, "cpu", min_rounds=6, min_time_s=0.0, max_time_s=5.0, start=1)
-    assert [len(arm) for arm in samples] == [6, 6, 6] and elapsed < 5.0
+    samples, elapsed, turns = timing.round_samples(arms, "cpu", min_rounds=6, min_time_s=0.0, max_time_s=5.0, start=1)
+    assert [len(arm) for arm in samples] == [6, 6, 6] and elapsed < 5.0 and turns == []  # alone: no turns
     rounds = ["".join(calls[i : i + 3]) for i in range(0, 18, 3)]
     expected = ["".join("ecf"[arm] for arm in order) for order in williams_orders(3)]
     assert rounds == expected[1:] + expected[:1]  # every order of the design once, from `start`
@@ -44,9 +44,9 @@ def test_adaptive_stop_waits_for_a_narrow_ci():
     calls = iter(range(10**6))
     wobbly = lambda: [sum(range(200 + 150 * (next(calls) % 2)))]  # noqa: E731 (alternating cost: noisy pairs)
     steady = lambda: None  # noqa: E731
-    samples, _ = timing.round_samples([wobbly, steady], "cpu", 10, 0.0, 5.0, target_ci_halfwidth=0.0)
+    samples, _, _ = timing.round_samples([wobbly, steady], "cpu", 10, 0.0, 5.0, target_ci_halfwidth=0.0)
     assert len(samples[0]) == 10  # no target: stops at the minimum
-    samples, elapsed = timing.round_samples([wobbly, steady], "cpu", 10, 0.0, 0.3, target_ci_halfwidth=1e-9)
+    samples, elapsed, _ = timing.round_samples([wobbly, steady], "cpu", 10, 0.0, 0.3, target_ci_halfwidth=1e-9)
     assert elapsed >= 0.3 and len(samples[0]) > 10  # an unreachable target: runs to max_time_s
 
 

@@ -344,6 +344,9 @@ def test_a_block_run_together_takes_turns_and_a_resumed_block_runs_only_what_it_
     assert abs(pair[0].started_at - pair[1].started_at) < 5  # alive together: started at once
     assert all(r.turn_wait_s > 0.2 for r in pair)  # each waited while the other took its turns
     assert all(r.own_s == pytest.approx(r.wall_s - r.turn_wait_s) and r.own_s < r.wall_s for r in pair)
+    # every timed round knows its turn: after the set-up's (1) and the warm-up's, never going back
+    assert all(len(r.round_turns) == len(r.eager_ms) and r.round_turns[0] > 1 for r in pair)
+    assert all(list(r.round_turns) == sorted(r.round_turns) for r in pair)
     # the machine is read during a process's own turns only: its window is its timed seconds, not the timing's span
     # with the other's turns in it (the other test worker's CPU, on the other hand, is in `others_cores`)
     assert all(r.disturbance["window_s"] == pytest.approx(r.timed_s, rel=0.25, abs=0.3) for r in pair)

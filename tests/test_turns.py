@@ -20,7 +20,7 @@ from compilebench.harness import turns
 rounds, crash_after, out = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
 mine = turns.of_this_process()
 mine.take()  # the set-up turn
-spans = [("setup", time.monotonic(), time.monotonic())]
+spans = [("setup", time.monotonic(), time.monotonic(), mine.round_turn())]
 mine.give(more=True)
 for done in range(rounds):
     mine.round_begins()
@@ -28,7 +28,7 @@ for done in range(rounds):
         os._exit(3)
     began = time.monotonic()
     time.sleep(0.12)
-    spans.append(("round", began, time.monotonic()))
+    spans.append(("round", began, time.monotonic(), mine.round_turn()))
     mine.round_ends(last=done == rounds - 1)
 with open(out, "w") as file:
     json.dump({"spans": spans, "waited_s": mine.waited_s}, file)
@@ -62,8 +62,8 @@ def test_turns_alternate_never_overlap_and_each_process_stops_when_it_decides(tm
     children, outs = _block(tmp_path, [(8, -1), (12, -1)])
     assert [child.returncode for child in children] == [0, 0]
     a, b = (json.loads(out.read_text()) for out in outs)
-    spans = sorted([(begin, end, "a") for _, begin, end in a["spans"]] + [(begin, end, "b") for _, begin, end in
-                                                                           b["spans"]])  # fmt: skip
+    spans = sorted([(begin, end, "a") for _, begin, end, _ in a["spans"]] + [(begin, end, "b") for _, begin, end, _
+                                                                              in b["spans"]])  # fmt: skip
     assert all(first[1] <= second[0] for first, second in itertools.pairwise(spans))  # never together
     assert len(a["spans"]) == 9 and len(b["spans"]) == 13  # each ran all it wanted: set-up and its rounds
     runs = [(owner, len(list(group))) for owner, group in itertools.groupby(owner for _, _, owner in spans)]
@@ -72,6 +72,12 @@ def test_turns_alternate_never_overlap_and_each_process_stops_when_it_decides(tm
     last = {owner: index for index, (owner, _) in enumerate(runs)}
     assert all(count >= 4 for index, (owner, count) in enumerate(runs[2:], 2) if index != last[owner])
     assert a["waited_s"] > 0.5 and b["waited_s"] > 0.5
+    # each round knows its turn, counted from the set-up's (1): a's k-th turn runs right before b's k-th, b's k-th
+    # right before a's (k+1)-th, so rounds of the same turn number are neighbours in time (compare.py pairs them)
+    turn_of = {(owner, begin): turn for owner, rows in (("a", a), ("b", b)) for _, begin, _, turn in rows["spans"]}
+    assert [turn_of[("a", begin)] for begin, _, owner in spans if owner == "a"][:2] == [1, 2]
+    order = [(turn_of[(owner, begin)], owner) for begin, _, owner in spans]
+    assert order == sorted(order)  # turn 1 a, turn 1 b, turn 2 a, turn 2 b, ..., then b's last turns alone
 
 
 def test_a_process_that_crashes_leaves_the_block_and_the_other_goes_on(tmp_path):

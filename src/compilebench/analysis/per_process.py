@@ -48,6 +48,7 @@ class ProcessRecord:
     compile_disturbed: bool = False  # its compile time is left out: busy while it compiled
     eager_ms: tuple[float, ...] = ()
     compiled_ms: tuple[float, ...] = ()  # paired with eager_ms by round (empty in an eager run)
+    round_turns: tuple[int, ...] = ()  # a block run together: each round's turn (turns.py); empty for a process alone
     warmup_s: float | None = None
     warmup_drift: float | None = None
     slot: str = ""  # where it ran (an executor's slot: machine and GPU), from its machine state
@@ -81,7 +82,7 @@ class ProcessRecord:
             row["block"] = "/".join(trial_id.split("/")[-2:]) if trial_id.count("/") >= 4 else f"p{index}"
         if "cold_compile" not in raw:  # before it was recorded: by the cache
             row["cold_compile"] = raw.get("cache") in (CACHE_COLD, CACHE_SHARED)
-        for key in ("eager_ms", "compiled_ms", "serve_first_call_s", "serve_graph_counts"):
+        for key in ("eager_ms", "compiled_ms", "round_turns", "serve_first_call_s", "serve_graph_counts"):
             row[key] = tuple(row.get(key) or ())
         for key in ("disturbance", "compile_disturbance"):
             row[key] = dict(row.get(key) or {})
@@ -157,6 +158,7 @@ def process_record(spec: TrialSpec, result: TrialResult, context: Context, eager
         compile_disturbed=False if eager_run else compile_disturbed(result, context.validity.disturbed_cores),
         eager_ms=tuple(result.eager_ms),
         compiled_ms=() if eager_run else tuple(result.compiled_ms),
+        round_turns=tuple(result.round_turns),
         warmup_s=result.warmup_s,
         warmup_drift=result.warmup_drift,
         slot=str(started.get("slot", "")),

@@ -46,10 +46,11 @@ KIND_PAIRED, KIND_ARM, KIND_COLD = "paired", "arm", "cold"  # what a trial's pro
 KINDS = (KIND_PAIRED, KIND_ARM, KIND_COLD)
 
 
-RESULT_FORMAT = 4  # of a TrialResult line; older ones are read with the fields added since at their defaults
-RESULT_FIELDS_ADDED = {3: ("timeline_s",), 4: ("turn_wait_s", "plan_sha256")}  # format -> the TrialResult fields it
-#   added (1, no `format` key: before multi-arm processes; 2: those, without a process's timeline; 3: before blocks
-#   together and before a launcher's lines named their plan)
+RESULT_FORMAT = 5  # of a TrialResult line; older ones are read with the fields added since at their defaults
+RESULT_FIELDS_ADDED = {3: ("timeline_s",), 4: ("turn_wait_s", "plan_sha256"), 5: ("round_turns",)}
+#   format -> the TrialResult fields it added (1, no `format` key: before multi-arm processes; 2: those, without a
+#   process's timeline; 3: before blocks together and before a launcher's lines named their plan; 4: before each
+#   round's turn was recorded)
 
 
 def environment_labels(names: list[str]) -> list[str]:
@@ -376,6 +377,8 @@ class TrialResult:
     turn_wait_s: float | None = None  # a timing process of a block run together (turns.py): seconds it waited while
     #   the block's other processes took their turns; None for a process alone
     plan_sha256: str = ""  # a launcher's line of an exported plan: the digest of the plan.json it ran (plan_digest)
+    round_turns: tuple[int, ...] = ()  # a timing process of a block run together: the turn (turns.py) each timed round
+    #   ran in, counted from its first; empty for a process alone
 
     @property
     def own_s(self) -> float:
@@ -393,6 +396,7 @@ class TrialResult:
         raw["eager_ms"] = tuple(raw.get("eager_ms", ()))
         raw["compiled_ms"] = tuple(raw.get("compiled_ms", ()))
         raw["arms"] = tuple(raw.get("arms", ()))
+        raw["round_turns"] = tuple(raw.get("round_turns", ()))
         raw["serve_first_call_s"] = tuple(raw.get("serve_first_call_s", ()))
         raw["serve_graph_counts"] = tuple(raw.get("serve_graph_counts", ()))
         if raw.get("health") is not None:

@@ -354,15 +354,18 @@ def round_samples(
     start: int = 0,
     target_ci_halfwidth: float = 0.0,
     turns: Solo | None = None,
-) -> tuple[list[list[float]], float]:
+) -> tuple[list[list[float]], float, list[int]]:
     """Rounds of every arm (index 0 is eager), each round in the next order of a Williams design (from `start`), until
     `min_rounds` and `min_time_s` are reached (and every compiled arm's speedup CI is within the target) or
     `max_time_s` passes. The i-th samples of two arms come from the same round: their ratio is a pair. Its rounds run
-    in the process's turns (turns.py), the last one said to be the last; its seconds leave out the waits."""
+    in the process's turns (turns.py), the last one said to be the last; its seconds leave out the waits.
+    (samples by arm, seconds, the turn of each round: empty alone)."""
     orders, samples, turns = williams_orders(len(calls)), [[] for _ in calls], turns or Solo()
-    own = _own_clock(turns)
+    own, round_turns = _own_clock(turns), []
     while True:
         turns.round_begins()
+        if (turn := turns.round_turn()) is not None:
+            round_turns.append(turn)
         _round(calls, orders[(start + len(samples[0])) % len(orders)], device, samples)
         elapsed = own()
         enough = len(samples[0]) >= min_rounds and elapsed >= min_time_s
@@ -372,7 +375,7 @@ def round_samples(
         last = enough or elapsed >= max_time_s
         turns.round_ends(last)
         if last:
-            return samples, elapsed
+            return samples, elapsed, round_turns
 
 
 def single_samples(

@@ -139,14 +139,14 @@ def time_arms(calls: list[Any], timing_spec: TimingSpec, start: int, turns: Solo
                                              turns)  # fmt: skip
     mark("warmed up")
     turns.start_metering(timing.cpu_snapshot)  # alone: around the timing; taking turns: during its own turns
-    samples, timed_s = timing.round_samples(
+    samples, timed_s, round_turns = timing.round_samples(
         calls, device, timing_spec.min_iters, timing_spec.min_time_s, timing_spec.max_time_s, start,
         timing_spec.target_ci_halfwidth, turns,
     )  # fmt: skip
     busy = timing.disturbance(*turns.metered())
     mark("timed")
-    return {"samples": samples, "timed_s": timed_s, "disturbance": busy, "warmup_s": warmup_s, "warmup_drift": drift,
-            "warmup_rounds": rounds,
+    return {"samples": samples, "timed_s": timed_s, "round_turns": tuple(round_turns), "disturbance": busy,
+            "warmup_s": warmup_s, "warmup_drift": drift, "warmup_rounds": rounds,
             "device_state": {"start": state_before, "end": timing.machine_state(device)}}  # fmt: skip
 
 

@@ -35,10 +35,17 @@ class Solo:
     round; a metered stretch (`start_metering` to `metered`) is read once around its whole window."""
 
     waited_s = 0.0
+    taken = 0  # turns this process has taken (alone: none; each timed round records it, `round_turn`)
 
     def __init__(self) -> None:
         self.meter: Callable[[], Snapshot | None] | None = None
         self.first: Snapshot | None = None
+
+    def round_turn(self) -> int | None:
+        """The turn the round running now is in, counted from the process's first (its set-up), or None alone. The
+        launcher goes round its members in order, so A's k-th turn and B's k-th turn are neighbours in time: a
+        comparison pairs their rounds by it (compare.py)."""
+        return None
 
     def take(self) -> None:
         """Wait for this process's turn (alone: no wait)."""
@@ -75,12 +82,14 @@ class Turns(Solo):
         self.holding_since: float | None = None  # when the turn it holds began
         self.segment: Snapshot | None = None  # the meter's reading when the metered part of this turn began
         self.total: list[float] | None = None  # the metered turns' differences, summed
+        self.taken = 0
 
     def take(self) -> None:
         began = time.perf_counter()
         line = self.reader.readline()
         self.holding_since = time.perf_counter()
         self.waited_s += self.holding_since - began
+        self.taken += 1
         if line.split() != [GO]:  # the launcher is gone, or ended the block: nothing of this process counts
             os._exit(1)
         if self.meter is not None:
@@ -96,6 +105,9 @@ class Turns(Solo):
                 )
         self.segment, self.holding_since = None, None
         self.writer.write(f"{DONE if more else OVER}\n")
+
+    def round_turn(self) -> int | None:
+        return self.taken
 
     def round_begins(self) -> None:
         if self.holding_since is None:
