@@ -30,7 +30,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 from compilebench import environments
-from compilebench.analysis import plan
+from compilebench.analysis import compare, plan
+from compilebench.analysis.per_process import ProcessRecord
 from compilebench.config import load_config
 from compilebench.fetch_image import fallback_image
 from compilebench.harness import launcher, models
@@ -69,6 +70,29 @@ def block_values(results: dict[str, TrialResult], specs: list[TrialSpec]) -> dic
     return values
 
 
+BY_TURN = {"eager_latency": "eager", "compiled_latency": "compiled", "speedup": "speedup"}  # compare's names: ours
+
+
+def by_turn_logs(a: dict, b: dict) -> dict[str, float]:
+    """A together block's log B/A per metric with its rounds paired by turn, as a comparison makes it
+    (compare.by_turn_differences), from A's and B's result lines; empty where the rounds have no turns recorded."""
+    runs = []
+    for side, line in (("a", a), ("b", b)):
+        process = ProcessRecord.from_dict({"trial_id": side, "block": "default/r0", "eager_ms": line["eager_ms"],
+                                           "compiled_ms": line.get("compiled_ms", ()),
+                                           "round_turns": line.get("round_turns", ())})  # fmt: skip
+        runs.append(compare.ComparedRun(
+            model_id="m", label="m", task="t", batch_size=1, variant="default", environment=side,
+            environment_key=side, run_uid=None, invocation_id="block", status=STATUS_OK, compile=True,
+            values=compare.process_values([process]), turns=compare.process_turns([process])))  # fmt: skip
+    found = {}
+    for metric, name in BY_TURN.items():
+        differences = compare.by_turn_differences(*runs, metric)
+        if differences:
+            found[name] = differences[0]
+    return found
+
+
 def round_correlation(a: TrialResult, b: TrialResult) -> float | None:
     """Correlation of log eager latency, round by round, of two processes that took turns."""
     count = min(len(a.eager_ms), len(b.eager_ms))
@@ -81,11 +105,12 @@ def summary(rows: list[dict], design: str, model: str) -> dict[str, float]:
     """Per metric, the sd over blocks of log B/A; with the blocks' count and median wall time."""
     mine = [row for row in rows if row["design"] == design and row["model"] == model]
     found: dict[str, float] = {"blocks": len(mine), "wall_s": statistics.median(row["wall_s"] for row in mine)}
-    for metric in mine[0]["log_ratio"] if mine else []:
-        logs = [row["log_ratio"][metric] for row in mine if metric in row["log_ratio"]]
-        if len(logs) >= 2:
-            found[f"sd_{metric}"] = statistics.stdev(logs)
-            found[f"ratio_{metric}"] = math.exp(statistics.mean(logs))  # the design's answer: B/A over its blocks
+    for key, suffix in (("log_ratio", ""), ("log_ratio_by_turn", "@turns")):
+        for metric in mine[0].get(key, {}) if mine else []:
+            logs = [row[key][metric] for row in mine if metric in row.get(key, {})]
+            if len(logs) >= 2:
+                found[f"sd_{metric}{suffix}"] = statistics.stdev(logs)
+                found[f"ratio_{metric}{suffix}"] = math.exp(statistics.mean(logs))  # the design's B/A over its blocks
     for side in ("a", "b"):
         for metric in ("eager_latency", "default_latency"):
             levels = [row["values"][side][metric] for row in mine if metric in row.get("values", {}).get(side, {})]
@@ -132,6 +157,7 @@ def pooled_table(files: list[str]) -> list[str]:
                 "compiled": math.log(cb / ca),
                 "speedup": math.log((eb / cb) / (ea / ca)),
             }
+            logs.update({f"{metric}@turns": value for metric, value in by_turn_logs(a, b).items()})
             for metric, value in logs.items():
                 per_run.setdefault((model, design), {}).setdefault(metric, []).append(value)
             together = "together" in design
@@ -142,13 +168,14 @@ def pooled_table(files: list[str]) -> list[str]:
                 mean = statistics.mean(values)
                 deviations.setdefault(key, {}).setdefault(metric, []).extend(v - mean for v in values)
                 deviations[key].setdefault(f"{metric}_dof", []).append(len(values) - 1)
-    lines = ["| model | design | blocks | sd log B/A eager | compiled | speedup | block wall s |", "|---" * 7 + "|"]
+    lines = ["| model | design | blocks | sd log B/A eager | compiled | speedup | by turn: eager | compiled | speedup "
+             "| block wall s |", "|---" * 10 + "|"]  # fmt: skip
     for (model, design), metrics in sorted(deviations.items()):
         dof = sum(metrics["eager_dof"])
-        sds = [
-            math.sqrt(sum(v * v for v in metrics[m]) / dof) if dof else math.nan
-            for m in ("eager", "compiled", "speedup")
-        ]
+        sds = []
+        for metric in ("eager", "compiled", "speedup", "eager@turns", "compiled@turns", "speedup@turns"):
+            own = sum(metrics.get(f"{metric}_dof", []))  # blocks without turns recorded have no by-turn value
+            sds.append(math.sqrt(sum(v * v for v in metrics[metric]) / own) if own else math.nan)
         lines.append(
             f"| {model.split('/')[-1]} | {design} | {len(metrics['eager'])} ({dof} df) | "
             + " | ".join(f"{sd:.3f}" for sd in sds)
@@ -227,11 +254,14 @@ def main() -> None:
                 walls = {spec.process: results[spec.trial_id].wall_s for spec in block}
                 together = designs[replicate % len(designs)][0]
                 first_a, first_b = (results[per_env[label][0].trial_id] for label in labels)
+                compiled = [results[spec.trial_id].to_dict() for label in labels for spec in per_env[label]
+                            if spec.variant.compile]  # fmt: skip
                 rows.append({"model": model_id, "design": args.designs[replicate % len(designs)],
                              "replicate": replicate,
                              "log_ratio": {key: math.log(b[key] / a[key]) for key in a if key in b},
                              "wall_s": max(walls.values()) if together else sum(walls.values()),
                              "values": {"a": a, "b": b},  # each process's medians: whether a design moves the level
+                             "log_ratio_by_turn": by_turn_logs(*compiled),  # rounds paired by turn, as compare does
                              "round_correlation": round_correlation(first_a, first_b) if together
                              else None})  # fmt: skip
     totals: dict[str, list[float]] = {design: [] for design in args.designs}

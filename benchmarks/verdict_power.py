@@ -74,15 +74,19 @@ def process_costs(runs: Path) -> dict[str, float]:
 
 
 def measured_sigma(calibration: Path) -> dict[str, float]:
-    """Per metric kind, the sd of a per-block log difference in this machine's noise record (where it has one)."""
+    """Per metric kind, the sd of a per-block log difference in this machine's noise record (where it has one):
+    for latency and speedup, of blocks paired by turn where the record has enough of those (noise_record.noise_name),
+    as a comparison of blocks run together makes them."""
     key = f"{fingerprint.host()['machine_fingerprint']}|cpu"
     noise = noise_record.pooled_by_metric(
         noise_record.machine_noise(noise_record.load_calibrations(calibration).get(key))
     )
     found = {}
     for kind, metric in KIND_METRIC.items():
-        if metric in noise and noise[metric].dof >= 5:
-            found[kind] = math.sqrt(noise[metric].variance)
+        for name in (noise_record.noise_name(metric, stats.PAIRED_BY_TURN), metric):
+            if name in noise and noise[name].dof >= 5:
+                found[kind] = math.sqrt(noise[name].variance)
+                break
     return found
 
 

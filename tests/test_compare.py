@@ -129,6 +129,54 @@ def test_the_machines_noise_record_accumulates_per_cell_and_never_counts_an_invo
     assert not row.calibrated and row.judged["compiled_latency"].ratio.noise == "cell"  # not another cell's noise
 
 
+def _together(environment, slowdown, turns, key="k1", turns_of_block=None):
+    """A run whose 3 blocks ran together: 2 rounds a turn over `turns`, the machine 30% slower in turns 2-5 (a speed
+    both processes of a block meet), B's compiled arm `slowdown` times A's (a little more in each later block)."""
+    processes = []
+    for block in range(3):
+        mine = (turns_of_block or {}).get(block, turns)
+        state = [1.3 if turn <= 5 else 1.0 for turn in mine for _ in range(2)]
+        factor = slowdown * (1 + 0.01 * block) if slowdown != 1 else 1.0
+        processes.append({"eager_ms": [10.0 * s for s in state], "compiled_ms": [5.0 * s * factor for s in state],
+                          "round_turns": [turn for turn in mine for _ in range(2)], "block": f"default/r{block}",
+                          "compile_s": 3.0, "cache": "warm"})  # fmt: skip
+    return {"model_id": "org/m", "label": "M", "task": "t", "batch_size": 1, "variant": "default", "compile": True,
+            "environment": environment, "environment_key": key, "status": "ok", "invocation_id": "inv",
+            "process_results": processes}  # fmt: skip
+
+
+def test_blocks_run_together_pair_their_rounds_by_turn():
+    """A timed turns 2-7 and B turns 2-9 (it went on longer, on a faster machine): each process's median lands on
+    a different speed, the rounds paired by turn do not."""
+    a, b = _together("current", 1.0, range(2, 8)), _together("new", 1.1, range(2, 10), key="k2")
+    [row] = compare.comparison_rows(runs_of([a, b]), noise=None)
+    latency, eager, speedup = (row.judged[name].ratio for name in ("compiled_latency", "eager_latency", "speedup"))
+    assert latency.method == stats.PAIRED_BY_TURN and latency.value == pytest.approx(1.1 * 1.01, rel=1e-3)
+    assert eager.value == pytest.approx(1.0) and speedup.value == pytest.approx(1 / (1.1 * 1.01), rel=1e-3)
+    medians = compare.ratio_of(*(run.values["compiled_latency"] for run in runs_of([a, b])), True, None)
+    assert medians.value < 1.0  # each process's median alone: B "faster", on its extra fast turns
+    assert row.judged["compile_warm"].ratio.method == stats.PAIRED  # one value a process: by block as before
+    [(cell, measured)] = compare.noise_measured([row]).items()
+    assert {"compiled_latency@turns", "speedup@turns", "compile_warm"} <= set(measured)
+    assert "compiled_latency" not in measured  # never summed with per-process medians' noise
+    calibrated = compare.comparison_rows(runs_of([a, b]), noise={cell: {"compiled_latency": stats.Noise(9.0, 3)}})
+    assert calibrated[0].judged["compiled_latency"].ratio.noise == "cell"  # a record of medians is not this noise
+    calibrated = compare.comparison_rows(runs_of([a, b]), noise={cell: measured})
+    assert calibrated[0].judged["compiled_latency"].ratio.noise == "cell+machine"
+
+
+def test_a_cell_whose_blocks_share_too_few_turns_is_paired_by_process_medians():
+    a = _together("current", 1.0, range(2, 8), turns_of_block={1: [2, 3]})  # block r1: two turns only
+    b = _together("new", 1.1, range(2, 10), key="k2")
+    [row] = compare.comparison_rows(runs_of([a, b]), noise=None)
+    assert (
+        row.judged["compiled_latency"].ratio.method == stats.PAIRED and row.judged["compiled_latency"].ratio.blocks == 3
+    )
+    alone = [{**process, "round_turns": []} for process in b["process_results"]]  # processes alone: no turns
+    [row] = compare.comparison_rows(runs_of([a, {**b, "process_results": alone}]), noise=None)
+    assert row.judged["speedup"].ratio.method == stats.PAIRED
+
+
 def test_values_read_back_from_mlflow_are_used_as_they_are():
     stored = {"model_id": "org/m", "batch_size": 1, "variant": "default", "environment": "A", "status": "ok",
               "compile": True, "fullgraph": False, "fell_back_to_eager": "False"}  # fmt: skip

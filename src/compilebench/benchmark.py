@@ -139,7 +139,8 @@ def say_forecast(trials: list[TrialSpec], settings: LoopSettings, record: dict[s
     """Log, before the first block, the smallest change each targeted metric will find (80% power) after the planned
     blocks and at the cap, from this machine's noise record; or that the machine has none yet."""
     cells = sorted({noise_record.cell_key(s.model.model_id, s.batch_size, s.variant.name) for s in trials})
-    found = adaptive.forecast(noise_record.machine_noise(record), cells, settings)
+    by_turn = any(spec.timing.together for spec in trials)  # its timing blocks' rounds are paired by turn
+    found = adaptive.forecast(noise_record.machine_noise(record), cells, settings, by_turn)
     if not found:
         LOGGER.info("no noise record of this machine for these cells yet: how small a change this comparison can "
                     "find is known once it has run (its blocks start the record)")  # fmt: skip

@@ -110,11 +110,12 @@ def _stopping_width(
     the half-width that noise gives the cell's blocks (stats.expected_halfwidth): it does not look at this
     invocation's differences, so neither stopping nor the widest-first order can favour cells whose blocks happened
     to agree. Otherwise (no record yet, or a cell noisier than its record), the cell's own interval."""
-    cell = (noise or {}).get(noise_record.cell_key(row.model_id, row.batch_size, row.variant), {}).get(metric)
-    machine = cell if cell is not None and cell.dof >= MIN_RECORD_DOF else pooled.get(metric)
     ratio = row.judged[metric].ratio
+    name = noise_record.noise_name(metric, ratio.method)  # the record of differences made as this cell's were
+    cell = (noise or {}).get(noise_record.cell_key(row.model_id, row.batch_size, row.variant), {}).get(name)
+    machine = cell if cell is not None and cell.dof >= MIN_RECORD_DOF else pooled.get(name)
     trusted = machine is not None and machine.dof >= MIN_RECORD_DOF
-    if not trusted or ratio.noisy or ratio.method != stats.PAIRED:
+    if not trusted or ratio.noisy or ratio.method not in stats.PAIRED_METHODS:
         return ratio.halfwidth, float(ratio.dof or 0)
     return stats.expected_halfwidth(machine, int(ratio.blocks)), float(machine.dof + int(ratio.blocks) - 1)
 
@@ -312,17 +313,22 @@ def shortfalls(
     return rows
 
 
-def forecast(noise: noise_record.CellNoise, cells: list[str], bench: LoopSettings) -> list[dict[str, Any]]:
+def forecast(
+    noise: noise_record.CellNoise, cells: list[str], bench: LoopSettings, by_turn: bool = False
+) -> list[dict[str, Any]]:
     """Before any block runs, what the budget can resolve on this machine: per targeted metric the machine's noise
     record has for `cells` (noise_record.cell_key), the smallest change a comparison finds with 80% power
-    (stats.minimum_detectable) after the planned blocks and after `max_replicates`, the range over the cells. Empty
-    for a machine without a record (the first comparison on it makes one)."""
+    (stats.minimum_detectable) after the planned blocks and after `max_replicates`, the range over the cells. With
+    `by_turn` (blocks run together), latency and speedup from the record of blocks paired by turn. Empty for a machine
+    without a record (the first comparison on it makes one)."""
     found = []
     for metric in compare.METRICS:
         if metric.target is None or not bench.targets.get(metric.target):
             continue
         planned = bench.cold_replicates if metric.name == "compile_cold" else bench.replicates
-        records = [noise[cell][metric.name] for cell in cells if metric.name in noise.get(cell, {})]
+        paired_by_turn = by_turn and metric.name in compare.BY_TURN_METRICS
+        name = noise_record.noise_name(metric.name, stats.PAIRED_BY_TURN if paired_by_turn else stats.PAIRED)
+        records = [noise[cell][name] for cell in cells if name in noise.get(cell, {})]
         records = [record for record in records if record.dof >= MIN_RECORD_DOF]
         if not records or planned < 1:
             continue

@@ -1,14 +1,18 @@
 """Environments compared: B against A per (model, batch size, variant) and metric, from paired blocks; noise learnt.
 
 For each metric a run's processes each give one value (a median latency, a speedup, a compile time, a peak memory).
-Inside one invocation A and B of a cell run in every block (a timing block's processes together, taking turns; a cold
-block's one after the other, in a balanced order), so B / A is the
-mean of the per-block log differences, with a t-interval whose variance pools the cell's blocks with the cell's noise
-record on this machine (noise_record.py: what every earlier comparison and A/A run of that cell on this machine and
-device measured, as a sum of squares with its degrees of freedom, never a maximum). Per cell, not per machine: on a
-2-core VM the spread of SegFormer's speedup was six times ResNet-50's, and one pooled variance would make the one
-too sure and the other too shy. A cell an F-test finds much noisier than its record stands on its own blocks and is
-flagged. Rows of separate invocations cannot be paired: Welch's t, labelled so.
+Inside one invocation A and B of a cell run in every block (a timing block's processes together, taking turns; a
+cold block's one after the other, in a balanced order), so B / A is the mean of the per-block log differences. Where
+a block's processes took turns, its difference for latency and speedup pairs their rounds by turn
+(`by_turn_differences`: A's k-th turn and B's k-th ran one right after the other, so the machine's state, which
+moves a whole process by 10-30% on a 2-core VM and can switch within one, is nearly the same in both), rather than
+setting one process's median against the other's; its noise is recorded apart (noise_record.py). The t-interval's
+variance pools the cell's blocks with the cell's noise record on this machine (noise_record.py: what every earlier
+comparison and A/A run of that cell on this machine and device measured, as a sum of squares with its degrees of
+freedom, never a maximum). Per cell, not per machine: on a 2-core VM the spread of SegFormer's speedup was six times
+ResNet-50's, and one pooled variance would make the one too sure and the other too shy. A cell an F-test finds much
+noisier than its record stands on its own blocks and is flagged. Rows of separate invocations cannot be paired:
+Welch's t, labelled so.
 
 Each (cell, metric) gets two answers: did it change (`{metric}_change`, a t-test at 5%) and does it matter
 (`{metric}_relevance` against the user's margin: `equivalent`, `beyond margin`, `undecided`), and one word
@@ -25,6 +29,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -183,6 +188,29 @@ FIELD_OF = {
 }  # a metric's ProcessRecord field
 
 
+BY_TURN_METRICS = ("eager_latency", "compiled_latency", "speedup")  # what a block run together pairs by turn
+MIN_TURNS = 3  # turns both processes of a block timed in, at least, for their rounds to be paired by turn
+
+
+def turn_values(process: ProcessRecord) -> dict[str, dict[int, float]]:
+    """A process's timed rounds by the turn they ran in (a block run together): per metric of BY_TURN_METRICS it
+    has, per turn, the median over the turn's rounds of the log of a round's value (eager's latency, the compiled
+    arm's, and the round's speedup: eager's over the compiled arm's, from the same round). Empty for a process alone."""
+    if not process.round_turns or len(process.round_turns) != len(process.eager_ms):
+        return {}
+    logs = {"eager_latency": [math.log(ms) for ms in process.eager_ms]}
+    if len(process.compiled_ms) == len(process.eager_ms):
+        logs["compiled_latency"] = [math.log(ms) for ms in process.compiled_ms]
+        logs["speedup"] = [e - c for e, c in zip(logs["eager_latency"], logs["compiled_latency"], strict=True)]
+    found = {}
+    for metric, values in logs.items():
+        by_turn: dict[int, list[float]] = {}
+        for turn, value in zip(process.round_turns, values, strict=True):
+            by_turn.setdefault(turn, []).append(value)
+        found[metric] = {turn: statistics.median(rounds) for turn, rounds in by_turn.items()}
+    return found
+
+
 def process_values(processes: Sequence[ProcessRecord]) -> dict[str, dict[str, float]]:
     """Per metric (METRICS order), one value per measured, undisturbed process of a run, by block (empty where there
     is none): compile time where the process was not busy while it compiled, the rest where it was not busy while it
@@ -196,6 +224,18 @@ def process_values(processes: Sequence[ProcessRecord]) -> dict[str, dict[str, fl
         values = {p.block: getattr(p, name) for p in clean}
         found[metric] = {block: value for block, value in values.items() if value}
     return {metric.name: found[metric.name] for metric in METRICS}
+
+
+def process_turns(processes: Sequence[ProcessRecord]) -> dict[str, dict[str, dict[int, float]]]:
+    """Per metric of BY_TURN_METRICS, each undisturbed process's rounds by turn (`turn_values`), by block; a process
+    alone gives none."""
+    found: dict[str, dict[str, dict[int, float]]] = {}
+    for process in processes:
+        if process.disturbed:
+            continue
+        for metric, by_turn in turn_values(process).items():
+            found.setdefault(metric, {})[process.block] = by_turn
+    return found
 
 
 @dataclass(frozen=True)
@@ -216,6 +256,8 @@ class ComparedRun:
     status: str
     compile: bool
     values: dict[str, dict[str, float]]  # metric -> block -> value (process_values; a metric left out: none)
+    turns: dict[str, dict[str, dict[int, float]]] = field(default_factory=dict)  # metric -> block -> turn -> its
+    #   rounds' median log value (process_turns): blocks run together only; none from MLflow (values only there)
     fullgraph: bool = False
     graph_count: float | None = None
     graph_break_count: float | None = None
@@ -236,7 +278,8 @@ class ComparedRun:
             model_id=record.model_id, label=record.label, task=record.task, batch_size=record.batch_size,
             variant=record.variant, environment=record.environment, environment_key=record.environment_key,
             run_uid=record.run_uid, invocation_id=record.invocation_id, status=record.status, compile=record.compile,
-            values=process_values(record.process_results), fullgraph=record.fullgraph,
+            values=process_values(record.process_results), turns=process_turns(record.process_results),
+            fullgraph=record.fullgraph,
             graph_count=record.graph_count, graph_break_count=record.graph_break_count,
             recompile_count=record.recompile_count, fell_back_to_eager=record.fell_back_to_eager,
             torch_version=env.get("torch_version"), transformers_version=env.get("transformers_version"),
@@ -285,6 +328,26 @@ def ratio_of(va: dict[str, float], vb: dict[str, float], paired: bool, noise: st
     return stats.welch_ratio(list(va.values()), list(vb.values()))
 
 
+def by_turn_differences(a: ComparedRun, b: ComparedRun, metric: str) -> list[float] | None:
+    """One invocation's per-block log B/A of `metric` from rounds paired by turn: per block, the median over the turns
+    both processes timed in of B's turn value less A's (`turn_values`). A's k-th turn and B's k-th ran one right after
+    the other, so what the machine's state does to both cancels, where each process's median lands on whichever speed
+    most of its rounds met. None where the metric is not paired this way, or where any block both sides measured has
+    fewer than MIN_TURNS turns in common (a cell's blocks are never a mix of two statistics)."""
+    if metric not in BY_TURN_METRICS or a.invocation_id != b.invocation_id:
+        return None
+    blocks = [block for block in a.values.get(metric, {}) if block in b.values.get(metric, {})]
+    turns_a, turns_b = a.turns.get(metric, {}), b.turns.get(metric, {})
+    differences = []
+    for block in blocks:
+        mine, theirs = turns_a.get(block, {}), turns_b.get(block, {})
+        common = [turn for turn in mine if turn in theirs]
+        if len(common) < MIN_TURNS:
+            return None
+        differences.append(statistics.median(theirs[turn] - mine[turn] for turn in common))
+    return differences or None
+
+
 def compare_pair(
     a: ComparedRun, b: ComparedRun, noise: noise_record.CellNoise | None, margin: float, reference: str = FIRST
 ) -> Comparison:
@@ -296,8 +359,13 @@ def compare_pair(
     for metric in METRICS:
         if metric.compiled_only and not a.compile:
             continue
-        values_a, values_b = a.values.get(metric.name, {}), b.values.get(metric.name, {})
-        ratio = ratio_of(values_a, values_b, paired, known.get(metric.name))
+        by_turn = by_turn_differences(a, b, metric.name)
+        if by_turn is not None:
+            noise_name = noise_record.noise_name(metric.name, stats.PAIRED_BY_TURN)
+            ratio = stats.paired_log_ratio(by_turn, known.get(noise_name), stats.PAIRED_BY_TURN)
+        else:
+            values_a, values_b = a.values.get(metric.name, {}), b.values.get(metric.name, {})
+            ratio = ratio_of(values_a, values_b, paired, known.get(metric.name))
         changed, relevant = stats.change(ratio, metric.above, metric.below), stats.relevance(ratio, margin)
         judged[metric.name] = Judged(ratio, changed, relevant, stats.verdict_of(changed, relevant))
     headline = "compiled_latency" if "compiled_latency" in judged else "eager_latency"
@@ -388,20 +456,21 @@ def is_aa(runs: list[ComparedRun]) -> bool:
 
 
 def noise_measured(compared: list[Comparison]) -> noise_record.CellNoise:
-    """What this invocation adds to the machine's noise record, per cell and metric: its paired blocks against the
-    baseline (their spread around the cell's own mean, so a real difference adds nothing), leaving out cells with a
-    run that is not ok (an `invalid` one included) and metrics the F-test found noisier than the cell's record."""
+    """What this invocation adds to the machine's noise record, per cell and metric (a metric paired by turn under its
+    own name, noise_record.noise_name): its paired blocks against the baseline (their spread around the cell's own
+    mean, so a real difference adds nothing), leaving out cells with a run that is not ok (an `invalid` one included)
+    and metrics the F-test found noisier than the cell's record."""
     measured: noise_record.CellNoise = {}
     for row in compared:
         if row.reference != FIRST or row.baseline_status != STATUS_OK or row.candidate_status != STATUS_OK:
             continue
         for name, judged in row.judged.items():
-            if judged.ratio.method != stats.PAIRED or judged.ratio.noisy:
+            if judged.ratio.method not in stats.PAIRED_METHODS or judged.ratio.noisy:
                 continue
-            cell = judged.ratio.cell_noise
+            cell, recorded = judged.ratio.cell_noise, noise_record.noise_name(name, judged.ratio.method)
             if cell.dof:
                 per_cell = measured.setdefault(noise_record.cell_key(row.model_id, row.batch_size, row.variant), {})
-                per_cell[name] = per_cell.get(name, stats.Noise()) + cell
+                per_cell[recorded] = per_cell.get(recorded, stats.Noise()) + cell
     return measured
 
 

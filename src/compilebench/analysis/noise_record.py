@@ -4,7 +4,10 @@ squares with its degrees of freedom per cell and metric; read, summed and writte
 Every comparison and A/A run adds the spread of its per-block log differences of each (cell, metric) it judged
 (`compare.noise_measured`), and a later comparison of that cell on that machine and device pools it with its own
 blocks (`machine_noise`, leaving out the invocation being judged). Sums, never a maximum, so an A/A's lucky or
-unlucky blocks count as their degrees of freedom say. Pure functions over the record (JSON) and `stats.Noise`.
+unlucky blocks count as their degrees of freedom say. A block's difference made another way is another quantity
+with its own noise: a metric whose blocks paired their rounds by turn (stats.PAIRED_BY_TURN) is recorded under
+`{metric}@turns` (`noise_name`), never summed with the same metric's per-process medians (records made before turns
+were recorded hold those only). Pure functions over the record (JSON) and `stats.Noise`.
 """
 
 from __future__ import annotations
@@ -18,6 +21,14 @@ from compilebench.harness.records import RecordError
 
 CALIBRATION_VERSION = 2  # 1 held a margin (the largest A/A deviation): not used any more
 CellNoise = dict[str, dict[str, stats.Noise]]  # cell_key -> metric -> noise of its paired differences
+
+
+BY_TURN = "@turns"  # a metric's name in a record, where its blocks' differences paired rounds by turn
+
+
+def noise_name(metric: str, method: str) -> str:
+    """A metric's name in a noise record, by how its blocks' differences were made (`stats.Ratio.method`)."""
+    return f"{metric}{BY_TURN}" if method == stats.PAIRED_BY_TURN else metric
 
 
 def cell_key(model_id: str, batch_size: int, variant: str) -> str:

@@ -38,6 +38,9 @@ NOT_SIGNIFICANT = "not significant"  # did it change: no (p >= ALPHA)
 ALPHA = 0.05  # significance level of every "did it change" test
 NOISY_ALPHA = 0.01  # an F-test below this says a cell is noisier than the machine: it is not pooled, and flagged
 PAIRED = "paired blocks"  # how a B/A interval was made: differences within blocks of one invocation
+PAIRED_BY_TURN = "paired blocks, rounds by turn"  # ... each block's difference from its processes' rounds paired by
+#                                                   the turn they ran in (a block run together: compare.py)
+PAIRED_METHODS = (PAIRED, PAIRED_BY_TURN)
 ACROSS = "across cells"  # a suite's B/A whose cells have one value a side: from the spread of the cells' ratios
 UNPAIRED = "welch"  # per-process values of separate invocations: no pairing possible
 
@@ -146,7 +149,7 @@ class Ratio:
     p_value: float
     blocks: int  # paired blocks (or the smaller side's processes, unpaired)
     dof: float
-    method: str  # PAIRED | UNPAIRED | SINGLE
+    method: str  # PAIRED | PAIRED_BY_TURN | UNPAIRED | SINGLE
     noise: str = "none"  # the variance used: cell | cell+machine | machine | none
     noisy: bool = False  # the F-test found the cell noisier than the machine (not pooled)
     cell_noise: Noise = Noise()
@@ -199,12 +202,20 @@ def across_cells_ratio(logs: list[float]) -> Ratio:
 
 
 def paired_ratio(a: list[float], b: list[float], machine: Noise | None = None) -> Ratio:
-    """B / A from per-block values (a[i] and b[i] ran in the same block), with this machine's noise as a prior.
+    """B / A from per-block values (a[i] and b[i] ran in the same block), with this machine's noise as a prior
+    (`paired_log_ratio` of their log differences)."""
+    diffs = np.log(np.asarray(b, dtype=float)) - np.log(np.asarray(a, dtype=float))
+    return paired_log_ratio(list(diffs), machine)
+
+
+def paired_log_ratio(differences: list[float], machine: Noise | None = None, method: str = PAIRED) -> Ratio:
+    """B / A from per-block log differences (log B - log A of one block each), with this machine's noise of such
+    differences as a prior; `method` says how a block's difference was made.
 
     The cell's own variance of log differences is pooled with `machine`'s unless an F-test (p < NOISY_ALPHA) says
     the cell is noisier: then it stands alone and is flagged `noisy`. One block with no machine noise: no interval.
     """
-    diffs = np.log(np.asarray(b, dtype=float)) - np.log(np.asarray(a, dtype=float))
+    diffs = np.asarray(differences, dtype=float)
     blocks = int(diffs.size)
     if blocks == 0:
         return Ratio(*(math.nan,) * 6, 0, 0, SINGLE)
@@ -222,7 +233,7 @@ def paired_ratio(a: list[float], b: list[float], machine: Noise | None = None) -
     if pooled.dof == 0:
         return Ratio(math.exp(center), *(math.nan,) * 5, blocks, 0, SINGLE)
     se = math.sqrt(pooled.variance / blocks)
-    return _ratio(center, se, pooled.dof, blocks, PAIRED, noise=source, noisy=noisy, cell_noise=own)
+    return _ratio(center, se, pooled.dof, blocks, method, noise=source, noisy=noisy, cell_noise=own)
 
 
 def welch_ratio(baseline: list[float], candidate: list[float]) -> Ratio:
