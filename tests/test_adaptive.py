@@ -276,3 +276,7 @@ def test_the_forecast_says_what_the_planned_blocks_and_the_cap_can_find():
     assert most[1] < planned[1] and most[2] < planned[2]  # more blocks find smaller changes
     assert found["compiled_latency"]["cells"] == 1
     assert adaptive.forecast({}, ["m|bs1|default"], _bench()) == []  # no record yet: nothing to say
+    by_turn = {"m|bs1|default": {"speedup@turns": stats.Noise(0.02**2 * 8, 8), **noise["m|bs1|default"]}}
+    [speedup] = [e for e in adaptive.forecast(by_turn, ["m|bs1|default"], _bench(SimpleNamespace(
+        speedup=0.05, compile=0.0, latency=0.0)), by_turn=True)]  # fmt: skip
+    assert speedup["planned"][1] < planned[1]  # blocks run together: the record of blocks paired by turn (quieter)

@@ -452,8 +452,10 @@ def _comparison_section(compared: pd.DataFrame, series: list[str]) -> list[str]:
         "## Environments compared (interleaved in this invocation)",
         "",
         "B / A per cell from paired blocks (A and B of a cell ran in every block: a timing block's processes "
-        "together, taking turns; a cold block's one after the other): the mean "
-        "of the per-block log differences with its 95% CI. Two answers per metric: *did it change?* (a t-test "
+        "together, taking turns; a cold block's one after the other): the mean of the per-block log differences "
+        "with its 95% CI; a block run together gives latency's and speedup's difference from its rounds paired by "
+        "turn (method `paired blocks, rounds by turn`), each process's median otherwise. Two answers per metric: "
+        "*did it change?* (a t-test "
         f"at 5%: slower / faster, higher / lower, more / less) and *does it matter?* against a margin of "
         f"±{margin:.0%} (`equivalent` when the 90% CI lies inside it; `beyond margin` when wholly outside). "
         "The word shown is `equivalent` when it does not matter, the direction when the change is significant, "
