@@ -4,7 +4,13 @@ interval can be made, whatever the noise). What issue 51's target counts, from t
 
     python benchmarks/decided.py benchmarks/results/2026-11-28-epyc-aa [more records or projects' data/ ...]
 
-Each argument is a record folder (its `results/comparison.csv`) or a project's `data/` folder. Each cell counts once
+    python benchmarks/decided.py --rejudge medians RECORD   # its runs judged again, each process's median a block
+
+Each argument is a record folder (its `results/comparison.csv`) or a project's `data/` folder. `--rejudge` judges the
+folder's `runs.jsonl` again instead, as aggregate does (its `calibration.json` less this invocation's entry): `turns`
+as this version does (a block run together: latency and speedup from rounds paired by turn), `medians` with every
+block's difference from each process's median, as before turns were recorded: the two statistics on the same blocks.
+Each cell counts once
 per metric, as the report's what-changed section counts (`compare.suite_cells`: eager latency in the eager cells,
 inductor start-up once per model and batch size); B against the first environment only. The suite's own verdict per
 metric (the geometric mean over the cells) is printed beside the counts.
@@ -13,12 +19,15 @@ metric (the geometric mean over the cells) is printed beside the counts.
 from __future__ import annotations
 
 import argparse
-from dataclasses import dataclass
+import json
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import pandas as pd
 
+from compilebench.aggregate import comparison
 from compilebench.analysis import compare, stats
+from compilebench.analysis.runs import RunRecord
 from compilebench.report import read_comparisons
 
 HEADLINES = ("eager_latency", "compiled_latency", "speedup", "compile_cold")  # what issue 51's targets name
@@ -65,6 +74,21 @@ def table_path(folder: Path) -> Path:
     raise SystemExit(f"{folder}: no results/comparison.csv (a record folder or a project's data/ is expected)")
 
 
+def rejudged(table: Path, statistic: str) -> list[compare.Comparison]:
+    """The comparison of the runs beside `table` (its `runs.jsonl`), judged again with the per-block `statistic`
+    (`turns`: as compare does now; `medians`: each process's median), against the noise record beside them
+    (`calibration.json`, the record's or the project's) less this invocation's own entry, at the table's margin."""
+    frame = pd.read_csv(table)
+    runs = [compare.ComparedRun.of(RunRecord.from_dict(json.loads(line)))
+            for line in (table.parent / "runs.jsonl").read_text().splitlines() if line.strip()]  # fmt: skip
+    if statistic == "medians":
+        runs = [replace(run, turns={}) for run in runs]
+    first = frame[frame["reference"] == compare.FIRST]
+    labels = [str(first["baseline"].iloc[0]), *dict.fromkeys(str(label) for label in first["candidate"])]
+    calibration = table.parent.parent / "calibration.json"  # a record's, or a project's data/calibration.json
+    return comparison(runs, labels, calibration, float(first["margin"].iloc[0]))[0]
+
+
 def lines(name: str, counts: list[Count]) -> list[str]:
     """The table of one comparison, with the totals over all metrics and over the headline ones."""
     out = [f"{name}", f"  {'B':14s} {'metric':17s} {'verdicts':>8s} {'decided':>7s} {'direction':>9s} {'equiv':>5s} "
@@ -84,10 +108,13 @@ def lines(name: str, counts: list[Count]) -> list[str]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("folders", nargs="+", type=Path)
+    parser.add_argument("--rejudge", choices=("turns", "medians"), help="judge the runs.jsonl beside the table again")
     args = parser.parse_args()
     paths = [table_path(folder) for folder in args.folders]  # every argument checked before any output
     for folder, path in zip(args.folders, paths, strict=True):
-        print("\n".join(lines(str(folder), count(read_comparisons(pd.read_csv(path))))))
+        compared = rejudged(path, args.rejudge) if args.rejudge else read_comparisons(pd.read_csv(path))
+        print("\n".join(lines(f"{folder}" + (f" (judged again: {args.rejudge})" if args.rejudge else ""),
+                               count(compared))))  # fmt: skip
 
 
 if __name__ == "__main__":

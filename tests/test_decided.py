@@ -44,3 +44,12 @@ def test_the_script_prints_every_folder_and_a_folder_without_a_comparison_is_a_c
                           text=True)  # fmt: skip
     assert done.returncode != 0 and done.stdout == ""
     assert str(tmp_path) in done.stderr and "comparison.csv" in done.stderr
+
+
+def test_judged_again_from_its_runs_a_record_without_turns_gives_its_own_table(decided, repo_root):
+    """A record made before rounds knew their turns: judged again from its runs.jsonl and noise record, either
+    statistic reproduces every verdict its comparison table holds (each block's difference from process medians)."""
+    table = repo_root / RECORD / "results" / "comparison.csv"
+    written = decided.count(read_comparisons(pd.read_csv(table)))
+    for statistic in ("turns", "medians"):
+        assert decided.count(decided.rejudged(table, statistic)) == written
