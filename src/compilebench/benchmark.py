@@ -140,7 +140,12 @@ def say_forecast(trials: list[TrialSpec], settings: LoopSettings, record: dict[s
     blocks and at the cap, from this machine's noise record; or that the machine has none yet."""
     cells = sorted({noise_record.cell_key(s.model.model_id, s.batch_size, s.variant.name) for s in trials})
     by_turn = any(spec.timing.together for spec in trials)  # its timing blocks' rounds are paired by turn
-    found = adaptive.forecast(noise_record.machine_noise(record), cells, settings, by_turn)
+    noise = noise_record.machine_noise(record)
+    found = adaptive.forecast(noise, cells, settings, by_turn)
+    if not found and any(cell in noise for cell in cells):
+        LOGGER.info("this machine's noise record has these cells with fewer than %d degrees of freedom a metric: too "
+                    "few to forecast from; this comparison's blocks add to it", adaptive.MIN_RECORD_DOF)  # fmt: skip
+        return
     if not found:
         LOGGER.info("no noise record of this machine for these cells yet: how small a change this comparison can "
                     "find is known once it has run (its blocks start the record)")  # fmt: skip
