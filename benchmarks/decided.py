@@ -111,6 +111,11 @@ def main() -> None:
     parser.add_argument("--rejudge", choices=("turns", "medians"), help="judge the runs.jsonl beside the table again")
     args = parser.parse_args()
     paths = [table_path(folder) for folder in args.folders]  # every argument checked before any output
+    lacking = [str(folder) for folder, path in zip(args.folders, paths, strict=True)
+               if args.rejudge and not (path.parent / "runs.jsonl").exists()]  # fmt: skip
+    if lacking:
+        raise SystemExit(f"--rejudge needs the runs beside the comparison table (results/runs.jsonl); not in: "
+                         f"{', '.join(lacking)}")  # fmt: skip
     for folder, path in zip(args.folders, paths, strict=True):
         compared = rejudged(path, args.rejudge) if args.rejudge else read_comparisons(pd.read_csv(path))
         print("\n".join(lines(f"{folder}" + (f" (judged again: {args.rejudge})" if args.rejudge else ""),

@@ -1,5 +1,6 @@
 """benchmarks/decided.py: a comparison's verdicts counted per metric, each cell once, as the report counts them."""
 
+import shutil
 import subprocess
 import sys
 
@@ -44,6 +45,12 @@ def test_the_script_prints_every_folder_and_a_folder_without_a_comparison_is_a_c
                           text=True)  # fmt: skip
     assert done.returncode != 0 and done.stdout == ""
     assert str(tmp_path) in done.stderr and "comparison.csv" in done.stderr
+    (tmp_path / "results").mkdir()
+    shutil.copy(repo_root / RECORD / "results" / "comparison.csv", tmp_path / "results")  # a table, no runs
+    done = subprocess.run([sys.executable, script, "--rejudge", "medians", str(repo_root / RECORD), str(tmp_path)],
+                          capture_output=True, text=True)  # fmt: skip
+    assert done.returncode != 0 and done.stdout == ""
+    assert str(tmp_path) in done.stderr and "runs.jsonl" in done.stderr and str(RECORD) not in done.stderr
 
 
 def test_judged_again_from_its_runs_a_record_without_turns_gives_its_own_table(decided, repo_root):

@@ -279,8 +279,7 @@ class ComparedRun:
             variant=record.variant, environment=record.environment, environment_key=record.environment_key,
             run_uid=record.run_uid, invocation_id=record.invocation_id, status=record.status, compile=record.compile,
             values=process_values(record.process_results), turns=process_turns(record.process_results),
-            fullgraph=record.fullgraph,
-            graph_count=record.graph_count, graph_break_count=record.graph_break_count,
+            fullgraph=record.fullgraph, graph_count=record.graph_count, graph_break_count=record.graph_break_count,
             recompile_count=record.recompile_count, fell_back_to_eager=record.fell_back_to_eager,
             torch_version=env.get("torch_version"), transformers_version=env.get("transformers_version"),
             machine_fingerprint=env.get("machine_fingerprint"), device=env.get("device"),
@@ -361,8 +360,8 @@ def compare_pair(
             continue
         by_turn = by_turn_differences(a, b, metric.name)
         if by_turn is not None:
-            noise_name = noise_record.noise_name(metric.name, stats.PAIRED_BY_TURN)
-            ratio = stats.paired_log_ratio(by_turn, known.get(noise_name), stats.PAIRED_BY_TURN)
+            recorded = noise_record.noise_name(metric.name, stats.PAIRED_BY_TURN)
+            ratio = stats.paired_log_ratio(by_turn, known.get(recorded), stats.PAIRED_BY_TURN)
         else:
             values_a, values_b = a.values.get(metric.name, {}), b.values.get(metric.name, {})
             ratio = ratio_of(values_a, values_b, paired, known.get(metric.name))
