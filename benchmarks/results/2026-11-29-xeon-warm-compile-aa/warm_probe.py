@@ -70,13 +70,17 @@ def main() -> None:
                 "started_at": result.started_at,
                 "timeline_s": result.timeline_s,
                 "turn_wait_s": result.turn_wait_s,
+                "inductor_startup_s": result.inductor_startup_s,
+                "wall_s": result.wall_s,
                 "counters": result.health.inductor_counters if result.health else None,
                 "cache_files_added": added,
             }
             out.write(json.dumps(line) + "\n")
             out.flush()
             print(
-                json.dumps({k: line[k] for k in ("trial", "compile_s", "compile_position", "cache_files_added")}),
+                json.dumps(
+                    {k: line[k] for k in ("trial", "compile_s", "inductor_startup_s", "wall_s", "cache_files_added")}
+                ),
                 flush=True,
             )
 

@@ -37,6 +37,7 @@ from compilebench.harness.groups import end_trials_on_signal
 from compilebench.harness.records import (
     CACHE_COLD,
     CACHE_SHARED,
+    CACHE_STARTUP_ENV,
     CURRENT,
     DEPLOY_AOTI,
     DEPLOY_ARTIFACTS,
@@ -188,9 +189,13 @@ def run_trials(
         elif runnable:
             first = runnable[0][0]
             cache_dir, deploy_dir = trial_folders(first, workdir)
+            variables = slot
+            if first.kind == KIND_COLD and cache_dir is not None and not (workdir / "inductor-cache"
+                                                                         / first.warm_cache_key).exists():  # fmt: skip
+                variables = {**(slot or {}), CACHE_STARTUP_ENV: "1"}  # it first fills the warm cache: see run_cold
             measured = run_trial_process(runnable[0] if first.kind == KIND_ARM else first, pythons[first.environment],
                                          workdir / "trials", cache_dir, timeout_s, deploy_dir=deploy_dir,
-                                         slot=slot)  # fmt: skip
+                                         slot=variables)  # fmt: skip
             ran = {result.trial_id: result for result in (measured if isinstance(measured, list) else [measured])}
             if first.kind == KIND_COLD and cache_dir is not None:
                 merge_cold_cache(first, cache_dir, workdir)

@@ -35,6 +35,7 @@ LAUNCHER_PID = "COMPILEBENCH_LAUNCHER_PID"  # set for a trial process: the proce
 # How a fresh process gets its compiled model (VariantSpec.deploy), and where a run keeps what it carries over.
 DEPLOY_JIT, DEPLOY_ARTIFACTS, DEPLOY_AOTI, DEPLOY_REGIONAL = "jit", "artifacts", "aoti", "regional"
 DEPLOY_DIR_ENV = "COMPILEBENCH_DEPLOY_DIR"  # set for a trial process: its run's artifacts / package folder
+CACHE_STARTUP_ENV = "COMPILEBENCH_CACHE_STARTUP"  # set for the cold process that first fills a warm cache
 SLOT_ENV = "COMPILEBENCH_SLOT"  # set by an executor: the slot (machine, GPU) a trial runs on, recorded in its state
 CPUS_ENV = "COMPILEBENCH_CPUS"  # set by an executor running slots side by side: the cores a trial pins itself to
 # VariantSpec.dynamic beside true / false / None: torch.compile(dynamic=None) with dim 0 of every input marked dynamic
