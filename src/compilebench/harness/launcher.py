@@ -13,8 +13,9 @@ A process runs one trial, or a timing process's arms (consecutive trials with on
 runner (harness/trial_process.py: its own process group, timeout, memory cap and OOM attribution). Unless the cache
 is `shared`, each gets its own cache folders (inductor's, triton's, and the temp folder where torch keeps precompiled
 C++ headers): empty for a cold trial; for a timing process, the warm cache of its (environment, model, batch size),
-into which each of its variants' cold compile-only processes was merged as it ended; for a paired trial, its run's
-cold trial's. A variant whose trial ended in a failure that would repeat is left out of the processes after it.
+into which each of its variants' cold compile-only processes was merged as it ended (the first of them also compiles
+inductor's start-up network for it: trial.cache_startup_network); for a paired trial, its run's cold trial's. A
+variant whose trial ended in a failure that would repeat is left out of the processes after it.
 What it writes into OUT, and reads back to resume, is results_folder.py's. Standard library only.
 """
 
