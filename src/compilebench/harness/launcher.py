@@ -95,7 +95,7 @@ def trial_folders(spec: TrialSpec, workdir: Path) -> tuple[Path | None, Path]:
     if spec.cache == CACHE_SHARED:
         return None, deploy_dir
     if spec.kind == KIND_ARM:
-        return workdir / "inductor-cache" / spec.warm_cache_key, deploy_dir
+        return warm_cache(spec, workdir), deploy_dir
     if spec.kind == KIND_COLD:
         cache_dir = workdir / "inductor-cache-cold" / spec.cache_key / f"c{spec.replicate}"
         shutil.rmtree(cache_dir, ignore_errors=True)
@@ -110,10 +110,15 @@ def trial_folders(spec: TrialSpec, workdir: Path) -> tuple[Path | None, Path]:
     return cache_dir, deploy_dir
 
 
+def warm_cache(spec: TrialSpec, workdir: Path) -> Path:
+    """The warm inductor cache of a trial's (environment, model, batch size): its timing processes' arms share it."""
+    return workdir / "inductor-cache" / spec.warm_cache_key
+
+
 def merge_cold_cache(spec: TrialSpec, cache_dir: Path, workdir: Path) -> None:
     """A cold compile-only trial's caches into the warm cache of its model and batch size (inductor's entries are
     named by content, so variants' caches merge without clashing), then its own folder removed."""
-    shutil.copytree(cache_dir, workdir / "inductor-cache" / spec.warm_cache_key, dirs_exist_ok=True, symlinks=True)
+    shutil.copytree(cache_dir, warm_cache(spec, workdir), dirs_exist_ok=True, symlinks=True)
     shutil.rmtree(cache_dir, ignore_errors=True)
 
 
@@ -190,15 +195,15 @@ def run_trials(
         elif runnable:
             first = runnable[0][0]
             cache_dir, deploy_dir = trial_folders(first, workdir)
+            merged = first.kind == KIND_COLD and cache_dir is not None  # a compile-only trial's own cache, merged after
             variables = slot
-            if first.kind == KIND_COLD and cache_dir is not None and not (workdir / "inductor-cache"
-                                                                         / first.warm_cache_key).exists():  # fmt: skip
-                variables = {**(slot or {}), CACHE_STARTUP_ENV: "1"}  # it first fills the warm cache: see run_cold
+            if merged and not warm_cache(first, workdir).exists():  # it first fills the warm cache: see run_cold
+                variables = {**(slot or {}), CACHE_STARTUP_ENV: "1"}
             measured = run_trial_process(runnable[0] if first.kind == KIND_ARM else first, pythons[first.environment],
                                          workdir / "trials", cache_dir, timeout_s, deploy_dir=deploy_dir,
                                          slot=variables)  # fmt: skip
             ran = {result.trial_id: result for result in (measured if isinstance(measured, list) else [measured])}
-            if first.kind == KIND_COLD and cache_dir is not None:
+            if merged:
                 merge_cold_cache(first, cache_dir, workdir)
         for group, _ in todo:
             ended(group, ran, resumed=False)
