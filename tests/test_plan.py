@@ -169,7 +169,7 @@ def test_a_plan_is_estimated_from_the_costs_of_itsprocesses():
     timing = TimingSpec(min_iters=100, min_time_s=4.0, max_time_s=60.0, warmup_s=1.0)
     trials = plan.trials(MODELS[:1], [1], VARIANTS, ["a"], 2, 1, False, "i.jpg", timing, 0)
     found = plan.estimate(trials, COSTS)
-    cold = 2 * (5 + 3) + 20 + 30  # a compile-only process per variant
+    cold = 2 * (5 + 3) + 20 + 30 + 2 * (1.0 + 4.0)  # a cold process per variant: its compile, then eager and it timed
     timing_process = 5 + 3 + 4 + 6 + 1.0 + 4.0  # warm compiles, warm-up, 100 rounds of 20 ms: 2 s < 4 s
     assert found.processes == 4 and found.seconds == pytest.approx(cold + 2 * timing_process) and not found.borrowed
     slow = plan.estimate(
@@ -197,8 +197,8 @@ def test_a_model_or_variant_without_costs_borrows_the_median_of_the_others():
     trials = plan.trials(MODELS[1:3], [1], VARIANTS[:2], ["a"], 1, 1, False, "i.jpg", timing, 0)
     found = plan.estimate(trials, COSTS)
     assert found.borrowed == ("org/m2", "org/m2 default")  # m1's own costs; m2 has none
-    m1 = (7 + 5 + 40) + (7 + 5 + 8 + (2 + 10) * 0.045)  # two warm-up rounds, ten timed
-    m2 = (6 + 4 + 30) + (6 + 4 + 6 + (2 + 10) * 0.030)  # the medians of m0 and m1
+    m1 = (7 + 5 + 40) + (7 + 5 + 8) + 2 * (2 + 10) * 0.045  # each process two warm-up rounds, ten timed
+    m2 = (6 + 4 + 30) + (6 + 4 + 6) + 2 * (2 + 10) * 0.030  # the medians of m0 and m1
     assert found.seconds == pytest.approx(m1 + m2)
 
 

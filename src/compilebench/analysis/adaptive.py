@@ -1,18 +1,18 @@
 """How many blocks each run gets: the planned ones for every run, then more where the intervals are widest.
 
-A block is one fresh process per compared environment, in a balanced order (`plan.balanced_order`; a timing block's
+A block is one fresh process per compared environment, in a balanced order (`plan.balanced_order`; a block's
 processes alive together, taking turns: harness/turns.py), in one of three units: a *timing* block of (model, batch
 size) is a timing process per environment (eager and every compiled arm, warm); a *cold* block of (model, batch size,
-variant) is a compile-only process per environment on an empty cache; a *paired* block of a variant measured alone (a
-deploy way, served sizes) is a paired trial per environment, cold or warm. Once the planned blocks are done, `extend`
-asks of every run how far each 95% interval is from its target (`benchmark.target`: speedup, compile time, latency;
-B/A when stacks are compared, the run's own interval otherwise), gives each metric to the unit that measures it (cold
-compile time to a cold block, the rest to a timing block), and adds a block to each unit short of its target, furthest
-first, while the blocks fit in `benchmark.budget_min` (minutes of trial processes per compared environment, the
-planned ones included) and a unit has fewer than `benchmark.max_replicates` blocks. A unit with fewer undisturbed
-blocks than planned gets one first, budget or not (up to the cap): a disturbed process is re-run, never silently
-dropped (the planned blocks always run). It stops on width, never on significance, so the error rates measured by
-benchmarks/verdict_power.py hold. Every decision is a pure function of the results so far (the budget counts the
+variant) is a cold process per environment (compiled on an empty cache, then timed); a *paired* block of a variant
+measured alone (a deploy way, served sizes) is a paired trial per environment, cold or warm. Once the planned blocks are
+done, `extend` asks of every run how far each 95% interval is from its target (`benchmark.target`: speedup, compile
+time, latency; B/A when stacks are compared, the run's own interval otherwise), gives each metric to the unit that
+measures it (cold compile time to a cold block, the rest to a timing block), and adds a block to each unit short of its
+target, furthest first, while the blocks fit in `benchmark.budget_min` (minutes of trial processes per compared
+environment, the planned ones included) and a unit has fewer than `benchmark.max_replicates` blocks. A unit with fewer
+undisturbed blocks than planned gets one first, budget or not (up to the cap): a disturbed process is re-run, never
+silently dropped (the planned blocks always run). It stops on width, never on significance, so the error rates measured
+by benchmarks/verdict_power.py hold. Every decision is a pure function of the results so far (the budget counts the
 processes' own wall time), so a resumed invocation takes the same ones. `shortfalls` tells the report, per run and
 targeted interval, what it reached and about how many more blocks it needs."""
 

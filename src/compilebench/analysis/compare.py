@@ -37,7 +37,7 @@ from typing import Any
 from compilebench.analysis import noise_record, stats
 from compilebench.analysis.per_process import ProcessRecord
 from compilebench.analysis.runs import RunRecord
-from compilebench.harness.records import EAGER, STATUS_OK
+from compilebench.harness.records import EAGER, KIND_COLD, STATUS_OK
 
 MIN_ACROSS_CELLS = 3  # cells a suite's interval from their spread needs (2 degrees of freedom)
 FIRST, PREVIOUS = "first", "previous"  # what a row compares B with: the baseline, or the stack before it in a series
@@ -220,8 +220,9 @@ def process_values(processes: Sequence[ProcessRecord]) -> dict[str, dict[str, fl
         found[metric] = {p.block: p.compile_s for p in processes if p.compile_s and p.cold_compile is cold
                          and not p.compile_disturbed}  # fmt: skip
     clean = [p for p in processes if not p.disturbed]
-    for metric, name in FIELD_OF.items():
-        values = {p.block: getattr(p, name) for p in clean}
+    for metric, name in FIELD_OF.items():  # a cold process measured its memory before it timed
+        kept = [p for p in processes if p.kind == KIND_COLD or not p.disturbed] if metric == "peak_memory" else clean
+        values = {p.block: getattr(p, name) for p in kept}
         found[metric] = {block: value for block, value in values.items() if value}
     return {metric.name: found[metric.name] for metric in METRICS}
 

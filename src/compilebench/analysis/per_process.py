@@ -25,7 +25,7 @@ class ProcessRecord:
     `process_results`; `from_dict` reads rows of any earlier version (the one place they are migrated)."""
 
     trial_id: str
-    block: str  # `variant/rN` (a cold compile-only process: `variant/cN`): A and B of a cell share it
+    block: str  # `variant/rN` (a cold process: `variant/cN`): A and B of a cell share it
     kind: str = KIND_PAIRED  # paired | arm | cold
     process_id: str = ""  # the timing process (its arms share it)
     replicate: int = 0

@@ -1,17 +1,17 @@
 """What one invocation measures, and in which order: trials from the selection, interleaved across environments.
 
-A run is (environment, model, batch size, variant). Per (environment, model, batch size) a timing process times
-eager and every compiled variant the process can hold as its arms (`arms_and_singles`), each compiled on its own
-copy of the model from the warm inductor cache; `replicates` such processes per environment, one per block. Cold
-compile time comes from compile-only processes on an empty cache, `cold_replicates` per variant and environment,
-which run first (the cold rounds) and whose caches become the warm cache of the timing processes. A variant a timing
-process cannot hold (a deploy way or served sizes, which change what a fresh process is; a second variant whose
-compile would reuse another's graph) is measured in paired trials of its own, as eager against it: `replicates` of
-them, the first `cold_replicates` on an empty cache. Within a round the units are shuffled (seeded), and the
-environments of each follow one another in a balanced order (A B, then B A, ...; a timing block's processes run
-together, taking turns, where `benchmark.together` says so: harness/turns.py), so slow drift of the machine falls
-on both sides alike; the arms' compile order rotates from block to block (a Williams design), the same for every
-environment of a block.
+A run is (environment, model, batch size, variant). Per (environment, model, batch size) a timing process times eager
+and every compiled variant the process can hold as its arms (`arms_and_singles`), each compiled on its own copy of the
+model from the warm inductor cache; `replicates` such processes per environment, one per block. Cold compile time comes
+from cold processes on an empty cache, `cold_replicates` per variant and environment, which run first (the cold rounds)
+and whose caches become the warm cache of the timing processes; after compiling, each times eager and its variant: a
+cold block (harness/trial.py run_cold). A variant a timing process cannot hold (a deploy way or served sizes, which
+change what a fresh process is; a second variant whose compile would reuse another's graph) is measured in paired trials
+of its own, as eager against it: `replicates` of them, the first `cold_replicates` on an empty cache. Within a round the
+units are shuffled (seeded), and the environments of each follow one another in a balanced order (A B, then B A, ...; a
+block's processes run together, taking turns, where `benchmark.together` says so: harness/turns.py), so slow drift of
+the machine falls on both sides alike; the arms' compile order rotates from block to block (a Williams design), the same
+for every environment of a block.
 """
 
 from __future__ import annotations
@@ -86,7 +86,7 @@ def balanced_order(labels: list[str], block: int) -> list[str]:
 
 def cold_trial(label: str, model: ModelSpec, batch: int, variant: VariantSpec, replicate: int, image: str,
                timing: TimingSpec) -> TrialSpec:  # fmt: skip
-    """A compile-only process of one variant on an empty inductor cache."""
+    """A cold process of one variant: compiled on an empty inductor cache, then timed against eager."""
     return TrialSpec(f"{label}/{slug(model.model_id)}/bs{batch}/{variant.name}/c{replicate}", label, model, batch,
                      variant, replicate, CACHE_COLD, image, timing, kind=KIND_COLD)  # fmt: skip
 
@@ -122,7 +122,7 @@ def trials(
     seed: int,
     cells: frozenset[tuple[str, int, str]] | None = None,
 ) -> list[TrialSpec]:
-    """All trials of an invocation in run order: the cold rounds (compile-only processes, and the singles' cold
+    """All trials of an invocation in run order: the cold rounds (cold processes, and the singles' cold
     paired trials), then `replicates` timing rounds; units shuffled per round, environments in balanced blocks.
     `cells`, when given, are the (model id, batch size, variant) measured: a compiled variant outside them is left
     out of that model and batch size, and a (model, batch size) left without a compiled variant is not run."""
@@ -235,13 +235,13 @@ def _process_cost(costs: dict[str, Any], model: str, key: str, borrowed: set[str
 
 
 def estimate(trials: list[TrialSpec], costs: dict[str, Any]) -> Estimate:
-    """The seconds a plan's processes take one after the other on the device of `costs` (compilebench.costs):
-    per process its start-up and load; a cold process its cold compile; a timing or paired one each arm's warm compile
-    (as measured in a process of its own, so an upper bound for the arms after the first), its warm-up and its timed
-    rounds (min_iters rounds or min_time_s, whichever is longer, at most max_time_s); a timing process of arms also
-    inductor's start-up before its arms and the rest of its wall time (eager's first call, the checks, exit), where
-    the table has them. For a shared-cache plan, apart: the prime's compile-only processes (start-up, load, cold
-    compile), one after the other."""
+    """The seconds a plan's processes take one after the other on the device of `costs` (compilebench.costs): per
+    process its start-up and load; a cold process its cold compile; a timing or paired one each arm's warm compile
+    (as measured in a process of its own, so an upper bound for the arms after the first); every one its warm-up and
+    its timed rounds (min_iters rounds or min_time_s, whichever is longer, at most max_time_s); a timing process of
+    arms also inductor's start-up before its arms and the rest of its wall time (eager's first call, the checks,
+    exit), where the table has them. For a shared-cache plan, apart: the prime's compile-only processes (start-up,
+    load, cold compile), one after the other."""
     borrowed: set[str] = set()
     total = 0.0
     groups = processes(trials)
@@ -252,12 +252,11 @@ def estimate(trials: list[TrialSpec], costs: dict[str, Any]) -> Estimate:
         compiled = [spec.variant.name for spec in group if spec.variant.compile]
         kind = "cold_compile_s" if first.kind == KIND_COLD or first.cache == CACHE_COLD else "warm_compile_s"
         seconds += sum(_cost(costs, model, variant, kind, borrowed) for variant in compiled)
-        if first.kind != KIND_COLD:
-            batch = first.batch_size
-            round_s = (_cost(costs, model, None, "eager_ms", borrowed, batch)
-                       + sum(_cost(costs, model, v, "call_ms", borrowed, batch) for v in compiled)) / 1000  # fmt: skip
-            seconds += max(timing.warmup_s, timing.warmup_iters * round_s)
-            seconds += min(max(timing.min_iters * round_s, timing.min_time_s), timing.max_time_s)
+        batch = first.batch_size  # every kind times eager and its compiled variants (a cold process after compiling)
+        round_s = (_cost(costs, model, None, "eager_ms", borrowed, batch)
+                   + sum(_cost(costs, model, v, "call_ms", borrowed, batch) for v in compiled)) / 1000  # fmt: skip
+        seconds += max(timing.warmup_s, timing.warmup_iters * round_s)
+        seconds += min(max(timing.min_iters * round_s, timing.min_time_s), timing.max_time_s)
         if first.kind == KIND_ARM:
             seconds += sum(_process_cost(costs, model, key, borrowed) for key in ("inductor_startup_s", "other_s"))
         total += seconds

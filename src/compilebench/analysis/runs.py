@@ -1,17 +1,16 @@
 """From trial results to runs: one `RunRecord` per (environment, model, batch size, variant), its processes pooled.
 
-A compiled run's processes are its trials: compile-only cold ones (cold compile time, compile health, peak memory),
-and timing processes' arms or paired trials (steady-state samples paired with eager's from the same rounds, warm
-compile time). The eager run of (environment, model, batch size) pools each process's eager samples once: a timing
-process's eager arm, and every paired trial. Each process becomes a `ProcessRecord` (per_process.py: what it
-measured and what follows from its samples, derived once), held in its run and read there by compare
-(`ComparedRun.of`), tracking and the report. A run is flattened only by `to_dict` (a line of runs.jsonl) and read
-back by `from_dict`.
-Statistics come from `stats` (a process's own from harness/sample_stats.py): latencies and speedup with a
-between-process interval, compile time cold and warm, memory as the median over processes. A run is `ok` only when
-every one of its processes is; otherwise it carries the worst failure's status and says which process. Pure
-functions over typed records; the tests feed them hand-made results. Over 500 lines for one reason: the run's schema
-(`RunRecord`, its hundred fields with their reader and writer) sits beside the pooling that fills it.
+A compiled run's processes are its trials: cold ones (cold compile time, compile health, peak memory, then steady-state
+samples), and timing processes' arms or paired trials (steady-state samples paired with eager's from the same rounds,
+warm compile time). The eager run of (environment, model, batch size) pools each process's eager samples once: a timing
+process's eager arm, every cold process and every paired trial. Each process becomes a `ProcessRecord` (per_process.py:
+what it measured and what follows from its samples, derived once), held in its run and read there by compare
+(`ComparedRun.of`), tracking and the report. A run is flattened only by `to_dict` (a line of runs.jsonl) and read back
+by `from_dict`. Statistics come from `stats` (a process's own from harness/sample_stats.py): latencies and speedup with
+a between-process interval, compile time cold and warm, memory as the median over processes. A run is `ok` only when
+every one of its processes is; otherwise it carries the worst failure's status and says which process. Pure functions
+over typed records; the tests feed them hand-made results. Over 500 lines for one reason: the run's schema (`RunRecord`,
+its hundred fields with their reader and writer) sits beside the pooling that fills it.
 """
 
 from __future__ import annotations
@@ -293,7 +292,7 @@ def compiled_run(
 ) -> RunRecord:
     """One compiled run from its processes: latency and speedup from those that timed it (paired with eager's samples
     of the same rounds), compile time cold and warm, memory where the variant was the only compiled model loaded (a
-    cold compile-only process, a paired trial), compile health first from a cold process (which ran inductor's
+    cold process, a paired trial), compile health first from a cold process (which ran inductor's
     passes, not the cache)."""
     trials = sorted(trials, key=lambda t: (t[0].kind != KIND_COLD, t[0].replicate))
     spec = trials[0][0]
@@ -302,7 +301,8 @@ def compiled_run(
     variant_dtype = spec.variant.dtype or spec.timing.dtype
     timed = [(s, r) for s, r in trials if r.compiled_ms and r.eager_ms and len(r.compiled_ms) == len(r.eager_ms)]
     measured, disturbed_problems = undisturbed(timed, context.validity)
-    clean = [(s, r) for s, r in trials if not is_disturbed(r, context.validity.disturbed_cores)]
+    # memory from the processes left alone while they timed; a cold process measured it before it timed
+    clean = [(s, r) for s, r in trials if s.kind == KIND_COLD or not is_disturbed(r, context.validity.disturbed_cores)]
     machines, mixed_problems = machine_problems(results)
     compiled = [(s, r) for s, r in trials if r.compile_s is not None and r.status in (STATUS_OK, "accuracy_fail")
                 and not compile_disturbed(r, context.validity.disturbed_cores)]  # fmt: skip

@@ -13,7 +13,7 @@ A process runs one trial, or a timing process's arms (consecutive trials with on
 runner (harness/trial_process.py: its own process group, timeout, memory cap and OOM attribution). Unless the cache
 is `shared`, each gets its own cache folders (inductor's, triton's, and the temp folder where torch keeps precompiled
 C++ headers): empty for a cold trial; for a timing process, the warm cache of its (environment, model, batch size),
-into which each of its variants' cold compile-only processes was merged as it ended (the first of them also compiles
+into which each of its variants' cold processes was merged as it ended (the first of them also compiles
 inductor's start-up network for it: trial.cache_startup_network); for a paired trial, its run's cold trial's. A
 variant whose trial ended in a failure that would repeat is left out of the processes after it.
 What it writes into OUT, and reads back to resume, is results_folder.py's. Standard library only.
@@ -86,7 +86,7 @@ def not_repeated(spec: TrialSpec, first: TrialResult) -> TrialResult:
 
 def trial_folders(spec: TrialSpec, workdir: Path) -> tuple[Path | None, Path]:
     """A trial's inductor cache folder (None: the user's) and its run's deploy folder. A cold trial starts both
-    empty (also after an interruption); a cold compile-only trial's cache is its own, merged into the warm
+    empty (also after an interruption); a cold trial's cache is its own, merged into the warm
     cache when it ends (`merge_cold_cache`). A timing process's arms share that warm cache. A warm paired
     trial reuses its run's cold trial's cache, except where the run carries its compile over in the deploy folder
     (portable artifacts, an AOTInductor package): then it starts on an empty cache of its own, as a fresh machine
@@ -116,24 +116,23 @@ def warm_cache(spec: TrialSpec, workdir: Path) -> Path:
 
 
 def merge_cold_cache(spec: TrialSpec, cache_dir: Path, workdir: Path) -> None:
-    """A cold compile-only trial's caches into the warm cache of its model and batch size (inductor's entries are
+    """A cold trial's caches into the warm cache of its model and batch size (inductor's entries are
     named by content, so variants' caches merge without clashing), then its own folder removed."""
     shutil.copytree(cache_dir, warm_cache(spec, workdir), dirs_exist_ok=True, symlinks=True)
     shutil.rmtree(cache_dir, ignore_errors=True)
 
 
 def together_blocks(groups: list[list[TrialSpec]]) -> list[list[list[TrialSpec]]]:
-    """The processes of a plan (processes()) as the launcher runs them: the consecutive timing processes of one block
-    (one model, batch size and replicate; each environment once) together when their timing says so
-    (`benchmark.together`), every other process alone."""
+    """The processes of a plan (processes()) as the launcher runs them: the consecutive processes of one block (a
+    timing block: one model, batch size and replicate; a cold block: one variant's cold processes of them too; each
+    environment once) together when their timing says so (`benchmark.together`), every other process alone."""
     blocks: list[list[list[TrialSpec]]] = []
     for group in groups:
         first = group[0]
         last = blocks[-1][-1][0] if blocks else None
         joins = (
-            first.kind == KIND_ARM and first.timing.together and last is not None and last.kind == KIND_ARM
-            and (last.model.model_id, last.batch_size, last.replicate)
-            == (first.model.model_id, first.batch_size, first.replicate)
+            first.kind in (KIND_ARM, KIND_COLD) and first.timing.together and last is not None
+            and last.kind == first.kind and block_of(last) == block_of(first)
             and first.environment not in {other[0].environment for other in blocks[-1]}
         )  # fmt: skip
         if joins:
@@ -141,6 +140,22 @@ def together_blocks(groups: list[list[TrialSpec]]) -> list[list[list[TrialSpec]]
         else:
             blocks.append([group])
     return blocks
+
+
+def block_of(spec: TrialSpec) -> tuple:
+    """What the processes of one block share: model, batch size and replicate (a cold block: its variant too)."""
+    variant = spec.variant.name if spec.kind == KIND_COLD else ""
+    return spec.model.model_id, spec.batch_size, spec.replicate, variant
+
+
+def process_variables(
+    spec: TrialSpec, cache_dir: Path | None, workdir: Path, slot: dict[str, str] | None
+) -> dict[str, str] | None:
+    """The environment variables a process of `spec` starts with: its slot's, and, for the cold process that first
+    fills its warm cache, the request to compile inductor's start-up network into it (run_cold)."""
+    if spec.kind == KIND_COLD and cache_dir is not None and not warm_cache(spec, workdir).exists():
+        return {**(slot or {}), CACHE_STARTUP_ENV: "1"}
+    return slot
 
 
 def run_trials(
@@ -188,23 +203,25 @@ def run_trials(
         if runnable and before_process is not None:
             before_process(runnable[0])
         ran: dict[str, TrialResult] = {}
+        folders = {run[0].trial_id: trial_folders(run[0], workdir) for run in runnable}
+        variables = {run[0].trial_id: process_variables(run[0], folders[run[0].trial_id][0], workdir, slot)
+                     for run in runnable}  # fmt: skip
         if len(runnable) > 1:
             for measured in run_together(runnable, lambda spec: pythons[spec.environment], workdir / "trials",
-                                         lambda spec: trial_folders(spec, workdir), timeout_s, slot):  # fmt: skip
+                                         lambda spec, found=folders: found[spec.trial_id], timeout_s,
+                                         lambda spec, found=variables: found[spec.trial_id]):  # fmt: skip
                 ran.update((result.trial_id, result) for result in measured)
         elif runnable:
             first = runnable[0][0]
-            cache_dir, deploy_dir = trial_folders(first, workdir)
-            merged = first.kind == KIND_COLD and cache_dir is not None  # a compile-only trial's own cache, merged after
-            variables = slot
-            if merged and not warm_cache(first, workdir).exists():  # it first fills the warm cache: see run_cold
-                variables = {**(slot or {}), CACHE_STARTUP_ENV: "1"}
+            cache_dir, deploy_dir = folders[first.trial_id]
             measured = run_trial_process(runnable[0] if first.kind == KIND_ARM else first, pythons[first.environment],
                                          workdir / "trials", cache_dir, timeout_s, deploy_dir=deploy_dir,
-                                         slot=variables)  # fmt: skip
+                                         slot=variables[first.trial_id])  # fmt: skip
             ran = {result.trial_id: result for result in (measured if isinstance(measured, list) else [measured])}
-            if merged:
-                merge_cold_cache(first, cache_dir, workdir)
+        for run in runnable:  # a cold process's own cache, into the warm cache of its model and batch size
+            cache_dir = folders[run[0].trial_id][0]
+            if run[0].kind == KIND_COLD and cache_dir is not None:
+                merge_cold_cache(run[0], cache_dir, workdir)
         for group, _ in todo:
             ended(group, ran, resumed=False)
     return results

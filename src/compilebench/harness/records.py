@@ -1,15 +1,15 @@
 """The typed records that cross a process or machine boundary, written and read here only.
 
-A `Plan` (what one invocation measures: trials in their run order, the checkpoints they need) goes to the
-launcher, possibly on another machine. A trial is one variant measured in one fresh process, and it answers with a
-`TrialResult`. A process holds one trial, or several (`process_id`): a timing process times eager and each compiled
-variant of one (environment, model, batch size) as its arms, one trial per arm, so every arm is paired with eager in
-the same process. Kinds of trial (`TrialSpec.kind`): `arm`, one arm of a timing process (warm compile, steady-state
-samples); `cold`, a compile-only process on an empty inductor cache (cold compile time, compile health, memory; no
-timing); `paired`, eager against one variant in a process of its own (deploy ways and served sizes, which change what
-a fresh process is). Standard library only: a trial process, or a GPU box with nothing but torch and transformers,
-imports this module. One module on purpose (over 500 lines): every format that crosses a boundary is written
-and read here only, each beside the others it refers to.
+A `Plan` (what one invocation measures: trials in their run order, the checkpoints they need) goes to the launcher,
+possibly on another machine. A trial is one variant measured in one fresh process, and it answers with a `TrialResult`.
+A process holds one trial, or several (`process_id`): a timing process times eager and each compiled variant of one
+(environment, model, batch size) as its arms, one trial per arm, so every arm is paired with eager in the same process.
+Kinds of trial (`TrialSpec.kind`): `arm`, one arm of a timing process (warm compile, steady-state samples); `cold`, a
+process that compiles on an empty inductor cache (cold compile time, compile health, memory), then times eager against
+its variant; `paired`, eager against one variant in a process of its own (deploy ways and served sizes, which change
+what a fresh process is). Standard library only: a trial process, or a GPU box with nothing but torch and transformers,
+imports this module. One module on purpose (over 500 lines): every format that crosses a boundary is written and read
+here only, each beside the others it refers to.
 """
 
 from __future__ import annotations

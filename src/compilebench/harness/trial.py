@@ -1,14 +1,14 @@
-"""A trial process, fresh for its trials: a timing process's arms, a cold compile-only trial, or a paired trial.
+"""A trial process, fresh for its trials: a timing process's arms, a cold trial, or a paired trial.
 
     python -m compilebench.harness.trial SPEC.json OUT.json     # run by the launcher, in the environment's interpreter
     python -m compilebench.harness.trial SPEC.json OUT.json --compile-only   # load, compile, first call: fills a cache
 
-Every kind starts alike (start_process): threads and numerics set, the machine recorded, the checkpoint and its
-inputs loaded, eager run once as the reference, warmed up and its peak memory measured while it is the only model
-loaded. Then a timing process (run_arms) starts inductor and compiles each arm on its own copy of the model, in the
-block's order, and times eager and every arm in alternating rounds; a cold trial (run_cold) compiles one variant on
-an empty cache and measures its memory, without timing; a paired trial (run_trial) compiles one variant and times it
-against eager. How a variant is compiled, checked and its first call timed is compiling.py's.
+Every kind starts alike (start_process): threads and numerics set, the machine recorded, the checkpoint and its inputs
+loaded, eager run once as the reference, warmed up and its peak memory measured while it is the only model loaded. Then
+a timing process (run_arms) starts inductor and compiles each arm on its own copy of the model, in the block's order,
+and times eager and every arm in alternating rounds; a cold trial (run_cold) compiles one variant on an empty cache,
+measures its memory, then times it against eager (not with --compile-only); a paired trial (run_trial) compiles one
+variant and times it against eager. How a variant is compiled, checked and its first call timed is compiling.py's.
 
 On CUDA: float32 numerics (TF32, matmul precision, cuDNN autotuning) are set as the spec says and recorded; a
 variant whose mode or options turn on CUDA graphs (reduce-overhead, max-autotune, `triton.cudagraphs`) marks each
@@ -249,25 +249,45 @@ def run_trial(spec: TrialSpec) -> TrialResult:
     return TrialResult(trial_id=spec.trial_id, **{**known, **measured})
 
 
-def run_cold(spec: TrialSpec) -> TrialResult:
-    """A compile-only trial (on an empty cache, or priming a shared one): eager's reference, then the variant
-    compiled, its first call timed (cold compile time), checked, warmed up and its peak memory measured while it is
-    the only compiled model in the process. No steady-state timing: timing processes do that from the warm cache.
-    The cold process that first fills a warm cache then, with everything measured, compiles inductor's start-up
-    network into it (cache_startup_network)."""
+def run_cold(spec: TrialSpec, turns: Solo | None = None, timed: bool = True) -> TrialResult:
+    """A cold process (on an empty cache, or priming a shared one): eager's reference, then the variant compiled, its
+    first call timed (cold compile time), checked, warmed up and its peak memory measured while it is the only
+    compiled model in the process. Then, with the compile workers stopped, eager and the variant are timed in
+    alternating rounds, as in a timing process (`timed`: not when priming): a block of their own for the variant's
+    latency and speedup, and eager's. Where the cell's cold processes of every environment run together (turns.py),
+    everything up to the compile workers' stop is this process's set-up turn, so the other waits while it compiles
+    and its cold compile has the machine alone. The cold process that first fills a warm cache then, with
+    everything measured, compiles inductor's start-up network into it (cache_startup_network)."""
     import torch
 
     state: dict[str, Any] = {"phase": "load"}
     known: dict[str, Any] = {}
+    turns = turns or Solo()
+    turns.take()
+    if isinstance(turns, Turns):
+        mark("its turn")
     try:
         with torch.no_grad():
-            loaded, _eager, reference = start_process(spec, known)
+            loaded, eager, reference = start_process(spec, known, waited_s=turns.waited_s)
             compiled = compiling.compile_variant(spec, loaded, reference, state)
             timing.reset_peak_memory(spec.timing.device)
             peak, delta = timing.memory_peak_mib(compiled.call, spec.timing.memory_iters, spec.timing.device)
             mark(f"{spec.variant.name} compiled")
             measured = {**compiled.measured(), "peak_mem_mib": peak, "mem_delta_mib": delta,
                         "reserved_mem_mib": timing.peak_reserved_mib(spec.timing.device)}  # fmt: skip
+            if timed:
+                compiling.stop_compile_workers()
+                mark("compile workers stopped")
+                turns.give(more=True)  # the set-up turn: the rounds follow
+                state["phase"] = "run"
+                graphs = compiling.graphs_so_far()
+                rounds = time_arms([eager, compiled.call], spec.timing, spec.replicate, turns)
+                eager_ms, compiled_ms = rounds.pop("samples")
+                rounds.pop("warmup_rounds")
+                health = compiling.with_recompiles(measured["health"], compiling.graphs_so_far() - graphs)
+                measured.update(rounds, health=health, eager_ms=tuple(eager_ms), compiled_ms=tuple(compiled_ms),
+                                warmup_calls=spec.timing.warmup_iters,
+                                turn_wait_s=turns.waited_s if isinstance(turns, Turns) else None)  # fmt: skip
         if os.environ.get(CACHE_STARTUP_ENV):
             cache_startup_network(spec)
     except Exception as error:  # the trial boundary
@@ -368,7 +388,7 @@ def run_process(specs: list[TrialSpec], turns: Solo | None = None) -> list[Trial
         return run_arms(specs, turns)
     if len(specs) != 1:
         raise ValueError(f"a process of kind {specs[0].kind} runs one trial, got {len(specs)}")
-    return [run_cold(specs[0]) if specs[0].kind == KIND_COLD else run_trial(specs[0])]
+    return [run_cold(specs[0], turns) if specs[0].kind == KIND_COLD else run_trial(specs[0])]
 
 
 def end_with_launcher() -> None:
@@ -413,7 +433,7 @@ def main() -> None:
     started = time.time()
     raw = json.loads(args.spec.read_text())
     specs = [TrialSpec.from_dict(item) for item in (raw if isinstance(raw, list) else [raw])]
-    results = [run_cold(specs[0])] if args.compile_only else run_process(specs, of_this_process())
+    results = [run_cold(specs[0], timed=False)] if args.compile_only else run_process(specs, of_this_process())
     mark("measured")
     rows = [{**result.to_dict(), "started_at": started, "timeline_s": dict(TIMELINE)} for result in results]
     write_json(args.out, rows, indent=None)

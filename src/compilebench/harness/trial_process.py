@@ -181,7 +181,7 @@ def start_trial_process(
     check_stopping()  # a pool's thread after the stop began: no new process, nothing written
     specs = spec if isinstance(spec, list) else [spec]
     first = specs[0]
-    name = first.process_id if isinstance(spec, list) else first.trial_id  # prime runs arms one by one, at once
+    name = first.process if isinstance(spec, list) else first.trial_id  # prime runs arms one by one, at once
     stem = trial_stem(name) + ("-".join(("", *flags)) if flags else "")
     spec_path, out_path, log_path = (workdir / f"{stem}.{suffix}" for suffix in ("spec.json", "out.json", "log"))
     workdir.mkdir(parents=True, exist_ok=True)
@@ -259,10 +259,11 @@ def run_together(
     workdir: Path,
     cache_dir_of: Callable[[TrialSpec], tuple[Path | None, Path]],
     timeout_s: float,
-    slot: dict[str, str] | None = None,
+    slot_of: Callable[[TrialSpec], dict[str, str] | None] = lambda spec: None,
 ) -> list[list[TrialResult]]:
-    """The timing processes of one block (a list of arms each) alive together, taking turns (harness/turns.py); the
-    results of each, in order. Each may run `timeout_s` per process of the block (it waits while the others run);
+    """The processes of one block (a timing process's arms, or a cold process's trial, each) alive together, taking
+    turns (harness/turns.py); the results of each, in order. `slot_of(spec)`: the environment variables a process
+    starts with (its slot's). Each may run `timeout_s` per process of the block (it waits while the others run);
     one over its memory cap, or one that fails, ends alone, and the others go on."""
     members = [turns.Member() for _ in runnables]
     running: list[Running] = []
@@ -270,7 +271,7 @@ def run_together(
         for specs, member in zip(runnables, members, strict=True):
             cache_dir, deploy_dir = cache_dir_of(specs[0])
             running.append(start_trial_process(specs, python_of(specs[0]), workdir, cache_dir, deploy_dir=deploy_dir,
-                                               slot=slot, member=member))  # fmt: skip
+                                               slot=slot_of(specs[0]), member=member))  # fmt: skip
         deadline = time.time() + timeout_s * len(runnables)
         ended: dict[int, list[TrialResult]] = {}
         peaks = [0.0] * len(running)

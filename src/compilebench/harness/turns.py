@@ -1,15 +1,15 @@
-"""Turns: the timing processes of one block alive together, taking turns on the machine. Standard library only.
+"""Turns: the processes of one block alive together, taking turns on the machine. Standard library only.
 
-A block is one timing process per compared environment. Timed one after the other, A and B meet different machine
-states: on a 2-core VM a whole process runs fast or slow by 10-30%, and most of that is the machine's state over time,
-which two processes alive at the same moment share (../shared/noise: per-round latencies of two live processes
-correlate 0.56-0.88). So with `benchmark.together`, the launcher starts a block's processes at once and hands out
-turns: each process's set-up (load, eager's reference, inductor's start-up, the arms' compiles) is a turn of its own,
-then its warm-up and timed rounds, TURN_S seconds of them a turn, the processes in strict alternation. Only the
-process whose turn it is runs; the others wait on a pipe, using no CPU. Each process still decides for itself when
-its warm-up and its timing are done; it says `over` with its last turn, and the launcher lets it write its result and
-exit before the others go on without it. The machine's disturbance of a process is read during its own turns only
-(`metered`): the others' work is never in them.
+A block is one timing (or cold) process per compared environment. Timed one after the other, A and B meet different
+machine states: on a 2-core VM a whole process runs fast or slow by 10-30%, and most of that is the machine's state over
+time, which two processes alive at the same moment share (../shared/noise: per-round latencies of two live processes
+correlate 0.56-0.88). So with `benchmark.together`, the launcher starts a block's processes at once and hands out turns:
+each process's set-up (load, eager's reference, inductor's start-up, the arms' compiles; a cold process's compile on its
+empty cache) is a turn of its own, then its warm-up and timed rounds, TURN_S seconds of them a turn, the processes in
+strict alternation. Only the process whose turn it is runs; the others wait on a pipe, using no CPU. Each process still
+decides for itself when its warm-up and its timing are done; it says `over` with its last turn, and the launcher lets it
+write its result and exit before the others go on without it. The machine's disturbance of a process is read during its
+own turns only (`metered`): the others' work is never in them.
 
 The protocol, a line each way on two pipes per process (COMPILEBENCH_TURNS names their descriptors): the launcher
 writes `go`, the process answers `done` (it wants another turn) or `over` (it takes no more). End of file either way
