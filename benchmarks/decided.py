@@ -5,16 +5,17 @@ interval can be made, whatever the noise). What issue 51's target counts, from t
     python benchmarks/decided.py benchmarks/results/2026-11-28-epyc-aa [more records or projects' data/ ...]
 
     python benchmarks/decided.py --rejudge medians RECORD   # its runs judged again, each process's median a block
+    python benchmarks/decided.py --rejudge timing-blocks RECORD   # as if its cold processes had not timed
 
 Each argument is a record folder (its `results/comparison.csv`) or a project's `data/` folder. `--rejudge` judges the
-folder's `runs.jsonl` again instead, as aggregate does (its `calibration.json` less this invocation's entry): `turns`
-as this version does (a block run together: latency and speedup from rounds paired by turn), `medians` with every
-block's difference from each process's median, as before turns were recorded: the two statistics on the same blocks.
-Each cell counts once
-per metric, as the report's what-changed section counts (`compare.suite_cells`: eager latency in the eager cells,
-inductor start-up once per model and batch size); B against the first environment only. The suite's own verdict per
-metric (the geometric mean over the cells) is printed beside the counts.
-"""
+folder's `runs.jsonl` again instead, as aggregate does (its `calibration.json` less this invocation's entry): `turns` as
+this version does (a block run together: latency and speedup from rounds paired by turn), `medians` with every block's
+difference from each process's median, as before turns were recorded: the two statistics on the same blocks;
+`timing-blocks` as `turns` with the cold blocks' latency and speedup left out, as before cold processes timed after
+their compile: the two designs on the same processes. Each cell counts once per metric, as the report's what-changed
+section counts (`compare.suite_cells`: eager latency in the eager cells, inductor start-up once per model and batch
+size); B against the first environment only. The suite's own verdict per metric (the geometric mean over the cells) is
+printed beside the counts."""
 
 from __future__ import annotations
 
@@ -74,15 +75,29 @@ def table_path(folder: Path) -> Path:
     raise SystemExit(f"{folder}: no results/comparison.csv (a record folder or a project's data/ is expected)")
 
 
+def without_cold_timing(run: compare.ComparedRun) -> compare.ComparedRun:
+    """A run as it was before cold processes timed: its cold blocks (`variant/cN`) give no latency or speedup."""
+
+    def timing_only(by_block: dict) -> dict:
+        return {block: value for block, value in by_block.items() if not block.rsplit("/", 1)[-1].startswith("c")}
+
+    timed = compare.BY_TURN_METRICS
+    return replace(run, values={m: timing_only(v) if m in timed else v for m, v in run.values.items()},
+                   turns={m: timing_only(v) for m, v in run.turns.items()})  # fmt: skip
+
+
 def rejudged(table: Path, statistic: str) -> list[compare.Comparison]:
     """The comparison of the runs beside `table` (its `runs.jsonl`), judged again with the per-block `statistic`
-    (`turns`: as compare does now; `medians`: each process's median), against the noise record beside them
-    (`calibration.json`, the record's or the project's) less this invocation's own entry, at the table's margin."""
+    (`turns`: as compare does now; `medians`: each process's median; `timing-blocks`: `turns` without the cold
+    blocks' latency and speedup), against the noise record beside them (`calibration.json`, the record's or the
+    project's) less this invocation's own entry, at the table's margin."""
     frame = pd.read_csv(table)
     runs = [compare.ComparedRun.of(RunRecord.from_dict(json.loads(line)))
             for line in (table.parent / "runs.jsonl").read_text().splitlines() if line.strip()]  # fmt: skip
     if statistic == "medians":
         runs = [replace(run, turns={}) for run in runs]
+    elif statistic == "timing-blocks":
+        runs = [without_cold_timing(run) for run in runs]
     first = frame[frame["reference"] == compare.FIRST]
     labels = [str(first["baseline"].iloc[0]), *dict.fromkeys(str(label) for label in first["candidate"])]
     calibration = table.parent.parent / "calibration.json"  # a record's, or a project's data/calibration.json
@@ -108,7 +123,9 @@ def lines(name: str, counts: list[Count]) -> list[str]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("folders", nargs="+", type=Path)
-    parser.add_argument("--rejudge", choices=("turns", "medians"), help="judge the runs.jsonl beside the table again")
+    parser.add_argument(
+        "--rejudge", choices=("turns", "medians", "timing-blocks"), help="judge the runs.jsonl beside the table again"
+    )
     args = parser.parse_args()
     paths = [table_path(folder) for folder in args.folders]  # every argument checked before any output
     lacking = [str(folder) for folder, path in zip(args.folders, paths, strict=True)

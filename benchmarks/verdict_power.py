@@ -3,19 +3,21 @@
     python benchmarks/verdict_power.py                  # sigma from this machine's noise record, if it has one
     python benchmarks/verdict_power.py --sigma 0.07 --trials 400 --cells 6
 
-Synthetic comparisons with a known answer, judged by compilebench's own verdict code (`compare.comparison_rows`:
-paired blocks, the machine's pooled noise, the F-test, equivalence against the margin, Holm across cells) and
-extended by its own stop rule (`adaptive.widths`: a block more to every cell whose 95% CI is wider than its target,
-widest first, while `--budget-min` minutes of `--trial-s` processes per stack and `--max-blocks` allow). Per block,
-A and B of a cell share a drift of the machine (sd `--drift`, which pairing must cancel) and each process adds its
-own noise: the per-block log difference has sd `sigma` (per metric kind), times a cell's own factor where `--spread`
-makes cells differ (the factors' logs evenly spaced normal quantiles of sd `spread`: at 0.5 the noisiest of 6 cells
-has 4.0 times the quietest one's sd). Before each comparison, `--history` A/A runs of the same design give each cell's
-noise record, as `compare=[current,current]` does; `--history 0` is a fresh clone's first comparison. Each kind
-starts from the design's first blocks, the config schema's defaults unless told: `--blocks` timing blocks for speedup
-and latency, `--cold-blocks` cold ones for compile time (benchmark.cold_replicates, 1: one cold process a stack has no
-interval, so a cold compile is decided only where blocks are added). Each kind is given the whole budget alone; in an
-invocation timing and cold blocks share it, so what is printed is the most the budget could buy.
+Synthetic comparisons with a known answer, judged by compilebench's own verdict code (`compare.comparison_rows`: paired
+blocks, the machine's pooled noise, the F-test, equivalence against the margin, Holm across cells) and extended by its
+own stop rule (`adaptive.widths`: a block more to every cell whose 95% CI is wider than its target, widest first, while
+`--budget-min` minutes of `--trial-s` processes per stack and `--max-blocks` allow). Per block, A and B of a cell share
+a drift of the machine (sd `--drift`, which pairing must cancel) and each process adds its own noise: the per-block log
+difference has sd `sigma` (per metric kind), times a cell's own factor where `--spread` makes cells differ (the factors'
+logs evenly spaced normal quantiles of sd `spread`: at 0.5 the noisiest of 6 cells has 4.0 times the quietest one's sd).
+Before each comparison, `--history` A/A runs of the same design give each cell's noise record, as
+`compare=[current,current]` does; `--history 0` is a fresh clone's first comparison. Each kind starts from the design's
+first blocks, the config schema's defaults unless told: `--cold-blocks` cold ones (benchmark.cold_replicates, 1: one
+cold process a stack has no interval, so a cold compile is decided only where blocks are added), which give compile time
+and, their processes timing after the compile, speedup and latency too; and `--blocks` timing blocks for speedup and
+latency (`--cold-untimed`: the design before cold processes timed). The cap, `--max-blocks`, counts timing blocks, as
+benchmark.max_replicates does. Each kind is given the whole budget alone; in an invocation timing and cold blocks share
+it, so what is printed is the most the budget could buy.
 
 Printed per metric kind: the share of (cell, metric) verdicts that flag a change on equal stacks (target <= 0.05),
 the same share for the noisiest cell alone (a rule that borrows from other cells can fail there only), the share of
@@ -125,7 +127,9 @@ def one_comparison(
 ) -> tuple[list[compare.Comparison], list[int]]:
     """An A/A run for the machine's noise, then an adaptive comparison; its rows and the blocks each cell used."""
     metric = KIND_METRIC[kind]
-    first = args.cold_blocks if kind == "compile" else args.blocks  # cold compile is measured by cold blocks only
+    cold = 0 if args.cold_untimed else args.cold_blocks  # the cold blocks' speedup and latency
+    first = args.cold_blocks if kind == "compile" else args.blocks + cold  # cold compile: by cold blocks only
+    cap = args.max_blocks + (0 if kind == "compile" else cold)  # max_replicates counts a unit's blocks
     sigmas = [sigma * factor for factor in cell_factors(args.cells, args.spread)]
     record = None
     for earlier in range(args.history):  # the machine's noise record: earlier invocations of the same cells
@@ -144,7 +148,7 @@ def one_comparison(
         short = sorted((cell for cell, width in widths.items() if not width.met), key=lambda c: -widths[c].distance)
         added = 0
         for index in (int(cell[0][1:]) for cell in short):  # widest first, while the budget and the cap allow
-            if blocks[index] < args.max_blocks and spent_s + block_s <= budget_s:
+            if blocks[index] < cap and spent_s + block_s <= budget_s:
                 blocks[index] += 1
                 spent_s += block_s
                 added += 1
@@ -158,9 +162,15 @@ def main() -> None:
     parser.add_argument("--calibration", type=Path, default=Path("data/calibration.json"))
     parser.add_argument("--cells", type=int, default=6, help="cells per comparison (the default suite: 6)")
     parser.add_argument("--blocks", type=int, default=DEFAULTS.replicates,
-                        help="first blocks per cell (benchmark.replicates): speedup's and latency's")  # fmt: skip
+                        help="first timing blocks a cell (benchmark.replicates): speedup's, latency's")  # fmt: skip
     parser.add_argument("--cold-blocks", type=int, default=DEFAULTS.cold_replicates,
-                        help="first cold blocks per cell (benchmark.cold_replicates): compile time's")  # fmt: skip
+                        help="first cold blocks per cell (benchmark.cold_replicates): compile time's, and speedup's "
+                             "and latency's")  # fmt: skip
+    parser.add_argument(
+        "--cold-untimed",
+        action="store_true",
+        help="cold blocks give compile time only (the design before cold processes timed)",
+    )
     parser.add_argument("--max-blocks", type=int, default=DEFAULTS.max_replicates, help="benchmark.max_replicates")
     parser.add_argument("--budget-min", type=float, default=DEFAULTS.budget_min,
                         help="benchmark.budget_min (per stack; each kind is given all of it)")  # fmt: skip

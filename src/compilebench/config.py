@@ -286,8 +286,9 @@ class Benchmark:
     float32_matmul_precision: str = "highest"  # highest (no TF32, torch's default) | high (TF32 matmuls) | medium
     cudnn_allow_tf32: bool = True  # TF32 in cuDNN convolutions (torch's default, also in the doc's torch 2.0.1)
     cudnn_benchmark: bool = False  # cuDNN autotuning of convolution algorithms (torch's default: off)
-    together: bool = True  # a timing block's processes (one per compared environment) alive together, timing in
-    #                        alternating turns, so the machine's state falls on both alike; false: one after the other
+    together: bool = True  # a block's processes (timing or cold; one per compared environment) alive together,
+    #                        timing in alternating turns, so the machine's state falls on both alike; false: one
+    #                        after the other
     huge_pages: bool = False  # CPU: torch's allocator asks the kernel for transparent huge pages for large tensors
     #                           (THP_MEM_ALLOC_ENABLE=1 in every trial process); false: torch's default
     malloc: str = "libc"  # CPU: whose malloc every trial process runs on: libc (the C library's), jemalloc or
