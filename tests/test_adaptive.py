@@ -183,10 +183,10 @@ def test_dvc_repro_adds_blocks_until_the_cap_and_reports_what_it_reached(tmp_pat
     info = json.loads((root / "data/results/run_info.json").read_text())
     assert (info["planned_trials"], info["trials"], info["planned_processes"], info["processes"]) == (5, 7, 3, 4)
     [reached] = info["targets"]
-    assert reached["blocks"] == 3 and not reached["met"] and reached["metric"] == "speedup"
+    assert reached["blocks"] == 4 and not reached["met"] and reached["metric"] == "speedup"  # the cold block's too
     report = (root / "data/report/report.md").read_text()
     assert "## Precision reached" in report and "| speedup (±0.1%) | reached |" in report
-    assert "each run timed in 3 fresh processes, each compiled variant's cold compile in 1 (" in report
+    assert "each run timed in 4 fresh processes, each compiled variant's cold compile in 1 (" in report
     assert subprocess.run(["dvc", "status"], cwd=root, env=env, capture_output=True, text=True).returncode == 0
 
 
@@ -239,7 +239,7 @@ def test_a_timing_block_adds_a_whole_timing_process_per_environment_and_its_wall
     assert adaptive.extend(trials, results, records, ["A", "B"], _bench(budget_min=45 / 60), None) == []
 
 
-def test_cold_compile_time_gets_a_compile_only_block():
+def test_cold_compile_time_gets_a_cold_block():
     trials, results, records = _cell_state(cold_spread=0.2)
     target = SimpleNamespace(speedup=0.05, compile=0.05, latency=0.0)
     added = adaptive.extend(trials, results, records, ["A", "B"], _bench(target=target, cold_replicates=1), None)

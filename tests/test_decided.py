@@ -10,6 +10,7 @@ import pytest
 from compilebench.report import read_comparisons
 
 RECORD = "benchmarks/results/2026-11-28-epyc-aa"
+COLD_TIMED = "benchmarks/results/2026-11-29-xeon-torch-2.14.1-cold-blocks"  # its cold processes timed
 
 
 @pytest.fixture
@@ -61,3 +62,18 @@ def test_judged_again_from_its_runs_a_record_without_turns_gives_its_own_table(d
     written = decided.count(read_comparisons(pd.read_csv(table)))
     for statistic in ("turns", "medians", "timing-blocks"):
         assert decided.count(decided.rejudged(table, statistic)) == written
+
+
+def test_judged_as_before_cold_processes_timed_a_record_loses_its_cold_blocks_only(decided, repo_root):
+    """A comparison whose cold processes timed after their compile: judged again without the cold blocks' latency and
+    speedup, such verdicts rest on fewer blocks (a compiled cell's one cold block; an eager cell's cold block of each
+    variant, where none was disturbed), and cold compile time (the cold blocks' own) on as many as before."""
+    table = repo_root / COLD_TIMED / "results" / "comparison.csv"
+    now, before = (decided.rejudged(table, statistic) for statistic in ("turns", "timing-blocks"))
+    for metric, fewer in (("eager_latency", 2), ("compiled_latency", 1), ("speedup", 1), ("compile_cold", 0)):
+        lost = [
+            a.judged[metric].ratio.blocks - b.judged[metric].ratio.blocks
+            for a, b in zip(now, before, strict=True)
+            if a.judged.get(metric) and a.judged[metric].ratio.blocks
+        ]
+        assert lost and all(0 <= n <= fewer for n in lost) and fewer in lost, (metric, lost)  # fmt: skip

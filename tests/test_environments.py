@@ -113,7 +113,8 @@ def test_the_comparison_table_reads_b_against_a(compared):
     for metric in ("eager_latency", "compiled_latency", "speedup", "compile_cold", "compile_warm", "peak_memory"):
         assert row[f"{metric}_ratio"] > 0, metric
     assert row["compiled_latency_ci_low"] <= row["compiled_latency_ratio"] <= row["compiled_latency_ci_high"]
-    assert row["compiled_latency_method"] == "paired blocks" and row["compiled_latency_blocks"] == 2
+    # two timing blocks and the cold block (its processes timed after their compile)
+    assert row["compiled_latency_method"] == "paired blocks" and row["compiled_latency_blocks"] == 3
     assert row["compiled_latency_ci90_low"] > row["compiled_latency_ci_low"]  # the 90% CI inside the 95% one
     # the word the rule gives its 90% CI against the margin: inside both bounds, wholly outside one, or neither
     bound, low, high = (
@@ -147,12 +148,12 @@ def test_every_comparison_adds_to_the_machines_noise_record(calibrated, compared
     ab = [entry for entry in record["invocations"].values() if not entry["aa"]]
     assert len(aa) == len(ab) == 1
     ss, dof = ab[0]["noise"]["microsoft/resnet-50|bs1|default"]["compiled_latency"]
-    assert dof == 1  # two blocks of one cell: one degree of freedom
-    # its sum of squares is the spread of that invocation's two per-block differences of log compiled latency
+    assert dof == 2  # three blocks of one cell (two timing, one cold): two degrees of freedom
+    # its sum of squares is the spread of that invocation's per-block differences of log compiled latency
     by_env = {run.environment: run.values["compiled_latency"] for run in runs_of(ab_rows) if run.variant == "default"}
     blocks = sorted(set(by_env["current"]) & set(by_env[OTHER]))
     differences = [math.log(by_env[OTHER][block] / by_env["current"][block]) for block in blocks]
-    assert len(blocks) == 2 and ss == pytest.approx(stats.noise_of(differences).ss, rel=1e-9) and ss > 0
+    assert len(blocks) == 3 and ss == pytest.approx(stats.noise_of(differences).ss, rel=1e-9) and ss > 0
     table = pd.read_csv(root / "data/results/comparison.csv")
     assert set(table["candidate"]) == {"current#2"} and table["calibrated"].all()
     rows = [json.loads(line) for line in (root / "data/results/runs.jsonl").read_text().splitlines()]
