@@ -453,8 +453,9 @@ def _comparison_section(compared: pd.DataFrame, series: list[str]) -> list[str]:
     lines = [
         "## Environments compared (interleaved in this invocation)",
         "",
-        "B / A per cell from paired blocks (A and B of a cell ran in every block: a timing block's processes "
-        "together, taking turns; a cold block's one after the other): the mean of the per-block log differences "
+        "B / A per cell from paired blocks (A and B of a cell ran in every block: a block's processes together, "
+        "taking turns, where `benchmark.together` is on; a cold block's processes time after their compile): the "
+        "mean of the per-block log differences "
         "with its 95% CI; a block run together gives latency's and speedup's difference from its rounds paired by "
         "turn (method `paired blocks, rounds by turn`), each process's median otherwise. Two answers per metric: "
         "*did it change?* (a t-test "

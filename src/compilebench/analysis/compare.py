@@ -1,18 +1,17 @@
 """Environments compared: B against A per (model, batch size, variant) and metric, from paired blocks; noise learnt.
 
 For each metric a run's processes each give one value (a median latency, a speedup, a compile time, a peak memory).
-Inside one invocation A and B of a cell run in every block (a timing block's processes together, taking turns; a
-cold block's one after the other, in a balanced order), so B / A is the mean of the per-block log differences. Where
-a block's processes took turns, its difference for latency and speedup pairs their rounds by turn
-(`by_turn_differences`: A's k-th turn and B's k-th ran one right after the other, so the machine's state, which
-moves a whole process by 10-30% on a 2-core VM and can switch within one, is nearly the same in both), rather than
-setting one process's median against the other's; its noise is recorded apart (noise_record.py). The t-interval's
-variance pools the cell's blocks with the cell's noise record on this machine (noise_record.py: what every earlier
-comparison and A/A run of that cell on this machine and device measured, as a sum of squares with its degrees of
-freedom, never a maximum). Per cell, not per machine: on a 2-core VM the spread of SegFormer's speedup was six times
-ResNet-50's, and one pooled variance would make the one too sure and the other too shy. A cell an F-test finds much
-noisier than its record stands on its own blocks and is flagged. Rows of separate invocations cannot be paired:
-Welch's t, labelled so.
+Inside one invocation A and B of a cell run in every block (a block's processes together, taking turns, where
+`benchmark.together` is on; one after the other otherwise, in a balanced order), so B / A is the mean of the per-block
+log differences. Where a block's processes took turns, its difference for latency and speedup pairs their rounds by turn
+(`by_turn_differences`: A's k-th turn and B's k-th ran one right after the other, so the machine's state, which moves a
+whole process by 10-30% on a 2-core VM and can switch within one, is nearly the same in both), rather than setting one
+process's median against the other's; its noise is recorded apart (noise_record.py). The t-interval's variance pools the
+cell's blocks with the cell's noise record on this machine (noise_record.py: what every earlier comparison and A/A run
+of that cell on this machine and device measured, as a sum of squares with its degrees of freedom, never a maximum). Per
+cell, not per machine: on a 2-core VM the spread of SegFormer's speedup was six times ResNet-50's, and one pooled
+variance would make the one too sure and the other too shy. A cell an F-test finds much noisier than its record stands
+on its own blocks and is flagged. Rows of separate invocations cannot be paired: Welch's t, labelled so.
 
 Each (cell, metric) gets two answers: did it change (`{metric}_change`, a t-test at 5%) and does it matter
 (`{metric}_relevance` against the user's margin: `equivalent`, `beyond margin`, `undecided`), and one word
