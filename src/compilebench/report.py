@@ -318,14 +318,13 @@ def _span(values: set[int]) -> str:
 
 
 def _processes_phrase(results: list[RunRecord]) -> str:
-    """How many fresh processes timed each run (a cold process that timed after its compile counts), and how many
-    compiled each compiled variant on an empty cache (a run's `replicates` counts both, and an eager run lists the
-    cold processes of its model's variants)."""
+    """How many fresh processes timed each run (its own latency and speedup; a cold process's rounds are a block of
+    B/A only), and how many compiled each compiled variant on an empty cache (a run's `replicates` counts both, and an
+    eager run lists the cold processes of its model's variants)."""
     timed, cold = set(), set()
     for record in results:
         processes = record.process_results
-        timed.add(sum(process.kind != KIND_COLD or bool(process.eager_ms) for process in processes)
-                  if processes else record.replicates)  # fmt: skip
+        timed.add(sum(process.kind != KIND_COLD for process in processes) if processes else record.replicates)
         if processes and record.compile:
             cold.add(sum(process.cold_compile for process in processes))
     phrase = f"each run timed in {_span(timed)} fresh processes" if timed else "no run timed"

@@ -97,9 +97,13 @@ def _log_halfwidth(estimate: stats.Estimate) -> float:
 
 
 def _own_intervals(run: compare.ComparedRun) -> dict[str, stats.Estimate]:
-    """A run's own intervals (one environment): between-process t on its per-process values."""
+    """A run's own intervals (one environment): between-process t on its per-process values; latency and speedup
+    from its timing processes only (a cold block's rounds are B/A's, see runs.compiled_run)."""
     names = ("speedup", "compiled_latency", "compile_cold", "compile_warm") if run.compile else ("eager_latency",)
-    return {name: stats.geometric_interval(list(run.values.get(name, {}).values())) for name in names}
+    timed = ("speedup", "compiled_latency", "eager_latency")
+    return {name: stats.geometric_interval([value for block, value in run.values.get(name, {}).items()
+                                            if name not in timed or not block.rsplit("/", 1)[-1].startswith("c")])
+            for name in names}  # fmt: skip
 
 
 def _stopping_width(

@@ -3,14 +3,14 @@
 A compiled run's processes are its trials: cold ones (cold compile time, compile health, peak memory, then steady-state
 samples), and timing processes' arms or paired trials (steady-state samples paired with eager's from the same rounds,
 warm compile time). The eager run of (environment, model, batch size) pools each process's eager samples once: a timing
-process's eager arm, every cold process and every paired trial. Each process becomes a `ProcessRecord` (per_process.py:
-what it measured and what follows from its samples, derived once), held in its run and read there by compare
-(`ComparedRun.of`), tracking and the report. A run is flattened only by `to_dict` (a line of runs.jsonl) and read back
-by `from_dict`. Statistics come from `stats` (a process's own from harness/sample_stats.py): latencies and speedup with
-a between-process interval, compile time cold and warm, memory as the median over processes. A run is `ok` only when
-every one of its processes is; otherwise it carries the worst failure's status and says which process. Pure functions
-over typed records; the tests feed them hand-made results. Over 500 lines for one reason: the run's schema (`RunRecord`,
-its hundred fields with their reader and writer) sits beside the pooling that fills it.
+process's eager arm and every paired trial (a cold process's rounds are a block of B/A only). Each process becomes a
+`ProcessRecord` (per_process.py: what it measured and what follows from its samples, derived once), held in its run and
+read there by compare (`ComparedRun.of`), tracking and the report. A run is flattened only by `to_dict` (a line of
+runs.jsonl) and read back by `from_dict`. Statistics come from `stats` (a process's own from harness/sample_stats.py):
+latencies and speedup with a between-process interval, compile time cold and warm, memory as the median over processes.
+A run is `ok` only when every one of its processes is; otherwise it carries the worst failure's status and says which
+process. Pure functions over typed records; the tests feed them hand-made results. Over 500 lines for one reason: the
+run's schema (`RunRecord`, its hundred fields with their reader and writer) sits beside the pooling that fills it.
 """
 
 from __future__ import annotations
@@ -299,7 +299,10 @@ def compiled_run(
     results = [result for _, result in trials]
     status, error = _run_status(results)
     variant_dtype = spec.variant.dtype or spec.timing.dtype
-    timed = [(s, r) for s, r in trials if r.compiled_ms and r.eager_ms and len(r.compiled_ms) == len(r.eager_ms)]
+    # a run's own latency and speedup: its timing processes; a cold process's rounds (one compiled model in the
+    # process, faster than beside every arm) are a block of B/A only (compare.process_values)
+    timed = [(s, r) for s, r in trials if s.kind != KIND_COLD and r.compiled_ms and r.eager_ms
+             and len(r.compiled_ms) == len(r.eager_ms)]  # fmt: skip
     measured, disturbed_problems = undisturbed(timed, context.validity)
     # memory from the processes left alone while they timed; a cold process measured it before it timed
     clean = [(s, r) for s, r in trials if s.kind == KIND_COLD or not is_disturbed(r, context.validity.disturbed_cores)]
@@ -451,7 +454,8 @@ def eager_run(
     trials = eager_processes(trials)
     spec = trials[0][0]
     results = [result for _, result in trials]
-    measured, disturbed_problems = undisturbed([(s, r) for s, r in trials if r.eager_ms], context.validity)
+    measured, disturbed_problems = undisturbed([(s, r) for s, r in trials if r.eager_ms and s.kind != KIND_COLD],
+                                               context.validity)  # fmt: skip
     load_failures = [r for r in results if r.status != STATUS_OK and r.eager_first_call_s is None]
     status, error = _run_status(load_failures) if load_failures else (STATUS_OK, None)
     machines, mixed_problems = machine_problems(results)
