@@ -151,6 +151,25 @@ def time_arms(calls: list[Any], timing_spec: TimingSpec, start: int, turns: Solo
             "device_state": {"start": state_before, "end": timing.machine_state(device)}}  # fmt: skip
 
 
+def time_against_eager(
+    eager: Any, compiled: compiling.Compiled, spec: TrialSpec, graphs: int, turns: Solo, state: dict | None = None
+) -> dict[str, Any]:
+    """Eager and one compiled variant timed in alternating rounds (time_arms), once the compile workers are stopped
+    and the process's set-up turn is given up (alone: no turn; `state`'s phase is `run` from then): their samples and
+    the rounds' facts as TrialResult fields, and the variant's health with the recompiles made since `graphs`
+    (compiling.graphs_so_far) counted in."""
+    compiling.stop_compile_workers()
+    mark("compile workers stopped")
+    turns.give(more=True)  # the set-up turn: the rounds follow
+    if state is not None:
+        state["phase"] = "run"
+    timed = time_arms([eager, compiled.call], spec.timing, spec.replicate, turns)
+    eager_ms, compiled_ms = timed.pop("samples")
+    timed.pop("warmup_rounds")
+    health = compiling.with_recompiles(compiled.health, compiling.graphs_so_far() - graphs)
+    return {**timed, "health": health, "eager_ms": tuple(eager_ms), "compiled_ms": tuple(compiled_ms)}
+
+
 def _message(error: BaseException) -> str:
     return "".join(traceback.format_exception_only(error)).strip()
 
@@ -219,15 +238,8 @@ def run_trial(spec: TrialSpec) -> TrialResult:
                     peak, delta = timing.memory_peak_mib(compiled.call, timing_spec.memory_iters, device)
                     reserved = timing.peak_reserved_mib(device)
                     mark(f"{spec.variant.name} compiled")
-                    compiling.stop_compile_workers()
-                    mark("compile workers stopped")
-                    timed = time_arms([eager, compiled.call], timing_spec, spec.replicate)
-                    eager_ms, compiled_ms = timed.pop("samples")
-                    health = compiling.with_recompiles(compiled.health, compiling.graphs_so_far() - graphs)
-                    measured = {**compiled.measured(), **timed, "health": health, "peak_mem_mib": peak,
-                                "mem_delta_mib": delta, "reserved_mem_mib": reserved, "eager_ms": tuple(eager_ms),
-                                "compiled_ms": tuple(compiled_ms)}  # fmt: skip
-                    measured.pop("warmup_rounds")
+                    measured = {**compiled.measured(), **time_against_eager(eager, compiled, spec, graphs, Solo()),
+                                "peak_mem_mib": peak, "mem_delta_mib": delta, "reserved_mem_mib": reserved}  # fmt: skip
                 except Exception as error:  # the variant failed: eager is still measured, for the eager run
                     failure = failed_variant(spec, error, state)
             if not spec.variant.compile or failure is not None:
@@ -276,17 +288,7 @@ def run_cold(spec: TrialSpec, turns: Solo | None = None, timed: bool = True) -> 
             measured = {**compiled.measured(), "peak_mem_mib": peak, "mem_delta_mib": delta,
                         "reserved_mem_mib": timing.peak_reserved_mib(spec.timing.device)}  # fmt: skip
             if timed:
-                compiling.stop_compile_workers()
-                mark("compile workers stopped")
-                turns.give(more=True)  # the set-up turn: the rounds follow
-                state["phase"] = "run"
-                graphs = compiling.graphs_so_far()
-                rounds = time_arms([eager, compiled.call], spec.timing, spec.replicate, turns)
-                eager_ms, compiled_ms = rounds.pop("samples")
-                rounds.pop("warmup_rounds")
-                health = compiling.with_recompiles(measured["health"], compiling.graphs_so_far() - graphs)
-                measured.update(rounds, health=health, eager_ms=tuple(eager_ms), compiled_ms=tuple(compiled_ms),
-                                warmup_calls=spec.timing.warmup_iters,
+                measured.update(time_against_eager(eager, compiled, spec, compiling.graphs_so_far(), turns, state),
                                 turn_wait_s=turns.waited_s if isinstance(turns, Turns) else None)  # fmt: skip
         if os.environ.get(CACHE_STARTUP_ENV):
             cache_startup_network(spec)
