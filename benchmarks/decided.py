@@ -29,6 +29,7 @@ import pandas as pd
 from compilebench.aggregate import comparison
 from compilebench.analysis import compare, stats
 from compilebench.analysis.runs import RunRecord
+from compilebench.harness.records import TrialSpec
 from compilebench.report import read_comparisons
 
 HEADLINES = ("eager_latency", "compiled_latency", "speedup", "compile_cold")  # what issue 51's targets name
@@ -79,7 +80,7 @@ def without_cold_timing(run: compare.ComparedRun) -> compare.ComparedRun:
     """A run as it was before cold processes timed: its cold blocks (`variant/cN`) give no latency or speedup."""
 
     def timing_only(by_block: dict) -> dict:
-        return {block: value for block, value in by_block.items() if not block.rsplit("/", 1)[-1].startswith("c")}
+        return {block: value for block, value in by_block.items() if not TrialSpec.is_cold_block(block)}
 
     timed = compare.BY_TURN_METRICS
     return replace(run, values={m: timing_only(v) if m in timed else v for m, v in run.values.items()},

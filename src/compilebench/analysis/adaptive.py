@@ -100,9 +100,9 @@ def _own_intervals(run: compare.ComparedRun) -> dict[str, stats.Estimate]:
     """A run's own intervals (one environment): between-process t on its per-process values; latency and speedup
     from its timing processes only (a cold block's rounds are B/A's, see runs.compiled_run)."""
     names = ("speedup", "compiled_latency", "compile_cold", "compile_warm") if run.compile else ("eager_latency",)
-    timed = ("speedup", "compiled_latency", "eager_latency")
     return {name: stats.geometric_interval([value for block, value in run.values.get(name, {}).items()
-                                            if name not in timed or not block.rsplit("/", 1)[-1].startswith("c")])
+                                            if name not in compare.BY_TURN_METRICS
+                                            or not TrialSpec.is_cold_block(block)])
             for name in names}  # fmt: skip
 
 

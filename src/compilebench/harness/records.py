@@ -292,6 +292,11 @@ class TrialSpec:
         comparison pairs them by it."""
         return f"{self.variant.name}/{'c' if self.kind == KIND_COLD else 'r'}{self.replicate}"
 
+    @staticmethod
+    def is_cold_block(block: str) -> bool:
+        """Whether a block (`block`'s name) is a cold one: its processes are cold processes."""
+        return block.rsplit("/", 1)[-1].startswith("c")
+
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
