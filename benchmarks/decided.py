@@ -6,13 +6,15 @@ interval can be made, whatever the noise). What issue 51's target counts, from t
 
     python benchmarks/decided.py --rejudge medians RECORD   # its runs judged again, each process's median a block
     python benchmarks/decided.py --rejudge timing-blocks RECORD   # as if its cold processes had not timed
+    python benchmarks/decided.py --rejudge turns --margin 0.10 RECORD   # its runs judged again against another margin
 
 Each argument is a record folder (its `results/comparison.csv`) or a project's `data/` folder. `--rejudge` judges the
 folder's `runs.jsonl` again instead, as aggregate does (its `calibration.json` less this invocation's entry): `turns` as
 this version does (a block run together: latency and speedup from rounds paired by turn), `medians` with every block's
 difference from each process's median, as before turns were recorded: the two statistics on the same blocks;
 `timing-blocks` as `turns` with the cold blocks' latency and speedup left out, as before cold processes timed after
-their compile: the two designs on the same processes. Each cell counts once per metric, as the report's what-changed
+their compile: the two designs on the same processes. `--margin` judges them against another margin than the table's
+(what `equivalent` would say of the same blocks at, say, ±10%). Each cell counts once per metric, as the report's what-changed
 section counts (`compare.suite_cells`: eager latency in the eager cells, inductor start-up once per model and batch
 size); B against the first environment only. The suite's own verdict per metric (the geometric mean over the cells) is
 printed beside the counts."""
@@ -87,11 +89,11 @@ def without_cold_timing(run: compare.ComparedRun) -> compare.ComparedRun:
                    turns={m: timing_only(v) for m, v in run.turns.items()})  # fmt: skip
 
 
-def rejudged(table: Path, statistic: str) -> list[compare.Comparison]:
+def rejudged(table: Path, statistic: str, margin: float | None = None) -> list[compare.Comparison]:
     """The comparison of the runs beside `table` (its `runs.jsonl`), judged again with the per-block `statistic`
     (`turns`: as compare does now; `medians`: each process's median; `timing-blocks`: `turns` without the cold
     blocks' latency and speedup), against the noise record beside them (`calibration.json`, the record's or the
-    project's) less this invocation's own entry, at the table's margin."""
+    project's) less this invocation's own entry, at `margin` (the table's where None)."""
     frame = pd.read_csv(table)
     runs = [compare.ComparedRun.of(RunRecord.from_dict(json.loads(line)))
             for line in (table.parent / "runs.jsonl").read_text().splitlines() if line.strip()]  # fmt: skip
@@ -102,7 +104,7 @@ def rejudged(table: Path, statistic: str) -> list[compare.Comparison]:
     first = frame[frame["reference"] == compare.FIRST]
     labels = [str(first["baseline"].iloc[0]), *dict.fromkeys(str(label) for label in first["candidate"])]
     calibration = table.parent.parent / "calibration.json"  # a record's, or a project's data/calibration.json
-    return comparison(runs, labels, calibration, float(first["margin"].iloc[0]))[0]
+    return comparison(runs, labels, calibration, float(first["margin"].iloc[0]) if margin is None else margin)[0]
 
 
 def lines(name: str, counts: list[Count]) -> list[str]:
@@ -127,7 +129,10 @@ def main() -> None:
     parser.add_argument(
         "--rejudge", choices=("turns", "medians", "timing-blocks"), help="judge the runs.jsonl beside the table again"
     )
+    parser.add_argument("--margin", type=float, help="with --rejudge: judge against this margin (0.10 = +-10%%)")
     args = parser.parse_args()
+    if args.margin is not None and not (args.rejudge and 0 < args.margin < 1):
+        parser.error(f"--margin {args.margin}: a fraction between 0 and 1 (0.10 = +-10%), with --rejudge")
     paths = [table_path(folder) for folder in args.folders]  # every argument checked before any output
     lacking = [str(folder) for folder, path in zip(args.folders, paths, strict=True)
                if args.rejudge and not (path.parent / "runs.jsonl").exists()]  # fmt: skip
@@ -135,8 +140,9 @@ def main() -> None:
         raise SystemExit(f"--rejudge needs the runs beside the comparison table (results/runs.jsonl); not in: "
                          f"{', '.join(lacking)}")  # fmt: skip
     for folder, path in zip(args.folders, paths, strict=True):
-        compared = rejudged(path, args.rejudge) if args.rejudge else read_comparisons(pd.read_csv(path))
-        print("\n".join(lines(f"{folder}" + (f" (judged again: {args.rejudge})" if args.rejudge else ""),
+        compared = rejudged(path, args.rejudge, args.margin) if args.rejudge else read_comparisons(pd.read_csv(path))
+        again = f" (judged again: {args.rejudge}" + (f", margin ±{args.margin:.0%})" if args.margin else ")")
+        print("\n".join(lines(f"{folder}" + (again if args.rejudge else ""),
                                count(compared))))  # fmt: skip
 
 

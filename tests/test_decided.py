@@ -77,3 +77,21 @@ def test_judged_as_before_cold_processes_timed_a_record_loses_its_cold_blocks_on
             if a.judged.get(metric) and a.judged[metric].ratio.blocks
         ]
         assert lost and all(0 <= n <= fewer for n in lost) and fewer in lost, (metric, lost)  # fmt: skip
+
+
+def test_a_wider_margin_only_turns_words_equivalent(decided, repo_root):
+    """The same blocks judged against ±10% rather than the table's ±5%: every interval stays as it was; a verdict
+    either stays or becomes `equivalent` (a change that no longer matters), and on this record some do."""
+    table = repo_root / COLD_TIMED / "results" / "comparison.csv"
+    narrow, wide = decided.rejudged(table, "turns"), decided.rejudged(table, "turns", 0.10)
+    moved = 0
+    for a, b in zip(narrow, wide, strict=True):
+        for metric, judged in a.judged.items():
+            assert b.judged[metric].ratio == judged.ratio
+            changed = (judged.verdict, b.judged[metric].verdict)
+            assert changed[0] == changed[1] or changed[1] == "equivalent", (metric, changed)
+            moved += changed[0] != changed[1]
+    assert moved >= 5
+    done = subprocess.run([sys.executable, str(repo_root / "benchmarks" / "decided.py"), "--margin", "0.1",
+                           str(repo_root / COLD_TIMED)], capture_output=True, text=True)  # fmt: skip
+    assert done.returncode == 2 and "with --rejudge" in done.stderr and done.stdout == ""
