@@ -14,10 +14,10 @@ this version does (a block run together: latency and speedup from rounds paired 
 difference from each process's median, as before turns were recorded: the two statistics on the same blocks;
 `timing-blocks` as `turns` with the cold blocks' latency and speedup left out, as before cold processes timed after
 their compile: the two designs on the same processes. `--margin` judges them against another margin than the table's
-(what `equivalent` would say of the same blocks at, say, ±10%). Each cell counts once per metric, as the report's what-changed
-section counts (`compare.suite_cells`: eager latency in the eager cells, inductor start-up once per model and batch
-size); B against the first environment only. The suite's own verdict per metric (the geometric mean over the cells) is
-printed beside the counts."""
+(what `equivalent` would say of the same blocks at, say, ±10%). Each cell counts once per metric, as the report's
+what-changed section counts (`compare.suite_cells`: eager latency in the eager cells, inductor start-up once per model
+and batch size); B against the first environment only. The suite's own verdict per metric (the geometric mean over the
+cells) is printed beside the counts."""
 
 from __future__ import annotations
 
