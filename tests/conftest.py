@@ -65,7 +65,7 @@ ROOT = Path(__file__).resolve().parents[1]
 QUICK = {"min_iters": 3, "min_time_s": 0.2, "max_time_s": 5.0, "warmup_iters": 1, "warmup_s": 0.0, "memory_iters": 1,
          "max_cv": 1e6, "max_halves_diff": 0, "replicates": 1, "cold_replicates": 0, "compile_cache": "shared",
          "budget_min": 0, "disturbed_cores": 0}  # fmt: skip
-# budget_min 0: no blocks beyond `replicates`; disturbed_cores 0: the other xdist worker's trials do not count as
+# budget_min 0: no blocks beyond `replicates`; disturbed_cores 0: the other xdist workers' trials do not count as
 # disturbance (the tests of the adaptive loop and of disturbance set their own)
 
 
@@ -74,14 +74,21 @@ QUICK = {"min_iters": 3, "min_time_s": 0.2, "max_time_s": 5.0, "warmup_iters": 1
 HAND_OUT_ORDER = (
     "compared_project",  # builds the transformers 4.57.6 environment on a fresh clone
     "test_reliability",
-    "test_trial",
-    "own_checkpoints",
     "remote",
     "executors",
-    "cpu-variants",
-    "test_bad_inputs",
+    "queue",
+    "own_checkpoints",
+    "adaptive-repro",
     "deploy",
     "dynamic-batch",
+    "window",
+    "trial-together",
+    "test_bad_inputs",
+    "cpu-variants",
+    "detection",
+    "trial-one-cell",
+    "trial-frozen-and-default",
+    "sigterm",
 )
 
 

@@ -160,6 +160,7 @@ def test_a_process_made_busy_on_purpose_is_recorded_as_disturbed(tiny_resnet, tm
     assert validity.is_disturbed(compiled_only, 0.5)
 
 
+@pytest.mark.xdist_group("adaptive-repro")  # a group of one: handed out early (conftest)
 @pytest.mark.slow
 def test_dvc_repro_adds_blocks_until_the_cap_and_reports_what_it_reached(tmp_path):
     root = make_project(tmp_path, ["microsoft/resnet-50"], replicates=2, max_replicates=3, budget_min=30,

@@ -134,6 +134,7 @@ def test_kill_9_mid_benchmark_resumes_without_duplicates(loaded):
     set_params(root, **{"benchmark.replicates": 1})
 
 
+@pytest.mark.xdist_group("sigterm")  # no shared fixture: a group of its own
 def test_sigterm_to_dvc_repro_ends_the_benchmark_and_leaves_its_journal(tmp_path):
     """DVC passes no SIGTERM on to its stage: a job system ending the `dvc repro` it started (here with /bin/sh as
     the shell, which stays between DVC and the stage's command) must still end the benchmark and its trial at once,
@@ -404,12 +405,13 @@ def queued(tmp_path_factory):
             status = run_ok(["dvc", "queue", "status"], root, env).stdout
             if status.count("Success") + status.count("Failed") >= 2:
                 break
-            time.sleep(5)
+            time.sleep(1)
     finally:
         run_ok(["dvc", "queue", "stop", "--kill"], root, env)  # DVC's own worker, stopped through DVC
     return root, env, names, status
 
 
+@pytest.mark.xdist_group("queue")  # its own project: a group of its own
 def test_queued_experiments_log_into_the_projects_store_tagged_with_their_names(queued):
     root, env, names, status = queued
     assert status.count("Success") == 2, status

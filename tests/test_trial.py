@@ -16,7 +16,11 @@ from compilebench.analysis import plan
 from compilebench.harness import checks, compiling, groups, launcher, trial, trial_process
 from compilebench.harness.records import TimingSpec, TrialResult, TrialSpec, VariantSpec
 
-pytestmark = pytest.mark.xdist_group("test_trial")  # its module fixtures run once
+# Each module fixture's tests are one xdist group (its fixture runs once, on one worker); the others go anywhere:
+# a group of their own would be one worker's long tail.
+FROZEN_AND_DEFAULT = pytest.mark.xdist_group("trial-frozen-and-default")
+ONE_CELL = pytest.mark.xdist_group("trial-one-cell")
+TOGETHER = pytest.mark.xdist_group("trial-together")
 
 FAST = TimingSpec(min_iters=5, min_time_s=0.2, max_time_s=5.0, warmup_iters=1, memory_iters=1)
 # what every kind of trial process has done, in order, by the time eager is measured (trial.start_process)
@@ -49,6 +53,7 @@ def frozen_and_default(tiny_resnet, tmp_path_factory):
     }
 
 
+@FROZEN_AND_DEFAULT
 @pytest.mark.slow
 def test_a_compiled_trial_measures_paired_samples(frozen_and_default):
     result = frozen_and_default["default"]
@@ -62,6 +67,7 @@ def test_a_compiled_trial_measures_paired_samples(frozen_and_default):
     assert result.environment["torch_version"] and result.environment["machine_fingerprint"]
 
 
+@FROZEN_AND_DEFAULT
 @pytest.mark.slow
 def test_freezing_really_changes_the_compilation(frozen_and_default):
     frozen, plain = frozen_and_default["freezing"].health, frozen_and_default["default"].health
@@ -73,6 +79,7 @@ def test_freezing_really_changes_the_compilation(frozen_and_default):
     )
 
 
+@pytest.mark.xdist_group("detection")  # a group of one: handed out early (conftest)
 @pytest.mark.slow
 def test_a_detection_trial_checks_its_boxes(tmp_path, image_640x480):
     """DETR (the doc's detection family) through a trial: a pixel mask among its inputs, top boxes compared by IoU."""
@@ -337,6 +344,7 @@ def together(tiny_resnet, tmp_path_factory):
     return specs, first, lost, ran_again
 
 
+@TOGETHER
 @pytest.mark.slow
 def test_a_block_run_together_takes_turns_and_a_resumed_block_runs_only_what_it_lacks(together):
     specs, results, lost, ran_again = together
@@ -357,6 +365,7 @@ def test_a_block_run_together_takes_turns_and_a_resumed_block_runs_only_what_it_
     assert len(lost) == 2 and ran_again == [sorted(lost, key=[s.trial_id for s in specs].index)]  # partner's kept
 
 
+@TOGETHER
 @pytest.mark.slow
 def test_a_cold_block_runs_together_each_compiling_alone_then_timing_in_turns(together):
     """Each cold process compiles in its set-up turn, while the other waits (its cold compile has the machine alone),
@@ -385,6 +394,7 @@ def test_a_cold_block_runs_together_each_compiling_alone_then_timing_in_turns(to
         assert arm.health.inductor_counters.get("fxgraph_cache_hit", 0) > 0
 
 
+@ONE_CELL
 @pytest.mark.slow
 def test_a_timing_process_pairs_every_arm_with_eager_and_each_arm_compiles_its_own_graph(one_cell):
     specs, results, _ = one_cell
@@ -410,6 +420,7 @@ def test_a_timing_process_pairs_every_arm_with_eager_and_each_arm_compiles_its_o
     assert ages == sorted(ages) and ages[1] == pytest.approx(eager.startup_s, abs=0.01) and ages[-1] < eager.wall_s
 
 
+@ONE_CELL
 @pytest.mark.slow
 def test_cold_processes_compile_alone_and_their_caches_warm_the_timing_processes(one_cell):
     specs, results, work = one_cell
