@@ -20,7 +20,10 @@ import pandas as pd
 import pytest
 from conftest import closed_port, descendants, make_project, project_env, run_ok, running, set_params
 
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("test_reliability")]
+pytestmark = pytest.mark.slow
+# The tests on the module's shared project and server are one xdist group (its fixtures run once, on one worker); a
+# test with a project of its own is a group of its own, on whichever worker is free.
+SHARED = pytest.mark.xdist_group("test_reliability")
 
 MODELS = ["microsoft/resnet-50"]
 ROOT_ENVIRONMENTS = Path(__file__).resolve().parents[1] / ".compilebench" / "environments"
@@ -84,6 +87,7 @@ def server(tmp_path_factory):
         server.stop()
 
 
+@SHARED
 def test_kill_9_mid_benchmark_resumes_without_duplicates(loaded):
     root, env = loaded
     set_params(root, **{"benchmark.replicates": 2})  # two timing processes: one done, one interrupted
@@ -134,7 +138,7 @@ def test_kill_9_mid_benchmark_resumes_without_duplicates(loaded):
     set_params(root, **{"benchmark.replicates": 1})
 
 
-@pytest.mark.xdist_group("sigterm")  # no shared fixture: a group of its own
+@pytest.mark.xdist_group("sigterm")
 def test_sigterm_to_dvc_repro_ends_the_benchmark_and_leaves_its_journal(tmp_path):
     """DVC passes no SIGTERM on to its stage: a job system ending the `dvc repro` it started (here with /bin/sh as
     the shell, which stays between DVC and the stage's command) must still end the benchmark and its trial at once,
@@ -189,6 +193,7 @@ def synced(loaded, server):
     return down, rows, failed_sync, syncs
 
 
+@SHARED
 def test_store_down_loses_nothing_and_sync_logs_exactly_once(synced, server):
     down, rows, failed_sync, (first, second) = synced
     assert "not logged to MLflow" in down.stderr
@@ -216,6 +221,7 @@ def test_store_down_loses_nothing_and_sync_logs_exactly_once(synced, server):
     assert all(len(history.get_metric_history(parent_id, key)) == 1 for key in synced_run.data.metrics)  # synced twice
 
 
+@SHARED
 def test_identical_machines_share_one_server_and_no_password_is_printed(loaded, server, synced):
     """Two machines with the same hardware and versions (only their names differ) log into one server: machine-a's
     runs came by `sync` (the fixture above), machine-b logs directly with a password in the store's URI. Every stage
@@ -270,6 +276,7 @@ def test_two_pipelines_start_on_a_fresh_store_at_once(tmp_path, attempt):
     assert len(_children(uri)) == 2
 
 
+@SHARED
 def test_a_copied_project_writes_only_into_its_own_store(loaded, tmp_path):
     """cp -a of a project that has run: the copy's runs and artifacts go to the copy's mlruns/, never the original's."""
     original, env = loaded
@@ -287,6 +294,7 @@ def test_a_copied_project_writes_only_into_its_own_store(loaded, tmp_path):
     assert Path(latest["artifact_uri"].removeprefix("file://"), "samples.json").exists()
 
 
+@SHARED
 def test_failed_runs_make_check_exit_nonzero(loaded):
     root, env = loaded
     # 150 MiB: less than a trial process needs to import torch, so the launcher ends it as oom, deterministically.
@@ -305,6 +313,7 @@ def test_failed_runs_make_check_exit_nonzero(loaded):
         set_params(root, **{"benchmark.memory_limit_mib": 0, "runner.trial_timeout_s": 1800})
 
 
+@SHARED
 def test_a_run_half_logged_while_the_artifact_store_failed_is_completed_by_sync(loaded, tmp_path):
     """A real server whose artifact folder is, for the benchmark, a plain file: every run is created, its params
     and metrics logged, its artifacts refused. Repaired, `sync` completes those runs (FINISHED, with their samples),
@@ -349,6 +358,7 @@ def _group_members(pgid: int) -> list[int]:
     return members
 
 
+@SHARED
 def test_stopping_the_benchmark_while_an_environment_builds_ends_the_builder(loaded, tmp_path):
     root, env = loaded
     set_params(root, **{"compare": ["current", "transformers-5.18.0"], "paths.environments": str(tmp_path / "envs")})
@@ -411,7 +421,7 @@ def queued(tmp_path_factory):
     return root, env, names, status
 
 
-@pytest.mark.xdist_group("queue")  # its own project: a group of its own
+@pytest.mark.xdist_group("queue")
 def test_queued_experiments_log_into_the_projects_store_tagged_with_their_names(queued):
     root, env, names, status = queued
     assert status.count("Success") == 2, status
