@@ -97,13 +97,10 @@ def _log_halfwidth(estimate: stats.Estimate) -> float:
 
 
 def _own_intervals(run: compare.ComparedRun) -> dict[str, stats.Estimate]:
-    """A run's own intervals (one environment): between-process t on its per-process values; latency and speedup
-    from its timing processes only (a cold block's rounds are B/A's, see runs.compiled_run)."""
+    """A run's own intervals (one environment): between-process t on its own per-process values
+    (`ComparedRun.own_values`: latency and speedup from its timing processes only)."""
     names = ("speedup", "compiled_latency", "compile_cold", "compile_warm") if run.compile else ("eager_latency",)
-    return {name: stats.geometric_interval([value for block, value in run.values.get(name, {}).items()
-                                            if name not in compare.BY_TURN_METRICS
-                                            or not TrialSpec.is_cold_block(block)])
-            for name in names}  # fmt: skip
+    return {name: stats.geometric_interval(run.own_values(name)) for name in names}
 
 
 def _stopping_width(

@@ -36,7 +36,7 @@ from typing import Any
 from compilebench.analysis import noise_record, stats
 from compilebench.analysis.per_process import ProcessRecord
 from compilebench.analysis.runs import RunRecord
-from compilebench.harness.records import EAGER, KIND_COLD, STATUS_OK
+from compilebench.harness.records import EAGER, KIND_COLD, STATUS_OK, TrialSpec
 
 MIN_ACROSS_CELLS = 3  # cells a suite's interval from their spread needs (2 degrees of freedom)
 FIRST, PREVIOUS = "first", "previous"  # what a row compares B with: the baseline, or the stack before it in a series
@@ -269,6 +269,13 @@ class ComparedRun:
     device: str | None = None
     device_name: str | None = None
     machine: str | None = None
+
+    def own_values(self, metric: str) -> list[float]:
+        """This run's own values of `metric`, one per block: latency and speedup from its timing blocks only (a cold
+        block's processes do not time the run's own level, TrialSpec.times_own_level; they are blocks of B/A), every
+        block's otherwise."""
+        return [value for block, value in self.values.get(metric, {}).items()
+                if metric not in BY_TURN_METRICS or not TrialSpec.is_cold_block(block)]  # fmt: skip
 
     @classmethod
     def of(cls, record: RunRecord) -> ComparedRun:

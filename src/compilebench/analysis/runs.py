@@ -299,9 +299,8 @@ def compiled_run(
     results = [result for _, result in trials]
     status, error = _run_status(results)
     variant_dtype = spec.variant.dtype or spec.timing.dtype
-    # a run's own latency and speedup: its timing processes; a cold process's rounds (one compiled model in the
-    # process, faster than beside every arm) are a block of B/A only (compare.process_values)
-    timed = [(s, r) for s, r in trials if s.kind != KIND_COLD and r.compiled_ms and r.eager_ms
+    # a run's own latency and speedup: its timing processes (TrialSpec.times_own_level)
+    timed = [(s, r) for s, r in trials if s.times_own_level and r.compiled_ms and r.eager_ms
              and len(r.compiled_ms) == len(r.eager_ms)]  # fmt: skip
     measured, disturbed_problems = undisturbed(timed, context.validity)
     # memory from the processes left alone while they timed; a cold process measured it before it timed
@@ -454,7 +453,7 @@ def eager_run(
     trials = eager_processes(trials)
     spec = trials[0][0]
     results = [result for _, result in trials]
-    measured, disturbed_problems = undisturbed([(s, r) for s, r in trials if r.eager_ms and s.kind != KIND_COLD],
+    measured, disturbed_problems = undisturbed([(s, r) for s, r in trials if r.eager_ms and s.times_own_level],
                                                context.validity)  # fmt: skip
     load_failures = [r for r in results if r.status != STATUS_OK and r.eager_first_call_s is None]
     status, error = _run_status(load_failures) if load_failures else (STATUS_OK, None)

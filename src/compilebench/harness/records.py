@@ -292,9 +292,16 @@ class TrialSpec:
         comparison pairs them by it."""
         return f"{self.variant.name}/{'c' if self.kind == KIND_COLD else 'r'}{self.replicate}"
 
+    @property
+    def times_own_level(self) -> bool:
+        """Whether this process's latency and speedup are its run's own (a timing process, a paired trial). A cold
+        process's are not: it holds one compiled model and runs faster than a timing process beside every arm, a level
+        that cancels in B/A but not in one stack's interval, so its rounds are a block of B/A only."""
+        return self.kind != KIND_COLD
+
     @staticmethod
     def is_cold_block(block: str) -> bool:
-        """Whether a block (`block`'s name) is a cold one: its processes are cold processes."""
+        """Whether a block (`block`'s name) is a cold one: its processes are cold processes (not `times_own_level`)."""
         return block.rsplit("/", 1)[-1].startswith("c")
 
     def to_dict(self) -> dict[str, Any]:
