@@ -35,8 +35,8 @@ gpu: $(STAMP) .dvc/config  ## on a CUDA machine with network: the doc's GPU tabl
 	python -m compilebench.aggregate --check  # exit 3: some run did not end ok
 
 RAY_STAMP := $(VENV)/.installed-ray
-# Three workers on two cores: with two, a fifth of the cores' time went idle while tests waited on servers, queues and
-# turns (18 min 11 s against 16 min 27 s on a 2-core Xeon, 2026-11-29); tests/conftest.py hands out the costliest first.
+# Three workers on two cores: with two, the cores idled while tests waited on servers, queues and turns (measured:
+# benchmarks/results/2026-11-29-xeon-make-test-three-workers); tests/conftest.py hands out the costliest first.
 test: $(STAMP) $(RAY_STAMP) .dvc/config  ## create the environment and run the test suite (three workers, with line coverage)
 	pytest -q -n 3 --dist loadgroup --cov=compilebench --cov-report=term:skip-covered --durations=15
 
