@@ -17,7 +17,7 @@ from compilebench.analysis import compare, stats
 from compilebench.analysis.runs import RunRecord
 from compilebench.harness import fingerprint
 from compilebench.harness.models import DOC_TASK_TITLES
-from compilebench.harness.records import KIND_COLD
+from compilebench.harness.records import times_own_level
 from compilebench.reference import GPUS, TOLERANCE
 from compilebench.run_info import RunInfo
 
@@ -324,7 +324,7 @@ def _processes_phrase(results: list[RunRecord]) -> str:
     timed, cold = set(), set()
     for record in results:
         processes = record.process_results
-        timed.add(sum(process.kind != KIND_COLD for process in processes) if processes else record.replicates)
+        timed.add(sum(times_own_level(process.kind) for process in processes) if processes else record.replicates)
         if processes and record.compile:
             cold.add(sum(process.cold_compile for process in processes))
     phrase = f"each run timed in {_span(timed)} fresh processes" if timed else "no run timed"

@@ -36,7 +36,7 @@ from typing import Any
 from compilebench.analysis import noise_record, stats
 from compilebench.analysis.per_process import ProcessRecord
 from compilebench.analysis.runs import RunRecord
-from compilebench.harness.records import EAGER, KIND_COLD, STATUS_OK, TrialSpec
+from compilebench.harness.records import EAGER, STATUS_OK, TrialSpec, memory_before_timing
 
 MIN_ACROSS_CELLS = 3  # cells a suite's interval from their spread needs (2 degrees of freedom)
 FIRST, PREVIOUS = "first", "previous"  # what a row compares B with: the baseline, or the stack before it in a series
@@ -219,8 +219,9 @@ def process_values(processes: Sequence[ProcessRecord]) -> dict[str, dict[str, fl
         found[metric] = {p.block: p.compile_s for p in processes if p.compile_s and p.cold_compile is cold
                          and not p.compile_disturbed}  # fmt: skip
     clean = [p for p in processes if not p.disturbed]
-    for metric, name in FIELD_OF.items():  # a cold process measured its memory before it timed
-        kept = [p for p in processes if p.kind == KIND_COLD or not p.disturbed] if metric == "peak_memory" else clean
+    measured_memory = [p for p in processes if memory_before_timing(p.kind) or not p.disturbed]
+    for metric, name in FIELD_OF.items():
+        kept = measured_memory if metric == "peak_memory" else clean
         values = {p.block: getattr(p, name) for p in kept}
         found[metric] = {block: value for block, value in values.items() if value}
     return {metric.name: found[metric.name] for metric in METRICS}
@@ -272,7 +273,7 @@ class ComparedRun:
 
     def own_values(self, metric: str) -> list[float]:
         """This run's own values of `metric`, one per block: latency and speedup from its timing blocks only (a cold
-        block's processes do not time the run's own level, TrialSpec.times_own_level; they are blocks of B/A), every
+        block's processes do not time the run's own level, records.times_own_level; they are blocks of B/A), every
         block's otherwise."""
         return [value for block, value in self.values.get(metric, {}).items()
                 if metric not in BY_TURN_METRICS or not TrialSpec.is_cold_block(block)]  # fmt: skip

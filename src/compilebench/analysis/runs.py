@@ -43,6 +43,8 @@ from compilebench.harness.records import (
     RecordError,
     TrialResult,
     TrialSpec,
+    memory_before_timing,
+    times_own_level,
 )
 
 FAILURE_ORDER = ("crashed", "killed", "oom", "timeout", "compile_error", "error", "accuracy_fail")
@@ -299,12 +301,11 @@ def compiled_run(
     results = [result for _, result in trials]
     status, error = _run_status(results)
     variant_dtype = spec.variant.dtype or spec.timing.dtype
-    # a run's own latency and speedup: its timing processes (TrialSpec.times_own_level)
-    timed = [(s, r) for s, r in trials if s.times_own_level and r.compiled_ms and r.eager_ms
+    timed = [(s, r) for s, r in trials if times_own_level(s.kind) and r.compiled_ms and r.eager_ms
              and len(r.compiled_ms) == len(r.eager_ms)]  # fmt: skip
     measured, disturbed_problems = undisturbed(timed, context.validity)
-    # memory from the processes left alone while they timed; a cold process measured it before it timed
-    clean = [(s, r) for s, r in trials if s.kind == KIND_COLD or not is_disturbed(r, context.validity.disturbed_cores)]
+    clean = [(s, r) for s, r in trials
+             if memory_before_timing(s.kind) or not is_disturbed(r, context.validity.disturbed_cores)]  # fmt: skip
     machines, mixed_problems = machine_problems(results)
     compiled = [(s, r) for s, r in trials if r.compile_s is not None and r.status in (STATUS_OK, "accuracy_fail")
                 and not compile_disturbed(r, context.validity.disturbed_cores)]  # fmt: skip
@@ -453,7 +454,7 @@ def eager_run(
     trials = eager_processes(trials)
     spec = trials[0][0]
     results = [result for _, result in trials]
-    measured, disturbed_problems = undisturbed([(s, r) for s, r in trials if r.eager_ms and s.times_own_level],
+    measured, disturbed_problems = undisturbed([(s, r) for s, r in trials if r.eager_ms and times_own_level(s.kind)],
                                                context.validity)  # fmt: skip
     load_failures = [r for r in results if r.status != STATUS_OK and r.eager_first_call_s is None]
     status, error = _run_status(load_failures) if load_failures else (STATUS_OK, None)

@@ -47,6 +47,19 @@ KIND_PAIRED, KIND_ARM, KIND_COLD = "paired", "arm", "cold"  # what a trial's pro
 KINDS = (KIND_PAIRED, KIND_ARM, KIND_COLD)
 
 
+def times_own_level(kind: str) -> bool:
+    """Whether a process of `kind` times its run's own latency and speedup (a timing process, a paired trial). A cold
+    process does not: it holds one compiled model and runs faster than a timing process beside every arm, a level
+    that cancels in B/A but not in one stack's interval, so its rounds are a block of B/A only."""
+    return kind != KIND_COLD
+
+
+def memory_before_timing(kind: str) -> bool:
+    """Whether a process of `kind` measured its peak memory before it timed (a cold process, its one compiled model
+    alone), so that a disturbance of its timing leaves its memory standing."""
+    return kind == KIND_COLD
+
+
 RESULT_FORMAT = 5  # of a TrialResult line; older ones are read with the fields added since at their defaults
 RESULT_FIELDS_ADDED = {3: ("timeline_s",), 4: ("turn_wait_s", "plan_sha256"), 5: ("round_turns",)}
 #   format -> the TrialResult fields it added (1, no `format` key: before multi-arm processes; 2: those, without a
@@ -291,13 +304,6 @@ class TrialSpec:
         """The block this trial ran in (`variant/rN`, a cold compile `variant/cN`): A and B of a cell share it, so a
         comparison pairs them by it."""
         return f"{self.variant.name}/{'c' if self.kind == KIND_COLD else 'r'}{self.replicate}"
-
-    @property
-    def times_own_level(self) -> bool:
-        """Whether this process's latency and speedup are its run's own (a timing process, a paired trial). A cold
-        process's are not: it holds one compiled model and runs faster than a timing process beside every arm, a level
-        that cancels in B/A but not in one stack's interval, so its rounds are a block of B/A only."""
-        return self.kind != KIND_COLD
 
     @staticmethod
     def is_cold_block(block: str) -> bool:
