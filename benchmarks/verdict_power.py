@@ -11,9 +11,8 @@ a drift of the machine (sd `--drift`, which pairing must cancel) and each proces
 difference has sd `sigma` (per metric kind), times a cell's own factor where `--spread` makes cells differ (the factors'
 logs evenly spaced normal quantiles of sd `spread`: at 0.5 the noisiest of 6 cells has 4.0 times the quietest one's sd).
 Before each comparison, `--history` A/A runs of the same design give each cell's noise record, as
-`compare=[current,current]` does (a cell with one block a side, a cold compile, about its known truth B / A = 1;
-`--no-aa-single-blocks`: not at all, as before); `--history 0` is a fresh clone's first comparison. Each kind starts
-from the design's first blocks, the config schema's defaults unless told: `--cold-blocks` cold ones (benchmark.cold_replicates, 1: one
+`compare=[current,current]` does; `--history 0` is a fresh clone's first comparison. Each kind starts from the design's
+first blocks, the config schema's defaults unless told: `--cold-blocks` cold ones (benchmark.cold_replicates, 1: one
 cold process a stack has no interval, so a cold compile is decided only where blocks are added), which give compile time
 and, their processes timing after the compile, speedup and latency too; and `--blocks` timing blocks for speedup and
 latency (`--cold-untimed`: the design before cold processes timed). The cap, `--max-blocks`, counts timing blocks, as
@@ -136,8 +135,7 @@ def one_comparison(
     for earlier in range(args.history):  # the machine's noise record: earlier invocations of the same cells
         aa_rows = rows(int(rng.integers(1 << 31)), [first] * args.cells, metric, sigmas, args.drift, 1.0,
                        f"aa{trial}-{earlier}")  # fmt: skip
-        judged = compare.comparison_rows(aa_rows, None, ["A", "B"], args.margin)
-        measured = compare.noise_measured(judged, aa=not args.no_aa_single_blocks)
+        measured = compare.noise_measured(compare.comparison_rows(aa_rows, None, ["A", "B"], args.margin))
         record = noise_record.record_noise(record, f"aa{trial}-{earlier}", measured, {})
     noise = noise_record.machine_noise(record)
     seed = int(rng.integers(1 << 31))
@@ -182,9 +180,6 @@ def main() -> None:
     parser.add_argument("--margin", type=float, default=0.05)
     parser.add_argument("--trials", type=int, default=300, help="comparisons simulated per kind and truth")
     parser.add_argument("--history", type=int, default=1, help="earlier invocations in the noise record (A/A runs)")
-    parser.add_argument("--no-aa-single-blocks", action="store_true",
-                        help="an A/A's cells with one block a side add nothing to the record (the rule before they "
-                             "counted about B / A = 1)")  # fmt: skip
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--spread", type=float, default=0.0, help="sd of the log of the cells' sigma factors")
     args = parser.parse_args()

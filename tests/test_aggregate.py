@@ -2,7 +2,6 @@
 comparison with and without an A/A calibration (the real interleaved comparison is in test_environments)."""
 
 import json
-import math
 
 import pandas as pd
 import pytest
@@ -64,31 +63,25 @@ def test_versions_across_invocations_are_ordered_by_version_and_not_interleaved(
 
 
 def test_each_invocation_adds_its_blocks_to_the_machines_noise_and_later_ones_use_it(tmp_path):
-    def row(environment, key, compiled, invocation, cold_s=20.0):
+    def row(environment, key, compiled, invocation):
         processes = [{"eager_ms": [10.0] * 3, "compiled_ms": [c] * 3, "compile_s": 2.0, "cache": "warm",
                       "peak_mem_mib": 50.0, "block": f"default/r{i}"} for i, c in enumerate(compiled)]  # fmt: skip
-        processes.append({"eager_ms": [10.0] * 3, "compiled_ms": [5.0] * 3, "compile_s": cold_s, "cache": "cold",
-                          "peak_mem_mib": 50.0, "block": "default/c0"})  # fmt: skip
         identity = {"environment": environment, "environment_key": key, "variant": "default", "compile": True}
         return {**KEYS, **identity, "status": "ok", "machine_fingerprint": "f", "invocation_id": invocation,
                 "process_results": processes}  # fmt: skip
 
     calibration = tmp_path / "calibration.json"
-    aa = runs_of([row("current", "k", [5.0, 5.1, 4.9], "i1"), row("current#2", "k", [5.1, 5.0, 5.2], "i1", 21.0)])
+    aa = runs_of([row("current", "k", [5.0, 5.1, 4.9], "i1"), row("current#2", "k", [5.1, 5.0, 5.2], "i1")])
     compared, record = aggregate.comparison(aa, ["current", "current#2"], calibration, margin=0.05)
     assert record is not None and not compared[0].calibrated
     assert record["invocations"]["i1"]["aa"] and record["invocations"]["i1"]["noise"]["m|bs1|default"][
-        "compiled_latency"][1] == 3  # fmt: skip
-    assert record["invocations"]["i1"]["noise"]["m|bs1|default"]["compile_cold"] == [
-        pytest.approx(math.log(1.05) ** 2),
-        1,
-    ]  # one cold block: about B/A = 1
+        "compiled_latency"][1] == 2  # fmt: skip
     calibration.write_text(json.dumps({"f|cpu": record}))
     ab = runs_of([row("current", "k", [5.0, 5.1, 4.9], "i2"), row("new", "k2", [5.6, 5.7, 5.5], "i2")])
     compared, record = aggregate.comparison(ab, ["current", "new"], calibration, margin=0.05)
     judged = compared[0].judged["compiled_latency"]
     assert compared[0].calibrated and judged.verdict == "slower"
-    assert judged.ratio.dof == 6  # its own 3 df (three timing blocks and the cold one) pooled with the A/A's 3
+    assert judged.ratio.dof == 4  # its own 2 df pooled with the A/A's 2
     assert set(record["invocations"]) == {"i1", "i2"}  # accumulated, not overwritten
     reversed_order, _ = aggregate.comparison(ab, ["new", "current"], calibration, margin=0.05)
     assert reversed_order[0].baseline == "new"  # the baseline is compare's first, whatever order runs finished

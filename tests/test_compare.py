@@ -129,35 +129,6 @@ def test_the_machines_noise_record_accumulates_per_cell_and_never_counts_an_invo
     assert not row.calibrated and row.judged["compiled_latency"].ratio.noise == "cell"  # not another cell's noise
 
 
-def test_an_aa_counts_a_single_cold_block_about_its_known_truth_so_later_ones_get_an_interval():
-    """A cell of an A/A with one block a side (a cold compile) has no spread of its own, but B / A = 1 is known: its
-    one difference counts about that, a degree of freedom; the cells with several blocks count about their own mean,
-    as a comparison's do. A later comparison's single cold block then has an interval from the machine's record."""
-    eager_a, eager_b = [10.0, 10.1, 9.9], [10.3, 10.2, 10.4]
-    a = _row("current", eager_a, [5.0, 5.05, 4.95])
-    b = _row("current#2", eager_b, [5.0, 5.1, 5.0])
-    b["process_results"][0]["compile_s"] = 22.0  # its cold process compiled 10% slower than A's (20 s)
-    rows = compare.comparison_rows(runs_of([a, b]), noise=None)
-    assert rows[0].judged["compile_cold"].ratio.method == stats.SINGLE  # one block: no interval of its own
-    [(cell, as_aa)], [(_, as_ab)] = compare.noise_measured(rows, aa=True).items(), compare.noise_measured(rows).items()
-    assert as_aa["compile_cold"].dof == 1 and as_aa["compile_cold"].ss == pytest.approx(math.log(1.1) ** 2)
-    assert "compile_cold" not in as_ab  # a comparison's single block: its truth unknown, nothing to add
-    logs = [math.log(y / x) for x, y in zip(eager_a, eager_b, strict=True)]
-    assert as_aa["eager_latency"] == as_ab["eager_latency"]  # several blocks: about the cell's own mean
-    assert as_aa["eager_latency"].dof == 2 and as_aa["eager_latency"].ss == pytest.approx(stats.noise_of(logs).ss)
-    record = noise_record.machine_noise(noise_record.record_noise(None, "inv", {cell: as_aa}, {"aa": True}))
-    c = _row("current", eager_a, [5.0, 5.05, 4.95], invocation="inv2")
-    d = _row("torch-new", eager_a, [5.0, 5.05, 4.95], key="k2", invocation="inv2")
-    d["process_results"][0]["compile_s"] = 30.0  # 1.5 times A's cold compile
-    [later] = compare.comparison_rows(runs_of([c, d]), noise=record)
-    cold = later.judged["compile_cold"].ratio
-    assert cold.noise == "machine" and cold.blocks == 1 and cold.dof == 1 and cold.low < 1.5 < cold.high
-    assert later.judged["compile_cold"].verdict == stats.INCONCLUSIVE  # one A/A's degree of freedom: t = 12.7
-    again = compare.noise_measured(compare.comparison_rows(runs_of([a, b]), noise=record), aa=True)
-    assert again[cell]["compile_cold"] == as_aa["compile_cold"]  # judged with a record, the same one difference
-    assert stats.noise_about_truth(stats.Ratio(1.0, *(math.nan,) * 5, 0, 0, stats.SINGLE)) == stats.Noise()
-
-
 def _together(environment, slowdown, turns, key="k1", turns_of_block=None):
     """A run whose 3 blocks ran together: 2 rounds a turn over `turns`, the machine 30% slower in turns 2-5 (a speed
     both processes of a block meet), B's compiled arm `slowdown` times A's (a little more in each later block)."""
@@ -286,8 +257,7 @@ def test_a_suite_whose_cells_have_one_process_a_side_gets_its_interval_from_thei
     """Cold compile with one cold process a stack: no cell has an interval, so the suite's comes from the spread of
     the cells' ratios (a one-sample t over the cells), which a known answer checks; so where the loop gave some cells
     a second cold block. Not below three cells, nor for a metric whose cells share processes (peak memory: an eager
-    cell's and a compiled cell's come from the same cold process). Nor where the cells' intervals rest on fewer
-    degrees of freedom than the spread (one cold block each, with a record of one A/A run): the spread is used."""
+    cell's and a compiled cell's come from the same cold process)."""
 
     def single(label, ratio, metric="compile_cold"):
         value = stats.Ratio(ratio, *(math.nan,) * 5, 1, 0.0, stats.SINGLE)
@@ -315,12 +285,3 @@ def test_a_suite_whose_cells_have_one_process_a_side_gets_its_interval_from_thei
     assert compare.suite_summary(mixed)[0]["ci_high"] == pytest.approx(math.exp(statistics.fmean(logs) + halfwidth))
     memory = [single(f"M{i}", ratio, "peak_memory") for i, ratio in enumerate(ratios)]
     assert math.isnan(compare.suite_summary(memory)[0]["ci_low"])
-
-    def thin(label, ratio, dof):  # one cold block a side, its interval from a record of `dof` A/A blocks
-        value = stats.Ratio(ratio, ratio / 1.5, ratio * 1.5, ratio / 1.3, ratio * 1.3, 0.5, 1, dof, stats.PAIRED)
-        return _comparison(label, "default", {"compile_cold": compare.Judged(value, "", "", stats.INCONCLUSIVE)})
-
-    lent = [thin(f"M{i}", ratio, 1.0) for i, ratio in enumerate(ratios)]  # fewer degrees of freedom than the spread
-    assert compare.suite_summary(lent)[0]["ci_high"] == pytest.approx(entry["ci_high"])  # the spread's, as above
-    rich = [thin(f"M{i}", ratio, 8.0) for i, ratio in enumerate(ratios)]  # more: pooled from the cells' own
-    assert compare.suite_summary(rich)[0]["ci_high"] != pytest.approx(entry["ci_high"])

@@ -146,11 +146,10 @@ def comparison(
     record = noise_record.load_calibrations(calibration_path).get(key)
     noise = noise_record.machine_noise(record, leave_out=invocation)
     compared = compare.comparison_rows(runs, noise, labels, margin)
-    aa = compare.is_aa(runs)
-    measured = compare.noise_measured(compared, aa)
+    measured = compare.noise_measured(compared)
     if not measured:
         return compared, None
-    about = {"recorded_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "aa": aa, "cells": len(compared),
+    about = {"recorded_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "aa": compare.is_aa(runs), "cells": len(compared),
              "machine": runs[0].machine, "device_name": runs[0].device_name}  # fmt: skip
     return compared, noise_record.record_noise(record, invocation, measured, about)
 

@@ -462,40 +462,23 @@ def is_aa(runs: list[ComparedRun]) -> bool:
     return len({run.environment for run in runs}) >= 2 and len(keys) == 1
 
 
-def noise_measured(compared: list[Comparison], aa: bool = False) -> noise_record.CellNoise:
+def noise_measured(compared: list[Comparison]) -> noise_record.CellNoise:
     """What this invocation adds to the machine's noise record, per cell and metric (a metric paired by turn under its
-    own name, noise_record.noise_name): its paired blocks against the baseline, their spread around the cell's own
-    mean, so a real difference adds nothing (n - 1 degrees of freedom); leaving out cells with a run that is not ok
-    (an `invalid` one included) and metrics the F-test found noisier than the cell's record. In an A/A run (`aa`:
-    is_aa) a cell with a single block a side (a cold compile: one cold process a stack) has no spread of its own but
-    a known truth, B / A = 1: its one difference counts about that (stats.noise_about_truth, one degree of freedom),
-    so that later comparisons' single cold blocks get an interval from the machine's record."""
+    own name, noise_record.noise_name): its paired blocks against the baseline (their spread around the cell's own
+    mean, so a real difference adds nothing), leaving out cells with a run that is not ok (an `invalid` one included)
+    and metrics the F-test found noisier than the cell's record."""
     measured: noise_record.CellNoise = {}
     for row in compared:
         if row.reference != FIRST or row.baseline_status != STATUS_OK or row.candidate_status != STATUS_OK:
             continue
         for name, judged in row.judged.items():
-            ratio = judged.ratio
-            if ratio.noisy:
+            if judged.ratio.method not in stats.PAIRED_METHODS or judged.ratio.noisy:
                 continue
-            if aa and row.interleaved and _one_block_by_block(name, ratio):
-                cell, method = stats.noise_about_truth(ratio), stats.PAIRED
-            elif ratio.method in stats.PAIRED_METHODS:
-                cell, method = ratio.cell_noise, ratio.method
-            else:
-                continue
+            cell, recorded = judged.ratio.cell_noise, noise_record.noise_name(name, judged.ratio.method)
             if cell.dof:
                 per_cell = measured.setdefault(noise_record.cell_key(row.model_id, row.batch_size, row.variant), {})
-                recorded = noise_record.noise_name(name, method)
                 per_cell[recorded] = per_cell.get(recorded, stats.Noise()) + cell
     return measured
-
-
-def _one_block_by_block(metric: str, ratio: stats.Ratio) -> bool:
-    """A B / A of a single block of a metric with one value a process, so paired by block (with no interval of its
-    own, or one lent by the machine's record). A latency or speedup of one block may have been paired by turn, which
-    its ratio does not say: left out."""
-    return ratio.blocks == 1 and metric not in BY_TURN_METRICS and ratio.method in (stats.SINGLE, stats.PAIRED)
 
 
 def flagged(compared: list[Comparison]) -> list[Comparison]:
@@ -565,17 +548,13 @@ def _suite_ratio(ratios: list[stats.Ratio], own_processes: bool = False) -> stat
     """The geometric mean of the cells' B/A with its intervals: pooled from the cells' own where every cell has one;
     else, for a metric whose cells have processes of their own (cold compile: one cold process a stack leaves a cell
     without an interval) and MIN_ACROSS_CELLS cells, from the spread of the cells' ratios
-    (`stats.across_cells_ratio`); else none. Such a metric takes the spread too where a cell's interval rests on
-    fewer degrees of freedom than the spread has (one cold block a side, its interval from a record of one A/A run):
-    variances of one or two degrees of freedom pool badly (Welch-Satterthwaite gives their mean few)."""
+    (`stats.across_cells_ratio`); else none."""
     if not ratios:
         return stats.Ratio(*(math.nan,) * 6, 0, 0, stats.SINGLE)
     logs = [math.log(ratio.value) for ratio in ratios]
     center = sum(logs) / len(logs)
-    with_intervals = all(_finite(ratio.dof) and ratio.dof > 0 and _finite(ratio.halfwidth) for ratio in ratios)
-    across = own_processes and len(ratios) >= MIN_ACROSS_CELLS
-    if not with_intervals or (across and min(ratio.dof for ratio in ratios) < len(ratios) - 1):
-        if across:
+    if not all(_finite(ratio.dof) and ratio.dof > 0 and _finite(ratio.halfwidth) for ratio in ratios):
+        if own_processes and len(ratios) >= MIN_ACROSS_CELLS:
             return stats.across_cells_ratio(logs)
         return stats.Ratio(math.exp(center), *(math.nan,) * 5, len(ratios), 0, stats.SINGLE)
     parts = []  # (variance of each cell's mean log, its degrees of freedom)

@@ -115,9 +115,8 @@ def verdict(ci_low: float, ci_high: float) -> str:
 
 @dataclass(frozen=True)
 class Noise:
-    """Noise of paired log differences: their sum of squares around each cell's mean (an A/A cell's single block: about
-    its known truth, `noise_about_truth`), and its degrees of freedom. Pooled by adding (what an A/A calibration and
-    every comparison's blocks contribute to a machine's record)."""
+    """Noise of paired log differences: their sum of squares around each cell's mean, and its degrees of freedom.
+    Pooled by adding (what an A/A calibration and every comparison's blocks contribute to a machine's record)."""
 
     ss: float = 0.0
     dof: int = 0
@@ -136,16 +135,6 @@ def noise_of(differences: list[float]) -> Noise:
     if values.size < 2:
         return Noise()
     return Noise(float(((values - values.mean()) ** 2).sum()), int(values.size - 1))
-
-
-def noise_about_truth(ratio: Ratio, truth: float = 1.0) -> Noise:
-    """The noise of a paired B / A's per-block log differences about a known true B / A (an A/A run's: 1): their sum
-    of squares about log `truth`, one degree of freedom a block, where `noise_of` takes their own mean out (which a
-    single block cannot spare). What the blocks have in common counts as noise too."""
-    if ratio.blocks < 1 or not math.isfinite(ratio.value) or ratio.value <= 0:
-        return Noise()
-    offset = math.log(ratio.value) - math.log(truth)
-    return Noise(ratio.cell_noise.ss + ratio.blocks * offset**2, int(ratio.blocks))
 
 
 @dataclass(frozen=True)
