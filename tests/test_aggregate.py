@@ -141,3 +141,46 @@ def test_cells_json_holds_each_compared_cells_ratio_ci_and_verdict_code_for_dvc(
         "compiled_latency": {"ratio": 1.2, "ci_low": 1.1, "verdict_code": 1},
         "peak_memory": {"ratio": 1.0, "ci_low": 0.99, "ci_high": 1.01, "verdict_code": 0}}}}  # fmt: skip
     json.dumps(cells, allow_nan=False)  # what DVC reads: no NaN
+
+
+def test_the_store_lists_a_comparison_repeated_in_separate_invocations_and_flags_a_contradiction(tmp_path, monkeypatch):
+    """Two invocations of the same two stacks (and an A/A) logged as the pipeline logs them (each run, then its
+    comparison onto the candidate), read back from a real MLflow store: per cell and metric each invocation's word,
+    oldest first, and `contradict` where one said slower and the other faster. A pair compared once is not listed."""
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    uri = f"sqlite:///{tmp_path}/mlflow.db"
+    client = tracking.client(uri)
+    experiment = tracking.experiment_id(client, tracking.EXPERIMENT)
+
+    def invocation(name, compiled_b, environments=(("current", "k1"), ("torch-new", "k2"))):
+        parent = tracking.start_parent(client, tracking.EXPERIMENT, name, {}, {})
+        rows = []
+        for (environment, key), compiled in zip(environments, ([5.0, 5.1, 4.9], compiled_b), strict=True):
+            processes = [{"eager_ms": [10.0] * 3, "compiled_ms": [c] * 3, "compile_s": 2.0, "cache": "warm",
+                          "peak_mem_mib": 50.0, "block": f"default/r{i}"} for i, c in enumerate(compiled)]  # fmt: skip
+            rows.append({"environment": environment, "environment_key": key, "invocation_id": name,
+                         "run_uid": f"{name}/{environment}", "process_results": processes,
+                         "machine_fingerprint": "f", "device_name": "cpu"})  # fmt: skip
+        for row in rows:
+            tracking.log_child(client, parent, **tracking.run_payload(run_record(row)))
+        [compared] = compare.comparison_rows(runs_of(rows), noise=None)
+        run_id = tracking.find_run(client, experiment, tracking.RUN_UID_TAG, compared.candidate_run_uid)
+        tracking.log_metrics(client, run_id, tracking.comparison_metrics(compared))
+        return compared
+
+    first = invocation("i1", [6.0, 6.1, 5.9])  # B 20% slower
+    second = invocation("i2", [4.0, 4.1, 3.9])  # B 20% faster
+    invocation("i3", [5.0, 5.1, 4.9], (("current", "k1"), ("current#2", "k1")))  # an A/A: its own pair, once
+    assert (
+        first.judged["compiled_latency"].verdict == "slower" and second.judged["compiled_latency"].verdict == "faster"
+    )
+    found = aggregate.repeats(tracking.store_rows(tracking.search_children(uri, tracking.EXPERIMENT)))
+    repeats = pd.DataFrame([repeat.row() for repeat in found], columns=aggregate.REPEAT_COLUMNS)
+    latency = repeats[repeats["metric"] == "compiled_latency"].iloc[0]
+    assert latency["invocations"] == 2 and latency["verdicts"] == "slower; faster" and latency["contradict"]
+    assert latency["ratios"] == f"{first.judged['compiled_latency'].ratio.value:.3f}; " \
+                                f"{second.judged['compiled_latency'].ratio.value:.3f}"  # fmt: skip
+    assert (latency["baseline_key"], latency["candidate_key"]) == ("k1", "k2") and latency["model_id"] == "org/m"
+    memory = repeats[repeats["metric"] == "peak_memory"].iloc[0]
+    assert not memory["contradict"]  # the same memory both times: agreed
+    assert set(repeats["candidate_key"]) == {"k2"}  # the A/A was run once: not a repeat

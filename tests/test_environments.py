@@ -169,6 +169,8 @@ def test_the_store_compares_versions_across_invocations(calibrated):
     assert not across.empty and not across["interleaved"].any()  # separate invocations: labelled as such
     assert across["calibrated"].all()  # the A/A margin of this machine applies
     assert "4.57.6" in " ".join(across["baseline_versions"]) + " ".join(across["candidate_versions"])
+    repeats = pd.read_csv(root / "data/store/repeats.csv")  # the A/B and the A/A are different pairs: none repeated
+    assert repeats.empty and "contradict" in repeats.columns
     _stage("plot", root, env, "--from-mlflow")
     assert (root / "data/store/versions.png").exists()
 

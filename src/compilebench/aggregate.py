@@ -24,6 +24,7 @@ import logging
 import math
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -194,6 +195,79 @@ def version_rows(
     return compared
 
 
+REPEAT_KEYS = ("model_id", "label", "batch_size", "variant", "machine_fingerprint", "device_name")
+
+
+@dataclass(frozen=True)
+class Repeat:
+    """One comparison of two stacks (by environment key) in one cell, machine, device and metric, made in several
+    invocations: what each said, oldest first."""
+
+    cell: tuple[Any, ...]  # REPEAT_KEYS' values
+    metric: str
+    baseline: str  # the stacks as the newest invocation named them
+    candidate: str
+    baseline_key: str | None
+    candidate_key: str | None
+    ratios: tuple[float, ...]  # B/A per invocation
+    codes: tuple[int, ...]  # tracking.verdict_code per invocation
+
+    @property
+    def contradict(self) -> bool:
+        """One invocation said B above A, another below."""
+        return {-1, 1} <= set(self.codes)
+
+    def row(self) -> dict[str, Any]:
+        metric = compare.METRIC_BY_NAME[self.metric]
+        words = {0: "equivalent", 2: "inconclusive", 1: metric.above, -1: metric.below}
+        return {**dict(zip(REPEAT_KEYS, self.cell, strict=True)), "metric": self.metric, "baseline": self.baseline,
+                "candidate": self.candidate, "baseline_key": self.baseline_key, "candidate_key": self.candidate_key,
+                "invocations": len(self.codes),
+                "ratios": "; ".join(f"{r:.3f}" if isinstance(r, float) and math.isfinite(r) else "nan"
+                                    for r in self.ratios),
+                "verdicts": "; ".join(words.get(code, str(code)) for code in self.codes),
+                "contradict": self.contradict}  # fmt: skip
+
+
+REPEAT_COLUMNS = [*REPEAT_KEYS, "metric", "baseline", "candidate", "baseline_key", "candidate_key", "invocations",
+                  "ratios", "verdicts", "contradict"]  # fmt: skip
+
+
+def repeats(rows: list[dict[str, Any]]) -> list[Repeat]:
+    """The same two stacks compared again in separate invocations, from the store's runs (`tracking.store_rows`): per
+    cell, machine, device, pair of stacks (by environment key: the same recipe and pins; an A/A pairs a stack with
+    itself) and metric, what each invocation said, oldest first (the B/A and word its report gave, logged on its
+    candidate run as `vs_first/...`). Two invocations of one comparison should never contradict each other; the
+    words of a machine too noisy for its verdicts' error rates would. Only pairs compared in two invocations or more;
+    a series' later stacks against its first."""
+    by_invocation: dict[tuple, dict[str, list[dict[str, Any]]]] = {}
+    for row in sorted(rows, key=lambda row: row.get("start_time") or 0):
+        side = "candidate" if "vs_first/verdict_code" in row else "baseline"
+        cell = (row.get("invocation_id"), *(row.get(key) for key in REPEAT_KEYS))
+        by_invocation.setdefault(cell, {"baseline": [], "candidate": []})[side].append(row)
+    found: dict[tuple, list[tuple[str, str, float, int]]] = {}
+    for (_, *cell), sides in by_invocation.items():
+        if len(sides["baseline"]) != 1:
+            continue  # no comparison in this invocation (one stack), or a cell logged twice: not judged here
+        [baseline] = sides["baseline"]
+        for candidate in sides["candidate"]:
+            for metric in compare.METRICS:
+                code = candidate.get(f"vs_first/{metric.name}_verdict_code")
+                if code is not None:
+                    key = (*cell, baseline.get("environment_key"), candidate.get("environment_key"), metric.name)
+                    said = (_stack(baseline), _stack(candidate), candidate.get(f"vs_first/{metric.name}_ratio"), code)
+                    found.setdefault(key, []).append(said)
+    return [Repeat(tuple(cell), metric, said[-1][0], said[-1][1], baseline_key, candidate_key,
+                   tuple(ratio for _, _, ratio, _ in said), tuple(int(code) for *_, code in said))
+            for (*cell, baseline_key, candidate_key, metric), said in found.items() if len(said) >= 2]  # fmt: skip
+
+
+def _stack(row: dict[str, Any]) -> str:
+    return (
+        f"{row.get('environment')} (torch {row.get('torch_version')} / transformers {row.get('transformers_version')})"
+    )
+
+
 def from_mlflow(config) -> None:
     """Every measurement run of the store as a summary table, each of its compiled runs against the published
     numbers (so that plans run in separate invocations, such as a suite split into GPU windows, are judged in one
@@ -212,10 +286,13 @@ def from_mlflow(config) -> None:
     versions = version_rows([tracking.stored_run(row) for row in oldest_first],
                             noise_record.load_calibrations(config.paths.calibration), config.margin)  # fmt: skip
     write_csv(comparison_frame(versions), out / "versions.csv")
+    repeated = repeats(rows)
+    write_csv(pd.DataFrame([repeat.row() for repeat in repeated], columns=REPEAT_COLUMNS), out / "repeats.csv")
     counts = judged.get("verdict", pd.Series()).value_counts().to_dict()  # eager runs only: no verdict column
-    LOGGER.info("wrote %s (%d runs), %s (%s) and %s (%d comparisons across invocations, not interleaved)",
-                out / "runs.csv", len(table), out / "verdicts.csv", counts, out / "versions.csv",
-                len(versions))  # fmt: skip
+    LOGGER.info("wrote %s (%d runs), %s (%s), %s (%d comparisons across invocations, not interleaved) and %s (%d "
+                "(cell, metric) comparisons repeated in separate invocations, %d of them contradicting)",
+                out / "runs.csv", len(table), out / "verdicts.csv", counts, out / "versions.csv", len(versions),
+                out / "repeats.csv", len(repeated), sum(repeat.contradict for repeat in repeated))  # fmt: skip
 
 
 def check(config) -> None:
