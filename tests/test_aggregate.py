@@ -156,17 +156,22 @@ def test_the_store_lists_a_comparison_repeated_in_separate_invocations_and_flags
         parent = tracking.start_parent(client, tracking.EXPERIMENT, name, {}, {})
         rows = []
         for (environment, key), compiled in zip(environments, ([5.0, 5.1, 4.9], compiled_b), strict=True):
-            processes = [{"eager_ms": [10.0] * 3, "compiled_ms": [c] * 3, "compile_s": 2.0, "cache": "warm",
-                          "peak_mem_mib": 50.0, "block": f"default/r{i}"} for i, c in enumerate(compiled)]  # fmt: skip
-            rows.append({"environment": environment, "environment_key": key, "invocation_id": name,
-                         "run_uid": f"{name}/{environment}", "process_results": processes,
-                         "machine_fingerprint": "f", "device_name": "cpu"})  # fmt: skip
+            for variant in ("default", "eager"):  # a compiled cell and the eager cell, from the same processes
+                processes = [{"eager_ms": [10.0] * 3, "compiled_ms": [c] * 3 if variant == "default" else [],
+                              "compile_s": 2.0 if variant == "default" else None, "cache": "warm", "peak_mem_mib": 50.0,
+                              "block": f"default/r{i}"} for i, c in enumerate(compiled)]  # fmt: skip
+                rows.append({"environment": environment, "environment_key": key, "invocation_id": name,
+                             "run_uid": f"{name}/{environment}/{variant}", "process_results": processes,
+                             "variant": variant, "compile": variant == "default", "machine_fingerprint": "f",
+                             "device_name": "cpu"})  # fmt: skip
         for row in rows:
             tracking.log_child(client, parent, **tracking.run_payload(run_record(row)))
-        [compared] = compare.comparison_rows(runs_of(rows), noise=None)
-        run_id = tracking.find_run(client, experiment, tracking.RUN_UID_TAG, compared.candidate_run_uid)
-        tracking.log_metrics(client, run_id, tracking.comparison_metrics(compared))
-        return compared
+        compared = compare.comparison_rows(runs_of(rows), noise=None)
+        for row in compared:
+            run_id = tracking.find_run(client, experiment, tracking.RUN_UID_TAG, row.candidate_run_uid)
+            tracking.log_metrics(client, run_id, tracking.comparison_metrics(row))
+        [compiled] = [row for row in compared if row.variant == "default"]
+        return compiled
 
     first = invocation("i1", [6.0, 6.1, 5.9])  # B 20% slower
     second = invocation("i2", [4.0, 4.1, 3.9])  # B 20% faster
@@ -184,3 +189,5 @@ def test_the_store_lists_a_comparison_repeated_in_separate_invocations_and_flags
     memory = repeats[repeats["metric"] == "peak_memory"].iloc[0]
     assert not memory["contradict"]  # the same memory both times: agreed
     assert set(repeats["candidate_key"]) == {"k2"}  # the A/A was run once: not a repeat
+    assert list(repeats[repeats["metric"] == "eager_latency"]["variant"]) == ["eager"]  # each cell counted once
+    assert (repeats["metric"] == "compiled_latency").sum() == 1

@@ -35,7 +35,7 @@ from compilebench.analysis import compare, noise_record
 from compilebench.analysis.runs import RunRecord
 from compilebench.config import Config, stage_config
 from compilebench.harness.files import locked, write_atomic, write_json
-from compilebench.harness.records import STATUS_OK, RecordError, key_part, read_jsonl
+from compilebench.harness.records import EAGER, STATUS_OK, RecordError, key_part, read_jsonl
 from compilebench.run_info import RunInfo
 
 LOGGER = logging.getLogger(__name__)
@@ -240,18 +240,19 @@ def repeats(rows: list[dict[str, Any]]) -> list[Repeat]:
     candidate run as `vs_first/...`). Two invocations of one comparison should never contradict each other; the
     words of a machine too noisy for its verdicts' error rates would. Only pairs compared in two invocations or more;
     a series' later stacks against its first."""
-    by_invocation: dict[tuple, dict[str, list[dict[str, Any]]]] = {}
+    by_cell: dict[tuple, dict[str, list[dict[str, Any]]]] = {}
     for row in sorted(rows, key=lambda row: row.get("start_time") or 0):
         side = "candidate" if "vs_first/verdict_code" in row else "baseline"
         cell = (row.get("invocation_id"), *(row.get(key) for key in REPEAT_KEYS))
-        by_invocation.setdefault(cell, {"baseline": [], "candidate": []})[side].append(row)
+        by_cell.setdefault(cell, {"baseline": [], "candidate": []})[side].append(row)
+    pairs: dict[Any, list[tuple[tuple, dict[str, Any], dict[str, Any]]]] = {}  # invocation -> (cell, A, B)
+    for (invocation, *cell), sides in by_cell.items():
+        if len(sides["baseline"]) == 1:  # else no comparison here (one stack), or a cell logged twice: not judged
+            pairs.setdefault(invocation, []).extend((tuple(cell), sides["baseline"][0], b) for b in sides["candidate"])
     found: dict[tuple, list[tuple[str, str, float, int]]] = {}
-    for (_, *cell), sides in by_invocation.items():
-        if len(sides["baseline"]) != 1:
-            continue  # no comparison in this invocation (one stack), or a cell logged twice: not judged here
-        [baseline] = sides["baseline"]
-        for candidate in sides["candidate"]:
-            for metric in compare.METRICS:
+    for compared in pairs.values():
+        for metric in compare.METRICS:
+            for cell, baseline, candidate in _counted_once(compared, metric):
                 code = candidate.get(f"vs_first/{metric.name}_verdict_code")
                 if code is not None:
                     key = (*cell, baseline.get("environment_key"), candidate.get("environment_key"), metric.name)
@@ -260,6 +261,22 @@ def repeats(rows: list[dict[str, Any]]) -> list[Repeat]:
     return [Repeat(tuple(cell), metric, said[-1][0], said[-1][1], baseline_key, candidate_key,
                    tuple(ratio for _, _, ratio, _ in said), tuple(int(code) for *_, code in said))
             for (*cell, baseline_key, candidate_key, metric), said in found.items() if len(said) >= 2]  # fmt: skip
+
+
+def _counted_once(compared: list[tuple[tuple, dict, dict]], metric: compare.Metric) -> list[tuple[tuple, dict, dict]]:
+    """One invocation's (cell, A, B) that count once for `metric`, as its report's what-changed counts them
+    (compare.suite_cells): eager latency from the eager cells where there are some (a compiled cell's eager samples
+    are the same processes'), inductor start-up from one compiled cell of each model and batch size."""
+    variant, model, batch = (REPEAT_KEYS.index(key) for key in ("variant", "model_id", "batch_size"))
+    if metric.name == "eager_latency" and any(cell[variant] == EAGER for cell, _, _ in compared):
+        return [entry for entry in compared if entry[0][variant] == EAGER]
+    if metric.per_timing_process:  # the same in each of its cells: the one of the first variant by name
+        first: dict[tuple, tuple[tuple, dict, dict]] = {}
+        for entry in sorted(compared, key=lambda entry: str(entry[0][variant])):
+            if f"vs_first/{metric.name}_verdict_code" in entry[2]:
+                first.setdefault((entry[0][model], entry[0][batch], entry[2].get("environment_key")), entry)
+        return list(first.values())
+    return compared
 
 
 def _stack(row: dict[str, Any]) -> str:
