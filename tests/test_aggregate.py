@@ -179,7 +179,8 @@ def test_the_store_lists_a_comparison_repeated_in_separate_invocations_and_flags
     assert (
         first.judged["compiled_latency"].verdict == "slower" and second.judged["compiled_latency"].verdict == "faster"
     )
-    found = aggregate.repeats(tracking.store_rows(tracking.search_children(uri, tracking.EXPERIMENT)))
+    stored = tracking.store_rows(tracking.search_children(uri, tracking.EXPERIMENT))
+    found = aggregate.repeats(sorted(stored, key=lambda row: row["start_time"]))  # oldest first, as from_mlflow
     repeats = pd.DataFrame([repeat.row() for repeat in found], columns=aggregate.REPEAT_COLUMNS)
     latency = repeats[repeats["metric"] == "compiled_latency"].iloc[0]
     assert latency["invocations"] == 2 and latency["verdicts"] == "slower; faster" and latency["contradict"]

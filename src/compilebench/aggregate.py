@@ -35,7 +35,7 @@ from compilebench.analysis import compare, noise_record
 from compilebench.analysis.runs import RunRecord
 from compilebench.config import Config, stage_config
 from compilebench.harness.files import locked, write_atomic, write_json
-from compilebench.harness.records import EAGER, STATUS_OK, RecordError, key_part, read_jsonl
+from compilebench.harness.records import STATUS_OK, RecordError, key_part, read_jsonl
 from compilebench.run_info import RunInfo
 
 LOGGER = logging.getLogger(__name__)
@@ -219,13 +219,12 @@ class Repeat:
 
     def row(self) -> dict[str, Any]:
         metric = compare.METRIC_BY_NAME[self.metric]
-        words = {0: "equivalent", 2: "inconclusive", 1: metric.above, -1: metric.below}
         return {**dict(zip(REPEAT_KEYS, self.cell, strict=True)), "metric": self.metric, "baseline": self.baseline,
                 "candidate": self.candidate, "baseline_key": self.baseline_key, "candidate_key": self.candidate_key,
                 "invocations": len(self.codes),
                 "ratios": "; ".join(f"{r:.3f}" if isinstance(r, float) and math.isfinite(r) else "nan"
                                     for r in self.ratios),
-                "verdicts": "; ".join(words.get(code, str(code)) for code in self.codes),
+                "verdicts": "; ".join(tracking.verdict_word(code, metric) for code in self.codes),
                 "contradict": self.contradict}  # fmt: skip
 
 
@@ -239,9 +238,9 @@ def repeats(rows: list[dict[str, Any]]) -> list[Repeat]:
     itself) and metric, what each invocation said, oldest first (the B/A and word its report gave, logged on its
     candidate run as `vs_first/...`). Two invocations of one comparison should never contradict each other; the
     words of a machine too noisy for its verdicts' error rates would. Only pairs compared in two invocations or more;
-    a series' later stacks against its first."""
+    a series' later stacks against its first. `rows` oldest first."""
     by_cell: dict[tuple, dict[str, list[dict[str, Any]]]] = {}
-    for row in sorted(rows, key=lambda row: row.get("start_time") or 0):
+    for row in rows:
         side = "candidate" if "vs_first/verdict_code" in row else "baseline"
         cell = (row.get("invocation_id"), *(row.get(key) for key in REPEAT_KEYS))
         by_cell.setdefault(cell, {"baseline": [], "candidate": []})[side].append(row)
@@ -250,38 +249,32 @@ def repeats(rows: list[dict[str, Any]]) -> list[Repeat]:
         if len(sides["baseline"]) == 1:  # else no comparison here (one stack), or a cell logged twice: not judged
             pairs.setdefault(invocation, []).extend((tuple(cell), sides["baseline"][0], b) for b in sides["candidate"])
     found: dict[tuple, list[tuple[str, str, float, int]]] = {}
+    variant, model, batch = (REPEAT_KEYS.index(key) for key in ("variant", "model_id", "batch_size"))
+
+    def variant_of(entry: tuple) -> str:
+        return str(entry[0][variant])
+
+    def timing_process(entry: tuple) -> tuple:  # B's processes of one model and batch size
+        return entry[0][model], entry[0][batch], entry[2].get("environment_key")
+
     for compared in pairs.values():
+        by_variant = sorted(compared, key=variant_of)  # inductor start-up: the same cell in every invocation
         for metric in compare.METRICS:
-            for cell, baseline, candidate in _counted_once(compared, metric):
-                code = candidate.get(f"vs_first/{metric.name}_verdict_code")
-                if code is not None:
-                    key = (*cell, baseline.get("environment_key"), candidate.get("environment_key"), metric.name)
-                    said = (_stack(baseline), _stack(candidate), candidate.get(f"vs_first/{metric.name}_ratio"), code)
-                    found.setdefault(key, []).append(said)
+            ordered = by_variant if metric.per_timing_process else compared
+            judged = [entry for entry in ordered if f"vs_first/{metric.name}_verdict_code" in entry[2]]
+            for cell, baseline, candidate in compare.counted_once(judged, metric, variant_of, timing_process):
+                key = (*cell, baseline.get("environment_key"), candidate.get("environment_key"), metric.name)
+                said = (_stack(baseline), _stack(candidate), candidate.get(f"vs_first/{metric.name}_ratio"),
+                        candidate[f"vs_first/{metric.name}_verdict_code"])  # fmt: skip
+                found.setdefault(key, []).append(said)
     return [Repeat(tuple(cell), metric, said[-1][0], said[-1][1], baseline_key, candidate_key,
                    tuple(ratio for _, _, ratio, _ in said), tuple(int(code) for *_, code in said))
             for (*cell, baseline_key, candidate_key, metric), said in found.items() if len(said) >= 2]  # fmt: skip
 
 
-def _counted_once(compared: list[tuple[tuple, dict, dict]], metric: compare.Metric) -> list[tuple[tuple, dict, dict]]:
-    """One invocation's (cell, A, B) that count once for `metric`, as its report's what-changed counts them
-    (compare.suite_cells): eager latency from the eager cells where there are some (a compiled cell's eager samples
-    are the same processes'), inductor start-up from one compiled cell of each model and batch size."""
-    variant, model, batch = (REPEAT_KEYS.index(key) for key in ("variant", "model_id", "batch_size"))
-    if metric.name == "eager_latency" and any(cell[variant] == EAGER for cell, _, _ in compared):
-        return [entry for entry in compared if entry[0][variant] == EAGER]
-    if metric.per_timing_process:  # the same in each of its cells: the one of the first variant by name
-        first: dict[tuple, tuple[tuple, dict, dict]] = {}
-        for entry in sorted(compared, key=lambda entry: str(entry[0][variant])):
-            if f"vs_first/{metric.name}_verdict_code" in entry[2]:
-                first.setdefault((entry[0][model], entry[0][batch], entry[2].get("environment_key")), entry)
-        return list(first.values())
-    return compared
-
-
 def _stack(row: dict[str, Any]) -> str:
     return (
-        f"{row.get('environment')} (torch {row.get('torch_version')} / transformers {row.get('transformers_version')})"
+        f"{row.get('environment')} ({compare.versions_text(row.get('torch_version'), row.get('transformers_version'))})"
     )
 
 
@@ -303,7 +296,7 @@ def from_mlflow(config) -> None:
     versions = version_rows([tracking.stored_run(row) for row in oldest_first],
                             noise_record.load_calibrations(config.paths.calibration), config.margin)  # fmt: skip
     write_csv(comparison_frame(versions), out / "versions.csv")
-    repeated = repeats(rows)
+    repeated = repeats(oldest_first)
     write_csv(pd.DataFrame([repeat.row() for repeat in repeated], columns=REPEAT_COLUMNS), out / "repeats.csv")
     counts = judged.get("verdict", pd.Series()).value_counts().to_dict()  # eager runs only: no verdict column
     LOGGER.info("wrote %s (%d runs), %s (%s), %s (%d comparisons across invocations, not interleaved) and %s (%d "

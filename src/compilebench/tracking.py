@@ -346,6 +346,12 @@ def verdict_code(word: str, metric: compare.Metric) -> int:
     return 1 if word == metric.above else -1
 
 
+def verdict_word(code: int, metric: compare.Metric) -> str:
+    """A verdict code (`verdict_code`) as its word again."""
+    words = {value: word for word, value in VERDICT_CODES.items()}
+    return words.get(code) or (metric.above if code == 1 else metric.below if code == -1 else str(code))
+
+
 RATIO_KEYS = ("ratio", "ci_low", "ci_high")  # a compared metric's B/A and its 95% CI bounds
 
 

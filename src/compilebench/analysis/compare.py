@@ -29,9 +29,9 @@ from __future__ import annotations
 import itertools
 import math
 import statistics
-from collections.abc import Sequence
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from compilebench.analysis import noise_record, stats
 from compilebench.analysis.per_process import ProcessRecord
@@ -39,6 +39,7 @@ from compilebench.analysis.runs import RunRecord
 from compilebench.harness.records import EAGER, STATUS_OK, TrialSpec, memory_before_timing
 
 MIN_ACROSS_CELLS = 3  # cells a suite's interval from their spread needs (2 degrees of freedom)
+T = TypeVar("T")  # a compared cell, of whatever kind a caller holds (counted_once)
 FIRST, PREVIOUS = "first", "previous"  # what a row compares B with: the baseline, or the stack before it in a series
 
 
@@ -383,8 +384,8 @@ def compare_pair(
         baseline_run_uid=a.run_uid,
         candidate_run_uid=b.run_uid,
         reference=reference,
-        baseline_versions=f"torch {a.torch_version} / transformers {a.transformers_version}",
-        candidate_versions=f"torch {b.torch_version} / transformers {b.transformers_version}",
+        baseline_versions=versions_text(a.torch_version, a.transformers_version),
+        candidate_versions=versions_text(b.torch_version, b.transformers_version),
         baseline_status=a.status,
         candidate_status=b.status,
         health_change="; ".join(health_changes(a, b)),
@@ -491,18 +492,31 @@ DIRECTIONS = {word for metric in METRICS for word in (metric.above, metric.below
 
 
 def suite_cells(compared: list[Comparison], metric: Metric) -> list[Comparison]:
-    """The rows of one compared stack that count once each for `metric` over the suite: eager latency's eager cells
-    (a compiled cell's eager samples are the same processes'), inductor start-up's first compiled cell of each
-    (model, batch size) (every arm of a timing process has its value), every row that judged the metric otherwise."""
+    """The rows of one compared stack that count once each for `metric` over the suite (`counted_once`)."""
     judged = [row for row in compared if metric.name in row.judged]
-    if metric.name == "eager_latency" and any(row.variant == EAGER for row in judged):
-        return [row for row in judged if row.variant == EAGER]
+    return counted_once(judged, metric, lambda row: row.variant, lambda row: (row.model_id, row.batch_size))
+
+
+def counted_once(
+    judged: Sequence[T], metric: Metric, variant: Callable[[T], str], timing_process: Callable[[T], Hashable]
+) -> list[T]:
+    """Of one compared stack's cells that judged `metric` (rows of any kind: `variant` and `timing_process` read
+    them), those that count once each: eager latency's eager cells (a compiled cell's eager samples are the same
+    processes'), inductor start-up's first compiled cell of each timing process (model and batch size: every arm of
+    a timing process has its value), every cell otherwise."""
+    if metric.name == "eager_latency" and any(variant(cell) == EAGER for cell in judged):
+        return [cell for cell in judged if variant(cell) == EAGER]
     if metric.per_timing_process:
-        first: dict[tuple[str, int], Comparison] = {}
-        for row in judged:
-            first.setdefault((row.model_id, row.batch_size), row)
+        first: dict[Hashable, T] = {}
+        for cell in judged:
+            first.setdefault(timing_process(cell), cell)
         return list(first.values())
-    return judged
+    return list(judged)
+
+
+def versions_text(torch_version: Any, transformers_version: Any) -> str:
+    """A stack's versions as a table shows them."""
+    return f"torch {torch_version} / transformers {transformers_version}"
 
 
 def suite_summary(compared: list[Comparison]) -> list[dict[str, Any]]:
