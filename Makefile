@@ -10,7 +10,7 @@ export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 export DVC_NO_ANALYTICS := 1
 export PYTHONUNBUFFERED := 1
 
-.PHONY: run compare experiments gpu test test-fast ui server sync ingest models lint clean
+.PHONY: run compare forecast experiments gpu test test-fast ui server sync ingest models lint clean
 
 run: $(STAMP) .dvc/config  ## create the environment and run `dvc repro` on params.yaml
 	dvc repro
@@ -22,6 +22,9 @@ compare: $(STAMP) .dvc/config  ## make compare B=torch-2.14.1 [A=current]: B aga
 	test -n "$(B)" || { echo "usage: make compare B=ENVIRONMENT [A=current]: an environment of params.yaml"; exit 2; }
 	dvc exp run -S 'compare=[$(A),$(B)]'
 	python -m compilebench.aggregate --check  # exit 3: some run did not end ok; 4: B changed a headline
+
+forecast: $(STAMP)  ## make forecast [B=torch-2.14.1] [A=current]: before spending, what that comparison (params.yaml without B) costs here and can resolve
+	@if [ -n "$(B)" ]; then python -m compilebench.forecast --set 'compare=[$(A),$(B)]'; else python -m compilebench.forecast; fi
 
 # dvc exp show's columns for what each experiment found (it shows ~250: every param and metric)
 CHANGES := 'Experiment|compare$$|.*_vs_.*_(changed|equivalent|inconclusive|latency_geomean|speedup_geomean)$$'

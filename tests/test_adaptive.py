@@ -259,6 +259,30 @@ def test_a_cold_process_disturbed_while_compiling_is_re_run():
     assert {(s.kind, s.variant.name, s.replicate) for s in added} == {("cold", "default", 1)}
 
 
+def test_a_plan_is_priced_at_this_machines_own_process_times_against_the_budget():
+    """A unit's price is the median over this machine's processes of it of each one's own time (its wall time less its
+    waits for turns), each process once; another machine's processes price nothing. The planned processes priced so,
+    against the budget: what is left, in rounds of one more block of every unit of a kind."""
+    trials, results, _ = _state({"m": 0.0, "n": 0.0})  # per model two blocks of A and B: paired processes
+    own = iter([(10.0, None), (20.0, None), (30.0, None), (40.0, 5.0)])
+    for spec in trials:
+        if spec.model.model_id == "m":
+            wall_s, wait_s = next(own)
+            results[spec.trial_id] = replace(results[spec.trial_id], wall_s=wall_s, turn_wait_s=wait_s)
+        else:  # measured on another machine
+            elsewhere = {"device": "cpu", "machine_fingerprint": "g"}
+            results[spec.trial_id] = replace(results[spec.trial_id], environment=elsewhere)
+    prices = adaptive.process_prices(_records(trials, results), "f", "cpu")
+    assert prices.seconds == {("paired", "m", 1, "default"): 25.0}  # 10, 20, 30, 35: the eager run's copies not again
+    assert prices.processes == 4 and adaptive.process_prices(_records(trials, results), "f", "cuda").seconds == {}
+    spent = adaptive.spend(trials, ["A", "B"], _bench(budget_min=1.0), prices)
+    assert spent.by_kind == {"paired": 8} and spent.planned_s == 100.0  # m's four processes; n's unpriced
+    assert spent.unpriced == (("paired", "n", 1, "default"),) and spent.budget_s == 120.0
+    assert spent.round_s == {"paired": 50.0} and spent.rounds("paired") == 0  # 20 s left: not a round of 50 s
+    assert adaptive.spend(trials, ["A", "B"], _bench(budget_min=3.0), prices).rounds("paired") == 5  # 260 s left
+    assert spent.rounds("cold") == 0  # no unit of that kind
+
+
 def test_the_forecast_says_what_the_planned_blocks_and_the_cap_can_find():
     """From a noise record alone: per targeted metric, the smallest change found with 80% power after the planned
     blocks and after the cap, the range over the cells the record has (with enough degrees of freedom)."""
@@ -275,7 +299,11 @@ def test_the_forecast_says_what_the_planned_blocks_and_the_cap_can_find():
     expected = stats.minimum_detectable(stats.expected_halfwidth(stats.Noise(0.04**2 * 8, 8), 2), 9)
     assert planned[1] == pytest.approx(expected) and planned[1] < planned[2]  # ResNet-like cell, then the noisier
     assert most[1] < planned[1] and most[2] < planned[2]  # more blocks find smaller changes
-    assert found["compiled_latency"]["cells"] == 1
+    assert found["compiled_latency"]["cells"] == 1 and "budget" not in found["speedup"]
+    [room] = adaptive.forecast(noise, ["m|bs1|default"], _bench(), added={"timing": 2, "cold": 9})
+    assert room["budget"][0] == 4 and most[1] < room["budget"][1] < planned[1]  # 2 planned and 2 the budget buys
+    [capped] = adaptive.forecast(noise, ["m|bs1|default"], _bench(), added={"timing": 9})
+    assert capped["budget"] == capped["most"]  # never past the cap
     assert adaptive.forecast({}, ["m|bs1|default"], _bench()) == []  # no record yet: nothing to say
     by_turn = {"m|bs1|default": {"speedup@turns": stats.Noise(0.02**2 * 8, 8), **noise["m|bs1|default"]}}
     [speedup] = [e for e in adaptive.forecast(by_turn, ["m|bs1|default"], _bench(SimpleNamespace(

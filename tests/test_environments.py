@@ -5,6 +5,7 @@ the same torch wheel from disk), interleaved trials through the real stages, an 
 import json
 import math
 import shutil
+import statistics
 import subprocess
 import sys
 
@@ -13,7 +14,7 @@ import pytest
 from conftest import OTHER, make_project, project_env, run_ok, set_params
 from made_runs import runs_of
 
-from compilebench import environments
+from compilebench import environments, forecast
 from compilebench.analysis import stats
 from compilebench.harness.records import key_part
 
@@ -173,6 +174,31 @@ def test_the_store_compares_versions_across_invocations(calibrated):
     assert repeats.empty and "contradict" in repeats.columns
     _stage("plot", root, env, "--from-mlflow")
     assert (root / "data/store/versions.png").exists()
+
+
+@COMPARED
+def test_the_forecast_prices_a_plan_at_this_machines_processes_and_writes_nothing(calibrated):
+    """Before spending, on the A/A's project: its plan (two timing blocks of current and current#2) priced at the
+    processes its last results hold, against its budget; the noise record too thin to forecast from (three degrees of
+    freedom a cell); a comparison with an environment not built yet says so. Nothing is written; bad input exits 2."""
+    root, env = calibrated
+    before = {path: path.stat().st_mtime_ns for path in root.rglob("*") if path.is_file()}
+    log = _stage("forecast", root, env).stderr
+    rows = [json.loads(line) for line in (root / "data/results/runs.jsonl").read_text().splitlines()]
+    own = {p["process_id"]: p["wall_s"] - (p["turn_wait_s"] or 0.0) for row in rows for p in row["process_results"]}
+    assert len(own) == 4  # two blocks of two timing processes, each listed by the eager and the compiled run
+    planned_s = 4 * statistics.median(own.values())
+    assert "planned: 4 processes (4 timing) for 2 environment(s)" in log, log
+    assert f"priced at this machine's 4 earlier processes (data/results/runs.jsonl): the planned blocks take about " \
+           f"{forecast.minutes(planned_s)} of processes" in log, log  # fmt: skip
+    assert "environment current: built" in log and "fewer than 4 degrees of freedom" in log, log
+    unbuilt = _stage("forecast", root, env, "--set", "environments.pinned={pins: {transformers: 4.56.2}}",
+                     "--set", "compare=[current,pinned]").stderr  # fmt: skip
+    assert "environment pinned: not built yet" in unbuilt, unbuilt
+    assert {path: path.stat().st_mtime_ns for path in root.rglob("*") if path.is_file()} == before
+    bad = subprocess.run([sys.executable, "-m", "compilebench.forecast", "--set", "compare=[current,nosuch]"],
+                         cwd=root, env=env, capture_output=True, text=True)  # fmt: skip
+    assert bad.returncode == 2 and "unknown environment 'nosuch'" in bad.stderr, bad.stderr
 
 
 SHAPES = """

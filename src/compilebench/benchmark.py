@@ -135,13 +135,16 @@ class Recorder:
                 self.logged.add(record.run_uid)
 
 
-def say_forecast(trials: list[TrialSpec], settings: LoopSettings, record: dict[str, Any] | None) -> None:
+def say_forecast(
+    trials: list[TrialSpec], settings: LoopSettings, record: dict[str, Any] | None, added: dict[str, int] | None = None
+) -> None:
     """Log, before the first block, the smallest change each targeted metric will find (80% power) after the planned
-    blocks and at the cap, from this machine's noise record; or that the machine has none yet."""
+    blocks and at the cap (and with `added`, after the blocks the budget leaves room for: forecast.py), from this
+    machine's noise record; or that the machine has none yet, or none for a metric."""
     cells = sorted({noise_record.cell_key(s.model.model_id, s.batch_size, s.variant.name) for s in trials})
     by_turn = any(spec.timing.together for spec in trials)  # its timing blocks' rounds are paired by turn
     noise = noise_record.machine_noise(record)
-    found = adaptive.forecast(noise, cells, settings, by_turn)
+    found = adaptive.forecast(noise, cells, settings, by_turn, added)
     if not found and any(cell in noise for cell in cells):
         LOGGER.info("this machine's noise record has these cells with fewer than %d degrees of freedom a metric: too "
                     "few to forecast from; this comparison's blocks add to it", adaptive.MIN_RECORD_DOF)  # fmt: skip
@@ -152,9 +155,22 @@ def say_forecast(trials: list[TrialSpec], settings: LoopSettings, record: dict[s
         return
     for entry in found:
         (planned, low, high), (most, low_most, high_most) = entry["planned"], entry["most"]
-        LOGGER.info("this machine's noise record (%d cells): %s finds a change of %.0f-%.0f%% after %d blocks, "
-                    "%.0f-%.0f%% after %d (80%% power)", entry["cells"], entry["metric"].replace("_", " "),
-                    100 * low, 100 * high, planned, 100 * low_most, 100 * high_most, most)  # fmt: skip
+        budget, cap = "", "the cap"
+        if "budget" in entry and entry["budget"][0] < most:
+            blocks, low_budget, high_budget = entry["budget"]
+            budget = (
+                f", {100 * low_budget:.0f}-{100 * high_budget:.0f}% after {blocks} (what the budget leaves room for)"
+            )
+        elif "budget" in entry:
+            cap = "the cap, which the budget leaves room for"
+        LOGGER.info("this machine's noise record (%d cells): %s finds a change of %.0f-%.0f%% after %d blocks%s, "
+                    "%.0f-%.0f%% after %d (%s; 80%% power)", entry["cells"], entry["metric"].replace("_", " "),
+                    100 * low, 100 * high, planned, budget, 100 * low_most, 100 * high_most, most, cap)  # fmt: skip
+    unknown = [name.replace("_", " ") for name in adaptive.targeted(settings)
+               if name not in {entry["metric"] for entry in found}]  # fmt: skip
+    if unknown:
+        LOGGER.info("no forecast for %s: no cell of this machine's noise record has %d degrees of freedom of it (one "
+                    "block a side gives none)", ", ".join(unknown), adaptive.MIN_RECORD_DOF)  # fmt: skip
 
 
 def measure_adaptively(

@@ -168,10 +168,19 @@ def _build(name: str, pins: dict[str, str], folder: Path, python: Path) -> None:
         raise StackError(f"environment {name!r}: the install gave {', '.join(wrong)}")
 
 
+def folder_of(name: str, pins: dict[str, str], cache_root: Path) -> Path:
+    """Where the environment for `pins` is built: its name and key (resolved pins, this Python) under `cache_root`."""
+    return (cache_root / f"{name}-{environment_key(pins, platform.python_version())}").resolve()
+
+
+def is_built(name: str, pins: dict[str, str], cache_root: Path) -> bool:
+    """Whether the environment for `pins` was built to the end (`build` reuses it; nothing is built here)."""
+    return (folder_of(name, pins, cache_root) / READY_MARKER).exists()
+
+
 def build(name: str, pins: dict[str, str], cache_root: Path) -> Stack:
     """The environment for `pins`, built into `cache_root` on first use (torch first, alone, as `make` does)."""
-    key = environment_key(pins, platform.python_version())
-    folder = (cache_root / f"{name}-{key}").resolve()
+    key, folder = environment_key(pins, platform.python_version()), folder_of(name, pins, cache_root)
     python = folder / "bin" / "python"
     marker = folder / READY_MARKER
     cache_root.mkdir(parents=True, exist_ok=True)

@@ -38,6 +38,7 @@ from compilebench.harness.records import (
     STATUS_OK,
     TrialResult,
     TrialSpec,
+    processes,
 )
 
 LOGGER = logging.getLogger(__name__)
@@ -314,19 +315,28 @@ def shortfalls(
     return rows
 
 
+def targeted(bench: LoopSettings) -> list[str]:
+    """The metrics the loop aims at (compare.METRICS whose kind has a target above 0), in their order."""
+    return [metric.name for metric in compare.METRICS if metric.target and bench.targets.get(metric.target)]
+
+
 def forecast(
-    noise: noise_record.CellNoise, cells: list[str], bench: LoopSettings, by_turn: bool = False
+    noise: noise_record.CellNoise,
+    cells: list[str],
+    bench: LoopSettings,
+    by_turn: bool = False,
+    added: dict[str, int] | None = None,
 ) -> list[dict[str, Any]]:
     """Before any block runs, what the budget can resolve on this machine: per targeted metric the machine's noise
     record has for `cells` (noise_record.cell_key), the smallest change a comparison finds with 80% power
-    (stats.minimum_detectable) after the planned blocks and after `max_replicates`, the range over the cells. With
-    `by_turn` (blocks run together), latency and speedup from the record of blocks paired by turn. Empty for a machine
-    without a record (the first comparison on it makes one)."""
+    (stats.minimum_detectable) after the planned blocks and after `max_replicates`, the range over the cells; with
+    `added` (by kind of unit, `timing` or `cold`: the blocks the budget leaves room for, `Spend.rounds`), also after
+    the planned blocks and those (`budget`). With `by_turn` (blocks run together), latency and speedup from the record
+    of blocks paired by turn. Empty for a machine without a record (the first comparison on it makes one)."""
     found = []
-    for metric in compare.METRICS:
-        if metric.target is None or not bench.targets.get(metric.target):
-            continue
-        planned = bench.cold_replicates if metric.name == "compile_cold" else bench.replicates
+    for metric in (compare.METRIC_BY_NAME[name] for name in targeted(bench)):
+        kind = "cold" if metric.name == "compile_cold" else "timing"  # the unit whose blocks measure it
+        planned = bench.cold_replicates if kind == "cold" else bench.replicates
         paired_by_turn = by_turn and metric.name in compare.BY_TURN_METRICS
         name = noise_record.noise_name(metric.name, stats.PAIRED_BY_TURN if paired_by_turn else stats.PAIRED)
         records = [noise[cell][name] for cell in cells if name in noise.get(cell, {})]
@@ -334,12 +344,88 @@ def forecast(
         if not records or planned < 1:
             continue
         entry: dict[str, Any] = {"metric": metric.name, "cells": len(records)}
-        for name, blocks in (("planned", planned), ("most", bench.max_replicates)):
+        counts = [("planned", planned), ("most", bench.max_replicates)]
+        if (added or {}).get(kind, 0) > 0:
+            counts.append(("budget", min(planned + added[kind], bench.max_replicates)))
+        for name, blocks in counts:
             seen = [stats.minimum_detectable(stats.expected_halfwidth(record, blocks), record.dof + blocks - 1)
                     for record in records]  # fmt: skip
             entry[name] = (blocks, min(seen), max(seen))
         found.append(entry)
     return found
+
+
+@dataclass(frozen=True)
+class Prices:
+    """What a process of each unit cost on one machine and device (`process_prices`)."""
+
+    seconds: dict[Unit, float]  # per unit, the median of its processes' own seconds
+    processes: int  # the processes they come from
+
+
+def own_times(records: list[RunRecord], machine: str, device: str) -> dict[Unit, dict[str, float]]:
+    """What each process of `machine` (a fingerprint) and `device` cost in `records`, by unit and process (its id):
+    its own seconds, its wall time less its waits for turns (what the budget counts), each process once. Processes of
+    another machine or device are left out: one machine's times say nothing of another's."""
+    own: dict[Unit, dict[str, float]] = {}
+    for record in records:
+        if record.environment_fields.get("device", device) != device:
+            continue
+        for process in record.process_results:
+            where = process.machine_fingerprint or record.environment_fields.get("machine_fingerprint")
+            if where != machine or process.wall_s <= 0 or (process.kind != KIND_ARM and not record.compile):
+                continue  # an eager run lists the processes of its compiled runs' units again: taken from those
+            if process.kind == KIND_ARM:
+                unit: Unit = ("timing", record.model_id, record.batch_size, "")
+            else:
+                unit = (process.kind if process.kind == KIND_COLD else "paired", record.model_id, record.batch_size,
+                        record.variant)  # fmt: skip
+            own.setdefault(unit, {})[process.process_id or process.trial_id] = process.own_s
+    return own
+
+
+def process_prices(records: list[RunRecord], machine: str, device: str) -> Prices:
+    """What a process of each unit costs on `machine` and `device`: per unit, the median of its processes' own
+    seconds in `records` (`own_times`)."""
+    own = own_times(records, machine, device)
+    return Prices({unit: statistics.median(seconds.values()) for unit, seconds in own.items()},
+                  sum(len(seconds) for seconds in own.values()))  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Spend:
+    """What an invocation's planned blocks cost, priced at this machine's earlier processes (`process_prices`), and
+    the room the budget leaves the loop."""
+
+    by_kind: dict[str, int]  # planned processes by kind of unit (timing, cold, paired), every environment's
+    planned_s: float  # the priced ones' own seconds, one after another (a block run together takes its sum)
+    unpriced: tuple[Unit, ...]  # units no earlier process of this machine prices: left out of planned_s
+    budget_s: float  # benchmark.budget_min for every environment
+    round_s: dict[str, float]  # by kind of unit: one more block of every priced unit of that kind
+
+    def rounds(self, kind: str) -> int:
+        """How many more blocks of every unit of `kind` fit in what the planned blocks leave of the budget, were it
+        spent on them alone (the loop shares it out, widest intervals first, to the units short of their targets)."""
+        room_s, round_s = self.budget_s - self.planned_s, self.round_s.get(kind, 0.0)
+        return int(room_s // round_s) if round_s > 0 and room_s > 0 else 0
+
+
+def spend(trials: list[TrialSpec], labels: list[str], bench: LoopSettings, prices: Prices) -> Spend:
+    """`trials`' processes priced (`process_prices`): what `extend` will count against the budget."""
+    counts: dict[str, int] = {}
+    planned_s, unpriced = 0.0, []
+    for group in processes(trials):
+        unit = unit_of(group[0])
+        counts[unit[0]] = counts.get(unit[0], 0) + 1
+        if unit in prices.seconds:
+            planned_s += prices.seconds[unit]
+        elif unit not in unpriced:
+            unpriced.append(unit)
+    round_s: dict[str, float] = {}
+    for unit in dict.fromkeys(unit_of(spec) for spec in trials):
+        if unit in prices.seconds:
+            round_s[unit[0]] = round_s.get(unit[0], 0.0) + prices.seconds[unit] * len(labels)
+    return Spend(counts, planned_s, tuple(unpriced), bench.budget_min * 60 * len(labels), round_s)
 
 
 def measure(

@@ -67,6 +67,11 @@ class ProcessRecord:
     halves_ratio: float | None = None  # the speedup of the process's second half of rounds over its first half
     halves_p: float | None = None  # how likely a steady process's halves differ that much (halves_p_value)
 
+    @property
+    def own_s(self) -> float:
+        """The machine's time this process took (TrialResult.own_s): its wall time less its waits for turns."""
+        return self.wall_s - (self.turn_wait_s or 0.0)
+
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 

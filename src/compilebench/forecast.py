@@ -1,0 +1,147 @@
+"""Before spending: what an invocation would run on this machine, what it costs, and what it can resolve.
+
+    python -m compilebench.forecast                                        # params.yaml as it is
+    python -m compilebench.forecast --set 'compare=[current,torch-2.14.1]' [--set benchmark.budget_min=20 ...]
+    make forecast B=torch-2.14.1 [A=current]                               # the same, as `make compare` would run it
+
+Builds nothing and measures nothing. It plans the invocation's trials as the benchmark stage would (the selected
+suite, `compare`, `benchmark.replicates` and `cold_replicates`) and says:
+- which compared environments are built already, and which the benchmark would build first;
+- the planned processes by kind, and what they cost here: each unit's processes priced at the median own time of
+  this machine's processes of that unit in the last results (paths.results: `make run` leaves the default suite's),
+  against `benchmark.budget_min`, and how many more blocks of every unit the budget leaves room for (the adaptive
+  loop gives them to the widest intervals first);
+- per targeted metric, the smallest change a comparison finds with 80% power after the planned blocks, after those
+  the budget leaves room for and at `max_replicates`, from this machine's noise record (paths.calibration); or that
+  the machine has none yet (an A/A, `make compare B=current`, starts it).
+Times of another machine or device are never used: machines of one kind differ threefold.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from pathlib import Path
+
+from compilebench import environments, reference
+from compilebench.analysis import adaptive, noise_record, plan, runs
+from compilebench.benchmark import plan_trials, say_forecast
+from compilebench.config import Config, ConfigError, stage_config
+from compilebench.harness import fingerprint, models
+from compilebench.harness.records import ModelSpec, RecordError, read_json
+
+LOGGER = logging.getLogger(__name__)
+
+
+def model_specs(config: Config) -> list[ModelSpec]:
+    """The selected suite's models as the benchmark would get them: from load_models' selection where it lists them,
+    else from their cards (registered checkpoints need nothing read to be planned). A model neither has (a folder or
+    Hub id load_models has not read yet) raises ConfigError naming the command that reads it."""
+    listed = {}
+    if Path(config.paths.selection).exists():
+        listed = {
+            entry["model_id"]: ModelSpec.from_dict(entry) for entry in read_json(config.paths.selection)["models"]
+        }
+    cards = models.registry()
+    specs = []
+    for model_id in config.selected.models:
+        if model_id in listed:
+            specs.append(listed[model_id])
+        elif model_id in cards:
+            folder = Path(config.paths.checkpoints) / cards[model_id].slug(config.selected.scale)
+            specs.append(models.model_spec(cards[model_id], str(folder)))
+        else:
+            raise ConfigError(f"{model_id}: not a registered checkpoint, and load_models has not read it yet: "
+                              "run `dvc repro load_models` (it checks the folder or Hub id) first")  # fmt: skip
+    return specs
+
+
+def earlier_runs(path: str | Path) -> list[runs.RunRecord]:
+    """The runs of the last results (paths.results), to price processes with; none before the first."""
+    path = Path(path)
+    if not path.exists():
+        return []
+    return [runs.RunRecord.from_dict(json.loads(line)) for line in path.read_text().splitlines() if line.strip()]
+
+
+def minutes(seconds: float) -> str:
+    return f"{seconds / 60:.0f} min" if seconds >= 60 else f"{seconds:.0f} s"
+
+
+def say_spend(spent: adaptive.Spend, labels: list[str], budget_min: float, results: str, priced_by: int) -> None:
+    """Log what the planned blocks cost here and what the budget leaves (or that nothing prices them yet)."""
+    kinds = ", ".join(f"{count} {kind}" for kind, count in spent.by_kind.items())
+    LOGGER.info("planned: %d processes (%s) for %d environment(s)", sum(spent.by_kind.values()), kinds, len(labels))
+    if not priced_by:
+        LOGGER.info("no earlier process of this machine in %s to price them: a run of the same suite here (`make "
+                    "run` for the default one) tells what a process costs", results)  # fmt: skip
+        return
+    if spent.unpriced:
+        names = ", ".join(" ".join(str(part) for part in unit if part != "") for unit in spent.unpriced)
+        LOGGER.info("not priced (no earlier process of theirs on this machine in %s), left out of the time below: "
+                    "%s", results, names)  # fmt: skip
+    budget = f"benchmark.budget_min {budget_min:g} min a stack, {minutes(spent.budget_s)} in all"
+    LOGGER.info("priced at this machine's %d earlier processes (%s): the planned blocks take about %s of processes "
+                "(a block run together takes the sum of its processes' own times)", priced_by, results,
+                minutes(spent.planned_s))  # fmt: skip
+    room = {kind: spent.rounds(kind) for kind in spent.round_s}
+    rounds = "; ".join(f"{kind} blocks: {minutes(seconds)} a round, room for {room[kind]}"
+                       for kind, seconds in spent.round_s.items())  # fmt: skip
+    if any(room.values()):
+        LOGGER.info("the budget (%s) leaves room for more blocks of every unit of a kind, were it spent on that kind "
+                    "alone (the loop gives them to the widest intervals first): %s", budget, rounds)  # fmt: skip
+    else:
+        LOGGER.info("the planned blocks alone use the budget (%s): the loop adds no block but to re-run a disturbed "
+                    "process. One more block of every unit: %s (`--set benchmark.budget_min=...`)", budget,
+                    rounds)  # fmt: skip
+
+
+def forecast(config: Config) -> None:
+    """Plan the invocation of `config`, then log its environments, its cost here and what it can resolve."""
+    specs = model_specs(config)
+    root, cache_root = Path.cwd(), Path(config.paths.environments)
+    pins = environments.resolved_pins(config, root)
+    selection = plan.selection(config, specs, pins, reference.selected_cells(config))
+    trials = plan_trials(config.benchmark, selection, config.paths.image)
+    labels = [entry["label"] for entry in selection["environments"]]
+    machine, device = fingerprint.host()["machine_fingerprint"], config.benchmark.device
+    LOGGER.info("forecast of suite %s, %s, on machine %s (%s): nothing is built or measured", config.suite,
+                " against ".join(labels), machine, device)  # fmt: skip
+    if len(labels) > 1:  # alone, `current` is the project's own interpreter
+        for name in dict.fromkeys(config.compare):
+            built = environments.is_built(name, pins[name], cache_root)
+            LOGGER.info("environment %s: %s", name, "built" if built else "not built yet: the benchmark builds it "
+                        f"first, into its own venv under {config.paths.environments}")  # fmt: skip
+    settings = config.benchmark.loop(config.margin)
+    prices = adaptive.process_prices(earlier_runs(config.paths.results), machine, device)
+    spent = adaptive.spend(trials, labels, settings, prices)
+    say_spend(spent, labels, settings.budget_min, config.paths.results, prices.processes)
+    if len(labels) < 2:
+        LOGGER.info("one environment: its own intervals, no comparison to forecast (`--set 'compare=[A,B]'`)")
+        return
+    calibrations = noise_record.load_calibrations(config.paths.calibration)
+    say_forecast(
+        trials,
+        settings,
+        calibrations.get(noise_record.calibration_key(machine, device)),
+        {kind: spent.rounds(kind) for kind in spent.round_s},
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                        help="a params value, as `dvc exp run -S` sets it: 'compare=[A,B]'")  # fmt: skip
+    args = parser.parse_args()
+    config = stage_config(overrides=args.set)
+    try:
+        forecast(config)
+    except (ConfigError, RecordError, OSError, json.JSONDecodeError) as error:
+        LOGGER.error("%s", error)
+        sys.exit(2)
+
+
+if __name__ == "__main__":
+    main()
