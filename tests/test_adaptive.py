@@ -11,8 +11,8 @@ import pandas as pd
 import pytest
 from conftest import make_project, project_env, run_ok, set_params
 
-from compilebench import report
-from compilebench.analysis import adaptive, runs, stats, validity
+from compilebench import benchmark, report
+from compilebench.analysis import adaptive, noise_record, runs, stats, validity
 from compilebench.harness import trial_process
 from compilebench.harness.invocation import Context, LoopSettings, Validity
 from compilebench.harness.records import CompileHealth, ModelSpec, TimingSpec, TrialResult, TrialSpec, VariantSpec
@@ -276,11 +276,27 @@ def test_a_plan_is_priced_at_this_machines_own_process_times_against_the_budget(
     assert prices.seconds == {("paired", "m", 1, "default"): 25.0}  # 10, 20, 30, 35: the eager run's copies not again
     assert prices.processes == 4 and adaptive.process_prices(_records(trials, results), "f", "cuda").seconds == {}
     spent = adaptive.spend(trials, ["A", "B"], _bench(budget_min=1.0), prices)
-    assert spent.by_kind == {"paired": 8} and spent.planned_s == 100.0  # m's four processes; n's unpriced
+    assert spent.by_kind == {"paired": 8} and spent.planned_s == 100.0 and spent.priced == 4  # m's; n's unpriced
     assert spent.unpriced == (("paired", "n", 1, "default"),) and spent.budget_s == 120.0
-    assert spent.round_s == {"paired": 50.0} and spent.rounds("paired") == 0  # 20 s left: not a round of 50 s
-    assert adaptive.spend(trials, ["A", "B"], _bench(budget_min=3.0), prices).rounds("paired") == 5  # 260 s left
+    assert spent.round_s == {"paired": 50.0}
+    assert adaptive.spend(trials, ["A", "B"], _bench(budget_min=3.0), prices).rounds("paired") == 0  # n not known
+    mine = [spec for spec in trials if spec.model.model_id == "m"]
+    spent = adaptive.spend(mine, ["A", "B"], _bench(budget_min=1.0), prices)
+    assert spent.rounds("paired") == 0  # 20 s left: not a round of 50 s
+    assert adaptive.spend(mine, ["A", "B"], _bench(budget_min=3.0), prices).rounds("paired") == 5  # 260 s left
     assert spent.rounds("cold") == 0  # no unit of that kind
+
+
+def test_the_forecast_log_names_what_the_budget_buys_and_the_metrics_it_cannot_forecast(caplog):
+    """The benchmark's log lines (and forecast.py's): per metric the record has, after the planned blocks, the budget's
+    room and the cap; a targeted metric the record has too few degrees of freedom of is named, not left unsaid."""
+    trials, _, _ = _state({"m": 0.0})
+    record = noise_record.record_noise(None, "aa", {"m|bs1|default": {"speedup": stats.Noise(0.04**2 * 8, 8)}}, {})
+    bench = _bench(SimpleNamespace(speedup=0.05, compile=0.05, latency=0.0))
+    with caplog.at_level("INFO", logger="compilebench.benchmark"):
+        benchmark.say_forecast(trials, bench, record, {"timing": 1})
+    assert "speedup finds a change of" in caplog.text and "after 3 (what the budget leaves room for)" in caplog.text
+    assert "no forecast for compile cold, compile warm:" in caplog.text
 
 
 def test_the_forecast_says_what_the_planned_blocks_and_the_cap_can_find():

@@ -33,6 +33,7 @@ from compilebench.harness import fingerprint, models
 from compilebench.harness.records import ModelSpec, RecordError, read_json
 
 LOGGER = logging.getLogger(__name__)
+UNITS_SHOWN = 4  # unpriced units named in the log line; the rest counted
 
 
 def model_specs(config: Config) -> list[ModelSpec]:
@@ -70,19 +71,30 @@ def minutes(seconds: float) -> str:
     return f"{seconds / 60:.0f} min" if seconds >= 60 else f"{seconds:.0f} s"
 
 
+def unit_text(unit: adaptive.Unit) -> str:
+    """A unit as a log line names it: `microsoft/resnet-50 bs1 freezing (cold)`."""
+    kind, model_id, batch_size, variant = unit
+    return f"{model_id} bs{batch_size}{' ' + variant if variant else ''} ({kind})"
+
+
 def say_spend(spent: adaptive.Spend, labels: list[str], budget_min: float, results: str, priced_by: int) -> None:
     """Log what the planned blocks cost here and what the budget leaves (or that nothing prices them yet)."""
     kinds = ", ".join(f"{count} {kind}" for kind, count in spent.by_kind.items())
-    LOGGER.info("planned: %d processes (%s) for %d environment(s)", sum(spent.by_kind.values()), kinds, len(labels))
+    planned = sum(spent.by_kind.values())
+    LOGGER.info("planned: %d processes (%s) for %d environment(s)", planned, kinds, len(labels))
     if not priced_by:
         LOGGER.info("no earlier process of this machine in %s to price them: a run of the same suite here (`make "
                     "run` for the default one) tells what a process costs", results)  # fmt: skip
         return
-    if spent.unpriced:
-        names = ", ".join(" ".join(str(part) for part in unit if part != "") for unit in spent.unpriced)
-        LOGGER.info("not priced (no earlier process of theirs on this machine in %s), left out of the time below: "
-                    "%s", results, names)  # fmt: skip
     budget = f"benchmark.budget_min {budget_min:g} min a stack, {minutes(spent.budget_s)} in all"
+    if spent.unpriced:
+        shown = ", ".join(unit_text(unit) for unit in spent.unpriced[:UNITS_SHOWN])
+        more = f" and {len(spent.unpriced) - UNITS_SHOWN} more" if len(spent.unpriced) > UNITS_SHOWN else ""
+        LOGGER.info("priced at this machine's %d earlier processes (%s): %d of the %d planned take about %s; %d "
+                    "unit(s) have no earlier process here (%s%s), so how the plan stands against the budget (%s) is "
+                    "not known", priced_by, results, spent.priced, planned, minutes(spent.planned_s),
+                    len(spent.unpriced), shown, more, budget)  # fmt: skip
+        return
     LOGGER.info("priced at this machine's %d earlier processes (%s): the planned blocks take about %s of processes "
                 "(a block run together takes the sum of its processes' own times)", priced_by, results,
                 minutes(spent.planned_s))  # fmt: skip
@@ -122,12 +134,9 @@ def forecast(config: Config) -> None:
         LOGGER.info("one environment: its own intervals, no comparison to forecast (`--set 'compare=[A,B]'`)")
         return
     calibrations = noise_record.load_calibrations(config.paths.calibration)
-    say_forecast(
-        trials,
-        settings,
-        calibrations.get(noise_record.calibration_key(machine, device)),
-        {kind: spent.rounds(kind) for kind in spent.round_s},
-    )
+    record = calibrations.get(noise_record.calibration_key(machine, device))
+    timing = "timing" if "timing" in spent.round_s else "paired"  # variants measured alone: their blocks time them
+    say_forecast(trials, settings, record, {"timing": spent.rounds(timing), "cold": spent.rounds("cold")})
 
 
 def main() -> None:

@@ -399,33 +399,35 @@ class Spend:
 
     by_kind: dict[str, int]  # planned processes by kind of unit (timing, cold, paired), every environment's
     planned_s: float  # the priced ones' own seconds, one after another (a block run together takes its sum)
+    priced: int  # planned processes priced
     unpriced: tuple[Unit, ...]  # units no earlier process of this machine prices: left out of planned_s
     budget_s: float  # benchmark.budget_min for every environment
     round_s: dict[str, float]  # by kind of unit: one more block of every priced unit of that kind
 
     def rounds(self, kind: str) -> int:
         """How many more blocks of every unit of `kind` fit in what the planned blocks leave of the budget, were it
-        spent on them alone (the loop shares it out, widest intervals first, to the units short of their targets)."""
+        spent on them alone (the loop shares it out, widest intervals first, to the units short of their targets);
+        0 while any planned process is unpriced (what it leaves is not known)."""
         room_s, round_s = self.budget_s - self.planned_s, self.round_s.get(kind, 0.0)
-        return int(room_s // round_s) if round_s > 0 and room_s > 0 else 0
+        return int(room_s // round_s) if round_s > 0 and room_s > 0 and not self.unpriced else 0
 
 
 def spend(trials: list[TrialSpec], labels: list[str], bench: LoopSettings, prices: Prices) -> Spend:
     """`trials`' processes priced (`process_prices`): what `extend` will count against the budget."""
     counts: dict[str, int] = {}
-    planned_s, unpriced = 0.0, []
+    planned_s, priced, unpriced = 0.0, 0, []
     for group in processes(trials):
         unit = unit_of(group[0])
         counts[unit[0]] = counts.get(unit[0], 0) + 1
         if unit in prices.seconds:
-            planned_s += prices.seconds[unit]
+            planned_s, priced = planned_s + prices.seconds[unit], priced + 1
         elif unit not in unpriced:
             unpriced.append(unit)
     round_s: dict[str, float] = {}
     for unit in dict.fromkeys(unit_of(spec) for spec in trials):
         if unit in prices.seconds:
             round_s[unit[0]] = round_s.get(unit[0], 0.0) + prices.seconds[unit] * len(labels)
-    return Spend(counts, planned_s, tuple(unpriced), bench.budget_min * 60 * len(labels), round_s)
+    return Spend(counts, planned_s, priced, tuple(unpriced), bench.budget_min * 60 * len(labels), round_s)
 
 
 def measure(
