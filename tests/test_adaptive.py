@@ -274,7 +274,8 @@ def test_a_plan_is_priced_at_this_machines_own_process_times_against_the_budget(
             results[spec.trial_id] = replace(results[spec.trial_id], environment=elsewhere)
     prices = adaptive.process_prices(_records(trials, results), "f", "cpu")
     assert prices.seconds == {("paired", "m", 1, "default"): 25.0}  # 10, 20, 30, 35: the eager run's copies not again
-    assert prices.processes == 4 and adaptive.process_prices(_records(trials, results), "f", "cuda").seconds == {}
+    assert prices.processes == 4 and prices.alone == 3  # one of m's waited for turns: a block run together
+    assert adaptive.process_prices(_records(trials, results), "f", "cuda").seconds == {}
     spent = adaptive.spend(trials, ["A", "B"], _bench(budget_min=1.0), prices)
     assert spent.by_kind == {"paired": 8} and spent.planned_s == 100.0 and spent.priced == 4  # m's; n's unpriced
     assert spent.unpriced == (("paired", "n", 1, "default"),) and spent.budget_s == 120.0

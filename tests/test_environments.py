@@ -192,6 +192,7 @@ def test_the_forecast_prices_a_plan_at_this_machines_processes_and_writes_nothin
     assert f"priced at this machine's 4 earlier processes (data/results/runs.jsonl): the planned blocks take about " \
            f"{forecast.minutes(planned_s)} of processes" in log, log  # fmt: skip
     assert "environment current: built" in log and "fewer than 4 degrees of freedom" in log, log
+    assert "ran alone" not in log  # priced at the A/A's blocks, which ran together as the plan's will
     unbuilt = _stage("forecast", root, env, "--set", "environments.pinned={pins: {transformers: 4.56.2}}",
                      "--set", "compare=[current,pinned]").stderr  # fmt: skip
     assert "environment pinned: not built yet" in unbuilt, unbuilt

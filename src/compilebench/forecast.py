@@ -77,11 +77,14 @@ def unit_text(unit: adaptive.Unit) -> str:
     return f"{model_id} bs{batch_size}{' ' + variant if variant else ''} ({kind})"
 
 
-def say_spend(spent: adaptive.Spend, labels: list[str], budget_min: float, results: str, priced_by: int) -> None:
-    """Log what the planned blocks cost here and what the budget leaves (or that nothing prices them yet)."""
+def say_spend(spent: adaptive.Spend, prices: adaptive.Prices, labels: list[str], budget_min: float, results: str,
+              together: bool) -> None:  # fmt: skip
+    """Log what the planned blocks cost here and what the budget leaves (or that nothing prices them yet); where the
+    plan's blocks run together and processes that ran alone price them, that a block together costs more."""
     kinds = ", ".join(f"{count} {kind}" for kind, count in spent.by_kind.items())
     planned = sum(spent.by_kind.values())
     LOGGER.info("planned: %d processes (%s) for %d environment(s)", planned, kinds, len(labels))
+    priced_by = prices.processes
     if not priced_by:
         LOGGER.info("no earlier process of this machine in %s to price them: a run of the same suite here (`make "
                     "run` for the default one) tells what a process costs", results)  # fmt: skip
@@ -98,6 +101,10 @@ def say_spend(spent: adaptive.Spend, labels: list[str], budget_min: float, resul
     LOGGER.info("priced at this machine's %d earlier processes (%s): the planned blocks take about %s of processes "
                 "(a block run together takes the sum of its processes' own times)", priced_by, results,
                 minutes(spent.planned_s))  # fmt: skip
+    if together and prices.alone:
+        LOGGER.info("%d of those processes ran alone, and this plan's blocks run together: in blocks run together "
+                    "the same processes took about 20%% longer on our records (docs/comparing.md): expect more",
+                    prices.alone)  # fmt: skip
     room = {kind: spent.rounds(kind) for kind in spent.round_s}
     rounds = "; ".join(f"{kind} blocks: {minutes(seconds)} a round, room for {room[kind]}"
                        for kind, seconds in spent.round_s.items())  # fmt: skip
@@ -129,7 +136,8 @@ def forecast(config: Config) -> None:
     settings = config.benchmark.loop(config.margin)
     prices = adaptive.process_prices(earlier_runs(config.paths.results), machine, device)
     spent = adaptive.spend(trials, labels, settings, prices)
-    say_spend(spent, labels, settings.budget_min, config.paths.results, prices.processes)
+    together = any(spec.timing.together for spec in trials)  # benchmark.together, as the plan's specs carry it
+    say_spend(spent, prices, labels, settings.budget_min, config.paths.results, together and len(labels) > 1)
     if len(labels) < 2:
         LOGGER.info("one environment: its own intervals, no comparison to forecast (`--set 'compare=[A,B]'`)")
         return

@@ -26,6 +26,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from compilebench.analysis import compare, noise_record, plan, stats
+from compilebench.analysis.per_process import ProcessRecord
 from compilebench.analysis.runs import RunRecord
 from compilebench.analysis.validity import compile_disturbed, timing_disturbed
 from compilebench.harness.invocation import LoopSettings
@@ -361,13 +362,13 @@ class Prices:
 
     seconds: dict[Unit, float]  # per unit, the median of its processes' own seconds
     processes: int  # the processes they come from
+    alone: int  # of them, those that ran alone (no block run together: `make run`'s), without waits for turns
 
 
-def own_times(records: list[RunRecord], machine: str, device: str) -> dict[Unit, dict[str, float]]:
-    """What each process of `machine` (a fingerprint) and `device` cost in `records`, by unit and process (its id):
-    its own seconds, its wall time less its waits for turns (what the budget counts), each process once. Processes of
-    another machine or device are left out: one machine's times say nothing of another's."""
-    own: dict[Unit, dict[str, float]] = {}
+def unit_processes(records: list[RunRecord], machine: str, device: str) -> dict[Unit, dict[str, ProcessRecord]]:
+    """The processes of `machine` (a fingerprint) and `device` in `records`, by unit and process id, each once.
+    Processes of another machine or device are left out: one machine's times say nothing of another's."""
+    found: dict[Unit, dict[str, ProcessRecord]] = {}
     for record in records:
         if record.environment_fields.get("device", device) != device:
             continue
@@ -380,16 +381,17 @@ def own_times(records: list[RunRecord], machine: str, device: str) -> dict[Unit,
             else:
                 unit = (process.kind if process.kind == KIND_COLD else "paired", record.model_id, record.batch_size,
                         record.variant)  # fmt: skip
-            own.setdefault(unit, {})[process.process_id or process.trial_id] = process.own_s
-    return own
+            found.setdefault(unit, {})[process.process_id or process.trial_id] = process
+    return found
 
 
 def process_prices(records: list[RunRecord], machine: str, device: str) -> Prices:
     """What a process of each unit costs on `machine` and `device`: per unit, the median of its processes' own
-    seconds in `records` (`own_times`)."""
-    own = own_times(records, machine, device)
-    return Prices({unit: statistics.median(seconds.values()) for unit, seconds in own.items()},
-                  sum(len(seconds) for seconds in own.values()))  # fmt: skip
+    seconds in `records` (`unit_processes`; ProcessRecord.own_s: what the budget counts)."""
+    found = unit_processes(records, machine, device)
+    every = [process for processes_of in found.values() for process in processes_of.values()]
+    return Prices({unit: statistics.median(p.own_s for p in of.values()) for unit, of in found.items()}, len(every),
+                  sum(process.turn_wait_s is None for process in every))  # fmt: skip
 
 
 @dataclass(frozen=True)
