@@ -15,18 +15,21 @@ from compilebench.analysis import adaptive, runs
 
 RESULTS = Path(__file__).resolve().parents[1]
 MACHINE, DEVICE = "06d5d2a80322", "cpu"
-PAIRS = [  # (priced at, measured): the user's path first (make run, then a comparison), then A/A and comparison
-    ("2026-11-29-xeon-make-run-cold-blocks", "2026-11-29-xeon-torch-2.14.1-cold-blocks"),
-    ("2026-11-29-xeon-aa-cold-blocks", "2026-11-29-xeon-torch-2.14.1-cold-blocks"),
-    ("2026-11-29-xeon-torch-2.14.1-cold-blocks", "2026-11-29-xeon-aa-cold-blocks"),
-    ("2026-11-29-xeon-make-run-cold-blocks", "2026-11-29-xeon-make-run-9385e55"),
-    ("2026-11-29-xeon-aa-by-turn", "2026-11-29-xeon-torch-2.14.1-by-turn"),
-    ("2026-11-29-xeon-aa-startnet", "2026-11-29-xeon-torch-2.14.1-startnet"),
+PAIRS = [  # (priced at, measured), runs.jsonl files under benchmarks/results/
+    # the user's path in time order, in one fresh clone: make run, make forecast, then make compare
+    ("2026-11-29-xeon-torch-2.14.1-forecast/make-run", "2026-11-29-xeon-torch-2.14.1-forecast/results"),
+    # the same path from committed records (that make run measured after the comparison)
+    ("2026-11-29-xeon-make-run-cold-blocks/results", "2026-11-29-xeon-torch-2.14.1-cold-blocks/results"),
+    ("2026-11-29-xeon-aa-cold-blocks/results", "2026-11-29-xeon-torch-2.14.1-cold-blocks/results"),
+    ("2026-11-29-xeon-torch-2.14.1-cold-blocks/results", "2026-11-29-xeon-aa-cold-blocks/results"),
+    ("2026-11-29-xeon-make-run-cold-blocks/results", "2026-11-29-xeon-make-run-9385e55/results"),
+    ("2026-11-29-xeon-aa-by-turn/results", "2026-11-29-xeon-torch-2.14.1-by-turn/results"),
+    ("2026-11-29-xeon-aa-startnet/results", "2026-11-29-xeon-torch-2.14.1-startnet/results"),
 ]
 
 
-def records(name: str) -> list[runs.RunRecord]:
-    lines = (RESULTS / name / "results" / "runs.jsonl").read_text().splitlines()
+def records(folder: str) -> list[runs.RunRecord]:
+    lines = (RESULTS / folder / "runs.jsonl").read_text().splitlines()
     return [runs.RunRecord.from_dict(json.loads(line)) for line in lines]
 
 
@@ -34,7 +37,8 @@ def main() -> None:
     print("priced at -> measured: processes, priced (unpriced), forecast s, measured s, forecast/measured; by kind")
     for pricing, measured in PAIRS:
         prices = adaptive.process_prices(records(pricing), MACHINE, DEVICE).seconds
-        own = adaptive.own_times(records(measured), MACHINE, DEVICE)
+        own = {unit: {name: process.own_s for name, process in found.items()}
+               for unit, found in adaptive.unit_processes(records(measured), MACHINE, DEVICE).items()}  # fmt: skip
         forecast_s = measured_s = 0.0
         kinds: dict[str, list[float]] = {}
         stacks: dict[tuple[str, str], list[float]] = {}  # by environment label (a process id's first part) and kind
