@@ -196,6 +196,9 @@ def test_the_forecast_prices_a_plan_at_this_machines_processes_and_writes_nothin
     unbuilt = _stage("forecast", root, env, "--set", "environments.pinned={pins: {transformers: 4.56.2}}",
                      "--set", "compare=[current,pinned]").stderr  # fmt: skip
     assert "environment pinned: not built yet" in unbuilt, unbuilt
+    fresh = _stage("forecast", root, env, "--set", "compare=[current,pinned]", "--set", "paths.calibration=none.json",
+                   "--set", "environments.pinned={pins: {transformers: 4.56.2}}").stderr  # fmt: skip
+    assert "no noise record of this machine" in fresh and "an A/A first (`make compare B=current`" in fresh, fresh
     assert {path: path.stat().st_mtime_ns for path in root.rglob("*") if path.is_file()} == before
     bad = subprocess.run([sys.executable, "-m", "compilebench.forecast", "--set", "compare=[current,nosuch]"],
                          cwd=root, env=env, capture_output=True, text=True)  # fmt: skip

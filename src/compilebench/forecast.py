@@ -68,6 +68,7 @@ def earlier_runs(path: str | Path) -> list[runs.RunRecord]:
 
 
 def minutes(seconds: float) -> str:
+    """A duration as the log lines give it: whole minutes from a minute on, else seconds."""
     return f"{seconds / 60:.0f} min" if seconds >= 60 else f"{seconds:.0f} s"
 
 
@@ -145,6 +146,16 @@ def forecast(config: Config) -> None:
     record = calibrations.get(noise_record.calibration_key(machine, device))
     timing = "timing" if "timing" in spent.round_s else "paired"  # variants measured alone: their blocks time them
     say_forecast(trials, settings, record, {"timing": spent.rounds(timing), "cold": spent.rounds("cold")})
+    baseline = config.compare[0]
+    cells = {noise_record.cell_key(spec.model.model_id, spec.batch_size, spec.variant.name) for spec in trials}
+    if not cells & set(noise_record.machine_noise(record)) and baseline != config.compare[-1]:
+        aa = (
+            f"make compare B={baseline}"
+            if baseline == environments.CURRENT
+            else f"make compare A={baseline} B={baseline}"
+        )
+        LOGGER.info("an A/A first (`%s`: the same processes, so about the same time) starts this machine's noise "
+                    "record; forecast again after it", aa)  # fmt: skip
 
 
 def main() -> None:
