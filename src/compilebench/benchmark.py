@@ -137,10 +137,11 @@ class Recorder:
 
 def say_forecast(
     trials: list[TrialSpec], settings: LoopSettings, record: dict[str, Any] | None, added: dict[str, int] | None = None
-) -> None:
+) -> bool:
     """Log, before the first block, the smallest change each targeted metric will find (80% power) after the planned
     blocks and at the cap (and with `added`, after the blocks the budget leaves room for: forecast.py), from this
-    machine's noise record; or that the machine has none yet, or none for a metric."""
+    machine's noise record; or that the machine has none yet, or none for a metric. Returns whether the record holds
+    any of the trials' cells."""
     cells = sorted({noise_record.cell_key(s.model.model_id, s.batch_size, s.variant.name) for s in trials})
     by_turn = any(spec.timing.together for spec in trials)  # its timing blocks' rounds are paired by turn
     noise = noise_record.machine_noise(record)
@@ -148,11 +149,11 @@ def say_forecast(
     if not found and any(cell in noise for cell in cells):
         LOGGER.info("this machine's noise record has these cells with fewer than %d degrees of freedom a metric: too "
                     "few to forecast from; this comparison's blocks add to it", adaptive.MIN_RECORD_DOF)  # fmt: skip
-        return
+        return True
     if not found:
         LOGGER.info("no noise record of this machine for these cells yet: how small a change this comparison can "
                     "find is known once it has run (its blocks start the record)")  # fmt: skip
-        return
+        return False
     for entry in found:
         (planned, low, high), (most, low_most, high_most) = entry["planned"], entry["most"]
         budget, cap = "", "the cap"
@@ -171,6 +172,7 @@ def say_forecast(
     if unknown:
         LOGGER.info("no forecast for %s: no cell of this machine's noise record has %d degrees of freedom of it (one "
                     "block a side gives none)", ", ".join(unknown), adaptive.MIN_RECORD_DOF)  # fmt: skip
+    return True
 
 
 def measure_adaptively(

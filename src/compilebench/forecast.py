@@ -145,10 +145,9 @@ def forecast(config: Config) -> None:
     calibrations = noise_record.load_calibrations(config.paths.calibration)
     record = calibrations.get(noise_record.calibration_key(machine, device))
     timing = "timing" if "timing" in spent.round_s else "paired"  # variants measured alone: their blocks time them
-    say_forecast(trials, settings, record, {"timing": spent.rounds(timing), "cold": spent.rounds("cold")})
+    recorded = say_forecast(trials, settings, record, {"timing": spent.rounds(timing), "cold": spent.rounds("cold")})
     baseline = config.compare[0]
-    cells = {noise_record.cell_key(spec.model.model_id, spec.batch_size, spec.variant.name) for spec in trials}
-    if not cells & set(noise_record.machine_noise(record)) and baseline != config.compare[-1]:
+    if not recorded and baseline != config.compare[-1]:
         aa = (
             f"make compare B={baseline}"
             if baseline == environments.CURRENT
