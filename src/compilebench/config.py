@@ -391,7 +391,7 @@ class Plot:
 class Config:
     suite: str = "cpu"  # key of `suites` that runs
     compare: list[str] = field(default_factory=lambda: [CURRENT])  # environments measured, interleaved
-    margin: float = 0.05  # a B/A change within +-margin does not matter (`equivalent`); judged, not measured
+    margin: float = 0.10  # a B/A change within +-margin does not matter (`equivalent`); judged, not measured
     paths: Paths = field(default_factory=Paths)
     image: Image = field(default_factory=Image)
     models: Models = field(default_factory=Models)
