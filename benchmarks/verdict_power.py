@@ -44,7 +44,7 @@ from pathlib import Path
 import numpy as np
 
 from compilebench.analysis import adaptive, compare, noise_record, stats
-from compilebench.config import Benchmark
+from compilebench.config import Benchmark, Config
 from compilebench.harness import fingerprint
 
 DEFAULTS = Benchmark()  # the design simulated unless told otherwise: the config schema's (params.yaml's) defaults
@@ -177,7 +177,7 @@ def main() -> None:
     parser.add_argument("--trial-s", type=float, default=20.0, help="seconds a trial process takes")
     parser.add_argument("--runs", type=Path, help="price processes at what those of this runs.jsonl took, per kind")
     parser.add_argument("--drift", type=float, default=0.15, help="sd of the machine's drift per block (log scale)")
-    parser.add_argument("--margin", type=float, default=0.05)
+    parser.add_argument("--margin", type=float, default=Config.margin, help="margin (the config schema's default)")
     parser.add_argument("--trials", type=int, default=300, help="comparisons simulated per kind and truth")
     parser.add_argument("--history", type=int, default=1, help="earlier invocations in the noise record (A/A runs)")
     parser.add_argument("--seed", type=int, default=0)
