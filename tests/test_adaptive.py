@@ -297,6 +297,7 @@ def test_the_forecast_log_names_what_the_budget_buys_and_the_metrics_it_cannot_f
     with caplog.at_level("INFO", logger="compilebench.benchmark"):
         benchmark.say_forecast(trials, bench, record, {"timing": 1})
     assert "speedup finds a change of" in caplog.text and "after 3 (what the budget leaves room for)" in caplog.text
+    assert "`equivalent` (within +-10%) in about " in caplog.text and " of the 1 after 2, " in caplog.text
     assert "no forecast for compile cold, compile warm:" in caplog.text
 
 
@@ -312,17 +313,29 @@ def test_the_forecast_says_what_the_planned_blocks_and_the_cap_can_find():
                                                                                            latency=0.1)))}  # fmt: skip
     assert set(found) == {"speedup", "compiled_latency"}  # no record of the others; latency of n: 1 dof, left out
     planned, most = found["speedup"]["planned"], found["speedup"]["most"]
-    assert planned[0] == 2 and most[0] == 5 and found["speedup"]["cells"] == 2
-    expected = stats.minimum_detectable(stats.expected_halfwidth(stats.Noise(0.04**2 * 8, 8), 2), 9)
-    assert planned[1] == pytest.approx(expected) and planned[1] < planned[2]  # ResNet-like cell, then the noisier
-    assert most[1] < planned[1] and most[2] < planned[2]  # more blocks find smaller changes
+    assert planned.blocks == 2 and most.blocks == 5 and found["speedup"]["cells"] == 2
+    quiet = stats.Noise(0.04**2 * 8, 8)
+    expected = stats.minimum_detectable(stats.expected_halfwidth(quiet, 2), 9)
+    assert (
+        planned.change[0] == pytest.approx(expected) and planned.change[0] < planned.change[1]
+    )  # ResNet-like, noisier
+    assert most.change[0] < planned.change[0] and most.change[1] < planned.change[1]  # more blocks find smaller changes
+    # with no change: the cells expected `equivalent`, each cell's chance summed; more after more blocks
+    chances = [stats.equivalence_chance(stats.expected_halfwidth(n, 2), n.dof + 1, 0.10)
+               for n in (quiet, stats.Noise(0.08**2 * 8, 8))]  # fmt: skip
+    assert planned.equivalent == pytest.approx(sum(chances)) and chances[1] < chances[0]  # the noisy cell less often
+    assert planned.equivalent < most.equivalent <= 2
+    [alone] = adaptive.forecast(noise, ["m|bs1|default"], _bench())
+    wide = adaptive.forecast(noise, ["m|bs1|default"], _bench(margin=0.20))[0]["planned"]
+    assert wide.equivalent > alone["planned"].equivalent and wide.change == alone["planned"].change  # words only
     assert found["compiled_latency"]["cells"] == 1 and "budget" not in found["speedup"]
     [room] = adaptive.forecast(noise, ["m|bs1|default"], _bench(), added={"timing": 2, "cold": 9})
-    assert room["budget"][0] == 4 and most[1] < room["budget"][1] < planned[1]  # 2 planned and 2 the budget buys
+    budget = room["budget"]
+    assert budget.blocks == 4 and most.change[0] < budget.change[0] < planned.change[0]  # 2 planned, 2 bought
     [capped] = adaptive.forecast(noise, ["m|bs1|default"], _bench(), added={"timing": 9})
     assert capped["budget"] == capped["most"]  # never past the cap
     assert adaptive.forecast({}, ["m|bs1|default"], _bench()) == []  # no record yet: nothing to say
     by_turn = {"m|bs1|default": {"speedup@turns": stats.Noise(0.02**2 * 8, 8), **noise["m|bs1|default"]}}
     [speedup] = [e for e in adaptive.forecast(by_turn, ["m|bs1|default"], _bench(SimpleNamespace(
         speedup=0.05, compile=0.0, latency=0.0)), by_turn=True)]  # fmt: skip
-    assert speedup["planned"][1] < planned[1]  # blocks run together: the record of blocks paired by turn (quieter)
+    assert speedup["planned"].change[0] < planned.change[0]  # blocks run together: the record paired by turn (quieter)

@@ -211,6 +211,24 @@ def test_paired_verdicts_error_rates_on_synthetic_blocks():
     assert not any(v == stats.EQUIVALENT for v, _ in real)
 
 
+@pytest.mark.parametrize("sd, blocks, margin", [(0.05, 4, 0.10), (0.08, 3, 0.10), (0.05, 4, 0.05)])
+def test_the_chance_of_equivalent_at_no_change_is_what_the_verdict_code_gives(sd, blocks, margin):
+    """Synthetic paired blocks of equal stacks, judged by the verdict's own code with a machine record of the true
+    spread (30 degrees of freedom): the share of cells `equivalent` against the margin is what the forecast's
+    closed form says, from the half-width the record alone expects."""
+    machine = stats.Noise(sd**2 * 30, 30)
+    expected = stats.equivalence_chance(stats.expected_halfwidth(machine, blocks), machine.dof + blocks - 1, margin)
+    rng = np.random.default_rng(11)
+    trials = 3000
+    hits = sum(
+        stats.relevance(stats.paired_log_ratio(list(rng.normal(0, sd, blocks)), machine), margin) == stats.EQUIVALENT
+        for _ in range(trials)
+    )
+    assert hits / trials == pytest.approx(expected, abs=0.03)  # 3000 trials: about +-0.01 of sampling error
+    assert stats.equivalence_chance(math.inf, 5, margin) == 0.0 and stats.equivalence_chance(0.1, 0, margin) == 0.0
+    assert stats.equivalence_chance(0.5, 10, 0.10) == 0.0  # the 90% interval alone is wider than the margin
+
+
 def test_the_minimum_detectable_change_is_found_four_times_in_five():
     """Synthetic paired blocks with a known answer: a true change the size of the minimum detectable effect (from
     the blocks' true spread) is flagged by the verdict's own t-test in about 80% of comparisons, a change half that

@@ -135,13 +135,19 @@ class Recorder:
                 self.logged.add(record.run_uid)
 
 
+def _percents(pair: tuple[float, float]) -> str:
+    """(least, most) fractions as percents: `8%` when they round alike, else `8-12%`."""
+    low, high = (f"{100 * value:.0f}" for value in pair)
+    return f"{low}%" if low == high else f"{low}-{high}%"
+
+
 def say_forecast(
     trials: list[TrialSpec], settings: LoopSettings, record: dict[str, Any] | None, added: dict[str, int] | None = None
 ) -> bool:
-    """Log, before the first block, the smallest change each targeted metric will find (80% power) after the planned
-    blocks and at the cap (and with `added`, after the blocks the budget leaves room for: forecast.py), from this
-    machine's noise record; or that the machine has none yet, or none for a metric. Returns whether the record holds
-    any of the trials' cells."""
+    """Log, before the first block, the smallest change each targeted metric will find (80% power) and how often its
+    cells say `equivalent` when nothing changed, after the planned blocks and at the cap (and with `added`, after the
+    blocks the budget leaves room for: forecast.py), from this machine's noise record; or that the machine has none
+    yet, or none for a metric. Returns whether the record holds any of the trials' cells."""
     cells = sorted({noise_record.cell_key(s.model.model_id, s.batch_size, s.variant.name) for s in trials})
     by_turn = any(spec.timing.together for spec in trials)  # its timing blocks' rounds are paired by turn
     noise = noise_record.machine_noise(record)
@@ -155,18 +161,21 @@ def say_forecast(
                     "find is known once it has run (its blocks start the record)")  # fmt: skip
         return False
     for entry in found:
-        (planned, low, high), (most, low_most, high_most) = entry["planned"], entry["most"]
-        budget, cap = "", "the cap"
-        if "budget" in entry and entry["budget"][0] < most:
-            blocks, low_budget, high_budget = entry["budget"]
-            budget = (
-                f", {100 * low_budget:.0f}-{100 * high_budget:.0f}% after {blocks} (what the budget leaves room for)"
-            )
-        elif "budget" in entry:
-            cap = "the cap, which the budget leaves room for"
-        LOGGER.info("this machine's noise record (%d cells): %s finds a change of %.0f-%.0f%% after %d blocks%s, "
-                    "%.0f-%.0f%% after %d (%s; 80%% power)", entry["cells"], entry["metric"].replace("_", " "),
-                    100 * low, 100 * high, planned, budget, 100 * low_most, 100 * high_most, most, cap)  # fmt: skip
+        planned, most = entry["planned"], entry["most"]
+        steps = [(planned, "")]
+        if "budget" in entry and entry["budget"].blocks < most.blocks:
+            steps.append((entry["budget"], " (what the budget leaves room for)"))
+        if most.blocks > planned.blocks:
+            capped = "budget" in entry and entry["budget"].blocks == most.blocks
+            steps.append((most, " (the cap, which the budget leaves room for)" if capped else " (the cap)"))
+        changes = ", ".join(f"{_percents(r.change)} after {r.blocks}{' blocks' if i == 0 else ''}{note}"
+                            for i, (r, note) in enumerate(steps))  # fmt: skip
+        of_the = f" of the {entry['cells']}"
+        equivalent = ", ".join(f"{r.equivalent:.1f}{of_the if i == 0 else ''} after {r.blocks}"
+                               for i, (r, _) in enumerate(steps))  # fmt: skip
+        LOGGER.info("this machine's noise record (%d cells): %s finds a change of %s, with 80%% power; were nothing "
+                    "to change, `equivalent` (within +-%.0f%%) in about %s", entry["cells"],
+                    entry["metric"].replace("_", " "), changes, 100 * settings.margin, equivalent)  # fmt: skip
     unknown = [name.replace("_", " ") for name in adaptive.targeted(settings)
                if name not in {entry["metric"] for entry in found}]  # fmt: skip
     if unknown:

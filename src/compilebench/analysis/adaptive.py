@@ -321,6 +321,18 @@ def targeted(bench: LoopSettings) -> list[str]:
     return [metric.name for metric in compare.METRICS if metric.target and bench.targets.get(metric.target)]
 
 
+@dataclass(frozen=True)
+class Reach:
+    """What a metric's intervals reach after `blocks` blocks a cell, from the machine's noise record alone: the
+    smallest change found with 80% power (a fraction, stats.minimum_detectable) as (least, most) over the record's
+    cells, and how many of those cells are expected to say `equivalent` against the margin when nothing changed (the
+    sum of their stats.equivalence_chance)."""
+
+    blocks: int
+    change: tuple[float, float]
+    equivalent: float
+
+
 def forecast(
     noise: noise_record.CellNoise,
     cells: list[str],
@@ -329,11 +341,11 @@ def forecast(
     added: dict[str, int] | None = None,
 ) -> list[dict[str, Any]]:
     """Before any block runs, what the budget can resolve on this machine: per targeted metric the machine's noise
-    record has for `cells` (noise_record.cell_key), the smallest change a comparison finds with 80% power
-    (stats.minimum_detectable) after the planned blocks and after `max_replicates`, the range over the cells; with
-    `added` (by kind of unit, `timing` or `cold`: the blocks the budget leaves room for, `Spend.rounds`), also after
-    the planned blocks and those (`budget`). With `by_turn` (blocks run together), latency and speedup from the record
-    of blocks paired by turn. Empty for a machine without a record (the first comparison on it makes one)."""
+    record has for `cells` (noise_record.cell_key), a Reach after the planned blocks (`planned`) and after
+    `max_replicates` (`most`); with `added` (by kind of unit, `timing` or `cold`: the blocks the budget leaves room
+    for, `Spend.rounds`), also after the planned blocks and those (`budget`). With `by_turn` (blocks run together),
+    latency and speedup from the record of blocks paired by turn. Empty for a machine without a record (the first
+    comparison on it makes one)."""
     found = []
     for metric in (compare.METRIC_BY_NAME[name] for name in targeted(bench)):
         kind = "cold" if metric.name == "compile_cold" else "timing"  # the unit whose blocks measure it
@@ -349,9 +361,10 @@ def forecast(
         if (added or {}).get(kind, 0) > 0:
             counts.append(("budget", min(planned + added[kind], bench.max_replicates)))
         for name, blocks in counts:
-            seen = [stats.minimum_detectable(stats.expected_halfwidth(record, blocks), record.dof + blocks - 1)
-                    for record in records]  # fmt: skip
-            entry[name] = (blocks, min(seen), max(seen))
+            widths = [(stats.expected_halfwidth(record, blocks), record.dof + blocks - 1) for record in records]
+            change = [stats.minimum_detectable(halfwidth, dof) for halfwidth, dof in widths]
+            equivalent = [stats.equivalence_chance(halfwidth, dof, bench.margin) for halfwidth, dof in widths]
+            entry[name] = Reach(blocks, (min(change), max(change)), sum(equivalent))
         found.append(entry)
     return found
 

@@ -316,6 +316,20 @@ def minimum_detectable(halfwidth: float, dof: float, power: float = POWER) -> fl
     return math.expm1((t95 + t_quantile(power, dof)) * halfwidth / t95)
 
 
+def equivalence_chance(halfwidth: float, dof: float, margin: float) -> float:
+    """How often an interval of 95% `halfwidth` (log scale) on `dof` degrees of freedom says `equivalent` against
+    `margin` when nothing changed (`relevance`: its 90% interval inside +-log1p(margin)): the mean log difference must
+    fall within the margin less the 90% half-width, and it is t-distributed about 0 with the interval's standard error.
+    0 without an interval, or where the 90% half-width alone is as wide as the margin."""
+    from scipy import stats as scipy_stats
+
+    if not math.isfinite(halfwidth) or dof <= 0:
+        return 0.0
+    se = halfwidth / t_quantile(0.975, dof)
+    room = math.log1p(margin) / se - t_quantile(0.95, dof) if se > 0 else math.inf
+    return max(0.0, float(2 * scipy_stats.t.cdf(room, dof) - 1))
+
+
 def expected_halfwidth(machine: Noise, blocks: int) -> float:
     """The 95% half-width (log scale) a paired interval of `blocks` blocks gets from this machine's noise alone: what
     the adaptive loop stops on where the machine has a record. It does not look at the cell's own differences, so

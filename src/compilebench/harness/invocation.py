@@ -64,7 +64,7 @@ class LoopSettings:
     target_speedup: float  # 95% CI half-widths aimed at (0.05 = +-5%); 0 = none
     target_compile: float
     target_latency: float
-    margin: float = 0.05
+    margin: float = 0.10  # config.Config.margin's default
 
     @property
     def targets(self) -> dict[str, float]:
