@@ -144,10 +144,10 @@ def _percents(pair: tuple[float, float]) -> str:
 def say_forecast(
     trials: list[TrialSpec], settings: LoopSettings, record: dict[str, Any] | None, added: dict[str, int] | None = None
 ) -> bool:
-    """Log, before the first block, the smallest change each targeted metric will find (80% power) and how often its
-    cells say `equivalent` when nothing changed, after the planned blocks and at the cap (and with `added`, after the
-    blocks the budget leaves room for: forecast.py), from this machine's noise record; or that the machine has none
-    yet, or none for a metric. Returns whether the record holds any of the trials' cells."""
+    """Log, before the first block, the smallest change each targeted metric will find (80% power) and how many of its
+    cells would say `equivalent` were nothing to change, after the planned blocks and at the cap (and with `added`,
+    after the blocks the budget leaves room for: forecast.py), from this machine's noise record; or that the machine
+    has none yet, or none for a metric. Returns whether the record holds any of the trials' cells."""
     cells = sorted({noise_record.cell_key(s.model.model_id, s.batch_size, s.variant.name) for s in trials})
     by_turn = any(spec.timing.together for spec in trials)  # its timing blocks' rounds are paired by turn
     noise = noise_record.machine_noise(record)
