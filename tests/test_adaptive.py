@@ -334,6 +334,8 @@ def test_the_forecast_says_what_the_planned_blocks_and_the_cap_can_find():
     assert budget.blocks == 4 and most.change[0] < budget.change[0] < planned.change[0]  # 2 planned, 2 bought
     [capped] = adaptive.forecast(noise, ["m|bs1|default"], _bench(), added={"timing": 9})
     assert capped["budget"] == capped["most"]  # never past the cap
+    [timed] = adaptive.forecast(noise, ["m|bs1|default"], _bench(), added={"timing": 1}, cold_timed=True)
+    assert (timed["planned"].blocks, timed["budget"].blocks, timed["most"].blocks) == (3, 4, 6)  # + the cold block
     assert adaptive.forecast({}, ["m|bs1|default"], _bench()) == []  # no record yet: nothing to say
     by_turn = {"m|bs1|default": {"speedup@turns": stats.Noise(0.02**2 * 8, 8), **noise["m|bs1|default"]}}
     [speedup] = [e for e in adaptive.forecast(by_turn, ["m|bs1|default"], _bench(SimpleNamespace(

@@ -35,6 +35,7 @@ from compilebench.harness import fingerprint, groups, results_folder, trial_proc
 from compilebench.harness.files import write_json, write_jsonl
 from compilebench.harness.invocation import Context, LoopSettings
 from compilebench.harness.records import (
+    KIND_COLD,
     STATUS_OK,
     ModelSpec,
     RecordError,
@@ -150,8 +151,9 @@ def say_forecast(
     has none yet, or none for a metric. Returns whether the record holds any of the trials' cells."""
     cells = sorted({noise_record.cell_key(s.model.model_id, s.batch_size, s.variant.name) for s in trials})
     by_turn = any(spec.timing.together for spec in trials)  # its timing blocks' rounds are paired by turn
+    cold_timed = any(spec.kind == KIND_COLD for spec in trials)  # cold blocks of latency and speedup too
     noise = noise_record.machine_noise(record)
-    found = adaptive.forecast(noise, cells, settings, by_turn, added)
+    found = adaptive.forecast(noise, cells, settings, by_turn, added, cold_timed)
     if not found and any(cell in noise for cell in cells):
         LOGGER.info("this machine's noise record has these cells with fewer than %d degrees of freedom a metric: too "
                     "few to forecast from; this comparison's blocks add to it", adaptive.MIN_RECORD_DOF)  # fmt: skip

@@ -339,17 +339,21 @@ def forecast(
     bench: LoopSettings,
     by_turn: bool = False,
     added: dict[str, int] | None = None,
+    cold_timed: bool = False,
 ) -> list[dict[str, Any]]:
     """Before any block runs, what the budget can resolve on this machine: per targeted metric the machine's noise
     record has for `cells` (noise_record.cell_key), a Reach after the planned blocks (`planned`) and after
     `max_replicates` (`most`); with `added` (by kind of unit, `timing` or `cold`: the blocks the budget leaves room
     for, `Spend.rounds`), also after the planned blocks and those (`budget`). With `by_turn` (blocks run together),
-    latency and speedup from the record of blocks paired by turn. Empty for a machine without a record (the first
-    comparison on it makes one)."""
+    latency and speedup from the record of blocks paired by turn. With `cold_timed` (the plan has cold processes,
+    which time their variant and eager after compiling), latency and speedup count a cell's cold blocks too: at
+    least `cold_replicates` more (an eager cell gets those of every variant). Empty for a machine without a record
+    (the first comparison on it makes one)."""
     found = []
     for metric in (compare.METRIC_BY_NAME[name] for name in targeted(bench)):
         kind = "cold" if metric.name == "compile_cold" else "timing"  # the unit whose blocks measure it
-        planned = bench.cold_replicates if kind == "cold" else bench.replicates
+        cold = bench.cold_replicates if cold_timed and metric.name in compare.BY_TURN_METRICS else 0
+        planned = bench.cold_replicates if kind == "cold" else bench.replicates + cold
         paired_by_turn = by_turn and metric.name in compare.BY_TURN_METRICS
         name = noise_record.noise_name(metric.name, stats.PAIRED_BY_TURN if paired_by_turn else stats.PAIRED)
         records = [noise[cell][name] for cell in cells if name in noise.get(cell, {})]
@@ -357,9 +361,9 @@ def forecast(
         if not records or planned < 1:
             continue
         entry: dict[str, Any] = {"metric": metric.name, "cells": len(records)}
-        counts = [("planned", planned), ("most", bench.max_replicates)]
+        counts = [("planned", planned), ("most", bench.max_replicates + cold)]  # the cap is per unit
         if (added or {}).get(kind, 0) > 0:
-            counts.append(("budget", min(planned + added[kind], bench.max_replicates)))
+            counts.append(("budget", min(planned + added[kind], bench.max_replicates + cold)))
         for name, blocks in counts:
             widths = [(stats.expected_halfwidth(record, blocks), record.dof + blocks - 1) for record in records]
             change = [stats.minimum_detectable(halfwidth, dof) for halfwidth, dof in widths]
