@@ -103,9 +103,9 @@ def say_spend(spent: adaptive.Spend, prices: adaptive.Prices, labels: list[str],
                 "(a block run together takes the sum of its processes' own times)", priced_by, results,
                 minutes(spent.planned_s))  # fmt: skip
     if together and prices.alone:
-        LOGGER.info("%d of those processes ran alone, and this plan's blocks run together: in blocks run together "
-                    "the same processes took about 20%% longer on our records (docs/comparing.md): expect more",
-                    prices.alone)  # fmt: skip
+        LOGGER.info("%d of those processes ran alone, and this plan's blocks run together: on our records such "
+                    "blocks took from 8%% less to 20%% more than processes alone priced them at, as the machine's "
+                    "hour went (docs/comparing.md)", prices.alone)  # fmt: skip
     room = {kind: spent.rounds(kind) for kind in spent.round_s}
     rounds = "; ".join(f"{kind} blocks: {minutes(seconds)} a round, room for {room[kind]}"
                        for kind, seconds in spent.round_s.items())  # fmt: skip
