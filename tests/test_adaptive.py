@@ -328,7 +328,9 @@ def test_the_forecast_says_what_the_planned_blocks_and_the_cap_can_find():
     [alone] = adaptive.forecast(noise, ["m|bs1|default"], _bench())
     wide = adaptive.forecast(noise, ["m|bs1|default"], _bench(margin=0.20))[0]["planned"]
     assert wide.equivalent > alone["planned"].equivalent and wide.change == alone["planned"].change  # words only
-    assert found["compiled_latency"]["cells"] == 1 and "budget" not in found["speedup"]
+    assert found["compiled_latency"]["cells"] == 1 and "budget" not in found["speedup"]  # n's latency: 1 dof
+    thin = {"m|bs1|default": {"speedup": stats.Noise(0.04**2 * 2, 2)}}  # a first comparison's 3 blocks
+    assert adaptive.forecast(thin, ["m|bs1|default"], _bench())[0]["planned"].blocks == 2  # forecast from 2 dof on
     [room] = adaptive.forecast(noise, ["m|bs1|default"], _bench(), added={"timing": 2, "cold": 9})
     budget = room["budget"]
     assert budget.blocks == 4 and most.change[0] < budget.change[0] < planned.change[0]  # 2 planned, 2 bought

@@ -156,7 +156,7 @@ def say_forecast(
     found = adaptive.forecast(noise, cells, settings, by_turn, added, cold_timed)
     if not found and any(cell in noise for cell in cells):
         LOGGER.info("this machine's noise record has these cells with fewer than %d degrees of freedom a metric: too "
-                    "few to forecast from; this comparison's blocks add to it", adaptive.MIN_RECORD_DOF)  # fmt: skip
+                    "few to forecast from; this comparison's blocks add to it", adaptive.FORECAST_MIN_DOF)  # fmt: skip
         return True
     if not found:
         LOGGER.info("no noise record of this machine for these cells yet: how small a change this comparison can "
@@ -182,7 +182,7 @@ def say_forecast(
                if name not in {entry["metric"] for entry in found}]  # fmt: skip
     if unknown:
         LOGGER.info("no forecast for %s: no cell of this machine's noise record has %d degrees of freedom of it (one "
-                    "block a side gives none)", ", ".join(unknown), adaptive.MIN_RECORD_DOF)  # fmt: skip
+                    "block a side gives none)", ", ".join(unknown), adaptive.FORECAST_MIN_DOF)  # fmt: skip
     return True
 
 

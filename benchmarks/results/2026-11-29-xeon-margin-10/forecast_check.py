@@ -1,10 +1,12 @@
 """Does the forecast's count of cells `equivalent` at no change hold on real A/As? Each A/A on this VM ran right after
 a comparison in the same clone, so the noise record before it is that comparison's `calibration.json`. Per headline
-metric, the forecast's sum of stats.equivalence_chance over the A/A's cells (that record, each cell's real blocks) is
+metric, the forecast's sum of stats.equivalence_chance over the A/A's cells (each cell's record, from
+adaptive.FORECAST_MIN_DOF degrees of freedom on, as the forecast reads it; with --pooled the alternative tried, the
+machine's variance over every cell on the cell's own degrees of freedom; each cell's real blocks) is
 set beside how many of those cells the A/A, judged again at the margin, called `equivalent` (its truth: nothing
 changed).
 
-    python benchmarks/results/2026-11-29-xeon-margin-10/forecast_check.py [MARGIN: 0.10]
+    python benchmarks/results/2026-11-29-xeon-margin-10/forecast_check.py [MARGIN: 0.10] [--pooled]
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import decided  # noqa: E402
 
-from compilebench.analysis import compare, noise_record, stats  # noqa: E402
+from compilebench.analysis import adaptive, compare, noise_record, stats  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results"
 PAIRS = (("torch-2.14.1-startnet", "aa-startnet"), ("torch-2.14.1-by-turn", "aa-by-turn"),
@@ -27,8 +29,10 @@ METRICS = ("eager_latency", "compiled_latency", "speedup")  # cold compile: one 
 
 def main() -> None:
     margin = float(sys.argv[1]) if len(sys.argv) > 1 else 0.10
+    pooled = "--pooled" in sys.argv
     totals = [0.0, 0]
-    print(f"margin +-{100 * margin:.0f}%")
+    way = "the machine's variance over every cell" if pooled else "each cell its own record"
+    print(f"margin +-{100 * margin:.0f}%, {way}")
     print(f"{'A/A':16s} {'metric':17s} {'cells':>5s} {'forecast':>8s} {'actual':>6s}")
     for before, aa in PAIRS:
         [record] = noise_record.load_calibrations(RESULTS / f"2026-11-29-xeon-{before}" / "calibration.json").values()
@@ -41,7 +45,14 @@ def main() -> None:
             for row in cells:
                 ratio = row.judged[name].ratio
                 key = noise_record.cell_key(row.model_id, row.batch_size, row.variant)
-                prior = noise.get(key, {}).get(noise_record.noise_name(name, ratio.method), stats.Noise())
+                noise_name = noise_record.noise_name(name, ratio.method)
+                prior = noise.get(key, {}).get(noise_name, stats.Noise())
+                if prior.dof < adaptive.FORECAST_MIN_DOF:
+                    prior = stats.Noise()  # the forecast leaves such a cell out: counted as never `equivalent`
+                elif pooled:  # tried, not adopted: the machine's variance over every cell, on the cell's own dof
+                    prior = stats.Noise(
+                        noise_record.pooled_by_metric(noise)[noise_name].variance * prior.dof, prior.dof
+                    )
                 halfwidth = stats.expected_halfwidth(prior, ratio.blocks)
                 expected += stats.equivalence_chance(halfwidth, prior.dof + ratio.blocks - 1, margin)
                 actual += row.judged[name].verdict == stats.EQUIVALENT

@@ -51,6 +51,10 @@ MIXED = "mixed"  # an invalid run whose processes ran on several machines or sta
 # far too small (one cold block a side was taken on such a cell record, and two invocations' cold compile intervals
 # of one cell missed each other); below it, the metric's record over every cell of the machine, else the cell's own.
 MIN_RECORD_DOF = 4
+# A forecast reads a cell's record from this many on: a first comparison's cells have 2 or 3, and on the Xeon VM's three
+# A/As such records forecast 31.4 cells `equivalent` at +-10% where 33 were (optimistic at +-5%: 16.0 against 11; the
+# machine's variance over every cell instead, 2.3: benchmarks/results/2026-11-29-xeon-margin-10).
+FORECAST_MIN_DOF = 2
 
 
 @dataclass(frozen=True)
@@ -342,13 +346,13 @@ def forecast(
     cold_timed: bool = False,
 ) -> list[dict[str, Any]]:
     """Before any block runs, what the budget can resolve on this machine: per targeted metric the machine's noise
-    record has for `cells` (noise_record.cell_key), a Reach after the planned blocks (`planned`) and after
-    `max_replicates` (`most`); with `added` (by kind of unit, `timing` or `cold`: the blocks the budget leaves room
-    for, `Spend.rounds`), also after the planned blocks and those (`budget`). With `by_turn` (blocks run together),
-    latency and speedup from the record of blocks paired by turn. With `cold_timed` (the plan has cold processes,
-    which time their variant and eager after compiling), latency and speedup count a cell's cold blocks too: at
-    least `cold_replicates` more (an eager cell gets those of every variant). Empty for a machine without a record
-    (the first comparison on it makes one)."""
+    record has for `cells` (noise_record.cell_key) with FORECAST_MIN_DOF degrees of freedom, a Reach after the
+    planned blocks (`planned`) and after `max_replicates` (`most`); with `added` (by kind of unit, `timing` or `cold`:
+    the blocks the budget leaves room for, `Spend.rounds`), also after the planned blocks and those (`budget`). With
+    `by_turn` (blocks run together), latency and speedup from the record of blocks paired by turn. With `cold_timed`
+    (the plan has cold processes, which time their variant and eager after compiling), latency and speedup count a
+    cell's cold blocks too: at least `cold_replicates` more (an eager cell gets those of every variant). Empty for a
+    machine without a record (the first comparison on it makes one)."""
     found = []
     for metric in (compare.METRIC_BY_NAME[name] for name in targeted(bench)):
         kind = "cold" if metric.name == "compile_cold" else "timing"  # the unit whose blocks measure it
@@ -357,7 +361,7 @@ def forecast(
         paired_by_turn = by_turn and metric.name in compare.BY_TURN_METRICS
         name = noise_record.noise_name(metric.name, stats.PAIRED_BY_TURN if paired_by_turn else stats.PAIRED)
         records = [noise[cell][name] for cell in cells if name in noise.get(cell, {})]
-        records = [record for record in records if record.dof >= MIN_RECORD_DOF]
+        records = [record for record in records if record.dof >= FORECAST_MIN_DOF]
         if not records or planned < 1:
             continue
         entry: dict[str, Any] = {"metric": metric.name, "cells": len(records)}
