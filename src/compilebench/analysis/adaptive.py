@@ -346,7 +346,7 @@ def forecast(
     cold_timed: bool = False,
 ) -> list[dict[str, Any]]:
     """Before any block runs, what the budget can resolve on this machine: per targeted metric the machine's noise
-    record has for `cells` (noise_record.cell_key) with FORECAST_MIN_DOF degrees of freedom, a Reach after the
+    record has for `cells` (noise_record.cell_key) with FORECAST_MIN_DOF degrees of freedom or more, a Reach after the
     planned blocks (`planned`) and after `max_replicates` (`most`); with `added` (by kind of unit, `timing` or `cold`:
     the blocks the budget leaves room for, `Spend.rounds`), also after the planned blocks and those (`budget`). With
     `by_turn` (blocks run together), latency and speedup from the record of blocks paired by turn. With `cold_timed`
