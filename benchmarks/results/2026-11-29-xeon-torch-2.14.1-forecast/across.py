@@ -11,7 +11,8 @@ from pathlib import Path
 import pandas as pd
 
 RESULTS = Path(__file__).resolve().parents[1]
-RECORDS = ["startnet", "by-turn", "cold-blocks", "forecast"]  # 2026-11-29-xeon-torch-2.14.1-<name>, oldest first
+PREFIX = "2026-11-29-xeon-torch-2.14.1-"  # the records' folders: PREFIX + name
+RECORDS = ["startnet", "by-turn", "cold-blocks", "forecast"]  # PREFIX + name, oldest first
 METRICS = ["eager_latency", "compiled_latency", "speedup", "compile_cold", "compile_warm", "inductor_startup",
            "peak_memory"]  # fmt: skip
 DIRECTION = {"slower": 1, "faster": -1, "higher": 1, "lower": -1, "more": 1, "less": -1}
@@ -20,7 +21,7 @@ DIRECTION = {"slower": 1, "faster": -1, "higher": 1, "lower": -1, "more": 1, "le
 def main() -> None:
     said: dict[tuple, list[str]] = {}
     for name in RECORDS:
-        table = pd.read_csv(RESULTS / f"2026-11-29-xeon-torch-2.14.1-{name}" / "results" / "comparison.csv")
+        table = pd.read_csv(RESULTS / f"{PREFIX}{name}" / "results" / "comparison.csv")
         for _, row in table[table["reference"] == "first"].iterrows():
             for metric in METRICS:
                 word = row.get(f"{metric}_verdict")
