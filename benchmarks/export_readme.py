@@ -6,7 +6,8 @@
 them (trials.jsonl: one line per process that came back). The README says what plan ran (suite, invocation, the
 commit it was exported from), on which machine and stacks (from the trials' environment), when its processes ran and
 what they cost, how many of the planned processes came back with which status, what each file holds, and how to turn
-it into tables. Written once: an existing README is refused.
+it into tables. Written once: an existing README is refused, but for the one the export left (it says the plan has
+not run yet), which this one replaces once results are back.
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ import collections
 import json
 from datetime import UTC, datetime
 from pathlib import Path
+
+from compilebench.exported import NOT_RUN_YET
 
 FILES = {
     "plan.json": "the exported plan: every process, its trials and recipes",
@@ -81,7 +84,7 @@ def main() -> None:
     parser.add_argument("--note", default="", help="what a reader must know that the files do not say")
     args = parser.parse_args()
     readme = args.folder / "README.md"
-    if readme.exists():
+    if readme.exists() and NOT_RUN_YET not in readme.read_text().splitlines():
         raise SystemExit(f"{readme} exists: a record's README is written once")
     readme.write_text(describe(args.folder, args.note))
 

@@ -8,6 +8,8 @@ import sys
 
 import pytest
 
+from compilebench.exported import NOT_RUN_YET
+
 
 def run(repo_root, *args):
     return subprocess.run([sys.executable, str(repo_root / "benchmarks" / "export_readme.py"), *map(str, args)],
@@ -43,5 +45,22 @@ def test_a_folder_without_an_exported_plan_is_refused_naming_the_file(repo_root,
 
 
 def test_every_exported_plans_folder_has_its_readme(repo_root):
+    """A plan waiting for a machine has the README its export wrote; one that ran, the record's in its place."""
     folders = [plan.parent for plan in (repo_root / "benchmarks/results").glob("*/plan.json")]
     assert folders and all((folder / "README.md").exists() for folder in folders)
+    for folder in folders:
+        waiting = NOT_RUN_YET in (folder / "README.md").read_text().splitlines()
+        assert waiting != (folder / "results/trials.jsonl").exists(), folder.name
+
+
+def test_the_readme_an_export_left_is_replaced_once_its_results_are_back(repo_root, tmp_path):
+    record = tmp_path / "2026-11-27-h100-paper-bs1-w3"
+    shutil.copytree(repo_root / "benchmarks/results" / record.name, record,
+                    ignore=shutil.ignore_patterns("README.md", "ingested"))  # fmt: skip
+    waiting = next(plan.parent / "README.md" for plan in sorted((repo_root / "benchmarks/results").glob("*/plan.json"))
+                   if not (plan.parent / "results").exists())  # fmt: skip
+    shutil.copyfile(waiting, record / "README.md")
+    done = run(repo_root, record)
+    assert done.returncode == 0, done.stderr
+    text = (record / "README.md").read_text()
+    assert NOT_RUN_YET not in text and "32 of the plan's 32 trials came back: 32 ok." in text

@@ -14,6 +14,7 @@ import mlflow
 import pytest
 from conftest import OTHER, make_project, project_env, run_ok, set_params
 
+from compilebench.exported import NOT_RUN_YET
 from compilebench.harness.records import plan_digest
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("remote")]
@@ -198,6 +199,11 @@ def test_an_export_splits_paper_bs1_into_gpu_windows_that_hold_its_16_cells_each
         assert saved["selection"]["suite"] == window["adaptive"]["context"]["suite"] == f"paper-bs1-w{n}"
         assert {model["model_id"] for model in saved["selection"]["models"]} == models
         assert (folder / "compilebench" / "harness").is_dir() and (folder / "image.jpg").exists()
+        readme = (folder / "README.md").read_text()  # until its results are back: what it is, costs, and how to run
+        assert NOT_RUN_YET in readme.splitlines() and f"paper-bs1-w{n}" in readme and f"window {n} of 3" in readme
+        assert f"{in_all[n - 1]} minutes in all with the prime 8" in readme
+        assert f"{len(window['trials'])} trials in 16 processes" in readme
+        assert f"cd {folder.name} && python -m compilebench.harness.launcher plan.json results --prime 8" in readme
     for folder in folders[:2]:
         shutil.rmtree(folder)
     again = subprocess.run(command, cwd=root, env=env, capture_output=True, text=True, timeout=600)

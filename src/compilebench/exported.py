@@ -52,6 +52,8 @@ CARRIED_CHECKPOINTS = "carried.json"  # in an exported plan: manifest entries of
 
 
 EXPORT_CONTEXT = "export.json"
+README = "README.md"
+NOT_RUN_YET = "This plan has not run yet."  # the line that marks an export's own README, replaced once results are back
 
 
 def export(config: Config, folder: Path, window_min: float | None = None, prime_at_once: int = 1) -> None:
@@ -77,14 +79,18 @@ def export(config: Config, folder: Path, window_min: float | None = None, prime_
         parts = split_export(config, costs, folder, whole, selection, carried, window_min, prime_at_once)
     for target, *_ in parts:
         _refuse_used(target)
+    prime = prime_at_once if window_min is not None else None
     built = []
     try:
-        for target, exported, chosen, taken in parts:
+        for number, (target, exported, chosen, taken) in enumerate(parts, start=1):
             partial = target.with_name(target.name + ".partial")
             shutil.rmtree(partial, ignore_errors=True)  # an export that failed before
             partial.mkdir(parents=True)
             built.append(partial)
             write_export(config, partial, exported, chosen, taken)
+            window = None if window_min is None else f"{number} of {len(parts)}"
+            estimate = estimate_line(list(exported.trials), config, costs, prime)
+            (partial / README).write_text(waiting_readme(target.name, exported, estimate, window, prime))
     except BaseException:
         for partial in built:
             shutil.rmtree(partial, ignore_errors=True)
@@ -94,19 +100,61 @@ def export(config: Config, folder: Path, window_min: float | None = None, prime_
             target.rmdir()  # empty, checked above
         partial.rename(target)
         trials = list(exported.trials)
-        others = [label for label in dict.fromkeys(spec.environment for spec in trials) if label != CURRENT]
-        pythons = "".join(f" --python {label}=PATH" for label in others)
-        LOGGER.info(
-            "exported %d trials in %d processes to %s; on the other machine: cd %s && python -m "
-            "compilebench.harness.launcher plan.json results%s%s", len(trials), len(processes(trials)), target,
-            shlex.quote(target.name), pythons, " (each PATH an interpreter of that stack, e.g. one that "
-            "`python -m compilebench.harness.overlay DIR WHEEL...` lays over that machine's own: docs/gpu.md)"
-            if others else "",
-        )  # fmt: skip
+        LOGGER.info("exported %d trials in %d processes to %s; on the other machine: %s", len(trials),
+                    len(processes(trials)), target, launch_command(target.name, exported, prime))  # fmt: skip
         if window_min is not None:
-            units = dict.fromkeys(f"{spec.model.label} bs{spec.batch_size}" for spec in trials)
-            LOGGER.info("%s: %s", target.name, ", ".join(units))
-        LOGGER.info("%s", estimate_line(trials, config, costs, prime_at_once if window_min is not None else None))
+            LOGGER.info("%s: %s", target.name, ", ".join(plan_units(exported)))
+        LOGGER.info("%s", estimate_line(trials, config, costs, prime))
+
+
+def other_environments(exported: Plan) -> list[str]:
+    """The plan's environments other than the machine's own: each needs the launcher's --python LABEL=PATH."""
+    return [label for label in dict.fromkeys(spec.environment for spec in exported.trials) if label != CURRENT]
+
+
+def launch_command(name: str, exported: Plan, prime_at_once: int | None = None) -> str:
+    """How the machine that runs the plan starts it, from the folder's parent (said by the log and the README)."""
+    others = other_environments(exported)
+    pythons = "".join(f" --python {label}=PATH" for label in others)
+    prime = "" if prime_at_once is None else f" --prime {prime_at_once}"
+    explained = (" (each PATH an interpreter of that stack, e.g. one that `python -m compilebench.harness.overlay DIR "
+                 "WHEEL...` lays over that machine's own: docs/gpu.md)") if others else ""  # fmt: skip
+    launcher = f"cd {shlex.quote(name)} && python -m compilebench.harness.launcher plan.json results"
+    return f"{launcher}{prime}{pythons}{explained}"
+
+
+def plan_units(exported: Plan) -> list[str]:
+    """The plan's units as a reader names them: each model and batch size, in the plan's order."""
+    return list(dict.fromkeys(f"{spec.model.label} bs{spec.batch_size}" for spec in exported.trials))
+
+
+def waiting_readme(name: str, exported: Plan, estimate: str, window: str | None, prime_at_once: int | None) -> str:
+    """The README an export leaves in its folder until its results come back (benchmarks/export_readme.py then
+    writes the record's in its place, recognising this one by NOT_RUN_YET): what the plan measures, what it should
+    cost, and how to run it and bring it back."""
+    context = exported.adaptive.context
+    cells = dict.fromkeys(f"{spec.model.label} bs{spec.batch_size} {spec.variant.name}" for spec in exported.trials
+                          if spec.variant.compile)  # fmt: skip
+    trials = list(exported.trials)
+    lines = [
+        f"# {name}",
+        "",
+        NOT_RUN_YET,
+        "",
+        f"An exported plan of suite `{context.suite}` (invocation `{context.invocation_id}`), exported from "
+        f"compilebench at `{context.git_commit[:12]}`{f', window {window}' if window else ''}: {len(trials)} trials "
+        f"in {len(processes(trials))} processes, its units {', '.join(plan_units(exported))}; the compiled cells "
+        f"{', '.join(cells)}.",
+        "",
+        f"What it should cost: {estimate}.",
+        "",
+        f"On the machine that runs it, from this folder's parent: `{launch_command(name, exported, prime_at_once)}` "
+        "(docs/gpu.md; on a lent machine, docs/development.md). Back here, with what came back in `results/`: "
+        f"`make ingest FROM=<this folder>`, then `python benchmarks/export_readme.py <this folder>` writes the "
+        "record's README in place of this one.",
+        "",
+    ]
+    return "\n".join(lines)
 
 
 def _refuse_used(folder: Path) -> None:
