@@ -1,0 +1,1 @@
+"""compilebench: what torch.compile buys Hugging Face vision models on your hardware."""

@@ -1,0 +1,481 @@
+"""How many blocks each run gets: the planned ones for every run, then more where the intervals are widest.
+
+A block is one fresh process per compared environment, in a balanced order (`plan.balanced_order`; a block's
+processes alive together, taking turns: harness/turns.py), in one of three units: a *timing* block of (model, batch
+size) is a timing process per environment (eager and every compiled arm, warm); a *cold* block of (model, batch size,
+variant) is a cold process per environment (compiled on an empty cache, then timed); a *paired* block of a variant
+measured alone (a deploy way, served sizes) is a paired trial per environment, cold or warm. Once the planned blocks are
+done, `extend` asks of every run how far each 95% interval is from its target (`benchmark.target`: speedup, compile
+time, latency; B/A when stacks are compared, the run's own interval otherwise), gives each metric to the unit that
+measures it (cold compile time to a cold block, the rest to a timing block), and adds a block to each unit short of its
+target, furthest first, while the blocks fit in `benchmark.budget_min` (minutes of trial processes per compared
+environment, the planned ones included) and a unit has fewer than `benchmark.max_replicates` blocks. A unit with fewer
+undisturbed blocks than planned gets one first, budget or not (up to the cap): a disturbed process is re-run, never
+silently dropped (the planned blocks always run). It stops on width, never on significance, so the error rates measured
+by benchmarks/verdict_power.py hold. Every decision is a pure function of the results so far (the budget counts the
+processes' own wall time), so a resumed invocation takes the same ones. `shortfalls` tells the report, per run and
+targeted interval, what it reached and about how many more blocks it needs."""
+
+from __future__ import annotations
+
+import logging
+import math
+import statistics
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import Any
+
+from compilebench.analysis import compare, noise_record, plan, stats
+from compilebench.analysis.per_process import ProcessRecord
+from compilebench.analysis.runs import RunRecord
+from compilebench.analysis.validity import compile_disturbed, timing_disturbed
+from compilebench.harness.invocation import LoopSettings
+from compilebench.harness.records import (
+    CACHE_COLD,
+    CACHE_SHARED,
+    CACHE_WARM,
+    KIND_ARM,
+    KIND_COLD,
+    STATUS_OK,
+    TrialResult,
+    TrialSpec,
+    processes,
+)
+
+LOGGER = logging.getLogger(__name__)
+Cell = tuple[str, int, str]  # (model id, batch size, variant): a run without its environment
+Unit = tuple[str, str, int, str]  # (timing | cold | paired, model id, batch size, variant or "" for timing)
+EXTENDABLE = (STATUS_OK, "invalid")  # runs more blocks can help; a failure would repeat
+MIXED = "mixed"  # an invalid run whose processes ran on several machines or stacks (validity.machine_problems)
+# A noise record stops the loop only from this many degrees of freedom on: a variance from one or two is too often
+# far too small (one cold block a side was taken on such a cell record, and two invocations' cold compile intervals
+# of one cell missed each other); below it, the metric's record over every cell of the machine, else the cell's own.
+MIN_RECORD_DOF = 4
+# A forecast reads a cell's record from this many on: a first comparison's cells have 2 or 3, and on the Xeon VM's three
+# A/As such records forecast 31.4 cells `equivalent` at +-10% where 33 were (optimistic at +-5%: 16.0 against 11; the
+# machine's variance over every cell instead, 2.3: benchmarks/results/2026-11-29-xeon-margin-10).
+FORECAST_MIN_DOF = 2
+
+
+@dataclass(frozen=True)
+class Width:
+    """One interval of a run against its target: half-widths on the log scale (0.049 = +-5%)."""
+
+    cell: Cell
+    metric: str  # a compare.METRICS name
+    halfwidth: float  # infinite without an interval
+    target: float
+    blocks: int
+    dof: float  # of the interval (the cell's noise record pooled in, where it has one)
+
+    @property
+    def met(self) -> bool:
+        return self.halfwidth <= self.target
+
+    @property
+    def distance(self) -> float:
+        """How far from the target: half-width / target (1 = reached)."""
+        return self.halfwidth / self.target
+
+    @property
+    def more(self) -> int | None:
+        """About how many more blocks would reach the target (None: cannot tell yet)."""
+        return stats.more_blocks(self.halfwidth, self.target, self.blocks, self.dof)
+
+
+def cell_of(spec: TrialSpec) -> Cell:
+    return spec.model.model_id, spec.batch_size, spec.variant.name
+
+
+def unit_of(spec: TrialSpec) -> Unit:
+    """The unit of blocks a trial belongs to (see the module docstring)."""
+    if spec.kind == KIND_ARM:
+        return "timing", spec.model.model_id, spec.batch_size, ""
+    if spec.kind == KIND_COLD:
+        return "cold", spec.model.model_id, spec.batch_size, spec.variant.name
+    return "paired", spec.model.model_id, spec.batch_size, spec.variant.name
+
+
+def _log_halfwidth(estimate: stats.Estimate) -> float:
+    if not estimate.has_interval or estimate.low <= 0:
+        return math.inf
+    return (math.log(estimate.high) - math.log(estimate.low)) / 2
+
+
+def _own_intervals(run: compare.ComparedRun) -> dict[str, stats.Estimate]:
+    """A run's own intervals (one environment): between-process t on its own per-process values
+    (`ComparedRun.own_values`: latency and speedup from its timing processes only)."""
+    names = ("speedup", "compiled_latency", "compile_cold", "compile_warm") if run.compile else ("eager_latency",)
+    return {name: stats.geometric_interval(run.own_values(name)) for name in names}
+
+
+def _stopping_width(
+    row: compare.Comparison, metric: str, noise: noise_record.CellNoise | None, pooled: dict[str, stats.Noise]
+) -> tuple[float, float]:
+    """What a compared cell's width is judged by, (half-width, degrees of freedom). Where the machine has a record
+    the loop knows (at least MIN_RECORD_DOF degrees of freedom: the cell's own, else the metric's over every cell),
+    the half-width that noise gives the cell's blocks (stats.expected_halfwidth): it does not look at this
+    invocation's differences, so neither stopping nor the widest-first order can favour cells whose blocks happened
+    to agree. Otherwise (no record yet, or a cell noisier than its record), the cell's own interval."""
+    ratio = row.judged[metric].ratio
+    name = noise_record.noise_name(metric, ratio.method)  # the record of differences made as this cell's were
+    cell = (noise or {}).get(noise_record.cell_key(row.model_id, row.batch_size, row.variant), {}).get(name)
+    machine = cell if cell is not None and cell.dof >= MIN_RECORD_DOF else pooled.get(name)
+    trusted = machine is not None and machine.dof >= MIN_RECORD_DOF
+    if not trusted or ratio.noisy or ratio.method not in stats.PAIRED_METHODS:
+        return ratio.halfwidth, float(ratio.dof or 0)
+    return stats.expected_halfwidth(machine, int(ratio.blocks)), float(machine.dof + int(ratio.blocks) - 1)
+
+
+def widths(
+    runs: list[compare.ComparedRun],
+    labels: list[str],
+    targets: dict[str, float],
+    noise: noise_record.CellNoise | None,
+    margin: float,
+) -> list[Width]:
+    """Every targeted interval of every run: B/A against the baseline when stacks are compared, else the run's own."""
+    found: list[tuple[Cell, str, float, int, float]] = []  # cell, metric, half-width, blocks, dof
+    if len(labels) >= 2:
+        pooled = noise_record.pooled_by_metric(noise or {})
+        for row in compare.comparison_rows(runs, noise, labels, margin):
+            if row.reference != compare.FIRST:
+                continue
+            for name, judged in row.judged.items():
+                halfwidth, dof = _stopping_width(row, name, noise, pooled)
+                found.append(((row.model_id, row.batch_size, row.variant), name, halfwidth, judged.ratio.blocks, dof))
+    else:
+        for run in runs:
+            for name, estimate in _own_intervals(run).items():
+                cell = (run.model_id, run.batch_size, run.variant)
+                found.append((cell, name, _log_halfwidth(estimate), estimate.processes, estimate.processes - 1))
+    result = []
+    for cell, name, halfwidth, blocks, dof in found:
+        target = targets.get(compare.METRIC_BY_NAME[name].target or "", 0.0)
+        if target > 0:
+            halfwidth = halfwidth if math.isfinite(halfwidth) else math.inf
+            result.append(Width(cell, name, halfwidth, math.log1p(target), int(blocks), dof))
+    return result
+
+
+def widest(found: list[Width], per_metric: bool = False) -> dict[Any, Width]:
+    """Per run (per run and metric: keyed by (cell, metric)), the interval furthest from its target (met ones
+    included)."""
+    worst: dict[Any, Width] = {}
+    for width in found:
+        key = (width.cell, width.metric) if per_metric else width.cell
+        if key not in worst or width.distance > worst[key].distance:
+            worst[key] = width
+    return worst
+
+
+def units_of(width: Width, trials: list[TrialSpec]) -> list[Unit]:
+    """The units whose next block narrows `width`: a cold block for cold compile time (a cold paired one for a
+    variant measured alone), a timing block for the rest; an eager run's interval narrows with the blocks of every
+    process that times eager (a timing one, else each paired variant's)."""
+    model, batch, variant = width.cell
+    mine = [spec for spec in trials if spec.model.model_id == model and spec.batch_size == batch]
+    if any(unit_of(spec)[0] == "timing" for spec in mine if spec.variant.name == variant or variant == "eager"):
+        if width.metric == "compile_cold":
+            return [("cold", model, batch, variant)]
+        return [("timing", model, batch, "")]
+    if variant == "eager":
+        return sorted({unit_of(spec) for spec in mine if unit_of(spec)[0] == "paired"})
+    return [("paired", model, batch, variant)]
+
+
+def _process_walls(results: dict[str, TrialResult], trials: list[TrialSpec]) -> dict[str, float]:
+    """Each process's time once (a timing process's arms all carry it), by process: its wall time, less what it
+    waited for turns where its block ran together (TrialResult.own_s), so a block costs its wall time once."""
+    walls = {}
+    for spec in trials:
+        result = results.get(spec.trial_id)
+        if result is not None:
+            walls[spec.process] = result.own_s
+    return walls
+
+
+def _block_cost_s(trials: list[TrialSpec], results: dict[str, TrialResult], unit: Unit, cold: bool) -> float:
+    """What a new block of `unit` costs per environment, in seconds of processes: the median wall time of its
+    processes of the same kind (cold or warm, for a paired unit) where there is one."""
+    mine = [spec for spec in trials if unit_of(spec) == unit and spec.trial_id in results]
+    walls = _process_walls(results, mine)
+    kind = [walls[s.process] for s in mine if (s.cache == CACHE_COLD) == cold]
+    kind = [wall for wall in kind if wall] or [wall for wall in walls.values() if wall]
+    return statistics.median(kind) if kind else 0.0
+
+
+def clean_blocks(trials: list[TrialSpec], results: dict[str, TrialResult], limit_cores: float) -> dict[Unit, int]:
+    """Per unit, the blocks none of whose processes was disturbed in what that unit measures (a cold process while
+    it compiled, the others while they timed)."""
+    blocks: dict[Unit, dict[tuple[int, bool], bool]] = {}
+    for spec in trials:
+        result = results.get(spec.trial_id)
+        busy = result is None or (compile_disturbed(result, limit_cores) if spec.kind == KIND_COLD
+                                  else timing_disturbed(result, limit_cores))  # fmt: skip
+        per_unit = blocks.setdefault(unit_of(spec), {})
+        key = (spec.replicate, spec.cache == CACHE_COLD)
+        per_unit[key] = per_unit.get(key, True) and not busy
+    return {unit: sum(per_unit.values()) for unit, per_unit in blocks.items()}
+
+
+def _planned(unit: Unit, bench: LoopSettings) -> int:
+    """How many clean blocks a unit is planned to have: `cold_replicates` cold blocks, `replicates` of the others."""
+    return bench.cold_replicates if unit[0] == "cold" else bench.replicates
+
+
+def _next_block(trials: list[TrialSpec], unit: Unit, labels: list[str], cold: bool, statuses: dict) -> list[TrialSpec]:
+    """One more block of `unit`: a process per environment, in balanced order."""
+    specs = [spec for spec in trials if unit_of(spec) == unit]
+    replicate = max(spec.replicate for spec in specs) + 1
+    kind, *_ = unit
+    first = {spec.environment: spec for spec in specs if spec.replicate == specs[0].replicate}
+    added = []
+    for label in plan.balanced_order(labels, replicate):
+        base = first[label]
+        if kind == "timing":
+            arms = [
+                spec.variant
+                for spec in specs
+                if spec.replicate == base.replicate
+                and spec.environment == label
+                and (not spec.variant.compile or statuses.get(cell_of(spec), set()) <= set(EXTENDABLE))
+            ]
+            added += plan.timing_process(label, base.model, base.batch_size, arms, replicate,
+                                         base.cache == CACHE_SHARED, base.image, base.timing)  # fmt: skip
+        elif kind == "cold":
+            added.append(plan.cold_trial(label, base.model, base.batch_size, base.variant, replicate, base.image,
+                                         base.timing))  # fmt: skip
+        else:
+            cache = CACHE_SHARED if base.cache == CACHE_SHARED else (CACHE_COLD if cold else CACHE_WARM)
+            trial_id = f"{base.trial_id.rsplit('/', 1)[0]}/r{replicate}"
+            added.append(replace(base, trial_id=trial_id, replicate=replicate, cache=cache))
+    return added
+
+
+def extend(
+    trials: list[TrialSpec],
+    results: dict[str, TrialResult],
+    records: list[RunRecord],
+    labels: list[str],
+    bench: LoopSettings,
+    noise: noise_record.CellNoise | None,
+) -> list[TrialSpec]:
+    """The next blocks: for each unit short of its planned clean blocks or of a target, furthest first, one more block
+    (a process per environment, in balanced order) while it fits the budget and the cap. Empty when done."""
+    units = list(dict.fromkeys(unit_of(spec) for spec in trials))
+    short_of: dict[Unit, tuple[float, bool]] = {}  # unit -> (distance, cold: a paired unit's block re-runs cold)
+    for width in widths([compare.ComparedRun.of(r) for r in records], labels, bench.targets, noise, bench.margin):
+        if width.met:
+            continue
+        for unit in units_of(width, trials):
+            if unit not in units:
+                continue  # no cold process was planned (a shared cache, or cold_replicates 0): none is added
+            cold = width.metric == "compile_cold" and unit[0] == "paired"
+            distance, was_cold = short_of.get(unit, (0.0, False))
+            short_of[unit] = (max(distance, width.distance), was_cold or cold)
+    statuses: dict[Cell, set[str]] = {}
+    for record in records:
+        mixed = record.machines > 1  # invalid for good: more blocks would not unmix its processes
+        statuses.setdefault((record.model_id, record.batch_size, record.variant), set()).add(
+            MIXED if mixed else record.status
+        )
+    clean = clean_blocks(trials, results, bench.disturbed_cores)
+    rerun = [unit for unit in units if clean.get(unit, 0) < _planned(unit, bench)]
+    ranked = rerun + sorted((u for u in short_of if u not in rerun), key=lambda u: -short_of[u][0])
+    budget_s = bench.budget_min * 60 * len(labels)
+    spent_s = sum(_process_walls(results, trials).values())
+    added: list[TrialSpec] = []
+    for unit in ranked:
+        specs = [spec for spec in trials if unit_of(spec) == unit]
+        compiled = {cell_of(spec) for spec in specs if spec.variant.compile}
+        if not any(statuses.get(cell, set()) <= set(EXTENDABLE) for cell in compiled or {cell_of(specs[0])}):
+            continue  # every run it measures failed: another block would fail alike
+        if max(spec.replicate for spec in specs) + 1 >= bench.max_replicates:
+            continue
+        cold = unit[0] == "cold" or short_of.get(unit, (0.0, False))[1]
+        cost = _block_cost_s(trials, results, unit, cold) * len(labels)
+        if spent_s + cost > budget_s and unit not in rerun:  # a planned block always runs, a disturbed one again
+            continue
+        spent_s += cost
+        added += _next_block(trials, unit, labels, cold, statuses)
+    return added
+
+
+def shortfalls(
+    records: list[RunRecord], labels: list[str], bench: LoopSettings, noise: noise_record.CellNoise | None
+) -> list[dict[str, Any]]:
+    """Per run and targeted metric (in compare.METRICS order), its interval against its target (of several compared
+    environments, the widest B/A): reached or not, and about how many more blocks it needs."""
+    rows = []
+    order = {metric.name: i for i, metric in enumerate(compare.METRICS)}
+    runs = [compare.ComparedRun.of(record) for record in records]
+    found = widest(widths(runs, labels, bench.targets, noise, bench.margin), per_metric=True).values()
+    for width in sorted(found, key=lambda width: (width.cell, order[width.metric])):
+        model_id, batch, variant = width.cell
+        rows.append({"model_id": model_id, "batch_size": batch, "variant": variant, "metric": width.metric,
+                     "halfwidth_pct": 100 * math.expm1(width.halfwidth) if math.isfinite(width.halfwidth) else None,
+                     "target_pct": 100 * math.expm1(width.target), "blocks": width.blocks, "met": width.met,
+                     "more_blocks": width.more})  # fmt: skip
+    return rows
+
+
+def targeted(bench: LoopSettings) -> list[str]:
+    """The metrics the loop aims at (compare.METRICS whose kind has a target above 0), in their order."""
+    return [metric.name for metric in compare.METRICS if metric.target and bench.targets.get(metric.target)]
+
+
+@dataclass(frozen=True)
+class Reach:
+    """What a metric's intervals reach after `blocks` blocks a cell, from the machine's noise record alone: the
+    smallest change found with 80% power (a fraction, stats.minimum_detectable) as (least, most) over the record's
+    cells, and how many of those cells are expected to say `equivalent` against the margin when nothing changed (the
+    sum of their stats.equivalence_chance)."""
+
+    blocks: int
+    change: tuple[float, float]
+    equivalent: float
+
+
+def forecast(
+    noise: noise_record.CellNoise,
+    cells: list[str],
+    bench: LoopSettings,
+    by_turn: bool = False,
+    added: dict[str, int] | None = None,
+    cold_timed: bool = False,
+) -> list[dict[str, Any]]:
+    """Before any block runs, what the budget can resolve on this machine: per targeted metric the machine's noise
+    record has for `cells` (noise_record.cell_key) with FORECAST_MIN_DOF degrees of freedom or more, a Reach after the
+    planned blocks (`planned`) and after `max_replicates` (`most`); with `added` (by kind of unit, `timing` or `cold`:
+    the blocks the budget leaves room for, `Spend.rounds`), also after the planned blocks and those (`budget`). With
+    `by_turn` (blocks run together), latency and speedup from the record of blocks paired by turn. With `cold_timed`
+    (the plan has cold processes, which time their variant and eager after compiling), latency and speedup count a
+    cell's cold blocks too: at least `cold_replicates` more (an eager cell gets those of every variant). Empty for a
+    machine without a record (the first comparison on it makes one)."""
+    found = []
+    for metric in (compare.METRIC_BY_NAME[name] for name in targeted(bench)):
+        kind = "cold" if metric.name == "compile_cold" else "timing"  # the unit whose blocks measure it
+        cold = bench.cold_replicates if cold_timed and metric.name in compare.BY_TURN_METRICS else 0
+        planned = bench.cold_replicates if kind == "cold" else bench.replicates + cold
+        paired_by_turn = by_turn and metric.name in compare.BY_TURN_METRICS
+        name = noise_record.noise_name(metric.name, stats.PAIRED_BY_TURN if paired_by_turn else stats.PAIRED)
+        records = [noise[cell][name] for cell in cells if name in noise.get(cell, {})]
+        records = [record for record in records if record.dof >= FORECAST_MIN_DOF]
+        if not records or planned < 1:
+            continue
+        entry: dict[str, Any] = {"metric": metric.name, "cells": len(records)}
+        counts = [("planned", planned), ("most", bench.max_replicates + cold)]  # the cap is per unit
+        if (added or {}).get(kind, 0) > 0:
+            counts.append(("budget", min(planned + added[kind], bench.max_replicates + cold)))
+        for name, blocks in counts:
+            widths = [(stats.expected_halfwidth(record, blocks), record.dof + blocks - 1) for record in records]
+            change = [stats.minimum_detectable(halfwidth, dof) for halfwidth, dof in widths]
+            equivalent = [stats.equivalence_chance(halfwidth, dof, bench.margin) for halfwidth, dof in widths]
+            entry[name] = Reach(blocks, (min(change), max(change)), sum(equivalent))
+        found.append(entry)
+    return found
+
+
+@dataclass(frozen=True)
+class Prices:
+    """What a process of each unit cost on one machine and device (`process_prices`)."""
+
+    seconds: dict[Unit, float]  # per unit, the median of its processes' own seconds
+    processes: int  # the processes they come from
+    alone: int  # of them, those that ran alone (no block run together: `make run`'s), without waits for turns
+
+
+def unit_processes(records: list[RunRecord], machine: str, device: str) -> dict[Unit, dict[str, ProcessRecord]]:
+    """The processes of `machine` (a fingerprint) and `device` in `records`, by unit and process id, each once.
+    Processes of another machine or device are left out: one machine's times say nothing of another's."""
+    found: dict[Unit, dict[str, ProcessRecord]] = {}
+    for record in records:
+        if record.environment_fields.get("device", device) != device:
+            continue
+        for process in record.process_results:
+            where = process.machine_fingerprint or record.environment_fields.get("machine_fingerprint")
+            if where != machine or process.wall_s <= 0 or (process.kind != KIND_ARM and not record.compile):
+                continue  # an eager run lists the processes of its compiled runs' units again: taken from those
+            if process.kind == KIND_ARM:
+                unit: Unit = ("timing", record.model_id, record.batch_size, "")
+            else:
+                unit = (process.kind if process.kind == KIND_COLD else "paired", record.model_id, record.batch_size,
+                        record.variant)  # fmt: skip
+            found.setdefault(unit, {})[process.process_id or process.trial_id] = process
+    return found
+
+
+def process_prices(records: list[RunRecord], machine: str, device: str) -> Prices:
+    """What a process of each unit costs on `machine` and `device`: per unit, the median of its processes' own
+    seconds in `records` (`unit_processes`; ProcessRecord.own_s: what the budget counts)."""
+    found = unit_processes(records, machine, device)
+    every = [process for processes_of in found.values() for process in processes_of.values()]
+    return Prices({unit: statistics.median(p.own_s for p in of.values()) for unit, of in found.items()}, len(every),
+                  sum(process.turn_wait_s is None for process in every))  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Spend:
+    """What an invocation's planned blocks cost, priced at this machine's earlier processes (`process_prices`), and
+    the room the budget leaves the loop."""
+
+    by_kind: dict[str, int]  # planned processes by kind of unit (timing, cold, paired), every environment's
+    planned_s: float  # the priced ones' own seconds, one after another (a block run together takes its sum)
+    priced: int  # planned processes priced
+    unpriced: tuple[Unit, ...]  # units no earlier process of this machine prices: left out of planned_s
+    budget_s: float  # benchmark.budget_min for every environment
+    round_s: dict[str, float]  # by kind of unit: one more block of every priced unit of that kind
+
+    def rounds(self, kind: str) -> int:
+        """How many more blocks of every unit of `kind` fit in what the planned blocks leave of the budget, were it
+        spent on them alone (the loop shares it out, widest intervals first, to the units short of their targets);
+        0 while any planned process is unpriced (what it leaves is not known)."""
+        room_s, round_s = self.budget_s - self.planned_s, self.round_s.get(kind, 0.0)
+        return int(room_s // round_s) if round_s > 0 and room_s > 0 and not self.unpriced else 0
+
+
+def spend(trials: list[TrialSpec], labels: list[str], bench: LoopSettings, prices: Prices) -> Spend:
+    """`trials`' processes priced (`process_prices`): what `extend` will count against the budget."""
+    counts: dict[str, int] = {}
+    planned_s, priced, unpriced = 0.0, 0, []
+    for group in processes(trials):
+        unit = unit_of(group[0])
+        counts[unit[0]] = counts.get(unit[0], 0) + 1
+        if unit in prices.seconds:
+            planned_s, priced = planned_s + prices.seconds[unit], priced + 1
+        elif unit not in unpriced:
+            unpriced.append(unit)
+    round_s: dict[str, float] = {}
+    for unit in dict.fromkeys(unit_of(spec) for spec in trials):
+        if unit in prices.seconds:
+            round_s[unit[0]] = round_s.get(unit[0], 0.0) + prices.seconds[unit] * len(labels)
+    return Spend(counts, planned_s, priced, tuple(unpriced), bench.budget_min * 60 * len(labels), round_s)
+
+
+def measure(
+    trials: list[TrialSpec],
+    labels: list[str],
+    settings: LoopSettings,
+    run: Callable[[list[TrialSpec]], dict[str, TrialResult]],
+    records_of: Callable[[list[TrialSpec], dict[str, TrialResult]], list[RunRecord]],
+    noise_of: Callable[[list[RunRecord]], noise_record.CellNoise | None] = lambda records: None,
+    added: Callable[[list[TrialSpec]], None] = lambda specs: None,
+) -> tuple[list[TrialSpec], list[RunRecord], noise_record.CellNoise | None]:
+    """The loop, the same in the pipeline and on a machine that runs an exported plan: run `trials` (`run` returns
+    every result so far, by trial id), then the blocks `extend` adds, until it adds none; `added` hears of each new
+    batch first. Returns every trial, the final run records and the noise they were judged with."""
+    trials, pending = list(trials), list(trials)
+    records: list[RunRecord] = []
+    noise = None
+    while pending:
+        results = run(pending)
+        records = records_of(trials, results)
+        noise = noise_of(records)
+        pending = extend(trials, results, records, labels, settings, noise)
+        if pending:
+            LOGGER.info("adaptive: %d more trial(s) for %s", len(pending),
+                        sorted({f"{s.model.label} bs{s.batch_size} {s.variant.name}" for s in pending}))  # fmt: skip
+            added(pending)
+        trials += pending
+    return trials, records, noise
