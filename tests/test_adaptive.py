@@ -229,6 +229,25 @@ def _cell_state(cold_spread=0.0, speedup_spread=0.0, blocks=2, wall_s=10.0):
     return trials, results, _records(trials, results)
 
 
+def test_an_environment_of_settings_runs_every_process_its_way_the_added_blocks_too():
+    """Two settings on one stack (config.Settings): B's processes, planned and added, take B's settings; A's keep
+    `benchmark`'s; nothing else differs."""
+    from compilebench.analysis import plan
+
+    model = ModelSpec("m", "M", "image-classification", "X", "ckpt")
+    variants = [VariantSpec("eager", compile=False), VariantSpec("default")]
+    settings = {"B": {"malloc": "tcmalloc", "num_threads": 1}}
+    trials = plan.trials([model], [1], variants, ["A", "B"], 2, 1, False, "i.jpg", TimingSpec(), 0, None, settings)
+    results = {spec.trial_id: replace(_result(spec, 5.0, compile_s=20.0), eager_ms=(), compiled_ms=(), timed_s=None)
+               if spec.kind == "cold" else _result(spec, 5.0 * (1 + 0.2 * (spec.environment == "B") * (
+                   spec.replicate % 2 * 2 - 1))) for spec in trials}  # fmt: skip
+    added = adaptive.extend(trials, results, _records(trials, results), ["A", "B"], _bench(budget_min=60), None)
+    assert added and {spec.environment for spec in added} == {"A", "B"}
+    for spec in trials + added:
+        expected = replace(TimingSpec(), malloc="tcmalloc", num_threads=1) if spec.environment == "B" else TimingSpec()
+        assert spec.timing == expected, spec.trial_id
+
+
 def test_a_timing_block_adds_a_whole_timing_process_per_environment_and_its_wall_counts_once():
     trials, results, records = _cell_state(speedup_spread=0.2)
     # spent: 4 cold processes and 4 timing processes of 10 s: 80 s (counted per arm result, 160 s); a block: 20 s

@@ -2,11 +2,13 @@
 
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 import yaml
 
+from compilebench.analysis import plan
 from compilebench.config import ConfigError, check_compile_paths, load_config, stage_config
 
 BAD_PARAMS = [
@@ -50,7 +52,11 @@ BAD_PARAMS = [
     ({"compare": ["current", "torch-9.9"]}, "torch-9.9"),
     ({"compare": []}, "compare"),
     ({"environments.current.pins": {"torch": "2.14.1"}}, "environments.current"),
-    ({"environments.bad.pins": {}}, "environments.bad.pins"),
+    ({"environments.bad.pins": {}}, "`environments.bad` must pin at least one package"),
+    ({"environments.bad.settings": {"malloc": "mimalloc"}}, "`environments.bad.settings.malloc` must be one of"),
+    ({"environments.bad.settings": {"tf32": True}}, "environments.bad.settings.tf32"),
+    ({"environments.bad.settings": {"num_threads": -1}}, "`environments.bad.settings.num_threads` must be >= 0"),
+    ({"environments.current.settings": {"malloc": "tcmalloc"}}, "it takes no settings"),
     ({"environments.bad.pins": {"torch": ">=2"}}, "environments.bad.pins.torch"),
     ({"environments.bad.pins": {"not a package!": "1.0"}}, "not a package!"),
     (
@@ -88,6 +94,23 @@ def test_shipped_params_load(repo_root):
     assert gpu.batch_sizes == [1, 16] and set(gpu.variants) == {"eager", "default", "reduce-overhead"}
     assert config.environments["torch-2.14.1"].pins == {"torch": "2.14.1"}
     assert config.benchmark.replicates >= 3
+
+
+def test_an_environment_of_settings_is_benchmark_with_them_in_place(tmp_path, repo_root):
+    """Two settings on one stack: the environment pins nothing, runs on `current`'s interpreter, and its processes
+    take its settings where `benchmark` has its own; every other key stays `benchmark`'s."""
+    change = {"compare": ["current", "tf32"], "environments.tf32.settings": {"float32_matmul_precision": "high",
+                                                                          "num_threads": 1}}  # fmt: skip
+    config = load_config(_write(tmp_path, repo_root, change))
+    own = config.benchmark_of("tf32")
+    assert (own.float32_matmul_precision, own.num_threads) == ("high", 1)
+    assert (config.benchmark.float32_matmul_precision, config.benchmark.num_threads) == ("highest", 0)
+    assert replace(own, float32_matmul_precision="highest", num_threads=0) == config.benchmark
+    selected = plan.selection(config, [], {"current": {"torch": "2.13.0"}, "tf32": {"torch": "2.13.0"}}, None)
+    assert selected["environments"][1] == {"label": "tf32", "name": "tf32", "pins": {"torch": "2.13.0"},
+                                           "settings": {"float32_matmul_precision": "high", "num_threads": 1},
+                                           "stack": "current"}  # fmt: skip
+    assert selected["environments"][0]["settings"] == {} and selected["environments"][0]["stack"] == "current"
 
 
 @pytest.mark.parametrize(("change", "needle"), BAD_PARAMS, ids=[next(iter(c)) + "-" + n for c, n in BAD_PARAMS])

@@ -137,6 +137,40 @@ def test_the_comparison_table_reads_b_against_a(compared):
 
 
 @COMPARED
+def test_two_settings_on_one_stack_are_compared_as_two_environments(compared, tmp_path_factory):
+    """An environment that only sets settings (huge pages and one thread here) runs on `current`'s interpreter, built
+    once, its processes alive beside `current`'s, each its own way; its settings are in its key and its runs, so the
+    comparison is of two environments, not an A/A."""
+    source, env, _ = compared
+    root = tmp_path_factory.mktemp("settings") / "project"
+    shutil.copytree(source, root, symlinks=True)
+    set_params(root, compare=["current", "weighed"], **{"environments.weighed.settings": {"huge_pages": True,
+               "num_threads": 1}, "benchmark.compile_cache": "shared", "benchmark.replicates": 1,
+               "benchmark.cold_replicates": 0})  # fmt: skip
+    for stage in ("load_models", "benchmark", "aggregate", "plot"):
+        _stage(stage, root, env)
+    rows = [json.loads(line) for line in (root / "data/results/runs.jsonl").read_text().splitlines()]
+    by_env = {row["environment"]: row for row in rows if row["variant"] == "default"}
+    assert set(by_env) == {"current", "weighed"} and all(row["status"] == "ok" for row in rows)
+    current, weighed = by_env["current"], by_env["weighed"]
+    assert json.loads(weighed["environment_settings"]) == {"huge_pages": True, "num_threads": 1}
+    assert json.loads(current["environment_settings"]) == {} and weighed["environment_name"] == "weighed"
+    assert (weighed["num_threads"], weighed["thp_mem_alloc"], current["thp_mem_alloc"]) == (1, "1", "")
+    assert weighed["environment_freeze"] == current["environment_freeze"]  # one interpreter
+    assert weighed["environment_pins"] == current["environment_pins"]
+    assert weighed["environment_key"] != current["environment_key"]
+    [process] = weighed["process_results"]  # alive beside current's, taking turns
+    assert process["round_turns"] and process["turn_wait_s"] > 0
+    table = pd.read_csv(root / "data/results/comparison.csv")
+    assert set(table["candidate"]) == {"weighed"} and set(table["baseline"]) == {"current"}
+    [record] = json.loads((root / "data/calibration.json").read_text()).values()
+    assert record["invocations"] and not any(entry["aa"] for entry in record["invocations"].values())
+    report = (root / "data/report/report.md").read_text()
+    [line] = [line for line in report.splitlines() if line.startswith("| environment_settings |")]
+    assert sorted(cell.strip() for cell in line.split("|")[2:-1]) == ['{"huge_pages": true, "num_threads": 1}', "{}"]
+
+
+@COMPARED
 def test_every_comparison_adds_to_the_machines_noise_record(calibrated, compared):
     """The two-stack invocation recorded its blocks' noise; the A/A after it added its own beside it (not over it),
     was judged with the first one's, and the baseline was a venv built by the same recipe as the candidate."""

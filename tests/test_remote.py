@@ -14,6 +14,7 @@ import mlflow
 import pytest
 from conftest import OTHER, make_project, project_env, run_ok, set_params
 
+from compilebench import exported as exported_module
 from compilebench.exported import NOT_RUN_YET
 from compilebench.harness.records import plan_digest
 
@@ -212,6 +213,29 @@ def test_an_export_splits_paper_bs1_into_gpu_windows_that_hold_its_16_cells_each
     cpu = subprocess.run([*command[:4], str(tmp_path / "cpu"), "--window-min", "11"], cwd=root, env=env,
                          capture_output=True, text=True, timeout=600)  # fmt: skip
     assert cpu.returncode == 2 and "benchmark.device cuda" in cpu.stderr and not (tmp_path / "cpu-w1").exists()
+
+
+def test_two_settings_on_the_other_machines_own_stack_are_two_environments_there(exported, tmp_path):
+    """TF32 off and on, say: a plan comparing the machine's own stack with itself run another way names that machine's
+    own interpreter for both, each process of the other environment takes its settings, and ingest keys the two
+    environments apart (one package list, two keys: never an A/A)."""
+    root, _, env, _, _ = exported
+    sets = ["compare=[current,tf32]", "environments.tf32.settings.float32_matmul_precision=high", *GPU_PLAN]
+    done = run_ok([sys.executable, "-m", "compilebench.benchmark", "--export", str(tmp_path / "tf32"),
+                   *[arg for value in sets for arg in ("--set", value)]], root, env)  # fmt: skip
+    command = 'python -m compilebench.harness.launcher plan.json results --python tf32="$(command -v python)"'
+    assert command in done.stderr and command in (tmp_path / "tf32" / "README.md").read_text()
+    trials = json.loads((tmp_path / "tf32" / "plan.json").read_text())["trials"]
+    precision = {(trial["environment"], trial["timing"]["float32_matmul_precision"]) for trial in trials}
+    assert precision == {("current", "highest"), ("tf32", "high")}
+    selection = json.loads((tmp_path / "tf32" / "export.json").read_text())["selection"]
+    freeze = ["torch==2.11.0", "transformers==5.17.0"]
+    remote = {"freeze": freeze, "environments": {label: {"python": "/usr/bin/python3", "freeze": freeze}
+                                                 for label in ("current", "tf32")}}  # fmt: skip
+    info = exported_module.found_environments(selection, remote, "gpu-box")
+    assert info["tf32"].settings == {"float32_matmul_precision": "high"} and info["current"].settings == {}
+    assert info["tf32"].pins == info["current"].pins == {"torch": "2.11.0", "transformers": "5.17.0"}
+    assert info["tf32"].key != info["current"].key
 
 
 def test_an_export_goes_only_into_a_new_or_empty_folder_is_written_whole_and_ingests_only_its_own_results(

@@ -64,6 +64,7 @@ def plan_trials(bench: Benchmark, selection: dict[str, Any], image: str) -> list
         bench.timing(),
         bench.seed,
         None if selection.get("cells") is None else frozenset(tuple(cell) for cell in selection["cells"]),
+        {entry["label"]: entry.get("settings") or {} for entry in selection["environments"]},
     )
 
 
@@ -280,6 +281,17 @@ def parent_params(selection: dict[str, Any], bench: Benchmark, run_context: Cont
     }
 
 
+def environment_infos(selection: dict, stacks: dict[str, environments.Stack]) -> dict[str, runs.EnvironmentInfo]:
+    """Each compared environment by label: its stack (interpreter, pins, package list) and its settings; the settings
+    are part of its key, so one stack run two ways is two environments, never an A/A."""
+    info = {}
+    for entry in selection["environments"]:
+        label, stack, settings = entry["label"], stacks[entry["label"]], entry.get("settings") or {}
+        info[label] = runs.EnvironmentInfo(label, entry["name"], runs.settings_key(stack.key, settings), stack.pins,
+                                           stack.freeze, settings)  # fmt: skip
+    return info
+
+
 def measure(config: Config, selection: dict, manifest: list[dict], image_meta: dict, fresh: bool) -> None:
     """Build or find the environments, run every trial (resuming a journal), log runs, write results."""
     trials = plan_trials(config.benchmark, selection, config.paths.image)
@@ -302,7 +314,7 @@ def measure(config: Config, selection: dict, manifest: list[dict], image_meta: d
                               "Resume it on that machine, or delete that folder to measure afresh here")  # fmt: skip
         LOGGER.info("resuming interrupted invocation %s: %d of %d trials already done", invocation_id, len(done),
                     len(trials))  # fmt: skip
-    info = {label: runs.EnvironmentInfo(label, s.name, s.key, s.pins, s.freeze) for label, s in stacks.items()}
+    info = environment_infos(selection, stacks)
     machine = config.runner.machine or socket.gethostname()
     run_context = context(config, selection, invocation_id, image_meta, machine)
     where = fingerprint.host()  # the orchestrating machine (no torch import); each trial records where it ran
@@ -336,7 +348,8 @@ def measure(config: Config, selection: dict, manifest: list[dict], image_meta: d
     progress.close()
     ran = len(processes(recorder.trials))
     extra = {"labels": tuple(stacks),
-             "environments": {label: {"name": s.name, "key": s.key, "pins": s.pins} for label, s in stacks.items()},
+             "environments": {label: {"name": e.name, "key": e.key, "pins": e.pins, "settings": e.settings}
+                              for label, e in info.items()},
              "trials": len(recorder.trials), "planned_trials": len(trials), "processes": ran,
              "planned_processes": len(processes(trials)), "targets": tuple(reached)}  # fmt: skip
     finish(config, recorder.records(), invocation_id, tracker, extra)

@@ -13,7 +13,7 @@ import logging
 import os
 import re
 import sys
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -205,8 +205,27 @@ class Variant:
 
 
 @dataclass
+class Settings:
+    """How an environment's processes run where it differs from `benchmark` (empty: as `benchmark` says): so a
+    comparison can weigh two settings on one stack, its processes alive together as two stacks' are. Only what a
+    process is started or set up with; each key means what the `benchmark` key of its name means."""
+
+    num_threads: int | None = None  # torch intra-op threads; 0 = one per core
+    huge_pages: bool | None = None  # CPU: torch's allocator asks for transparent huge pages
+    malloc: str | None = None  # CPU: libc, jemalloc or tcmalloc
+    float32_matmul_precision: str | None = None  # highest | high (TF32 matmuls) | medium
+    cudnn_allow_tf32: bool | None = None  # TF32 in cuDNN convolutions
+    cudnn_benchmark: bool | None = None  # cuDNN autotuning of convolution algorithms
+
+    def given(self) -> dict[str, Any]:
+        """The settings this environment sets, by name."""
+        return {item.name: getattr(self, item.name) for item in fields(self) if getattr(self, item.name) is not None}
+
+
+@dataclass
 class Environment:
     pins: dict[str, str] = field(default_factory=dict)  # package -> version, over the project's own pins
+    settings: Settings = field(default_factory=Settings)  # where its processes run unlike `benchmark` says
 
     def check(self, name: str) -> None:
         """Validate this environment; `name` is its key under `environments`."""
@@ -216,8 +235,14 @@ class Environment:
             f"it takes no pins; name another environment for {dict(self.pins)}",
         )
         _require(
-            name == CURRENT or bool(self.pins),
-            f"`environments.{name}.pins` must pin at least one package (e.g. {{torch: '2.14.1'}})",
+            name != CURRENT or not self.settings.given(),
+            f"`environments.{CURRENT}` runs as `benchmark` says: it takes no settings; set `benchmark` itself, or "
+            f"name another environment for {self.settings.given()}",
+        )
+        _require(
+            name == CURRENT or bool(self.pins) or bool(self.settings.given()),
+            f"`environments.{name}` must pin at least one package (e.g. `pins: {{torch: '2.14.1'}}`) or set at least "
+            f"one of {[item.name for item in fields(Settings)]} (e.g. `settings: {{malloc: tcmalloc}}`)",
         )
         for package, version in self.pins.items():
             _require(bool(_PACKAGE.match(package)), f"`environments.{name}.pins`: {package!r} is not a package name")
@@ -417,6 +442,7 @@ class Config:
         _require(CURRENT in self.environments, f"`environments` must define `{CURRENT}`, the project's environment")
         for name, environment in self.environments.items():
             environment.check(name)
+            self.benchmark_of(name)  # its settings checked as `benchmark`'s own are
         _require(
             bool(self.compare), f"`compare` must name at least one environment; defined: {sorted(self.environments)}"
         )
@@ -439,6 +465,14 @@ class Config:
             "CPU trials side by side on one machine, measuring each other: use `executor: local`, or `ray` across "
             "machines (a CPU benchmark takes a whole node per slot); `runner.parallel_cpu_slots: true` allows it",
         )  # fmt: skip
+
+    def benchmark_of(self, name: str) -> Benchmark:
+        """`benchmark` as environment `name`'s processes run it: with its settings in place of `benchmark`'s."""
+        given = self.environments[name].settings.given()
+        try:
+            return replace(self.benchmark, **given)  # checked again, as a Benchmark is
+        except ConfigError as error:  # its message names `benchmark.KEY`: here the setting is the environment's
+            raise ConfigError(str(error).replace("`benchmark.", f"`environments.{name}.settings.")) from None
 
     def _check_labels(self) -> None:
         """Compared environments whose labels would share a metric key (`a#2` and `a_2` both become `a_2`) are

@@ -242,7 +242,8 @@ def check_device(stack: Stack, label: str, device: str) -> None:
 
 
 def stacks(selected: list[dict], root: Path, cache_root: Path) -> dict[str, Stack]:
-    """The interpreter of each environment (by label), built or reused. Alone, `current` is the project's own
+    """The interpreter of each environment (by label), built or reused; an environment that pins nothing (it only
+    sets settings) takes `current`'s, built or reused as `current` is. Alone, `current` is the project's own
     interpreter (checked against its pins); compared with anything (an A/A run included), it is built by the same
     recipe as the others, a minimal venv from the project's pins, so an A/B differs only in what the user pinned
     and not in the project's own tools (mlflow, dvc, pandas) sitting in one side's process."""
@@ -250,7 +251,7 @@ def stacks(selected: list[dict], root: Path, cache_root: Path) -> dict[str, Stac
     by_label = {}
     compared = len(selected) > 1
     for entry in selected:
-        name = entry["name"]
+        name = entry.get("stack") or entry["name"]  # an environment that only sets settings runs on `current`'s
         if name not in built:
             own = name == CURRENT and not compared
             built[name] = current(root) if own else build(name, entry["pins"], cache_root)
@@ -278,14 +279,12 @@ def main() -> None:
         root = Path.cwd()
         project = project_pins(root)
         for name in names:
-            stack = (
-                current(root)
-                if name == CURRENT
-                else build(name, resolve(project, config.environments[name].pins), Path(config.paths.environments))
-            )
+            pins, settings = config.environments[name].pins, config.environments[name].settings.given()
+            stack = current(root) if not pins else build(name, resolve(project, pins), Path(config.paths.environments))
             if args.device:
                 check_device(stack, name, args.device)
-            print(f"{name}: {stack.python} ({', '.join(f'{k}=={v}' for k, v in stack.pins.items())})")
+            run_as = f"; settings {settings}" if settings else ""  # an environment of settings runs current's
+            print(f"{name}: {stack.python} ({', '.join(f'{k}=={v}' for k, v in stack.pins.items())}{run_as})")
     except StackError as error:
         LOGGER.error("%s", error)
         sys.exit(2)

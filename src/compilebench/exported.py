@@ -90,32 +90,33 @@ def export(config: Config, folder: Path, window_min: float | None = None, prime_
             write_export(config, partial, exported, chosen, taken)
             window = None if window_min is None else f"{number} of {len(parts)}"
             estimate = estimate_line(list(exported.trials), config, costs, prime)
-            (partial / README).write_text(waiting_readme(target.name, exported, estimate, window, prime))
+            (partial / README).write_text(waiting_readme(target.name, exported, chosen, estimate, window, prime))
     except BaseException:
         for partial in built:
             shutil.rmtree(partial, ignore_errors=True)
         raise
-    for (target, exported, _, _), partial in zip(parts, built, strict=True):
+    for (target, exported, chosen, _), partial in zip(parts, built, strict=True):
         if target.exists():
             target.rmdir()  # empty, checked above
         partial.rename(target)
         trials = list(exported.trials)
         LOGGER.info("exported %d trials in %d processes to %s; on the other machine: %s", len(trials),
-                    len(processes(trials)), target, launch_command(target.name, exported, prime))  # fmt: skip
+                    len(processes(trials)), target, launch_command(target.name, exported, chosen, prime))  # fmt: skip
         if window_min is not None:
             LOGGER.info("%s: %s", target.name, ", ".join(plan_units(exported)))
         LOGGER.info("%s", estimate_line(trials, config, costs, prime))
 
 
-def other_environments(exported: Plan) -> list[str]:
-    """The plan's environments other than the machine's own: each needs the launcher's --python LABEL=PATH."""
-    return [label for label in dict.fromkeys(spec.environment for spec in exported.trials) if label != CURRENT]
-
-
-def launch_command(name: str, exported: Plan, prime_at_once: int | None = None) -> str:
-    """How the machine that runs the plan starts it, from the folder's parent (said by the log and the README)."""
-    others = other_environments(exported)
-    pythons = "".join(f" --python {label}=PATH" for label in others)
+def launch_command(name: str, exported: Plan, selection: dict, prime_at_once: int | None = None) -> str:
+    """How the machine that runs the plan starts it, from the folder's parent (said by the log and the README): each
+    environment but the machine's own needs --python LABEL=PATH, and one that only sets settings is the machine's own
+    interpreter run its way."""
+    used = dict.fromkeys(spec.environment for spec in exported.trials)
+    stack = {entry["label"]: entry.get("stack") or entry["name"] for entry in selection["environments"]}
+    others = [label for label in used if label != CURRENT and stack.get(label) != CURRENT]
+    own = [label for label in used if label != CURRENT and stack.get(label) == CURRENT]
+    pythons = "".join(f' --python {label}="$(command -v python)"' for label in own) + "".join(
+        f" --python {label}=PATH" for label in others)  # fmt: skip
     prime = "" if prime_at_once is None else f" --prime {prime_at_once}"
     explained = (" (each PATH an interpreter of that stack, e.g. one that `python -m compilebench.harness.overlay DIR "
                  "WHEEL...` lays over that machine's own: docs/gpu.md)") if others else ""  # fmt: skip
@@ -128,7 +129,9 @@ def plan_units(exported: Plan) -> list[str]:
     return list(dict.fromkeys(f"{spec.model.label} bs{spec.batch_size}" for spec in exported.trials))
 
 
-def waiting_readme(name: str, exported: Plan, estimate: str, window: str | None, prime_at_once: int | None) -> str:
+def waiting_readme(
+    name: str, exported: Plan, selection: dict, estimate: str, window: str | None, prime_at_once: int | None
+) -> str:
     """The README an export leaves in its folder until its results come back (benchmarks/export_readme.py then
     writes the record's in its place, recognising this one by NOT_RUN_YET): what the plan measures, what it should
     cost, and how to run it and bring it back."""
@@ -148,7 +151,8 @@ def waiting_readme(name: str, exported: Plan, estimate: str, window: str | None,
         "",
         f"What it should cost: {estimate}.",
         "",
-        f"On the machine that runs it, from this folder's parent: `{launch_command(name, exported, prime_at_once)}` "
+        f"On the machine that runs it, from this folder's parent: "
+        f"`{launch_command(name, exported, selection, prime_at_once)}` "
         "(docs/gpu.md; on a lent machine, docs/development.md). Back here, with what came back in `results/`: "
         f"`make ingest FROM=<this folder>`, then `python benchmarks/export_readme.py <this folder>` writes the "
         "record's README in place of this one.",
@@ -349,8 +353,10 @@ def found_environments(selection: dict, remote: dict, machine: str) -> dict[str,
         freeze = tuple((own.get(entry["label"]) or remote)["freeze"])
         pins = {name: version for name, version in (line.split("==", 1) for line in freeze)
                 if name.lower() in ("torch", "transformers")}  # fmt: skip
+        settings = entry.get("settings") or {}
         info[entry["label"]] = runs.EnvironmentInfo(entry["label"], f"{entry['name']} on {machine}",
-                                                    journal.stable_hash(list(freeze)), pins, freeze)  # fmt: skip
+                                                    runs.settings_key(journal.stable_hash(list(freeze)), settings),
+                                                    pins, freeze, settings)  # fmt: skip
     return info
 
 
@@ -405,7 +411,9 @@ def ingest(config: Config, folder: Path) -> None:
     recorder = benchmark.Recorder(measured, info, benchmark.model_infos(checkpoints), run_context, tracker, None)
     for specs in processes(measured):
         recorder(specs, [results[spec.trial_id] for spec in specs], resumed=True)
-    labels = {label: {"name": e.name, "key": e.key, "pins": e.pins} for label, e in info.items()}
+    labels = {
+        label: {"name": e.name, "key": e.key, "pins": e.pins, "settings": e.settings} for label, e in info.items()
+    }
     extra = {"ingested_from": str(folder), "trials": len(exported.trials), "trials_missing": len(missing),
              "planned_processes": planned_processes, "labels": tuple(info), "environments": labels,
              "targets": tuple(reached(exported, recorder)), "processes_not_run": not_run,

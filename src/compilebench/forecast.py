@@ -130,10 +130,15 @@ def forecast(config: Config) -> None:
     LOGGER.info("forecast of suite %s, %s, on machine %s (%s): nothing is built or measured", config.suite,
                 " against ".join(labels), machine, device)  # fmt: skip
     if len(labels) > 1:  # alone, `current` is the project's own interpreter
-        for name in dict.fromkeys(config.compare):
-            built = environments.is_built(name, pins[name], cache_root)
-            LOGGER.info("environment %s: %s", name, "built" if built else "not built yet: the benchmark builds it "
-                        f"first, into its own venv under {config.paths.environments}")  # fmt: skip
+        for entry in selection["environments"]:
+            name, stack, settings = entry["name"], entry["stack"], entry["settings"]
+            if entry["label"] != name:
+                continue  # an A/A's second label: the same environment
+            built = environments.is_built(stack, pins[name], cache_root)
+            shared = f"`{stack}`'s interpreter run with settings {settings}; " if stack != name else ""
+            venv = f"`{stack}`'s venv first, under" if shared else "it first, into its own venv under"
+            LOGGER.info("environment %s: %s%s", name, shared, "built" if built else f"not built yet: the benchmark "
+                        f"builds {venv} {config.paths.environments}")  # fmt: skip
     settings = config.benchmark.loop(config.margin)
     prices = adaptive.process_prices(earlier_runs(config.paths.results), machine, device)
     spent = adaptive.spend(trials, labels, settings, prices)

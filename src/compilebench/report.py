@@ -21,8 +21,8 @@ from compilebench.harness.records import times_own_level
 from compilebench.reference import GPUS, TOLERANCE
 from compilebench.run_info import RunInfo
 
-ENVIRONMENT_FIELDS = ("environment_name", "environment_pins", *fingerprint.RUN_FIELDS, "machine", "num_threads",
-                      "git_commit", "image_source", "image_sha256")  # fmt: skip
+ENVIRONMENT_FIELDS = ("environment_name", "environment_pins", "environment_settings", *fingerprint.RUN_FIELDS,
+                      "machine", "num_threads", "git_commit", "image_source", "image_sha256")  # fmt: skip
 
 
 def _table(frame: pd.DataFrame) -> str:

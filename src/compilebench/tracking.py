@@ -51,7 +51,8 @@ QUIET = {"MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT": "true"}
 PARAM_KEYS = (
     "model_id", "label", "task", "batch_size", "variant", "compile", "compile_mode", "inductor_options", "dynamic",
     "fullgraph", "deploy", "serve_batch_sizes", "dtype", "variant_dtype", "channels_last", "scale", "suite",
-    "environment", "environment_name", "environment_key", "environment_pins", "weights_source", "config_origin",
+    "environment", "environment_name", "environment_key", "environment_pins", "environment_settings",
+    "weights_source", "config_origin",
     "resolved_revision", "image_source", "image_sha256", "text_source", "input_shapes", "num_threads", "replicates",
     "machine", "git_commit",
     "invocation_id", "run_uid", "task_check", "fell_back_to_eager", "latency_ci_method", "speedup_ci_method",

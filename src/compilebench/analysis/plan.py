@@ -20,13 +20,14 @@ import json
 import math
 import random
 import statistics
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from compilebench.harness.records import (
     CACHE_COLD,
     CACHE_SHARED,
     CACHE_WARM,
+    CURRENT,
     DEPLOY_JIT,
     KIND_ARM,
     KIND_COLD,
@@ -121,12 +122,15 @@ def trials(
     timing: TimingSpec,
     seed: int,
     cells: frozenset[tuple[str, int, str]] | None = None,
+    settings: dict[str, dict[str, Any]] | None = None,
 ) -> list[TrialSpec]:
     """All trials of an invocation in run order: the cold rounds (cold processes, and the singles' cold
     paired trials), then `replicates` timing rounds; units shuffled per round, environments in balanced blocks.
     `cells`, when given, are the (model id, batch size, variant) measured: a compiled variant outside them is left
-    out of that model and batch size, and a (model, batch size) left without a compiled variant is not run."""
+    out of that model and batch size, and a (model, batch size) left without a compiled variant is not run.
+    `settings`: by label, what an environment's processes set in place of `timing`'s (config.Settings.given)."""
     rng = random.Random(seed)
+    timings = {label: replace(timing, **(settings or {}).get(label, {})) for label in labels}
     block = rng.randrange(len(labels))
     sizes = tuple(sorted(set(batch_sizes)))  # what a `serve` variant's model meets, in order
     arms, singles = arms_and_singles(variants)
@@ -152,6 +156,7 @@ def trials(
         rounds.append(units)
 
     def make(label: str, kind: str, model: ModelSpec, batch: int, variant: Any, replicate: int) -> list[TrialSpec]:
+        timing = timings[label]
         if kind == "cold":
             return [cold_trial(label, model, batch, variant, replicate, image, timing)]
         if kind == "timing":
@@ -370,7 +375,13 @@ def selection(
         "models": [asdict(spec) for spec in specs],
         "variants": [asdict(VariantSpec(name=name, **asdict(config.variants[name]))) for name in suite.variants],
         "environments": [
-            {"label": label, "name": name, "pins": pins[name]}
+            {
+                "label": label,
+                "name": name,
+                "pins": pins[name],
+                "settings": config.environments[name].settings.given(),
+                "stack": name if config.environments[name].pins else CURRENT,
+            }  # whose interpreter runs it
             for label, name in zip(environment_labels(config.compare), config.compare, strict=True)
         ],
     }

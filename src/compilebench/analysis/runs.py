@@ -16,6 +16,7 @@ run's schema (`RunRecord`, its hundred fields with their reader and writer) sits
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 from collections import defaultdict
 from dataclasses import MISSING, asdict, dataclass, field
@@ -69,6 +70,17 @@ class EnvironmentInfo:
     key: str
     pins: dict[str, str]
     freeze: tuple[str, ...] = ()
+    settings: dict[str, Any] = field(
+        default_factory=dict
+    )  # where its processes ran unlike `benchmark` (config.Settings)
+
+
+def settings_key(stack_key: str, settings: dict[str, Any]) -> str:
+    """An environment's key: its stack's, and where it sets settings, a hash of both (one stack run two ways)."""
+    if not settings:
+        return stack_key
+    payload = json.dumps({"stack": stack_key, "settings": settings}, sort_keys=True)
+    return hashlib.sha256(payload.encode()).hexdigest()[:12]
 
 
 @dataclass(frozen=True)
@@ -110,6 +122,7 @@ class RunRecord:
     replicates: int  # processes planned
     processes: int  # processes that measured
     deploy: str = "jit"  # how a fresh process got the compiled model: jit | artifacts | aoti | regional; eager: none
+    environment_settings: str = "{}"  # JSON: what the environment set in place of `benchmark` (config.Settings)
     text_source: str | None = None
     input_shapes: str | None = None  # JSON
     num_threads: int | None = None
@@ -233,6 +246,7 @@ def _identity(spec: TrialSpec, environment: EnvironmentInfo, model: ModelInfo, c
         "environment_name": environment.name,
         "environment_key": environment.key,
         "environment_pins": json.dumps(environment.pins, sort_keys=True),
+        "environment_settings": json.dumps(environment.settings, sort_keys=True),
         "environment_freeze": environment.freeze,
         "model_id": spec.model.model_id,
         "label": spec.model.label,
