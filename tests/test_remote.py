@@ -224,7 +224,9 @@ def test_two_settings_on_the_other_machines_own_stack_are_two_environments_there
     done = run_ok([sys.executable, "-m", "compilebench.benchmark", "--export", str(tmp_path / "tf32"),
                    *[arg for value in sets for arg in ("--set", value)]], root, env)  # fmt: skip
     command = 'python -m compilebench.harness.launcher plan.json results --python tf32="$(command -v python)"'
-    assert command in done.stderr and command in (tmp_path / "tf32" / "README.md").read_text()
+    readme = (tmp_path / "tf32" / "README.md").read_text()
+    assert command in done.stderr and command in readme
+    assert "compared: `current`, `tf32` (`current`'s interpreter with float32_matmul_precision high)." in readme
     trials = json.loads((tmp_path / "tf32" / "plan.json").read_text())["trials"]
     precision = {(trial["environment"], trial["timing"]["float32_matmul_precision"]) for trial in trials}
     assert precision == {("current", "highest"), ("tf32", "high")}

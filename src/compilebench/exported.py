@@ -124,6 +124,19 @@ def launch_command(name: str, exported: Plan, selection: dict, prime_at_once: in
     return f"{launcher}{prime}{pythons}{explained}"
 
 
+def compared(selection: dict) -> str:
+    """The environments a plan compares, as a reader names them: each label, with its pins or its settings."""
+    said = []
+    for entry in selection["environments"]:
+        settings = entry.get("settings") or {}
+        if settings:
+            way = ", ".join(f"{key} {value}" for key, value in settings.items())
+            said.append(f"`{entry['label']}` (`{entry.get('stack') or entry['name']}`'s interpreter with {way})")
+        else:
+            said.append(f"`{entry['label']}`")
+    return ", ".join(said)
+
+
 def plan_units(exported: Plan) -> list[str]:
     """The plan's units as a reader names them: each model and batch size, in the plan's order."""
     return list(dict.fromkeys(f"{spec.model.label} bs{spec.batch_size}" for spec in exported.trials))
@@ -135,7 +148,7 @@ def waiting_readme(
     """The README an export leaves in its folder until its results come back (benchmarks/export_readme.py then
     writes the record's in its place, recognising this one by NOT_RUN_YET): what the plan measures, what it should
     cost, and how to run it and bring it back."""
-    context = exported.adaptive.context
+    commit = exported.adaptive.context.git_commit[:12] if exported.adaptive else "?"  # an export always has a loop
     cells = dict.fromkeys(f"{spec.model.label} bs{spec.batch_size} {spec.variant.name}" for spec in exported.trials
                           if spec.variant.compile)  # fmt: skip
     trials = list(exported.trials)
@@ -144,11 +157,12 @@ def waiting_readme(
         "",
         NOT_RUN_YET,
         "",
-        f"An exported plan of suite `{context.suite}` (invocation `{context.invocation_id}`), exported from "
-        f"compilebench at `{context.git_commit[:12]}`{f', window {window}' if window else ''}: {len(trials)} trials "
+        f"An exported plan of suite `{selection['suite']}` (invocation `{exported.invocation_id}`), exported from "
+        f"compilebench at `{commit}`{f', window {window}' if window else ''}: {len(trials)} trials "
         f"in {len(processes(trials))} processes, its units {', '.join(plan_units(exported))}; the compiled cells "
         f"{', '.join(cells)}.",
         "",
+        *([f"Environments compared: {compared(selection)}.", ""] if len(selection["environments"]) > 1 else []),
         f"What it should cost: {estimate}.",
         "",
         f"On the machine that runs it, from this folder's parent: "

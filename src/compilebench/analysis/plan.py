@@ -380,8 +380,8 @@ def selection(
                 "name": name,
                 "pins": pins[name],
                 "settings": config.environments[name].settings.given(),
-                "stack": name if config.environments[name].pins else CURRENT,
-            }  # whose interpreter runs it
+                "stack": name if config.environments[name].pins else CURRENT,  # whose interpreter runs it
+            }
             for label, name in zip(environment_labels(config.compare), config.compare, strict=True)
         ],
     }

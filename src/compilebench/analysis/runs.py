@@ -70,9 +70,8 @@ class EnvironmentInfo:
     key: str
     pins: dict[str, str]
     freeze: tuple[str, ...] = ()
-    settings: dict[str, Any] = field(
-        default_factory=dict
-    )  # where its processes ran unlike `benchmark` (config.Settings)
+    # where its processes ran unlike `benchmark` says (config.Settings); part of its key
+    settings: dict[str, Any] = field(default_factory=dict)
 
 
 def settings_key(stack_key: str, settings: dict[str, Any]) -> str:
