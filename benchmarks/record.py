@@ -34,11 +34,14 @@ def processes(rows: list[dict]) -> int:
 
 
 def stacks(rows: list[dict]) -> list[str]:
-    """Each environment measured, with the torch and transformers its runs recorded."""
+    """Each environment measured, with the torch and transformers its runs recorded, and what it set in place of
+    `benchmark` where it set anything (an environment of settings)."""
     seen = {}
     for row in rows:
+        settings = json.loads(row.get("environment_settings") or "{}")
+        way = f", run with {', '.join(f'{key} {value}' for key, value in settings.items())}" if settings else ""
         seen.setdefault(row["environment"], f"torch {row.get('torch_version')}, transformers "
-                                               f"{row.get('transformers_version')}")  # fmt: skip
+                                               f"{row.get('transformers_version')}{way}")  # fmt: skip
     return [f"`{label}`: {versions}" for label, versions in seen.items()]
 
 

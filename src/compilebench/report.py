@@ -133,11 +133,13 @@ def read_comparisons(compared: pd.DataFrame) -> list[compare.Comparison]:
     return [compare.Comparison.read(row) for row in compared.to_dict("records")]
 
 
-def environment_table(results: list[RunRecord]) -> pd.DataFrame:
-    """One column per environment of the invocation: what it ran on."""
-    firsts = {}
+def environment_table(results: list[RunRecord], labels: tuple[str, ...] = ()) -> pd.DataFrame:
+    """One column per environment of the invocation, in its order (`labels`: the baseline first): what it ran on."""
+    firsts = {label: None for label in labels}
     for record in results:
-        firsts.setdefault(record.environment, record.to_dict())
+        if firsts.get(record.environment) is None:
+            firsts[record.environment] = record.to_dict()
+    firsts = {label: row for label, row in firsts.items() if row is not None}
     return pd.DataFrame(
         [{"field": key, **{label: row.get(key) for label, row in firsts.items()}} for key in ENVIRONMENT_FIELDS]
     )
@@ -339,7 +341,10 @@ def _header_section(results: list[RunRecord], run_info: RunInfo) -> list[str]:
     labels = list(dict.fromkeys(r.label for r in results))
     batches = sorted({r.batch_size for r in results})
     variants = list(dict.fromkeys(r.variant for r in results))
-    environments = list(dict.fromkeys(r.environment for r in results))
+    present = list(dict.fromkeys(r.environment for r in results))
+    environments = [label for label in run_info.labels if label in present] + [
+        label for label in present if label not in run_info.labels
+    ]  # the invocation's order: the baseline first
     return [
         "# compilebench report",
         "",
@@ -360,7 +365,7 @@ def _header_section(results: list[RunRecord], run_info: RunInfo) -> list[str]:
         ),
         "## Environment",
         "",
-        _table(environment_table(results)),
+        _table(environment_table(results, run_info.labels)),
         "Weights: "
         + ", ".join(sorted({f"{r.label} {r.weights_source}" for r in results}))
         + ". Random-init weights have the published architecture and input shapes; latency does not depend on "
