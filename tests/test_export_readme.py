@@ -8,7 +8,8 @@ import sys
 
 import pytest
 
-from compilebench.exported import NOT_RUN_YET
+from compilebench.exported import NOT_RUN_YET, waiting_readme
+from compilebench.harness.records import read_plan
 
 
 def run(repo_root, *args):
@@ -57,9 +58,9 @@ def test_the_readme_an_export_left_is_replaced_once_its_results_are_back(repo_ro
     record = tmp_path / "2026-11-27-h100-paper-bs1-w3"
     shutil.copytree(repo_root / "benchmarks/results" / record.name, record,
                     ignore=shutil.ignore_patterns("README.md", "ingested"))  # fmt: skip
-    waiting = next(plan.parent / "README.md" for plan in sorted((repo_root / "benchmarks/results").glob("*/plan.json"))
-                   if not (plan.parent / "results").exists())  # fmt: skip
-    shutil.copyfile(waiting, record / "README.md")
+    plan = read_plan(record / "plan.json")  # the README its export would have left
+    selection = json.loads((record / "export.json").read_text())["selection"]
+    (record / "README.md").write_text(waiting_readme(record.name, plan, selection, "an estimate", None, 8))
     done = run(repo_root, record)
     assert done.returncode == 0, done.stderr
     text = (record / "README.md").read_text()
