@@ -18,6 +18,7 @@ import subprocess
 from datetime import UTC, datetime
 from pathlib import Path
 
+from compilebench.analysis.runs import settings_text
 from compilebench.harness.records import read_jsonl
 
 
@@ -39,7 +40,7 @@ def stacks(rows: list[dict]) -> list[str]:
     seen = {}
     for row in rows:
         settings = json.loads(row.get("environment_settings") or "{}")
-        way = f", run with {', '.join(f'{key} {value}' for key, value in settings.items())}" if settings else ""
+        way = f", run with {settings_text(settings)}" if settings else ""
         seen.setdefault(row["environment"], f"torch {row.get('torch_version')}, transformers "
                                                f"{row.get('transformers_version')}{way}")  # fmt: skip
     return [f"`{label}`: {versions}" for label, versions in seen.items()]

@@ -80,6 +80,7 @@ def export(config: Config, folder: Path, window_min: float | None = None, prime_
     for target, *_ in parts:
         _refuse_used(target)
     prime = prime_at_once if window_min is not None else None
+    estimates = [estimate_line(list(exported.trials), config, costs, prime) for _, exported, _, _ in parts]
     built = []
     try:
         for number, (target, exported, chosen, taken) in enumerate(parts, start=1):
@@ -89,13 +90,13 @@ def export(config: Config, folder: Path, window_min: float | None = None, prime_
             built.append(partial)
             write_export(config, partial, exported, chosen, taken)
             window = None if window_min is None else f"{number} of {len(parts)}"
-            estimate = estimate_line(list(exported.trials), config, costs, prime)
-            (partial / README).write_text(waiting_readme(target.name, exported, chosen, estimate, window, prime))
+            readme = waiting_readme(target.name, exported, chosen, estimates[number - 1], window, prime)
+            (partial / README).write_text(readme)
     except BaseException:
         for partial in built:
             shutil.rmtree(partial, ignore_errors=True)
         raise
-    for (target, exported, chosen, _), partial in zip(parts, built, strict=True):
+    for (target, exported, chosen, _), partial, estimate in zip(parts, built, estimates, strict=True):
         if target.exists():
             target.rmdir()  # empty, checked above
         partial.rename(target)
@@ -104,7 +105,7 @@ def export(config: Config, folder: Path, window_min: float | None = None, prime_
                     len(processes(trials)), target, launch_command(target.name, exported, chosen, prime))  # fmt: skip
         if window_min is not None:
             LOGGER.info("%s: %s", target.name, ", ".join(plan_units(exported)))
-        LOGGER.info("%s", estimate_line(trials, config, costs, prime))
+        LOGGER.info("%s", estimate)
 
 
 def launch_command(name: str, exported: Plan, selection: dict, prime_at_once: int | None = None) -> str:
@@ -130,8 +131,8 @@ def compared(selection: dict) -> str:
     for entry in selection["environments"]:
         settings = entry.get("settings") or {}
         if settings:
-            way = ", ".join(f"{key} {value}" for key, value in settings.items())
-            said.append(f"`{entry['label']}` (`{entry.get('stack') or entry['name']}`'s interpreter with {way})")
+            interpreter = entry.get("stack") or entry["name"]
+            said.append(f"`{entry['label']}` (`{interpreter}`'s interpreter with {runs.settings_text(settings)})")
         else:
             said.append(f"`{entry['label']}`")
     return ", ".join(said)

@@ -133,13 +133,18 @@ def read_comparisons(compared: pd.DataFrame) -> list[compare.Comparison]:
     return [compare.Comparison.read(row) for row in compared.to_dict("records")]
 
 
+def environment_order(results: list[RunRecord], labels: tuple[str, ...] = ()) -> list[str]:
+    """The environments the results hold, in the invocation's order (`labels`: the baseline first), then any other."""
+    present = list(dict.fromkeys(record.environment for record in results))
+    return [label for label in labels if label in present] + [label for label in present if label not in labels]
+
+
 def environment_table(results: list[RunRecord], labels: tuple[str, ...] = ()) -> pd.DataFrame:
-    """One column per environment of the invocation, in its order (`labels`: the baseline first): what it ran on."""
-    firsts = {label: None for label in labels}
+    """One column per environment of the invocation, in its order (environment_order): what it ran on."""
+    first = {}
     for record in results:
-        if firsts.get(record.environment) is None:
-            firsts[record.environment] = record.to_dict()
-    firsts = {label: row for label, row in firsts.items() if row is not None}
+        first.setdefault(record.environment, record.to_dict())
+    firsts = {label: first[label] for label in environment_order(results, labels)}
     return pd.DataFrame(
         [{"field": key, **{label: row.get(key) for label, row in firsts.items()}} for key in ENVIRONMENT_FIELDS]
     )
@@ -341,10 +346,7 @@ def _header_section(results: list[RunRecord], run_info: RunInfo) -> list[str]:
     labels = list(dict.fromkeys(r.label for r in results))
     batches = sorted({r.batch_size for r in results})
     variants = list(dict.fromkeys(r.variant for r in results))
-    present = list(dict.fromkeys(r.environment for r in results))
-    environments = [label for label in run_info.labels if label in present] + [
-        label for label in present if label not in run_info.labels
-    ]  # the invocation's order: the baseline first
+    environments = environment_order(results, run_info.labels)
     return [
         "# compilebench report",
         "",

@@ -82,6 +82,11 @@ def settings_key(stack_key: str, settings: dict[str, Any]) -> str:
     return hashlib.sha256(payload.encode()).hexdigest()[:12]
 
 
+def settings_text(settings: dict[str, Any]) -> str:
+    """An environment's settings as a reader names them (`huge_pages True, num_threads 1`)."""
+    return ", ".join(f"{key} {value}" for key, value in settings.items())
+
+
 @dataclass(frozen=True)
 class RunRecord:
     """One run as it goes to results (a JSON line), the tables and MLflow: what ran, where, and what it measured."""
