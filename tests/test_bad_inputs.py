@@ -8,6 +8,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import zipfile
 
 import pytest
 from conftest import closed_port, make_project, project_env, set_params
@@ -246,3 +247,22 @@ def test_an_overlay_of_a_missing_wheel_or_into_a_used_folder_is_refused_and_writ
     refused = subprocess.run([*command, str(used), str(wheel)], capture_output=True, text=True, timeout=60)
     assert refused.returncode == 2 and "is not an overlay made here" in refused.stderr
     assert [path.name for path in used.iterdir()] == ["notes.txt"]
+
+
+@pytest.mark.parametrize("entry", ["ABSOLUTE", "../../escaped.py", "pkg/../../escaped.py", "..\\escaped.py"])
+def test_an_overlay_of_a_wheel_with_an_entry_outside_its_folder_is_refused_and_writes_nothing(tmp_path, entry):
+    """A wheel is foreign input: an entry with an absolute path, or one that climbs out with `..`, is named, exit 2,
+    before anything is written: no venv, nothing at the absolute path, nothing beside the folder."""
+    outside = tmp_path / "outside" / "planted.py"
+    entry = str(outside) if entry == "ABSOLUTE" else entry
+    wheel = tmp_path / "evil-1.0-py3-none-any.whl"
+    with zipfile.ZipFile(wheel, "w") as archive:
+        archive.writestr("evil/__init__.py", "")
+        archive.writestr(entry, "print('planted')")
+    target = tmp_path / "deep" / "er" / "overlay"
+    refused = subprocess.run([sys.executable, "-m", "compilebench.harness.overlay", str(target), str(wheel)],
+                             capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert refused.returncode == 2 and "outside the overlay's site-packages" in refused.stderr, refused.stderr
+    assert repr(entry) in refused.stderr and "Traceback" not in refused.stderr
+    assert not outside.exists() and not (tmp_path / "deep").exists()
+    assert sorted(path.name for path in tmp_path.iterdir()) == [wheel.name]

@@ -8,15 +8,17 @@ site-packages; no pip, no index, no dependencies: a GPU image may have no pip), 
 interpreter's own site directories after them, so the wheels shadow the packages of the same name and everything else
 (torch with its CUDA libraries, the rest) is this machine's. A wheel's `.data/` scripts and headers are left out; its
 purelib and platlib go into site-packages. Each compared environment's exact package list is recorded by the launcher
-(environment.json), so the overlay's run says what it imported. A wheel that is missing, or a DIR that holds anything
-but an earlier overlay, is refused before anything is written, exit 2; the interpreter's check of what it imports names
-what failed. Standard library only: it travels.
+(environment.json), so the overlay's run says what it imported. A wheel that is missing, not a zip, or holds an entry that
+would land outside site-packages (an absolute path, a `..`: a wheel is foreign input), or a DIR that holds anything but
+an earlier overlay, is refused before anything is written, exit 2, naming the wheel and the entry; the interpreter's
+check of what it imports names what failed. Standard library only: it travels.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import posixpath
 import shutil
 import site
 import subprocess
@@ -32,13 +34,32 @@ CHECK = ("import json, torch, transformers\n"
 
 
 def problem(folder: Path, wheels: list[Path]) -> str | None:
-    """Why the overlay cannot be made as asked (None: it can)."""
+    """Why the overlay cannot be made as asked (None: it can): every wheel's every entry is read first."""
     missing = [str(wheel) for wheel in wheels if not wheel.is_file() or wheel.suffix != ".whl"]
     if missing:
         return f"not a wheel file: {', '.join(missing)}; give the .whl files to lay over this interpreter's packages"
     if folder.exists() and any(folder.iterdir()) and not (folder / MARKER).exists():
         return f"{folder} exists and is not an overlay made here: name a new or empty folder"
+    for wheel in wheels:
+        try:
+            with zipfile.ZipFile(wheel) as archive:
+                names = archive.namelist()
+        except (OSError, zipfile.BadZipFile) as error:
+            return f"{wheel} is not a readable wheel ({error}); give the .whl files as pip downloads them"
+        outside = [name for name in names if escapes(name)]
+        if outside:
+            return (f"{wheel} holds entries that would be written outside the overlay's site-packages: "
+                    f"{', '.join(map(repr, outside[:5]))}; a wheel's entries are relative paths inside it")  # fmt: skip
     return None
+
+
+def escapes(name: str) -> bool:
+    """Whether a zip entry's name would land outside the folder it is unpacked into: absolute (on POSIX or Windows,
+    a drive included), or climbing out through `..` (separators of either kind)."""
+    normal = name.replace("\\", "/")
+    if normal.startswith("/") or (len(normal) > 1 and normal[1] == ":"):
+        return True
+    return posixpath.normpath(normal).split("/")[0] == ".."
 
 
 def base_sites() -> list[str]:
@@ -51,8 +72,10 @@ def unpack(wheel: Path, site_packages: Path) -> None:
     `.data/platlib` moved up; nothing outside `site_packages` is written."""
     with zipfile.ZipFile(wheel) as archive:
         for member in archive.infolist():
-            parts = Path(member.filename).parts
-            if ".." in parts or member.is_dir():
+            if escapes(member.filename):  # problem() refused it before anything was written
+                raise ValueError(f"{wheel}: entry {member.filename!r} lies outside the overlay")
+            parts = Path(member.filename.replace("\\", "/")).parts
+            if member.is_dir():
                 continue
             if parts[0].endswith(".data"):
                 if len(parts) < 3 or parts[1] not in ("purelib", "platlib"):
@@ -93,7 +116,7 @@ def main() -> None:
     try:
         python = make(args.folder.resolve(), [wheel.resolve() for wheel in args.wheels])
         found = subprocess.run([python, "-c", CHECK], capture_output=True, text=True)
-    except (OSError, subprocess.CalledProcessError, zipfile.BadZipFile) as error:
+    except (OSError, ValueError, subprocess.CalledProcessError, zipfile.BadZipFile) as error:
         shutil.rmtree(args.folder, ignore_errors=True)  # nothing half-made is left to be taken for an environment
         parser.exit(2, f"overlay: making {args.folder} failed ({error}); nothing is left there\n")
     if found.returncode != 0:
