@@ -8,10 +8,10 @@ site-packages; no pip, no index, no dependencies: a GPU image may have no pip), 
 interpreter's own site directories after them, so the wheels shadow the packages of the same name and everything else
 (torch with its CUDA libraries, the rest) is this machine's. A wheel's `.data/` scripts and headers are left out; its
 purelib and platlib go into site-packages. Each compared environment's exact package list is recorded by the launcher
-(environment.json), so the overlay's run says what it imported. A wheel that is missing, not a zip, or holds an entry that
-would land outside site-packages (an absolute path, a `..`: a wheel is foreign input), or a DIR that holds anything but
-an earlier overlay, is refused before anything is written, exit 2, naming the wheel and the entry; the interpreter's
-check of what it imports names what failed. Standard library only: it travels.
+(environment.json), so the overlay's run says what it imported. A wheel that is missing, not a zip, or holds an entry
+that would land outside site-packages (an absolute path, a `..`: a wheel is foreign input), or a DIR that holds
+anything but an earlier overlay, is refused before anything is written, exit 2, naming the wheel and the entry; the
+interpreter's check of what it imports names what failed. Standard library only: it travels.
 """
 
 from __future__ import annotations
