@@ -10,11 +10,11 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import running
+from conftest import descendants, running
 
 from compilebench.analysis import plan
 from compilebench.harness import checks, compiling, groups, launcher, trial, trial_process
-from compilebench.harness.records import TimingSpec, TrialResult, TrialSpec, VariantSpec
+from compilebench.harness.records import TimingSpec, TrialResult, TrialSpec, VariantSpec, trial_stem
 
 # Each module fixture's tests are one xdist group (its fixture runs once, on one worker); the others go anywhere:
 # a group of their own would be one worker's long tail.
@@ -342,6 +342,71 @@ def together(tiny_resnet, tmp_path_factory):
                         lambda group, ended, resumed: ran_again.append([s.trial_id for s in group]) if not resumed
                         else None)  # fmt: skip
     return specs, first, lost, ran_again
+
+
+@TOGETHER
+@pytest.mark.slow
+def test_a_process_killed_in_a_block_run_together_costs_that_block_which_runs_again(tiny_resnet, tmp_path):
+    """A `kill -9` of one process of a timing block run together: its partner finishes, the killed environment's
+    next planned block still runs (a kill says nothing of the trial: not left out as a failure that would repeat),
+    the loop measures the killed block again, and both environments' runs end ok with their blocks paired."""
+    from compilebench.analysis import adaptive, runs
+    from compilebench.harness.invocation import Context, LoopSettings, Validity
+
+    model, image = tiny_resnet
+    timing = TimingSpec(**{**FAST.__dict__, "min_time_s": 2.0, "warmup_s": 0.1, "together": True})
+    labels = ["current", "current#2"]
+    specs = plan.trials([model], [2], VARIANTS[:2], labels, 2, 0, True, image, timing, 0)
+    victim = next(s for s in specs if s.environment == "current#2" and s.replicate == 0 and s.kind == "arm")
+    victim_spec = tmp_path / "trials" / f"{trial_stem(victim.process)}.spec.json"
+    pythons = dict.fromkeys(labels, sys.executable)
+    killed: list[int] = []
+
+    def kill_the_victim() -> None:  # once its process runs (its spec file named on its command line), kill -9 it
+        deadline = time.time() + 300
+        while time.time() < deadline and not killed:
+            for pid in descendants(os.getpid()):
+                try:
+                    command = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+                except OSError:
+                    continue
+                if str(victim_spec).encode() in command and time.time() - victim_spec.stat().st_mtime > 1.0:
+                    os.kill(pid, signal.SIGKILL)  # a process this test's launcher started, by its PID
+                    killed.append(pid)
+                    break
+            time.sleep(0.05)
+
+    watcher = threading.Thread(target=kill_the_victim)
+    watcher.start()
+    results: dict[str, TrialResult] = {}
+    context = Context("inv", "t", "tiny", "test", "", "embedded-fallback", "a5" * 32, Validity(5, 0.2, 1e6))
+    environments = {label: runs.EnvironmentInfo(label, label, "k", {}) for label in labels}
+
+    def run(pending):
+        results.update((r.trial_id, r) for r in launcher.run_trials(pending, pythons, tmp_path, 600, dict(results)))
+        return results
+
+    settings = LoopSettings(2, 0, 4, 0.0, 0.0, 0.0, 0.0, 0.0)  # no target, no budget: planned blocks and re-runs
+    try:
+        trials, records, _ = adaptive.measure(specs, labels, settings, run, lambda t, r: runs.run_records(
+            t, r, environments, {model.model_id: runs.ModelInfo("", "", None)}, context))  # fmt: skip
+    finally:
+        watcher.join()
+    assert killed, "the victim's process was never seen running"
+    assert {results[s.trial_id].status for s in specs if s.process == victim.process} == {"killed"}
+    ran = {(s.environment, s.replicate): results[s.trial_id].status for s in trials if s.variant.compile}
+    assert ran == {
+        ("current", 0): "ok",
+        ("current#2", 0): "killed",
+        ("current", 1): "ok",
+        ("current#2", 1): "ok",
+        ("current", 2): "ok",
+        ("current#2", 2): "ok",
+    }  # the killed block measured again, as r2
+    assert all(record.status == "ok" for record in records), [(r.run_uid, r.status, r.error) for r in records]
+    compiled = {r.environment: r for r in records if r.variant == "default"}
+    assert [p.status for p in compiled["current#2"].process_results] == ["killed", "ok", "ok"]
+    assert compiled["current#2"].processes == compiled["current"].processes - 1 == 2
 
 
 @TOGETHER

@@ -34,6 +34,7 @@ from compilebench.harness.records import (
     CACHE_COLD,
     CACHE_SHARED,
     CACHE_WARM,
+    ENDED_FROM_OUTSIDE,
     KIND_ARM,
     KIND_COLD,
     STATUS_OK,
@@ -207,12 +208,13 @@ def _block_cost_s(trials: list[TrialSpec], results: dict[str, TrialResult], unit
 
 def clean_blocks(trials: list[TrialSpec], results: dict[str, TrialResult], limit_cores: float) -> dict[Unit, int]:
     """Per unit, the blocks none of whose processes was disturbed in what that unit measures (a cold process while
-    it compiled, the others while they timed)."""
+    it compiled, the others while they timed) or ended from outside (a kill: the block is measured again)."""
     blocks: dict[Unit, dict[tuple[int, bool], bool]] = {}
     for spec in trials:
         result = results.get(spec.trial_id)
-        busy = result is None or (compile_disturbed(result, limit_cores) if spec.kind == KIND_COLD
-                                  else timing_disturbed(result, limit_cores))  # fmt: skip
+        busy = result is None or result.status in ENDED_FROM_OUTSIDE or (
+            compile_disturbed(result, limit_cores) if spec.kind == KIND_COLD else timing_disturbed(result, limit_cores)
+        )  # fmt: skip
         per_unit = blocks.setdefault(unit_of(spec), {})
         key = (spec.replicate, spec.cache == CACHE_COLD)
         per_unit[key] = per_unit.get(key, True) and not busy

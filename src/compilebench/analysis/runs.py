@@ -37,6 +37,7 @@ from compilebench.harness import fingerprint, sample_stats
 from compilebench.harness.invocation import Context
 from compilebench.harness.records import (
     EAGER,
+    ENDED_FROM_OUTSIDE,
     KIND_ARM,
     KIND_COLD,
     STATUS_OK,
@@ -230,9 +231,17 @@ def run_uid(invocation_id: str, spec: TrialSpec, variant: str) -> str:
     return f"{invocation_id}/{spec.environment}/{spec.model.model_id}/bs{spec.batch_size}/{variant}"
 
 
+def _failures(results: list[TrialResult]) -> list[TrialResult]:
+    """The processes whose failure is the run's: every one not ok, except those ended from outside where another
+    process of the run was not (their block ran again)."""
+    others = any(result.status not in ENDED_FROM_OUTSIDE for result in results)
+    return [result for result in results
+            if result.status != STATUS_OK and not (result.status in ENDED_FROM_OUTSIDE and others)]  # fmt: skip
+
+
 def _run_status(results: list[TrialResult]) -> tuple[str, str | None]:
-    """ok only when every process is; else the worst failure, naming the process."""
-    failed = [result for result in results if result.status != STATUS_OK]
+    """ok only when every process is (see _failures); else the worst failure, naming the process."""
+    failed = _failures(results)
     if not failed:
         return STATUS_OK, None
     worst = min(failed, key=lambda r: FAILURE_ORDER.index(r.status) if r.status in FAILURE_ORDER else 99)
@@ -474,7 +483,7 @@ def eager_run(
     results = [result for _, result in trials]
     measured, disturbed_problems = undisturbed([(s, r) for s, r in trials if r.eager_ms and times_own_level(s.kind)],
                                                context.validity)  # fmt: skip
-    load_failures = [r for r in results if r.status != STATUS_OK and r.eager_first_call_s is None]
+    load_failures = [r for r in _failures(results) if r.eager_first_call_s is None]
     status, error = _run_status(load_failures) if load_failures else (STATUS_OK, None)
     machines, mixed_problems = machine_problems(results)
     if status == STATUS_OK and not measured:

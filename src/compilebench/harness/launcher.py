@@ -42,6 +42,7 @@ from compilebench.harness.records import (
     CURRENT,
     DEPLOY_AOTI,
     DEPLOY_ARTIFACTS,
+    ENDED_FROM_OUTSIDE,
     KIND_ARM,
     KIND_COLD,
     MEASURED_NOTHING,
@@ -73,8 +74,9 @@ from compilebench.harness.trial_process import cache_variables, run_together, ru
 
 LOGGER = logging.getLogger(__name__)
 
-# A warm trial repeats its cold trial: when that one ended like this, the repeats would too, minutes each.
-NOT_REPEATED = MEASURED_NOTHING
+# A warm trial repeats its cold trial: when that one ended like this, the repeats would too, minutes each. A process
+# ended from outside says nothing of its trials: the blocks after it run (the loop measures its block again).
+NOT_REPEATED = tuple(status for status in MEASURED_NOTHING if status not in ENDED_FROM_OUTSIDE)
 
 
 def not_repeated(spec: TrialSpec, first: TrialResult) -> TrialResult:

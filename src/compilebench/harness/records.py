@@ -29,6 +29,9 @@ CURRENT = "current"  # the project's own environment (constraints.txt, requireme
 STATUS_OK = "ok"
 # How a trial can end: ok, or a failure that is data (kept in results and MLflow, left out of speedup tables).
 MEASURED_NOTHING = ("compile_error", "error", "oom", "killed", "timeout", "crashed")  # ended before measuring
+# Ended from outside (SIGKILL, not by the OOM killer): nothing of the trial says it would end so again. Its block is
+# measured again, the run's other processes stand, and the variant is never left out of the blocks after it.
+ENDED_FROM_OUTSIDE = ("killed",)
 STATUSES = ("ok", "accuracy_fail", "invalid", *MEASURED_NOTHING)  # the other two measured, and failed a check
 CACHE_COLD, CACHE_WARM, CACHE_SHARED = "cold", "warm", "shared"
 LAUNCHER_PID = "COMPILEBENCH_LAUNCHER_PID"  # set for a trial process: the process it must not outlive
