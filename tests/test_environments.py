@@ -171,6 +171,35 @@ def test_two_settings_on_one_stack_are_compared_as_two_environments(compared, tm
 
 
 @COMPARED
+def test_an_eager_only_suite_compares_eager_latency_across_environments(compared, tmp_path_factory):
+    """Eager latency across two stacks is a question of its own: an eager-only suite has no compiled run to judge
+    against the doc, and its comparison is still aggregated, judged and reported, and `--check` says whether a
+    headline changed (exit 0 or 4), never a traceback."""
+    source, env, _ = compared
+    root = tmp_path_factory.mktemp("eager-only") / "project"
+    shutil.copytree(source, root, symlinks=True)
+    set_params(root, **{"suites.smoke.variants": ["eager"], "benchmark.compile_cache": "shared",
+                        "benchmark.replicates": 2, "benchmark.cold_replicates": 0})  # fmt: skip
+    for stage in ("load_models", "benchmark", "aggregate", "plot"):
+        _stage(stage, root, env)
+    rows = [json.loads(line) for line in (root / "data/results/runs.jsonl").read_text().splitlines()]
+    assert sorted((row["environment"], row["variant"]) for row in rows) == [("current", "eager"), (OTHER, "eager")]
+    table = pd.read_csv(root / "data/results/comparison.csv")
+    [row] = table.to_dict("records")
+    assert (row["variant"], row["baseline"], row["candidate"], row["headline"]) == ("eager", "current", OTHER,
+                                                                                   "eager_latency")  # fmt: skip
+    assert row["eager_latency_blocks"] == 2 and row["verdict"] in ("equivalent", "slower", "faster", "inconclusive")
+    verdicts = pd.read_csv(root / "data/results/verdicts.csv")
+    assert verdicts.empty and "verdict" in verdicts.columns  # nothing compiled to judge against the doc
+    report = (root / "data/report/report.md").read_text()
+    assert "## Environments compared" in report and f"{OTHER} vs current" in report
+    checked = subprocess.run([sys.executable, "-m", "compilebench.aggregate", "--check"], cwd=root, env=env,
+                             capture_output=True, text=True)  # fmt: skip
+    assert checked.returncode == (0 if row["verdict"] in ("equivalent", "inconclusive") else 4), checked.stderr
+    assert "Traceback" not in checked.stderr
+
+
+@COMPARED
 def test_every_comparison_adds_to_the_machines_noise_record(calibrated, compared):
     """The two-stack invocation recorded its blocks' noise; the A/A after it added its own beside it (not over it),
     was judged with the first one's, and the baseline was a venv built by the same recipe as the candidate."""

@@ -286,12 +286,20 @@ def verdict(measured: pd.Series, published: pd.DataFrame) -> dict:
     return {**result, "verdict": band_verdict(ci_low, ci_high, reference_speedup), "reason": reason}
 
 
+VERDICT_COLUMNS = ("environment", "model_id", "label", "batch_size", "variant", "compile_mode", "device", "device_name",
+                   "torch_version", "speedup", "speedup_ci_low", "speedup_ci_high", "status",
+                   *(f"published_speedup_{gpu}" for gpu in GPUS), "published_scenario", "comparison",
+                   "reference_speedup", "speedup_vs_reference", "eager_ms_vs_published", "compiled_ms_vs_published",
+                   "verdict", "reason")  # fmt: skip
+MEASURED_COLUMNS = VERDICT_COLUMNS[:13]  # what a verdict row repeats of the summary's row
+
+
 def verdicts(summary: pd.DataFrame, published: pd.DataFrame) -> pd.DataFrame:
-    """One verdict row per measured compiled run of the summary table."""
-    keys = ["environment", "model_id", "label", "batch_size", "variant", "compile_mode", "device", "device_name",
-            "torch_version", "speedup", "speedup_ci_low", "speedup_ci_high", "status"]  # fmt: skip
-    rows = [{**{key: row.get(key) for key in keys}, **verdict(row, published)} for _, row in summary.iterrows()]
-    return pd.DataFrame(rows)
+    """One verdict row per measured compiled run of the summary table; with none (an eager-only suite has no compiled
+    run to judge against the doc), no row and every column."""
+    rows = [{**{key: row.get(key) for key in MEASURED_COLUMNS}, **verdict(row, published)}
+            for _, row in summary.iterrows()]  # fmt: skip
+    return pd.DataFrame(rows) if rows else pd.DataFrame(columns=list(VERDICT_COLUMNS))
 
 
 def main() -> None:
