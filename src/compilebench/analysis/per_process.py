@@ -56,6 +56,7 @@ class ProcessRecord:
     omp_num_threads: str = ""  # OMP_NUM_THREADS as the process saw it
     serve_first_call_s: tuple[float, ...] = ()
     serve_graph_counts: tuple[int, ...] = ()
+    timeline_s: dict[str, float] = field(default_factory=dict)  # its moments, seconds since it started (trial.mark)
     # Derived from the samples (`derived`):
     eager_ms_median: float | None = None
     eager_ms_mean: float | None = None
@@ -89,7 +90,7 @@ class ProcessRecord:
             row["cold_compile"] = raw.get("cache") in (CACHE_COLD, CACHE_SHARED)
         for key in ("eager_ms", "compiled_ms", "round_turns", "serve_first_call_s", "serve_graph_counts"):
             row[key] = tuple(row.get(key) or ())
-        for key in ("disturbance", "compile_disturbance"):
+        for key in ("disturbance", "compile_disturbance", "timeline_s"):
             row[key] = dict(row.get(key) or {})
         return derived(cls(**{k: v for k, v in row.items() if v is not None or k in _OPTIONAL}))
 
@@ -171,5 +172,6 @@ def process_record(spec: TrialSpec, result: TrialResult, context: Context, eager
         omp_num_threads=str(started.get("omp_num_threads", "")),
         serve_first_call_s=tuple(result.serve_first_call_s),
         serve_graph_counts=tuple(result.serve_graph_counts),
+        timeline_s=dict(result.timeline_s),
     )
     return derived(record)
