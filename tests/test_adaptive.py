@@ -278,6 +278,27 @@ def test_a_cold_process_disturbed_while_compiling_is_re_run():
     assert {(s.kind, s.variant.name, s.replicate) for s in added} == {("cold", "default", 1)}
 
 
+def test_a_cold_process_that_will_time_is_priced_with_its_timing_from_cold_processes_that_did_not():
+    """One stack's cold processes do not time (nothing to pair them with); a comparison's do. Priced from the first
+    kind, a comparison's cold process costs its warm-up and timed seconds more, and the reverse less."""
+    trials, results, _ = _cell_state()  # A and B; its cold processes made without samples, as one stack's are
+    for spec in trials:
+        results[spec.trial_id] = replace(results[spec.trial_id], environment={"device": "cpu",
+                                                                             "machine_fingerprint": "f"})  # fmt: skip
+    prices = adaptive.process_prices(_records(trials, results), "f", "cpu")
+    cold_unit = ("cold", "m", 1, "default")
+    assert prices.seconds[cold_unit] == 10.0 and cold_unit in prices.untimed
+    timed = next(spec for spec in trials if spec.kind == "cold" and spec.variant.name == "default")
+    extra = timed.timing.warmup_s + timed.timing.min_time_s
+    assert timed.timed and prices.of(timed) == pytest.approx(10.0 + extra)
+    assert prices.of(replace(timed, timed=False)) == 10.0
+    timing = next(spec for spec in trials if spec.kind == "arm")
+    assert prices.of(timing) == prices.seconds[adaptive.unit_of(timing)]  # a timing process: its price as it is
+    timed_prices = replace(prices, untimed=frozenset())  # priced by cold processes that timed
+    assert timed_prices.of(timed) == 10.0 and timed_prices.of(replace(timed, timed=False)) == pytest.approx(
+        10.0 - extra)  # fmt: skip
+
+
 def test_a_plan_is_priced_at_this_machines_own_process_times_against_the_budget():
     """A unit's price is the median over this machine's processes of it of each one's own time (its wall time less its
     waits for turns), each process once; another machine's processes price nothing. The planned processes priced so,

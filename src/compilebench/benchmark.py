@@ -152,7 +152,7 @@ def say_forecast(
     has none yet, or none for a metric. Returns whether the record holds any of the trials' cells."""
     cells = sorted({noise_record.cell_key(s.model.model_id, s.batch_size, s.variant.name) for s in trials})
     by_turn = any(spec.timing.together for spec in trials)  # its timing blocks' rounds are paired by turn
-    cold_timed = any(spec.kind == KIND_COLD for spec in trials)  # cold blocks of latency and speedup too
+    cold_timed = any(spec.kind == KIND_COLD and spec.timed for spec in trials)  # cold blocks of latency and speedup
     noise = noise_record.machine_noise(record)
     found = adaptive.forecast(noise, cells, settings, by_turn, added, cold_timed)
     if not found and any(cell in noise for cell in cells):

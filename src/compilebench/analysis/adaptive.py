@@ -247,7 +247,7 @@ def _next_block(trials: list[TrialSpec], unit: Unit, labels: list[str], cold: bo
                                          base.cache == CACHE_SHARED, base.image, base.timing)  # fmt: skip
         elif kind == "cold":
             added.append(plan.cold_trial(label, base.model, base.batch_size, base.variant, replicate, base.image,
-                                         base.timing))  # fmt: skip
+                                         base.timing, base.timed))  # fmt: skip
         else:
             cache = CACHE_SHARED if base.cache == CACHE_SHARED else (CACHE_COLD if cold else CACHE_WARM)
             trial_id = f"{base.trial_id.rsplit('/', 1)[0]}/r{replicate}"
@@ -386,6 +386,19 @@ class Prices:
     seconds: dict[Unit, float]  # per unit, the median of its processes' own seconds
     processes: int  # the processes they come from
     alone: int  # of them, those that ran alone (no block run together: `make run`'s), without waits for turns
+    untimed: frozenset[Unit] = frozenset()  # cold units priced by cold processes that did not time (one stack's)
+
+    def of(self, spec: TrialSpec) -> float | None:
+        """What a process of `spec` costs (None: no price): its unit's price, with a cold process's timing (its
+        warm-up and timed seconds, `warmup_s` and `min_time_s`) added where the price is of cold processes that did
+        not time and it will, or taken out where the reverse."""
+        unit = unit_of(spec)
+        if unit not in self.seconds:
+            return None
+        timing_s = spec.timing.warmup_s + spec.timing.min_time_s if spec.kind == KIND_COLD else 0.0
+        if spec.kind == KIND_COLD and spec.timed == (unit in self.untimed):
+            return max(self.seconds[unit] + (timing_s if spec.timed else -timing_s), 0.0)
+        return self.seconds[unit]
 
 
 def unit_processes(records: list[RunRecord], machine: str, device: str) -> dict[Unit, dict[str, ProcessRecord]]:
@@ -413,8 +426,10 @@ def process_prices(records: list[RunRecord], machine: str, device: str) -> Price
     seconds in `records` (`unit_processes`; ProcessRecord.own_s: what the budget counts)."""
     found = unit_processes(records, machine, device)
     every = [process for processes_of in found.values() for process in processes_of.values()]
+    untimed = frozenset(unit for unit, of in found.items()
+                        if unit[0] == "cold" and not any(p.eager_ms for p in of.values()))  # fmt: skip
     return Prices({unit: statistics.median(p.own_s for p in of.values()) for unit, of in found.items()}, len(every),
-                  sum(process.turn_wait_s is None for process in every))  # fmt: skip
+                  sum(process.turn_wait_s is None for process in every), untimed)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -442,16 +457,17 @@ def spend(trials: list[TrialSpec], labels: list[str], bench: LoopSettings, price
     counts: dict[str, int] = {}
     planned_s, priced, unpriced = 0.0, 0, []
     for group in processes(trials):
-        unit = unit_of(group[0])
+        unit, price = unit_of(group[0]), prices.of(group[0])
         counts[unit[0]] = counts.get(unit[0], 0) + 1
-        if unit in prices.seconds:
-            planned_s, priced = planned_s + prices.seconds[unit], priced + 1
+        if price is not None:
+            planned_s, priced = planned_s + price, priced + 1
         elif unit not in unpriced:
             unpriced.append(unit)
     round_s: dict[str, float] = {}
-    for unit in dict.fromkeys(unit_of(spec) for spec in trials):
-        if unit in prices.seconds:
-            round_s[unit[0]] = round_s.get(unit[0], 0.0) + prices.seconds[unit] * len(labels)
+    for spec in {unit_of(spec): spec for spec in trials}.values():  # a unit's last process: what a block repeats
+        price = prices.of(spec)
+        if price is not None:
+            round_s[unit_of(spec)[0]] = round_s.get(unit_of(spec)[0], 0.0) + price * len(labels)
     return Spend(counts, planned_s, priced, tuple(unpriced), bench.budget_min * 60 * len(labels), round_s)
 
 

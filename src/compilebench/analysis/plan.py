@@ -86,10 +86,11 @@ def balanced_order(labels: list[str], block: int) -> list[str]:
 
 
 def cold_trial(label: str, model: ModelSpec, batch: int, variant: VariantSpec, replicate: int, image: str,
-               timing: TimingSpec) -> TrialSpec:  # fmt: skip
-    """A cold process of one variant: compiled on an empty inductor cache, then timed against eager."""
+               timing: TimingSpec, timed: bool = True) -> TrialSpec:  # fmt: skip
+    """A cold process of one variant: compiled on an empty inductor cache, then (`timed`: environments compared)
+    timed against eager, a block of B/A."""
     return TrialSpec(f"{label}/{slug(model.model_id)}/bs{batch}/{variant.name}/c{replicate}", label, model, batch,
-                     variant, replicate, CACHE_COLD, image, timing, kind=KIND_COLD)  # fmt: skip
+                     variant, replicate, CACHE_COLD, image, timing, kind=KIND_COLD, timed=timed)  # fmt: skip
 
 
 def timing_process(label: str, model: ModelSpec, batch: int, arms: list[VariantSpec], replicate: int, shared: bool,
@@ -157,8 +158,8 @@ def trials(
 
     def make(label: str, kind: str, model: ModelSpec, batch: int, variant: Any, replicate: int) -> list[TrialSpec]:
         timing = timings[label]
-        if kind == "cold":
-            return [cold_trial(label, model, batch, variant, replicate, image, timing)]
+        if kind == "cold":  # alone, its rounds would pair with nothing: one stack's intervals are its timing processes'
+            return [cold_trial(label, model, batch, variant, replicate, image, timing, timed=len(labels) > 1)]
         if kind == "timing":
             return timing_process(label, model, batch, cell_arms(model, batch), replicate, shared_cache, image, timing)
         cache = CACHE_SHARED if shared_cache else (CACHE_COLD if replicate < cold_rounds else CACHE_WARM)

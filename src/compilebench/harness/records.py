@@ -274,6 +274,8 @@ class TrialSpec:
     serve_batch_sizes: tuple[int, ...] = ()  # a `serve` variant: every batch size the one compiled model meets
     kind: str = KIND_PAIRED  # paired | arm | cold (see the module docstring)
     process_id: str = ""  # the timing process whose arm this trial is (its arms share it); "" = a process of its own
+    timed: bool = True  # a cold process: times eager and its variant after its compile, a block of B/A; not where no
+    #                     other environment is compared (one stack's own intervals take its timing processes only)
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
