@@ -1,1 +1,0 @@
-"""compilebench: what torch.compile buys Hugging Face vision models on your hardware."""
