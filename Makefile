@@ -12,34 +12,39 @@ export PYTHONUNBUFFERED := 1
 
 .PHONY: run compare forecast experiments gpu test test-fast ui server sync ingest models lint clean
 
+# One pipeline at a time in a project: a second `make run`, `compare` or `gpu` says so and exits 75 before DVC starts
+# (DVC refuses a second pipeline, and the first then fails at its end). The lock goes when its shell ends: the
+# commands it runs do not inherit it (9>&-).
+ONE_PIPELINE := mkdir -p .dvc/tmp && exec 9>.dvc/tmp/pipeline.lock && flock --nonblock 9 || { echo "make: another \
+make run, compare or gpu is running in this project (it holds .dvc/tmp/pipeline.lock): wait for it to end" >&2; exit 75; }
+
 run: $(STAMP) .dvc/config  ## create the environment and run `dvc repro` on params.yaml
-	dvc repro
-	dvc metrics show
-	python -m compilebench.aggregate --check  # exit 3: some run did not end ok; 4: a compared stack changed a headline
+	$(ONE_PIPELINE); dvc repro 9>&- && dvc metrics show 9>&- && \
+	python -m compilebench.aggregate --check 9>&-  # exit 3: some run did not end ok; 4: a compared environment changed a headline
 
 A ?= current
 compare: $(STAMP) .dvc/config  ## make compare B=torch-2.14.1 [A=current]: B against A, a DVC experiment (B=current: A/A)
 	test -n "$(B)" || { echo "usage: make compare B=ENVIRONMENT [A=current]: an environment of params.yaml"; exit 2; }
-	dvc exp run -S 'compare=[$(A),$(B)]'
-	python -m compilebench.aggregate --check  # exit 3: some run did not end ok; 4: B changed a headline
+	$(ONE_PIPELINE); dvc exp run -S 'compare=[$(A),$(B)]' 9>&- && \
+	python -m compilebench.aggregate --check 9>&-  # exit 3: some run did not end ok; 4: B changed a headline
 
 forecast: $(STAMP)  ## make forecast [B=torch-2.14.1] [A=current]: before spending, what that comparison (params.yaml without B) costs here and can resolve
 	@if [ -n "$(B)" ]; then python -m compilebench.forecast --set 'compare=[$(A),$(B)]'; else python -m compilebench.forecast; fi
 
 # dvc exp show's columns for what each experiment found (it shows ~250: every param and metric)
 CHANGES := 'Experiment|compare$$|.*_vs_.*_(changed|equivalent|inconclusive|latency_geomean|speedup_geomean)$$'
-experiments: $(STAMP)  ## every DVC experiment's comparison in one table: per compared stack, verdicts counted, geomeans
+experiments: $(STAMP)  ## every DVC experiment's comparison in one table: per compared environment, verdicts counted, geomeans
 	dvc exp show --no-pager --md --drop '.*' --keep $(CHANGES)
 
 SUITE ?= gpu
 gpu: $(STAMP) .dvc/config  ## on a CUDA machine with network: the doc's GPU table for this GPU (SUITE=gpu), a DVC experiment
 	python -m compilebench.environments --device cuda current  # a CUDA build of torch that sees a GPU, or exit 2
-	dvc exp run -S suite=$(SUITE) -S benchmark.device=cuda -S benchmark.min_time_s=2  # ms calls: 2 s is hundreds of rounds
-	python -m compilebench.aggregate --check  # exit 3: some run did not end ok
+	$(ONE_PIPELINE); dvc exp run -S suite=$(SUITE) -S device=cuda -S ++benchmark.min_time_s=2 9>&- && \
+	python -m compilebench.aggregate --check 9>&-  # exit 3: some run did not end ok. min_time_s 2: ms calls, hundreds of rounds
 
 RAY_STAMP := $(VENV)/.installed-ray
 # Three workers on two cores: with two, the cores idled while tests waited on servers, queues and turns (measured:
-# benchmarks/results/2026-11-29-xeon-make-test-three-workers); tests/conftest.py hands out the costliest first.
+# docs/findings.md, 2026-11-29); tests/conftest.py hands out the costliest first.
 test: $(STAMP) $(RAY_STAMP) .dvc/config  ## create the environment and run the test suite (three workers, with line coverage)
 	pytest -q -n 3 --dist loadgroup --cov=compilebench --cov-report=term:skip-covered --durations=15
 
@@ -99,5 +104,5 @@ $(RAY_STAMP): $(STAMP) pyproject.toml  # Ray, for runner.executor: ray and its t
 	$(VENV)/bin/dvc init --quiet
 	$(VENV)/bin/dvc config core.analytics false
 
-clean:  ## remove pipeline outputs (not the MLflow store, the calibration or the built environments)
+clean:  ## remove pipeline outputs (not the MLflow store, the noise record or the built environments)
 	rm -rf data/image data/checkpoints data/results data/plots data/report data/selection.json data/journal

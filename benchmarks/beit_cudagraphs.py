@@ -19,8 +19,8 @@ with mode="reduce-overhead", called five times (warm-up, recording, replays) and
                         graphed parts; without it a graph with CPU operations is not graphed at all)
 
 Each case records inductor's CUDA-graph counters (`cudagraph_skips`: graphs inductor ran without a CUDA graph), so
-an `ok` says whether a graph was replayed. The first H100 run (benchmarks/results/2026-11-27-h100-beit-cudagraphs,
-before the last two cases and the counters): BEiT fails, BEiT with its index on the device runs, a single minimal
+an `ok` says whether a graph was replayed. The first H100 run (docs/findings.md, 2026-11-27, before the last two
+cases and the counters): BEiT fails, BEiT with its index on the device runs, a single minimal
 CPU-index module runs.
 """
 

@@ -5,8 +5,8 @@ taking turns (`benchmark.together`), and with how much timing: designs interleav
     python benchmarks/block_noise.py --designs sequential:2 together:2 together:10:thp --out RECORD/blocks.jsonl
 
 A design is `sequential` or `together` with the timed seconds per process at least (`benchmark.min_time_s`; the rest
-of the timing as params.yaml says), `:thp` for torch's allocator on transparent huge pages (`benchmark.huge_pages`),
-and `:jemalloc` or `:tcmalloc` for that malloc in place of the C library's (`benchmark.malloc`). Per model, one
+of the timing as params.yaml says), `:thp` for torch's allocator on transparent huge pages (`settings.huge_pages`),
+and `:jemalloc` or `:tcmalloc` for that malloc in place of the C library's (`settings.malloc`). Per model, one
 cold process per variant and environment fills each environment's warm cache; then `--blocks` blocks of each
 design, the designs in turn (block 0 the first design, block 1 the second, ...), each a timing process per
 environment (eager and `default` as arms, the plan's balanced order of environments). Per design and model it prints
@@ -35,7 +35,7 @@ from compilebench.analysis.per_process import ProcessRecord
 from compilebench.config import load_config
 from compilebench.fetch_image import fallback_image
 from compilebench.harness import launcher, models
-from compilebench.harness.records import MALLOC_LIBRARIES, STATUS_OK, TimingSpec, TrialResult, TrialSpec, VariantSpec
+from compilebench.harness.records import MALLOC_LIBRARIES, STATUS_OK, TrialResult, TrialSpec, VariantSpec
 
 MODELS = ["microsoft/resnet-50", "nvidia/segformer-b0-finetuned-ade-512-512"]
 ARMS = [VariantSpec("eager", compile=False), VariantSpec("default")]
@@ -211,8 +211,7 @@ def main() -> None:
                                    cache_root).python,
     }  # fmt: skip
     labels = list(pythons)
-    bench = config.benchmark
-    timing = TimingSpec(**{key: getattr(bench, key) for key in TimingSpec.__dataclass_fields__})
+    timing = config.timing()
     work = Path(tempfile.mkdtemp(prefix="compilebench-blocks-"))
     image = work / "image.jpg"
     image.write_bytes(fallback_image())

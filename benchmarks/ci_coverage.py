@@ -31,7 +31,8 @@ import numpy as np
 from compilebench.analysis import stats
 from compilebench.fetch_image import fallback_image
 from compilebench.harness import models, sample_stats, trial_process
-from compilebench.harness.records import TimingSpec, TrialSpec, VariantSpec, read_jsonl
+from compilebench.harness.reading import read_jsonl
+from compilebench.harness.records import TimingSpec, TrialSpec, VariantSpec
 
 VARIANTS = {"default": VariantSpec("default"), "freezing": VariantSpec("freezing", inductor={"freezing": True})}
 Processes = list[tuple[list[float], list[float]]]  # one invocation: each process's (eager, compiled) samples, ms

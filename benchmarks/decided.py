@@ -2,7 +2,7 @@
 direction or `equivalent`, how many are `inconclusive`, and how many of those rest on one process a side (no
 interval can be made, whatever the noise). What issue 51's target counts, from the comparison table a run wrote.
 
-    python benchmarks/decided.py benchmarks/results/2026-11-28-epyc-aa [more records or projects' data/ ...]
+    python benchmarks/decided.py benchmarks/results/2026-11-29-xeon-huge-pages [more records or projects' data/ ...]
 
     python benchmarks/decided.py --rejudge medians RECORD   # its runs judged again, each process's median a block
     python benchmarks/decided.py --rejudge timing-blocks RECORD   # as if its cold processes had not timed
@@ -15,7 +15,7 @@ difference from each process's median, as before turns were recorded: the two st
 `timing-blocks` as `turns` with the cold blocks' latency and speedup left out, as before cold processes timed after
 their compile: the two designs on the same processes. `--margin` judges them against another margin than the table's
 (what `equivalent` would say of the same blocks at, say, ±10%). Each cell counts once per metric, as the report's
-what-changed section counts (`compare.suite_cells`: eager latency in the eager cells, inductor start-up once per model
+what-changed section counts (`suite.counted_cells`: eager latency in the eager cells, inductor start-up once per model
 and batch size); B against the first environment only. The suite's own verdict per metric (the geometric mean over the
 cells) is printed beside the counts."""
 
@@ -29,8 +29,8 @@ from pathlib import Path
 import pandas as pd
 
 from compilebench.aggregate import comparison
-from compilebench.analysis import compare, stats
-from compilebench.analysis.runs import RunRecord
+from compilebench.analysis import compare, stats, suite
+from compilebench.analysis.run_record import RunRecord
 from compilebench.harness.records import TrialSpec
 from compilebench.report import read_comparisons
 
@@ -48,7 +48,7 @@ class Count:
     equivalent: int
     inconclusive: int
     single: int  # inconclusive with one process a side: no interval at all
-    suite: str  # the suite's verdict (compare.suite_summary)
+    suite: str  # the suite's verdict (suite.summary)
 
     @property
     def decided(self) -> int:
@@ -60,9 +60,9 @@ def count(compared: list[compare.Comparison]) -> list[Count]:
     how many of its cells have one process a side."""
     rows = [row for row in compared if row.reference == compare.FIRST]
     counts = []
-    for entry in compare.suite_summary(rows):
+    for entry in suite.summary(rows):
         metric = compare.METRIC_BY_NAME[entry["metric"]]
-        cells = compare.suite_cells([row for row in rows if row.candidate == entry["candidate"]], metric)
+        cells = suite.counted_cells([row for row in rows if row.candidate == entry["candidate"]], metric)
         single = sum(row.judged[metric.name].ratio.method == stats.SINGLE
                      and row.judged[metric.name].verdict == stats.INCONCLUSIVE for row in cells)  # fmt: skip
         counts.append(Count(entry["candidate"], metric.name, entry["cells"], entry["changed"], entry["equivalent"],

@@ -1,6 +1,6 @@
 """The README of a folder an exported plan ran into (a GPU window's record), generated from the folder's own files.
 
-    python benchmarks/export_readme.py benchmarks/results/2026-11-22-h100-paper-bs1 --note "what else to know"
+    python benchmarks/export_readme.py benchmarks/results/2026-11-27-h100-paper-bs1-w1 --note "what else to know"
 
 `benchmark --export FOLDER` writes plan.json and export.json; the launcher, run on the machine, writes results/ beside
 them (trials.jsonl: one line per process that came back). The README says what plan ran (suite, invocation, the

@@ -28,8 +28,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 from compilebench.analysis.per_process import ProcessRecord
-from compilebench.analysis.runs import RunRecord
-from compilebench.harness.records import MEASURED_NOTHING, RecordError, TrialResult, read_result_lines
+from compilebench.analysis.run_record import RunRecord
+from compilebench.harness.reading import read_result_lines
+from compilebench.harness.records import MEASURED_NOTHING, RecordError, TrialResult
 
 
 def phases_s(arms: list[TrialResult]) -> dict[str, float]:

@@ -1,6 +1,6 @@
 """A dated record of a measured run, made from the project's own outputs: what docs and notes quote by link.
 
-    python benchmarks/record.py PROJECT benchmarks/results/2026-11-24-epyc-aa --command "dvc exp run -S ..." \
+    python benchmarks/record.py PROJECT benchmarks/results/DATE-MACHINE-WHAT --command "dvc exp run -S ..." \
         --wall-s 1205 [--note "what else ran on the machine"]
 
 Copies PROJECT's results (every run with every process's raw samples, the tables, run_info.json where it was kept:
@@ -18,8 +18,8 @@ import subprocess
 from datetime import UTC, datetime
 from pathlib import Path
 
-from compilebench.analysis.runs import settings_text
-from compilebench.harness.records import read_jsonl
+from compilebench.analysis.run_record import settings_text
+from compilebench.harness.reading import read_jsonl
 
 
 def machine(rows: list[dict]) -> str:

@@ -23,7 +23,7 @@ Printed per metric kind: the share of (cell, metric) verdicts that flag a change
 the same share for the noisiest cell alone (a rule that borrows from other cells can fail there only), the share of
 invocations whose Holm-adjusted headline flags anything, the share of cells where a real +10% is flagged slower
 (power; target >= 0.80), how often equal stacks are called `equivalent`, and the blocks used; then the same of the
-suite's verdict (`compare.suite_summary`: the geometric mean over the cells, one per invocation). The last line is
+suite's verdict (`suite.summary`: the geometric mean over the cells, one per invocation). The last line is
 `fpr=<largest per-verdict false-flag rate (with --spread, the noisiest cell's too)> power10=<smallest power of
 speedup, compile time and latency>`.
 
@@ -43,7 +43,7 @@ from pathlib import Path
 
 import numpy as np
 
-from compilebench.analysis import adaptive, compare, noise_record, stats
+from compilebench.analysis import adaptive, compare, noise_record, stats, suite
 from compilebench.config import Benchmark, Config
 from compilebench.harness import fingerprint
 
@@ -172,8 +172,8 @@ def main() -> None:
         help="cold blocks give compile time only (the design before cold processes timed)",
     )
     parser.add_argument("--max-blocks", type=int, default=DEFAULTS.max_replicates, help="benchmark.max_replicates")
-    parser.add_argument("--budget-min", type=float, default=DEFAULTS.budget_min,
-                        help="benchmark.budget_min (per stack; each kind is given all of it)")  # fmt: skip
+    parser.add_argument("--budget-min", type=float, default=Config.budget_min,
+                        help="budget_min (per environment; each kind is given all of it)")  # fmt: skip
     parser.add_argument("--trial-s", type=float, default=20.0, help="seconds a trial process takes")
     parser.add_argument("--runs", type=Path, help="price processes at what those of this runs.jsonl took, per kind")
     parser.add_argument("--drift", type=float, default=0.15, help="sd of the machine's drift per block (log scale)")
@@ -193,16 +193,16 @@ def main() -> None:
         metric = KIND_METRIC[kind]
         outcome = {}
         for truth in (1.0, 1.1):
-            verdicts, headlines, used, noisiest, suite = [], [], [], [], []
+            verdicts, headlines, used, noisiest, suite_words = [], [], [], [], []
             last = f"m{args.cells - 1}"
             for trial in range(args.trials):
                 compared, blocks = one_comparison(rng, args, kind, sigma, truth, trial, costs.get(kind, args.trial_s))
                 verdicts += [row.judged[metric].verdict for row in compared]
                 noisiest += [row.judged[metric].verdict for row in compared if row.model_id == last]
                 headlines.append(any(row.verdict in FLAGS for row in compared))
-                suite += [e["verdict"] for e in compare.suite_summary(compared) if e["metric"] == metric]
+                suite_words += [e["verdict"] for e in suite.summary(compared) if e["metric"] == metric]
                 used += blocks
-            outcome[truth] = (verdicts, headlines, used, noisiest, suite)
+            outcome[truth] = (verdicts, headlines, used, noisiest, suite_words)
         aa, real = outcome[1.0], outcome[1.1]
         fpr = sum(v in FLAGS for v in aa[0]) / len(aa[0])
         fpr_noisiest = sum(v in FLAGS for v in aa[3]) / len(aa[3])

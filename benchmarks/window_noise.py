@@ -2,7 +2,7 @@
 first T seconds of rounds, and what that would have cost and found.
 
     python benchmarks/window_noise.py benchmarks/results/2026-11-29-xeon-torch-2.14.1-margin-10 [RECORD ...] \
-        [--window-s 10 7 5 3] [--min-iters 10]
+        [--window-s 10 7 5 3] [--min-iters 10] [--per-cell]
 
 Each record is a comparison's folder (its `results/runs.jsonl`, blocks run together, rounds paired by turn). A process
 that timed for its window stopped at the first round that reached both `--min-iters` rounds and T seconds of calls
@@ -31,7 +31,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 from compilebench.analysis import compare, stats
-from compilebench.analysis.runs import RunRecord
+from compilebench.analysis.run_record import RunRecord
 
 METRICS = compare.BY_TURN_METRICS
 SAMPLED = ("eager_ms", "compiled_ms", "round_turns")  # what a cut keeps the first rounds of
@@ -89,16 +89,17 @@ def cut(rows: list[dict[str, Any]], window_s: float, min_iters: int) -> tuple[li
     return records, saved
 
 
-def block_noise(records: list[RunRecord]) -> dict[str, stats.Noise]:
-    """Per metric, the spread of the per-block log B/A by turn around each cell's mean, summed over cells (B against
-    the first environment); eager latency from the eager cells, as the suite counts it (compare.suite_cells)."""
+def cell_noise(records: list[RunRecord]) -> dict[tuple[str, int, str, str], stats.Noise]:
+    """Per (model, batch size, variant, metric), the spread of the per-block log B/A by turn around the cell's mean
+    (B against the first environment); eager latency from the eager cells, as the suite counts it
+    (suite.counted_cells)."""
     runs = [compare.ComparedRun.of(record) for record in records if record.status == "ok"]
     labels = list(dict.fromkeys(run.environment for run in runs))
     by_cell: dict[tuple, dict[str, compare.ComparedRun]] = defaultdict(dict)
     for run in runs:
         by_cell[(run.model_id, run.batch_size, run.variant)][run.environment] = run
-    pooled = {metric: stats.Noise() for metric in METRICS}
-    for pair in by_cell.values():
+    found = {}
+    for cell, pair in by_cell.items():
         if len(labels) < 2 or labels[0] not in pair or labels[1] not in pair:
             continue
         compiled = pair[labels[0]].compile
@@ -107,8 +108,29 @@ def block_noise(records: list[RunRecord]) -> dict[str, stats.Noise]:
                 continue
             differences = compare.by_turn_differences(pair[labels[0]], pair[labels[1]], metric)
             if differences:
-                pooled[metric] = pooled[metric] + stats.noise_of(differences)
+                found[(*cell, metric)] = stats.noise_of(differences)
+    return found
+
+
+def block_noise(records: list[RunRecord]) -> dict[str, stats.Noise]:
+    """Per metric, cell_noise summed over the cells."""
+    pooled = {metric: stats.Noise() for metric in METRICS}
+    for (*_, metric), noise in cell_noise(records).items():
+        pooled[metric] = pooled[metric] + noise
     return pooled
+
+
+def per_cell_lines(every: list[list[dict[str, Any]]]) -> list[str]:
+    """Per cell and metric, the per-block sd of log B/A by turn summed over the records (what they timed)."""
+    summed: dict[tuple, stats.Noise] = defaultdict(stats.Noise)
+    for rows in every:
+        for key, noise in cell_noise([RunRecord.from_dict(row) for row in rows]).items():
+            summed[key] = summed[key] + noise
+    lines = ["per cell, as timed: per-block sd of log B/A by turn (degrees of freedom)"]
+    for (model, batch, variant, metric), noise in sorted(summed.items()):
+        sd = math.sqrt(noise.variance)
+        lines.append(f"{model:40s} bs{batch:<3d} {variant:12s} {metric:16s} {sd:.3f} ({noise.dof})")
+    return lines
 
 
 def own_seconds(rows: list[dict[str, Any]]) -> dict[str, float]:
@@ -148,12 +170,16 @@ def main() -> None:
     parser.add_argument("records", nargs="+", type=Path, help="comparison folders with results/runs.jsonl")
     parser.add_argument("--window-s", nargs="+", type=float, default=[10.0, 7.0, 5.0, 3.0, 2.0])
     parser.add_argument("--min-iters", type=int, default=10, help="rounds a process times at least")
+    parser.add_argument("--per-cell", action="store_true", help="print each cell's sd as timed, and stop")
     args = parser.parse_args()
     bad = [window for window in args.window_s if not (window > 0 and math.isfinite(window))]
     if bad or args.min_iters < 1:
         parser.error(f"--window-s takes positive seconds and --min-iters a positive count, got {args.window_s}, "
                      f"{args.min_iters}")  # fmt: skip
     every = [read_rows(record) for record in args.records]
+    if args.per_cell:
+        print("\n".join(per_cell_lines(every)))
+        return
     windows = sorted(set(args.window_s), reverse=True)
     found: dict[float, dict[str, Any]] = {}
     for window in windows:

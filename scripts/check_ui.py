@@ -25,10 +25,12 @@ import urllib.request
 from pathlib import Path
 
 from compilebench import tracking
+from compilebench.analysis import keys
 from compilebench.config import load_config
 
 CHROMIUM = "/usr/bin/chromium"
-COLUMNS = ("vs_first/verdict", "vs_first/peak_memory")  # the tags the README names, chosen in Columns
+VERDICT_TAG = keys.compared_key("first", "verdict")
+COLUMNS = (VERDICT_TAG, keys.compared_key("first", "peak_memory"))  # the tags the README names, chosen in Columns
 
 
 def free_port() -> int:
@@ -86,7 +88,7 @@ def follow_readme(page, base: str, runs_url: str, invocation: str, parent, child
         problems.append(
             f"runs table: {len(missing)} of the invocation's {len(children)} runs not listed ({missing[:3]})"
         )
-    words = {run.data.tags.get("vs_first/verdict") for run in children} - {None}
+    words = {run.data.tags.get(VERDICT_TAG) for run in children} - {None}
     if not words:
         problems.append("runs table: no run of the invocation carries vs_first/verdict (not a comparison?)")
     if any(word not in text for word in words):
@@ -94,14 +96,14 @@ def follow_readme(page, base: str, runs_url: str, invocation: str, parent, child
     page.goto(f"{base}/#/experiments/{parent.info.experiment_id}/runs/{parent.info.run_id}")
     page.get_by_text("What changed").first.wait_for(timeout=60_000)
     shot(page, out, "parent")
-    candidates = [run for run in children if "vs_first/verdict" in run.data.tags]
+    candidates = [run for run in children if VERDICT_TAG in run.data.tags]
     if candidates:
         run = candidates[0]
         page.goto(f"{base}/#/experiments/{run.info.experiment_id}/runs/{run.info.run_id}")
         page.get_by_text(run.info.run_name).first.wait_for(timeout=60_000)
         page.wait_for_timeout(2000)
         text = shot(page, out, "candidate")
-        if "vs_first/verdict" not in text or run.data.tags["vs_first/verdict"] not in text:
+        if VERDICT_TAG not in text or run.data.tags[VERDICT_TAG] not in text:
             problems.append(f"candidate {run.info.run_name}: its page does not show vs_first/verdict")
     return problems
 

@@ -67,6 +67,7 @@ QUICK = {"min_iters": 3, "min_time_s": 0.2, "max_time_s": 5.0, "warmup_iters": 1
          "budget_min": 0, "disturbed_cores": 0}  # fmt: skip
 # budget_min 0: no blocks beyond `replicates`; disturbed_cores 0: the other xdist workers' trials do not count as
 # disturbance (the tests of the adaptive loop and of disturbance set their own)
+TOP_LEVEL = ("budget_min", "device")  # of what make_project takes, params.yaml's top-level keys
 
 
 # The xdist groups (each runs whole on one worker), costliest first, in the order they are handed out (pyproject turns
@@ -240,7 +241,11 @@ def make_project(root: Path, models: list[str], **benchmark) -> Path:
     params = yaml.safe_load((ROOT / "params.yaml").read_text())
     params["suite"] = "smoke"
     params["suites"]["smoke"]["models"] = models
-    params["benchmark"].update({**QUICK, **benchmark})
+    chosen = {**QUICK, **benchmark}
+    for key in TOP_LEVEL:  # keys of params.yaml's top level, given here beside benchmark's
+        if key in chosen:
+            params[key] = chosen.pop(key)
+    params["benchmark"].update(chosen)
     params["paths"]["environments"] = str(ROOT / ".compilebench" / "environments")  # shared with the project
     params["image"]["url"] = f"http://127.0.0.1:{closed_port()}/000000039769.jpg"  # offline, deterministically
     (root / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))

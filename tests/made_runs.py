@@ -4,7 +4,7 @@ by the real `RunRecord.from_dict` (its processes by `ProcessRecord.from_dict`), 
 from typing import Any
 
 from compilebench.analysis.compare import ComparedRun
-from compilebench.analysis.runs import RunRecord
+from compilebench.analysis.run_record import RunRecord
 
 FILLED = {
     "run_uid": "inv/current/org/m/bs1/default", "invocation_id": "inv", "suite": "t", "scale": "small",

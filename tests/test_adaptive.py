@@ -11,15 +11,15 @@ import pandas as pd
 import pytest
 from conftest import make_project, project_env, run_ok, set_params
 
-from compilebench import benchmark, report
-from compilebench.analysis import adaptive, noise_record, runs, stats, validity
+from compilebench import forecast, report
+from compilebench.analysis import adaptive, noise_record, run_record, runs, stats, validity
 from compilebench.harness import trial_process
 from compilebench.harness.invocation import Context, LoopSettings, Validity
 from compilebench.harness.records import CompileHealth, ModelSpec, TimingSpec, TrialResult, TrialSpec, VariantSpec
 
 CONTEXT = Context("inv", "s", "full", "vm", "abc", "embedded-fallback", "00",
                        Validity(min_iters=3, min_time_s=0.1, max_cv=1e6, disturbed_cores=0.5))  # fmt: skip
-ENVIRONMENTS = {label: runs.EnvironmentInfo(label, "current", "k", {}, ()) for label in ("A", "B")}
+ENVIRONMENTS = {label: run_record.EnvironmentInfo(label, "current", "k", {}, ()) for label in ("A", "B")}
 
 
 def _bench(target=None, **changes):
@@ -65,7 +65,7 @@ def _state(spreads, blocks=2, **per_trial):
 
 
 def _records(trials, results):
-    models = {spec.model.model_id: runs.ModelInfo("random-init", "card", 1) for spec in trials}
+    models = {spec.model.model_id: run_record.ModelInfo("random-init", "card", 1) for spec in trials}
     return runs.run_records(trials, results, ENVIRONMENTS, models, CONTEXT)
 
 
@@ -334,8 +334,8 @@ def test_the_forecast_log_names_what_the_budget_buys_and_the_metrics_it_cannot_f
     trials, _, _ = _state({"m": 0.0})
     record = noise_record.record_noise(None, "aa", {"m|bs1|default": {"speedup": stats.Noise(0.04**2 * 8, 8)}}, {})
     bench = _bench(SimpleNamespace(speedup=0.05, compile=0.05, latency=0.0))
-    with caplog.at_level("INFO", logger="compilebench.benchmark"):
-        benchmark.say_forecast(trials, bench, record, {"timing": 1})
+    with caplog.at_level("INFO", logger="compilebench.forecast"):
+        forecast.say_forecast(trials, bench, record, {"timing": 1})
     assert "speedup finds a change of" in caplog.text and "after 3 (what the budget leaves room for)" in caplog.text
     assert "`equivalent` (within +-10%) in about " in caplog.text and " of the 1 after 2, " in caplog.text
     assert "no forecast for compile cold, compile warm:" in caplog.text

@@ -2,10 +2,13 @@
 MLflow store. One case per stage runs the real command in a process of its own; the others call the same `main()`
 in this process, in the project's folder (config and download cases are in test_config and test_fetch_image)."""
 
+import fcntl
 import importlib
+import json
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import zipfile
@@ -34,7 +37,7 @@ CASES = [
     ("aggregate", {"suite": "nope"}, {}, "suite"),
     ("plot", {"plot.dpi": 0}, {}, "plot.dpi"),
     ("benchmark", {}, {}, "selection.json"),  # run before load_models: nothing to measure yet
-    ("benchmark", {"benchmark.device": "cuda"}, {}, "built without CUDA"),  # this torch is a CPU build
+    ("benchmark", {"device": "cuda"}, {}, "built without CUDA"),  # this torch is a CPU build
     ("benchmark", {"paths.tracking_uri": "sqlite:///{root}/params.yaml/store/mlflow.db"}, {}, "is not a directory"),
     ("benchmark", {}, {"MLFLOW_TRACKING_URI": "ftp://host/store"}, "unknown scheme"),
     ("benchmark", {"compare": ["current", "torch-9.9"]}, {}, "torch-9.9"),
@@ -149,7 +152,7 @@ def test_a_read_only_database_is_refused_before_any_work(tmp_path, prepared):
 ])  # fmt: skip
 def test_device_problems_name_the_key(probe, device, needle):
     problem = environments.device_problem(probe, "current", device)
-    assert problem is None if needle is None else (needle in problem and "`benchmark.device`" in problem)
+    assert problem is None if needle is None else (needle in problem and "`device`" in problem)
 
 
 def test_make_gpu_on_a_machine_without_a_gpu_stops_before_any_stage(tmp_path, repo_root):
@@ -158,7 +161,7 @@ def test_make_gpu_on_a_machine_without_a_gpu_stops_before_any_stage(tmp_path, re
     root = make_project(tmp_path, ["microsoft/resnet-50"])
     before = _files(root)
     done = _run(root, "environments", project_env(), "--device", "cuda", "current")
-    assert done.returncode == 2 and "built without CUDA" in done.stderr and "`benchmark.device`" in done.stderr
+    assert done.returncode == 2 and "built without CUDA" in done.stderr and "`device`" in done.stderr
     assert "Traceback" not in done.stderr and _files(root) == before
     make = subprocess.run(["make", "-n", "gpu"], cwd=repo_root, capture_output=True, text=True)
     assert make.stdout.index("--device cuda current") < make.stdout.index("dvc exp run -S suite=gpu")
@@ -203,6 +206,67 @@ def test_a_store_that_cannot_be_reached_is_one_line_without_its_password(tmp_pat
         assert "pwSECRET77" not in output and "Traceback" not in output, (stage, output[-2000:])
         assert "MLflow store http://***@127.0.0.1:" in done.stderr, (stage, done.stderr[-2000:])
     assert not (root / "data/store").exists()
+
+
+def test_make_ui_on_a_port_another_program_holds_says_so_and_exits_2(tmp_path):
+    """`make ui` where something already listens on PORT: one line naming the address and `PORT=`, exit 2, and the
+    runs table's address (another program's page now) not printed."""
+    root = make_project(tmp_path, ["microsoft/resnet-50"])
+    create = (
+        "from compilebench import tracking as t; t.client('sqlite:///mlruns/mlflow.db').create_experiment(t.EXPERIMENT)"
+    )
+    subprocess.run([sys.executable, "-c", create], cwd=root, env=project_env(), check=True, capture_output=True,
+                   timeout=300)  # fmt: skip
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        port = holder.getsockname()[1]
+        done = _run(root, "tracking", project_env(), "--ui-url", f"http://127.0.0.1:{port}")
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr[-2000:]
+    assert f"http://127.0.0.1:{port} is taken" in done.stderr and f"make ui PORT={port + 1}" in done.stderr
+    assert "compilebench runs:" not in done.stdout
+    free = _run(root, "tracking", project_env(), "--ui-url", f"http://127.0.0.1:{port}")  # the holder is gone
+    assert free.returncode == 0 and "compilebench runs: http://127.0.0.1:" in free.stdout, free.stderr[-2000:]
+
+
+def test_ingest_refuses_a_line_of_another_window_in_an_export_without_plan_digests(tmp_path, repo_root):
+    """An export from before lines named their plan (the H100 window fixture, format 2) with a line of another window
+    of the same run mixed in: refused, naming the file, the key and the trial, exit 2, nothing written (it was taken,
+    and `plot` later crashed on the mixed runs)."""
+    (tmp_path / "project").mkdir()
+    root = make_project(tmp_path / "project", ["microsoft/resnet-50"])
+    export = shutil.copytree(repo_root / "tests" / "fixtures" / "h100-window", tmp_path / "w1")
+    lines = (export / "results" / "trials.jsonl").read_text().splitlines()
+    first = json.loads(lines[0])
+    other = first["trial_id"].replace("microsoft--resnet-50", "nvidia--segformer-b0-finetuned-ade-512-512")
+    (export / "results" / "trials.jsonl").write_text(
+        "\n".join([*lines, json.dumps({**first, "trial_id": other})]) + "\n"
+    )
+    done = _run(root, "benchmark", project_env(), "--ingest", str(export))
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr[-2000:]
+    assert f"key 'trial_id' '{other}' names no trial of the plan" in done.stderr and "nothing ingested" in done.stderr
+    assert not (root / "data" / "results").exists()
+
+
+@pytest.mark.parametrize("target", ["run", "compare B=current"])
+def test_a_second_pipeline_in_a_project_is_refused_before_dvc_starts(tmp_path, repo_root, target):
+    """While one `make run` / `compare` holds the project's pipeline lock, a second says so and exits 75 before DVC
+    starts (DVC would refuse it, and the first would then fail at its end). The project here: the Makefile with the
+    project's environment (its install stamp newer than the files it is built from) and a DVC folder."""
+    for name in ("Makefile", "requirements.txt", "constraints.txt", "pyproject.toml", "src/compilebench/installer.py"):
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(repo_root / name, tmp_path / name)
+        os.utime(tmp_path / name, (0, 0))  # older than the environment's stamp: make builds nothing
+    (tmp_path / ".venv").symlink_to(repo_root / ".venv")
+    (tmp_path / ".dvc").mkdir()
+    (tmp_path / ".dvc" / "config").write_text("")
+    (tmp_path / ".dvc" / "tmp").mkdir()
+    with open(tmp_path / ".dvc" / "tmp" / "pipeline.lock", "w") as held:
+        fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)  # the first pipeline
+        done = subprocess.run(["make", *target.split()], cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and "another make run, compare or gpu is running in this project" in done.stderr
+    assert "Error 75" in done.stderr and "Running stage" not in done.stdout + done.stderr, done.stdout + done.stderr
+    assert not (tmp_path / "dvc.lock").exists() and not (tmp_path / "data").exists()
 
 
 def test_a_noise_record_that_cannot_be_read_stops_before_any_work_and_is_kept(tmp_path):

@@ -1,6 +1,8 @@
-"""The harness boundary: what a trial process, the launcher and the loop it runs import stays the standard library,
-torch, transformers, numpy and scipy, so an exported plan runs on a bare GPU image. A fresh interpreter imports every
-module of `harness/` and `analysis/`; a static check keeps each package's imports inside what may travel."""
+"""The boundaries: what travels (the runner: `harness/`, what a trial process and the launcher import; `analysis/`, the
+loop the runner adds blocks with; `runner.py`) imports the standard library, torch, transformers, numpy and scipy
+only, so an exported plan runs on a bare GPU image. A fresh interpreter imports every module of it; a static check
+keeps each package's imports inside what may travel, with no exemption. And the whole package: no two modules import
+each other in a loop, and no module is over 500 lines."""
 
 import ast
 import json
@@ -24,9 +26,10 @@ def _modules(package: str) -> list[str]:
     return [f"compilebench.{package}.{path.stem}" for path in sorted((PACKAGE / package).glob("*.py"))]
 
 
-@pytest.mark.parametrize("package", ["harness", "analysis"])
+@pytest.mark.parametrize("package", ["harness", "analysis", "runner"])
 def test_what_travels_imports_none_of_the_pipelines_tools(package):
-    probe = PROBE.format(modules=_modules(package), forbidden=set(FORBIDDEN))
+    modules = ["compilebench.runner"] if package == "runner" else _modules(package)
+    probe = PROBE.format(modules=modules, forbidden=set(FORBIDDEN))
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     assert json.loads(done.stdout.splitlines()[-1]) == [], f"compilebench.{package} pulled in the pipeline's tools"
@@ -42,16 +45,62 @@ def _compilebench_imports(path: Path) -> set[str]:
     return found
 
 
-ALLOWED = {"harness": {"harness"}, "analysis": {"harness", "analysis"}}
-LOOP = {"harness/launcher.py": {"analysis"}}  # the launcher runs the pipeline's own loop on another machine
+ALLOWED = {"harness": {"harness"}, "analysis": {"harness", "analysis"}, "runner.py": {"harness", "analysis"}}
 
 
-@pytest.mark.parametrize("package", ["harness", "analysis"])
-def test_each_package_imports_only_what_travels_with_it(package):
-    for path in sorted((PACKAGE / package).glob("*.py")):
-        allowed = ALLOWED[package] | LOOP.get(f"{package}/{path.name}", set())
-        outside = _compilebench_imports(path) - allowed
-        assert not outside, f"{package}/{path.name} imports compilebench's {sorted(outside)}, which stay home"
+def _travelling(part: str) -> list[Path]:
+    return [PACKAGE / part] if part.endswith(".py") else sorted((PACKAGE / part).glob("*.py"))
+
+
+@pytest.mark.parametrize("part", sorted(ALLOWED))
+def test_each_part_imports_only_what_travels_with_it(part):
+    for path in _travelling(part):
+        outside = _compilebench_imports(path) - ALLOWED[part]
+        assert not outside, f"{path.relative_to(PACKAGE)} imports compilebench's {sorted(outside)}, which stay home"
+
+
+def _module_graph() -> dict[str, set[str]]:
+    """Each module of the package (dotted, below compilebench) and the package's modules it imports, anywhere in it."""
+    names = {".".join(path.relative_to(PACKAGE).with_suffix("").parts): path for path in PACKAGE.rglob("*.py")}
+    graph = {}
+    for name, path in names.items():
+        found = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("compilebench"):
+                base = node.module.split(".", 1)[1] if "." in node.module else ""
+                for alias in node.names:
+                    target = f"{base}.{alias.name}".strip(".")
+                    found.add(target if target in names else base)
+            elif isinstance(node, ast.Import):
+                found |= {alias.name.split(".", 1)[1] for alias in node.names if alias.name.startswith("compilebench.")}
+        graph[name] = {target for target in found if target in names and target != name and not target.endswith(
+            "__init__")}  # fmt: skip
+    return graph
+
+
+def test_no_two_modules_import_each_other_in_a_loop():
+    graph, cycles = _module_graph(), []
+    state: dict[str, int] = {}
+
+    def visit(node: str, path: list[str]) -> None:
+        state[node] = 1
+        for target in sorted(graph[node]):
+            if state.get(target) == 1:
+                cycles.append([*path[path.index(target) :], target])
+            elif target not in state:
+                visit(target, [*path, target])
+        state[node] = 2
+
+    for node in sorted(graph):
+        if node not in state:
+            visit(node, [node])
+    assert not cycles, f"modules importing each other in a loop: {cycles}"
+
+
+def test_no_module_is_over_500_lines():
+    long = {str(path.relative_to(PACKAGE)): n for path in PACKAGE.rglob("*.py")
+            if (n := len(path.read_text().splitlines())) > 500}  # fmt: skip
+    assert not long, f"modules over 500 lines (split each into modules of one noun): {long}"
 
 
 # What a bare GPU image has: torch, transformers (which brings PyYAML and, for its image processors, Pillow), numpy,
@@ -59,9 +108,9 @@ def test_each_package_imports_only_what_travels_with_it(package):
 TRAVELS = {"torch", "transformers", "numpy", "scipy", "yaml", "PIL", "compilebench"}
 
 
-@pytest.mark.parametrize("package", ["harness", "analysis"])
-def test_every_import_of_what_travels_is_there_on_a_bare_gpu_image(package):
-    for path in sorted((PACKAGE / package).glob("*.py")):
+@pytest.mark.parametrize("part", sorted(ALLOWED))
+def test_every_import_of_what_travels_is_there_on_a_bare_gpu_image(part):
+    for path in _travelling(part):
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.Import):
                 names = [alias.name for alias in node.names]
@@ -71,4 +120,4 @@ def test_every_import_of_what_travels_is_there_on_a_bare_gpu_image(package):
                 continue
             for name in names:
                 top = name.split(".")[0]
-                assert top in sys.stdlib_module_names or top in TRAVELS, f"{package}/{path.name}:{node.lineno} {name}"
+                assert top in sys.stdlib_module_names or top in TRAVELS, f"{path.name}:{node.lineno} {name}"

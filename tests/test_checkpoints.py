@@ -59,6 +59,11 @@ def _pickle_weights(folder):
     (folder / "pytorch_model.bin").write_bytes(b"\x80\x04 not loaded")
 
 
+def _cut_weights(folder):
+    weights = folder / "model.safetensors"
+    os.truncate(weights, weights.stat().st_size // 2)  # a download cut short: the header's offsets run past the end
+
+
 BAD = [  # (how the Swin folder is spoiled, what the error says)
     (lambda folder: (folder / "config.json").unlink(), "has no config.json"),
     (lambda folder: (folder / "preprocessor_config.json").unlink(), "has no preprocessor_config.json"),
@@ -68,6 +73,17 @@ BAD = [  # (how the Swin folder is spoiled, what the error says)
     (_edit_config(architectures=["SwinForMaskedImageModeling"]), "has no supported task"),
     (_edit_config(architectures=[]), "names no `architectures`"),
     ("bert", "model_type 'bert' is not a vision model"),
+    (
+        lambda folder: (folder / "model.safetensors").write_bytes(b""),
+        "model.safetensors is not a readable "
+        "safetensors file (SafetensorError: Error while deserializing header: header too small)",
+    ),
+    (
+        lambda folder: (folder / "model.safetensors").write_bytes(b"not weights" * 99),
+        "model.safetensors is not a "
+        "readable safetensors file (SafetensorError: Error while deserializing header: header too large)",
+    ),
+    (_cut_weights, "incomplete metadata, file not fully covered"),
 ]
 
 
@@ -83,6 +99,16 @@ def test_a_checkpoint_that_cannot_run_is_refused_naming_the_model(tmp_path, own,
         load_models.materialise_uncarded(str(folder), tmp_path / "checkpoints", "auto", online=False)
     assert str(error.value).startswith(f"{folder}: ") and needle in str(error.value)
     assert not (tmp_path / "checkpoints").exists() or not any((tmp_path / "checkpoints").iterdir())
+
+
+def test_a_model_folder_that_is_a_loop_of_links_is_refused_naming_it(tmp_path):
+    folder, other = tmp_path / "my-model", tmp_path / "other"
+    folder.symlink_to(other)
+    other.symlink_to(folder)
+    with pytest.raises(checkpoints.CheckpointError) as error:
+        load_models.materialise_uncarded(str(folder), tmp_path / "checkpoints", "auto", online=False)
+    assert str(error.value).startswith(f"{folder}: the folder cannot be resolved (Symlink loop")
+    assert not (tmp_path / "checkpoints").exists()
 
 
 def test_random_init_and_tiny_scale_need_a_card(tmp_path, own, repo_root):

@@ -7,7 +7,7 @@ import pytest
 from made_runs import runs_of
 
 from compilebench import tracking
-from compilebench.analysis import compare, noise_record, stats
+from compilebench.analysis import compare, noise_record, stats, suite
 from compilebench.analysis.per_process import ProcessRecord
 
 
@@ -81,7 +81,7 @@ def test_a_series_compares_each_stack_with_the_previous_and_names_the_first_step
     compared = compare.comparison_rows(runs_of([a, b, c]), noise=None, labels=["2.12", "2.13", "2.14"])
     pairs = {(row.baseline, row.candidate, row.reference) for row in compared}
     assert pairs == {("2.12", "2.13", "first"), ("2.12", "2.14", "first"), ("2.13", "2.14", "previous")}
-    [step] = [s for s in compare.series_steps(compared, ["2.12", "2.13", "2.14"]) if s["variant"] == "default"]
+    [step] = [s for s in suite.series_steps(compared, ["2.12", "2.13", "2.14"]) if s["variant"] == "default"]
     assert step["step"] == "2.13 -> 2.14" and step["verdict"] == "slower" and step["ratio"] > 1.15
 
 
@@ -231,7 +231,7 @@ def test_the_suite_summary_counts_verdicts_and_pools_the_cells_geomean_with_its_
 
     rows = [row("R", 1.1, 0.04, "slower"), row("V", 0.9, 0.02, "equivalent"), row("S", math.nan, math.inf,
                                                                                   "inconclusive")]  # fmt: skip
-    [entry] = compare.suite_summary(rows)
+    [entry] = suite.summary(rows)
     assert (entry["changed"], entry["equivalent"], entry["inconclusive"], entry["cells"]) == (1, 1, 1, 3)
     assert entry["left_out"] == ["S bs1 default"] and entry["chance_flags"] == pytest.approx(0.1)
     assert entry["geomean"] == pytest.approx(math.sqrt(1.1 * 0.9))
@@ -241,16 +241,16 @@ def test_the_suite_summary_counts_verdicts_and_pools_the_cells_geomean_with_its_
     assert math.log(entry["ci_high"] / entry["geomean"]) == pytest.approx(expected)
     assert entry["verdict"] == stats.EQUIVALENT  # 0.995, its 90% CI about ±2%: inside the ±5% margin
     wide = [row("R", 1.01, 0.3, "inconclusive"), row("V", 1.0, 0.3, "inconclusive")]
-    assert compare.suite_summary(wide)[0]["verdict"] == stats.INCONCLUSIVE
+    assert suite.summary(wide)[0]["verdict"] == stats.INCONCLUSIVE
     tight = [row("R", 1.02, 0.06, "inconclusive"), row("V", 1.0, 0.06, "inconclusive")]  # R alone is not inside ±5%
-    assert compare.suite_summary(tight)[0]["verdict"] == stats.EQUIVALENT  # the suite decides what no cell did
+    assert suite.summary(tight)[0]["verdict"] == stats.EQUIVALENT  # the suite decides what no cell did
     eager = [row("R", 1.1, 0.04, "slower", "eager_latency", "eager"), row("R", 1.1, 0.04, "slower", "eager_latency")]
-    assert [e["cells"] for e in compare.suite_summary(eager) if e["metric"] == "eager_latency"] == [1]  # eager's own
+    assert [e["cells"] for e in suite.summary(eager) if e["metric"] == "eager_latency"] == [1]  # eager's own
     startup = [row(label, 0.9, 0.04, "faster", "inductor_startup", variant) for label in ("R", "V")
                for variant in ("default", "freezing")]  # fmt: skip
-    [entry] = compare.suite_summary(startup)  # both arms of a timing process have its start-up: a model counts once
+    [entry] = suite.summary(startup)  # both arms of a timing process have its start-up: a model counts once
     assert (entry["cells"], entry["changed"]) == (2, 2)
-    assert compare.suite_summary([]) == []
+    assert suite.summary([]) == []
 
 
 def test_a_suite_whose_cells_have_one_process_a_side_gets_its_interval_from_their_spread():
@@ -265,7 +265,7 @@ def test_a_suite_whose_cells_have_one_process_a_side_gets_its_interval_from_thei
 
     ratios = [1.03, 0.98, 1.01, 1.00, 0.99, 1.02]
     rows = [single(f"M{i}", ratio) for i, ratio in enumerate(ratios)]
-    [entry] = compare.suite_summary(rows)
+    [entry] = suite.summary(rows)
     logs = [math.log(ratio) for ratio in ratios]
     center, sd = statistics.fmean(logs), statistics.stdev(logs)
     halfwidth = stats.t_quantile(0.975, 5) * sd / math.sqrt(6)
@@ -274,14 +274,14 @@ def test_a_suite_whose_cells_have_one_process_a_side_gets_its_interval_from_thei
     assert entry["ci_high"] == pytest.approx(math.exp(center + halfwidth))
     assert entry["verdict"] == stats.EQUIVALENT and entry["inconclusive"] == 6  # the suite answers, no cell does
     apart = [single(f"M{i}", ratio) for i, ratio in enumerate([1.3, 0.8, 1.1])]  # cells that disagree: wide
-    assert compare.suite_summary(apart)[0]["verdict"] == stats.INCONCLUSIVE
+    assert suite.summary(apart)[0]["verdict"] == stats.INCONCLUSIVE
     slower = [single(f"M{i}", ratio) for i, ratio in enumerate([1.12, 1.10, 1.14, 1.11])]
-    assert compare.suite_summary(slower)[0]["verdict"] == "slower"
-    assert math.isnan(compare.suite_summary(rows[:2])[0]["ci_low"])  # two cells: too few to see a spread
+    assert suite.summary(slower)[0]["verdict"] == "slower"
+    assert math.isnan(suite.summary(rows[:2])[0]["ci_low"])  # two cells: too few to see a spread
     paired = stats.Ratio(1.0, 0.98, 1.02, 0.985, 1.015, 0.9, 3, 4.0, stats.PAIRED)
     mixed = [*rows, _comparison("P", "default", {"compile_cold": compare.Judged(paired, "", "", "equivalent")})]
     logs.append(0.0)
     halfwidth = stats.t_quantile(0.975, 6) * statistics.stdev(logs) / math.sqrt(7)
-    assert compare.suite_summary(mixed)[0]["ci_high"] == pytest.approx(math.exp(statistics.fmean(logs) + halfwidth))
+    assert suite.summary(mixed)[0]["ci_high"] == pytest.approx(math.exp(statistics.fmean(logs) + halfwidth))
     memory = [single(f"M{i}", ratio, "peak_memory") for i, ratio in enumerate(ratios)]
-    assert math.isnan(compare.suite_summary(memory)[0]["ci_low"])
+    assert math.isnan(suite.summary(memory)[0]["ci_low"])

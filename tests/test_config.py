@@ -16,19 +16,26 @@ BAD_PARAMS = [
     ({"benchmark.min_iters": "ten"}, "benchmark.min_iters"),
     ({"benchmark.iterz": 3}, "iterz"),
     ({"suite": "paper-bs1-w2"}, "--window-min"),  # a hand-made window suite, removed: the way that replaced it
+    ({"suite": "paper-bs1"}, "`suite: paper` with `suites.paper.batch_sizes: [1]`"),  # folded into `paper`
+    ({"benchmark.device": "cuda"}, "`benchmark.device` is now `device`"),  # moved: named with its new place
+    ({"benchmark.budget_min": 20}, "`benchmark.budget_min` is now `budget_min`"),
+    ({"benchmark.malloc": "tcmalloc"}, "`benchmark.malloc` is now `settings.malloc`"),
     ({"benchmrk": {"min_iters": 3}}, "benchmrk"),  # a typo of a whole section
     ({"benchmark.min_iters": -5}, "benchmark.min_iters"),
     ({"benchmark.replicates": 0}, "benchmark.replicates"),
     ({"benchmark.cold_replicates": 4}, "benchmark.cold_replicates"),
-    ({"benchmark.device": "tpu"}, "benchmark.device"),
+    ({"device": "tpu"}, "`device` must be cpu, cuda or cuda:N"),
+    ({"budget_min": -1}, "`budget_min` must be >= 0"),
     ({"benchmark.dtype": "float64"}, "benchmark.dtype"),
     ({"benchmark.max_time_s": 0.5}, "benchmark.max_time_s"),
     ({"benchmark.compile_cache": "lukewarm"}, "benchmark.compile_cache"),
-    ({"benchmark.malloc": "mimalloc"}, "benchmark.malloc"),
-    ({"benchmark.float32_matmul_precision": "low"}, "float32_matmul_precision"),
+    ({"settings.malloc": "mimalloc"}, "`settings.malloc` must be one of"),
+    ({"settings.float32_matmul_precision": "low"}, "`settings.float32_matmul_precision` must be one of"),
+    ({"settings.num_threads": -2}, "`settings.num_threads` must be >= 0"),
+    ({"suites.paper.models": ["doc", "microsoft/resnet-50"]}, "lists a model twice"),  # doc holds it already
     ({"runner.trial_timeout_s": 0}, "runner.trial_timeout_s"),
     ({"suite": "nope"}, "suite"),
-    ({"suites.cpu.models": ["acme/not a model"]}, "neither a Hub id (owner/name) nor a local folder"),
+    ({"suites.cpu.models": ["acme/not a model"]}, "neither a Hub id (owner/name), nor a local folder"),
     ({"suites.smoke.models": ["./my-swin"]}, "has no card, and `scale: tiny`"),
     ({"suites.cpu.models": []}, "suites.cpu.models"),
     ({"suites.cpu.batch_sizes": [0]}, "suites.cpu.batch_sizes"),
@@ -87,7 +94,9 @@ def test_shipped_params_load(repo_root):
     assert config.suite == "cpu" and config.compare == ["current"]
     assert config.selected.variants[0] == "eager"
     assert config.variants["freezing"].inductor == {"freezing": True}
-    assert len(config.suites["paper"].models) == 12 and len(config.suites["paper-bs1"].models) == 12
+    assert len(config.suites["paper"].models) == 12 == len(set(config.suites["paper"].models))  # `doc`: the 12
+    assert {"cpu-full", "cpu-variants", "startup", "dynamic-batch"} <= set(config.suites)  # built in
+    assert config.variants["aoti"].deploy == "aoti" and config.variants["serve-dynamic"].dynamic == "batch"
     assert config.suites["paper"].batch_sizes == [1, 4, 16]
     assert set(config.suites["paper"].variants) == {"eager", "default", "reduce-overhead", "max-autotune"}
     gpu = config.suites["gpu"]  # the shorter GPU suite: three tasks, batch 1 and 16, the doc's two modes
@@ -96,21 +105,41 @@ def test_shipped_params_load(repo_root):
     assert config.benchmark.replicates >= 3
 
 
-def test_an_environment_of_settings_is_benchmark_with_them_in_place(tmp_path, repo_root):
+def test_an_environment_of_settings_runs_with_them_over_the_top_level_ones(tmp_path, repo_root):
     """Two settings on one stack: the environment pins nothing, runs on `current`'s interpreter, and its processes
-    take its settings where `benchmark` has its own; every other key stays `benchmark`'s."""
-    change = {"compare": ["current", "tf32"], "environments.tf32.settings": {"float32_matmul_precision": "high",
-                                                                          "num_threads": 1}}  # fmt: skip
+    take its settings over top-level `settings`; every other key of their timing is `benchmark`'s."""
+    change = {"compare": ["current", "tf32"], "settings.huge_pages": True,
+              "environments.tf32.settings": {"float32_matmul_precision": "high", "num_threads": 1}}  # fmt: skip
     config = load_config(_write(tmp_path, repo_root, change))
-    own = config.benchmark_of("tf32")
-    assert (own.float32_matmul_precision, own.num_threads) == ("high", 1)
-    assert (config.benchmark.float32_matmul_precision, config.benchmark.num_threads) == ("highest", 0)
-    assert replace(own, float32_matmul_precision="highest", num_threads=0) == config.benchmark
+    own, base = config.timing("tf32"), config.timing()
+    assert (own.float32_matmul_precision, own.num_threads, own.huge_pages) == ("high", 1, True)
+    assert (base.float32_matmul_precision, base.num_threads, base.huge_pages) == ("highest", 0, True)
+    assert replace(own, float32_matmul_precision="highest", num_threads=0) == base
+    assert (base.min_time_s, base.device, base.together) == (config.benchmark.min_time_s, "cpu", True)
     selected = plan.selection(config, [], {"current": {"torch": "2.13.0"}, "tf32": {"torch": "2.13.0"}}, None)
     assert selected["environments"][1] == {"label": "tf32", "name": "tf32", "pins": {"torch": "2.13.0"},
                                            "settings": {"float32_matmul_precision": "high", "num_threads": 1},
                                            "stack": "current"}  # fmt: skip
     assert selected["environments"][0]["settings"] == {} and selected["environments"][0]["stack"] == "current"
+
+
+def test_dvc_set_changes_only_the_keys_lines_of_params_yaml(tmp_path, repo_root):
+    """What `dvc exp run -S` runs on params.yaml (DVC's own apply_overrides) changes the lines of the keys it sets
+    and no other: the file is kept in the form DVC's YAML writer gives it."""
+    from dvc.utils.hydra import apply_overrides
+
+    path = tmp_path / "params.yaml"
+    before = (repo_root / "params.yaml").read_text()
+    path.write_text(before)
+    apply_overrides(path, ["compare=[current,torch-2.14.1]", "suite=gpu", "budget_min=20", "margin=0.1",
+                           "++benchmark.min_time_s=4"])  # fmt: skip
+    old, new = before.splitlines(), path.read_text().splitlines()
+    changed = [line for line in new if line not in old]
+    gone = [line for line in old if line not in new]
+    assert [line.split("#")[0].strip() for line in changed] == ["suite: gpu", "- torch-2.14.1", "budget_min: 20",
+                                                                "min_time_s: 4"]  # fmt: skip
+    assert [line.split(":")[0] for line in gone] == ["suite", "budget_min"]
+    assert len(new) == len(old) + 2 and load_config(path).budget_min == 20
 
 
 @pytest.mark.parametrize(("change", "needle"), BAD_PARAMS, ids=[next(iter(c)) + "-" + n for c, n in BAD_PARAMS])
@@ -169,23 +198,3 @@ def test_config_loads_without_importing_torch(repo_root):
     )
     done = subprocess.run([sys.executable, "-c", code], cwd=repo_root, capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "False"
-
-
-def test_dvc_exp_run_set_rewrites_only_the_key_it_sets(tmp_path, repo_root):
-    """`dvc exp run -S 'compare=[current,torch-2.14.1]'` (`make compare`) rewrites params.yaml through DVC's YAML
-    round trip: params.yaml is kept in the form that round trip writes, so the rewrite changes the set key's lines
-    and nothing else (no comment moved, no null, quote or list restyled)."""
-    import difflib
-
-    from dvc.utils.serialize import modify_yaml
-
-    params = tmp_path / "params.yaml"
-    shipped = (repo_root / "params.yaml").read_text()
-    params.write_text(shipped)
-    with modify_yaml(params) as data:
-        data["compare"] = ["current", "torch-2.14.1"]
-    changed = [line for line in difflib.unified_diff(shipped.splitlines(), params.read_text().splitlines(), n=0)
-               if line[:1] in "+-" and line[:3] not in ("+++", "---")]  # fmt: skip
-    assert len(changed) == 4, changed  # the compare line out and in, its two items in
-    assert all(line[1:].startswith(("compare:", "- current", "- torch-2.14.1")) for line in changed), changed
-    assert yaml.safe_load(params.read_text())["compare"] == ["current", "torch-2.14.1"]

@@ -1,13 +1,14 @@
-"""The `cpu-variants` suite's variants, as params.yaml defines them, at tiny scale: one timing process holds them all
-as arms (eager, default, freezing, max-autotune with freezing, bfloat16, channels_last, the C++ wrapper), and each
-compiles a graph of its own, passes the check against eager and is timed."""
+"""The `cpu-variants` suite's variants, as the config defines them (built in), at tiny scale: one timing process
+holds them all as arms (eager, default, freezing, max-autotune with freezing, bfloat16, channels_last, the C++
+wrapper), and each compiles a graph of its own, passes the check against eager and is timed."""
 
 import sys
+from dataclasses import asdict
 
 import pytest
-import yaml
 
 from compilebench.analysis import plan
+from compilebench.config import load_config
 from compilebench.harness import launcher
 from compilebench.harness.records import TimingSpec, VariantSpec
 
@@ -16,9 +17,9 @@ pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("cpu-variants")]
 
 @pytest.fixture(scope="module")
 def one_process(tiny_resnet, repo_root, tmp_path_factory):
-    params = yaml.safe_load((repo_root / "params.yaml").read_text())
-    names = params["suites"]["cpu-variants"]["variants"]
-    variants = [VariantSpec(name=name, **params["variants"][name]) for name in names]
+    config = load_config(repo_root / "params.yaml")
+    names = list(config.suites["cpu-variants"].variants)
+    variants = [VariantSpec(name=name, **asdict(config.variants[name])) for name in names]
     model, image = tiny_resnet
     timing = TimingSpec(min_iters=3, min_time_s=0.2, max_time_s=10.0, warmup_iters=1, warmup_s=0.0)
     specs = plan.trials([model], [2], variants, ["current"], 1, 0, True, image, timing, 0)

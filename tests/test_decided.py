@@ -9,8 +9,8 @@ import pytest
 
 from compilebench.report import read_comparisons
 
-RECORD = "benchmarks/results/2026-11-28-epyc-aa"
-COLD_TIMED = "benchmarks/results/2026-11-29-xeon-torch-2.14.1-cold-blocks"  # its cold processes timed
+RECORD = "tests/fixtures/aa-2026-11-28"  # an A/A made before rounds knew their turns
+COLD_TIMED = "tests/fixtures/cold-timed-2026-11-29"  # a comparison whose cold processes timed, at ±5%
 
 
 @pytest.fixture
@@ -22,7 +22,7 @@ def decided(repo_root):
 
 
 def test_each_cell_counts_once_and_one_process_a_side_is_told_apart(decided, repo_root):
-    """On a committed A/A (3 models, `default` and `freezing`): eager latency in the 3 eager cells, inductor start-up
+    """On a frozen A/A (3 models, `default` and `freezing`): eager latency in the 3 eager cells, inductor start-up
     once per model (both arms of a timing process have its value), cold compile in all 6 compiled cells, each with
     one cold process a side; the counts add up, and they are the table's verdict words."""
     frame = pd.read_csv(repo_root / RECORD / "results" / "comparison.csv")

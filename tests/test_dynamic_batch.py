@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from compilebench.analysis import per_process, runs
+from compilebench.analysis import per_process, run_record, runs
 from compilebench.harness import launcher, trial_process
 from compilebench.harness.invocation import Context, Validity
 from compilebench.harness.records import DYNAMIC_BATCH, DYNAMIC_BATCH_UNBACKED, TimingSpec, TrialSpec, VariantSpec
@@ -97,12 +97,12 @@ def test_an_unbacked_batch_fails_to_compile_on_torch_2_13_and_the_process_record
 
 def test_the_run_record_carries_sizes_graphs_and_recompiles(served):
     by_name, _, _ = served
-    environment = {"current": runs.EnvironmentInfo("current", "current", "k", {"torch": "x"}, ())}
+    environment = {"current": run_record.EnvironmentInfo("current", "current", "k", {"torch": "x"}, ())}
     context = Context("inv", "s", "tiny", "vm", "abc", "file", "00", Validity(min_iters=3, min_time_s=0.1, max_cv=1e6))
 
     def record(name):
         spec, result = by_name[name]
-        models_info = {spec.model.model_id: runs.ModelInfo("random-init", "card", 1)}
+        models_info = {spec.model.model_id: run_record.ModelInfo("random-init", "card", 1)}
         records = runs.run_records([spec], {spec.trial_id: result}, environment, models_info, context)
         return next(r for r in records if r.variant == name), result
 

@@ -51,7 +51,7 @@ def test_a_process_records_whose_malloc_it_runs_on():
         try:
             library = trial_process.malloc_to_preload(name)
         except trial_process.MallocMissing as missing:  # this machine lacks it: the error says what to install
-            assert "apt install" in str(missing) and f"benchmark.malloc {name}" in str(missing)
+            assert "apt install" in str(missing) and f"settings.malloc {name}" in str(missing)
             continue
         env = {**os.environ, "LD_PRELOAD": library}
         preloaded = subprocess.run([sys.executable, "-c", MALLOC], capture_output=True, text=True, timeout=120, env=env)

@@ -166,13 +166,13 @@ def _params(change):
     [
         ("a comment in params", "params.yaml", lambda t: t + "\n# just a note\n", set()),
         ("an unselected suite", "params.yaml", _params(lambda p: p["suites"]["paper"].update(batch_sizes=[1, 4])),
-         {"fetch_image"}),  # the first stage validates every params edit, cheaply; nothing downstream
+         {"fetch_image", "load_models"}),  # load_models reads every suite (a built-in one is in no params key)
         ("the machine's name", "params.yaml", _params(lambda p: p["runner"].update(machine="lab-7")), {"fetch_image"}),
         ("the trial timeout", "params.yaml", _params(lambda p: p["runner"].update(trial_timeout_s=60)),
          {"fetch_image"}),
         ("the store's location", "params.yaml", _params(lambda p: p["paths"].update(tracking_uri="sqlite:///x.db")),
          {"fetch_image"}),
-        ("an unselected variant", "params.yaml", _params(lambda p: p["variants"]["cpp-wrapper"].update(dynamic=True)),
+        ("an unselected variant", "params.yaml", _params(lambda p: p["variants"]["max-autotune"].update(dynamic=True)),
          {"fetch_image", "load_models"}),  # load_models rewrites the same selection: benchmark stays
         ("an unselected environment", "params.yaml",
          _params(lambda p: p["environments"].update({"other": {"pins": {"torch": "2.14.1"}}})),
@@ -180,7 +180,7 @@ def _params(change):
         ("what is measured", "params.yaml", _params(lambda p: p["benchmark"].update(min_iters=4)),
          {"fetch_image", "benchmark"}),
         ("the plot code", "src/compilebench/plot.py", lambda t: t + "\n# a comment\n", {"plot"}),
-        ("the report code", "src/compilebench/report.py", lambda t: t + "\n# a comment\n", {"plot"}),
+        ("the report code", "src/compilebench/report/tables.py", lambda t: t + "\n# a comment\n", {"plot"}),
         ("the trial code", "src/compilebench/harness/trial.py", lambda t: t + "\n# a comment\n", {"benchmark"}),
         ("the statistics", "src/compilebench/analysis/stats.py", lambda t: t + "\n# a comment\n",
          {"benchmark", "aggregate", "plot"}),
@@ -237,6 +237,8 @@ def _imports(source: Path, package: Path) -> set[str]:
             for parts in [base, *([*base, alias.name] for alias in node.names)]:
                 if parts and package.joinpath(*parts).with_suffix(".py").exists():
                     found.add("/".join(parts) + ".py")
+                elif parts and package.joinpath(*parts, "__init__.py").exists():  # a package: its __init__ hands on
+                    found.add("/".join(parts) + "/__init__.py")
     return found
 
 

@@ -265,9 +265,9 @@ def test_a_unit_over_the_window_gets_one_alone_and_the_prime_is_counted_at_the_l
     trials, table = _sized([6, 2, 2])
     split = plan.windows(trials, table, 10)  # 12 minutes for W0's two processes: alone, after the others
     assert [sorted({s.model.model_id for s in w}) for w in split] == [["org/w1", "org/w2"], ["org/w0"]]
-    found = plan.Estimate(600.0, 4, (), prime_s=300.0, primes=3)
+    found = plan.PlanCost(600.0, 4, (), prime_s=300.0, primes=3)
     assert plan.window_seconds(found, 1) == 900 and plan.window_seconds(found, 8) == 700  # 3 at once: 300 / 3
-    with pytest.raises(ValueError, match="longer than 0 minutes"):
+    with pytest.raises(ValueError, match="a window must be a positive number of minutes, got 0"):
         plan.windows(trials, table, 0)
 
 
@@ -281,29 +281,16 @@ def ran(record):
 
 
 def test_the_cost_table_accounts_for_the_whole_wall_of_the_gpu_windows_processes(repo_root):
-    """compilebench.costs over the first window's record estimates its processes' summed wall time within 5%
-    (without inductor's start-up and the rest of a process, the table of the earlier records fell 27% short)."""
-    record = repo_root / "benchmarks/results/2026-11-27-h100-paper-bs1-w1"
+    """compilebench.costs over an H100 window's ResNet-50 processes (tests/fixtures/h100-window: four timing
+    processes, eager, `default` and `reduce-overhead`) estimates their summed wall time within 5%: start-up, load,
+    inductor's start-up, each arm's compile, warm-up, timing and the rest of a process are all in the table."""
+    record = repo_root / "tests/fixtures/h100-window"
     done, _, measured = ran(record)
     table = costs.costs([record])
     found = plan.estimate([spec for group in done for spec in group], table)
-    assert len(done) == 16 and found.seconds == pytest.approx(measured, rel=0.05)
+    assert len(done) == 4 and found.seconds == pytest.approx(measured, rel=0.05)
     primed = {f"{spec.model.model_id} {spec.variant.name}" for group in done for spec in group if spec.variant.compile}
     assert set(found.borrowed) == primed  # only the prime's cold compiles (a shared cache: none in trials.jsonl)
     assert all(entry["inductor_startup_s"] > 0 and entry["other_s"] > 0 for entry in table["models"].values())
     assert all(set(entry["eager_ms"]) == {"1"} for entry in table["models"].values())  # batch 1 only, said so
     assert all(set(v["call_ms"]) == {"1"} for entry in table["models"].values() for v in entry["variants"].values())
-
-
-def test_the_first_windows_cost_table_estimates_the_second_window_it_had_not_seen(repo_root):
-    """The table made from the earlier records and the first window estimated the second window's 16 processes (other
-    models) within 10% of their summed wall time before it ran (540 s for 571 s)."""
-    results = repo_root / "benchmarks/results"
-    earlier = [
-        results / name
-        for name in ("2026-11-27-h100-paper-bs1-w1", "2026-11-23-h100-paper-bs1-run2", "2026-11-22-h100-paper-bs1")
-    ]
-    done, planned, measured = ran(results / "2026-11-27-h100-paper-bs1-w2")
-    assert len(done) == planned == 16  # every process came back
-    found = plan.estimate([spec for group in done for spec in group], costs.costs(earlier))
-    assert found.seconds == pytest.approx(measured, rel=0.10)

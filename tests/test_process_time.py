@@ -4,7 +4,8 @@ import sys
 
 import pytest
 
-from compilebench.harness.records import TrialResult, read_result_lines
+from compilebench.harness.reading import read_result_lines
+from compilebench.harness.records import TrialResult
 
 
 @pytest.fixture
@@ -54,13 +55,14 @@ def test_a_runs_processes_are_read_once_with_their_own_time_and_kind(process_tim
 
 
 def test_a_record_without_timelines_shows_its_measured_parts_and_what_they_leave(repo_root, process_time):
-    """The second H100 window (result format 2): 16 processes, each one's phases summing to its wall time."""
-    path = repo_root / "benchmarks/results/2026-11-27-h100-paper-bs1-w2/results/trials.jsonl"
+    """An H100 window's ResNet-50 processes (result format 2, before timelines): 4 processes, each one's phases
+    summing to its wall time."""
+    path = repo_root / "tests/fixtures/h100-window/results/trials.jsonl"
     results = read_result_lines(path)
     found = process_time.processes(results)
     walls = {result.started_at: result.wall_s for result in results}
     every = [phases for group in found.values() for phases in group]
-    assert len(found) == 4 and len(every) == 16
+    assert len(found) == 1 and len(every) == 4
     assert sorted(sum(s for name, s in phases.items() if name != "own") for phases in every) == pytest.approx(
         sorted(walls.values())
     )

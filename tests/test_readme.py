@@ -1,8 +1,9 @@
 """The README's commands, as a user types them after the two set-up commands: each resolves to something this project
 has. A `make` verb is a target of the Makefile; `python -m` a module that imports; `python FILE` a file; `python -c`
 code that compiles; `dvc exp run -S` and `--set` overrides valid against params.yaml's schema (a typo in a key or a
-suite fails here, not in a user's terminal); `dvc`, `mlflow` and `ray` programs of the environment. A program the
-README shows that this test does not know fails it: teach the test, or drop the command."""
+suite fails here, not in a user's terminal); `dvc`, `mlflow` and `ray` programs of the environment; `less` a file the
+pipeline writes. A program the README shows that this test does not know fails it: teach the test, or drop the
+command."""
 
 import importlib.util
 import re
@@ -64,6 +65,11 @@ def check(words: list[str], root: Path, targets: set[str]) -> None:
                 pytest.fail(f"`dvc {' '.join(rest)}`: {error}")
     elif program == "pip":
         assert rest[:2] == ["install", "-e"] and "ray" in (root / "pyproject.toml").read_text()
+    elif program == "less":
+        paths = load_config(root / "params.yaml").paths
+        assert rest and rest[0] in {str(value) for value in vars(paths).values()}, (
+            f"`less {' '.join(rest)}`: not a file the pipeline writes (params.yaml's paths)"
+        )
     elif program in ("ray", "mlflow"):
         assert (BIN / program).exists(), f"`{program}` is not in the environment"
     elif program != "cd":
@@ -85,6 +91,11 @@ def test_every_command_the_readme_shows_resolves(repo_root):
 
 def test_a_readme_command_that_drifted_fails_here(repo_root):
     targets = set(re.findall(r"^([a-z][a-z-]*):", (repo_root / "Makefile").read_text(), re.M))
-    for drifted in ("make compar B=x", "dvc exp run -S suite=no-such-suite", "python -m compilebench.nothing"):
+    for drifted in (
+        "make compar B=x",
+        "dvc exp run -S suite=no-such-suite",
+        "python -m compilebench.nothing",
+        "less data/report/summary.md",
+    ):
         with pytest.raises((AssertionError, pytest.fail.Exception, ConfigError)):
             check(shlex.split(drifted), repo_root, targets)

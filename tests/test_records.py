@@ -6,6 +6,7 @@ import re
 import pytest
 
 from compilebench.harness.files import append_lines
+from compilebench.harness.reading import read_result_lines
 from compilebench.harness.records import (
     CompileHealth,
     ModelSpec,
@@ -15,7 +16,6 @@ from compilebench.harness.records import (
     TrialResult,
     TrialSpec,
     VariantSpec,
-    read_result_lines,
 )
 
 SPEC = TrialSpec(
@@ -54,12 +54,12 @@ def test_a_plans_loop_is_typed_and_a_plan_of_before_reads_back_with_its_settings
 
     section = Benchmark(replicates=4, max_replicates=6, min_iters=7)
     context = Context("inv", "cpu", "full", "vm", "abc", "download", "00", section.validity())
-    plan = Plan("inv", (SPEC,), adaptive=Loop(section.loop(0.1), context, ("current", "B")))
+    plan = Plan("inv", (SPEC,), adaptive=Loop(section.loop(0.1, 10.0), context, ("current", "B")))
     again = Plan.from_dict(json.loads(json.dumps(plan.to_dict())))
     assert again == plan
     assert again.adaptive.settings.max_replicates == 6 and again.adaptive.settings.margin == 0.1
     assert again.adaptive.context.validity.min_iters == 7
-    older = json.loads((repo_root / "benchmarks/results/2026-11-27-h100-paper-bs1-w1/plan.json").read_text())
+    older = json.loads((repo_root / "tests/fixtures/h100-window/plan.json").read_text())
     loop = Plan.from_dict(older).adaptive
     assert loop.settings.replicates == older["adaptive"]["settings"]["replicates"] == 5
     assert loop.context.invocation_id == older["invocation_id"] and loop.context.validity.min_iters == 100

@@ -15,8 +15,9 @@ import pytest
 from conftest import OTHER, make_project, project_env, run_ok, set_params
 
 from compilebench import exported as exported_module
+from compilebench import runner
 from compilebench.exported import NOT_RUN_YET
-from compilebench.harness.records import plan_digest
+from compilebench.harness.reading import plan_digest
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("remote")]
 
@@ -32,18 +33,15 @@ def exported(tmp_path_factory):
     run_ok([sys.executable, "-m", "compilebench.fetch_image"], root, env)
     folder = root / "gpu-run"
     export = run_ok([sys.executable, "-m", "compilebench.benchmark", "--export", str(folder)], root, env)
-    bare = {**env, "PYTHONPATH": str(folder)}  # the exported harness copy, not the project's source
-    bare.pop("VIRTUAL_ENV", None)
-    windows = [run_ok([sys.executable, "-m", "compilebench.harness.launcher", "plan.json", "results"], folder, bare)
-               for _ in range(2)]  # fmt: skip
+    bare = {key: value for key, value in env.items() if key not in ("VIRTUAL_ENV", "PYTHONPATH")}  # a GPU box's
+    windows = [run_ok([sys.executable, "runner.pyz", "plan.json", "results"], folder, bare) for _ in range(2)]
     return root, folder, env, export, windows
 
 
 def test_the_launcher_adds_blocks_with_the_pipelines_loop_and_a_later_window_resumes(exported):
     root, folder, _, export, windows = exported
     assert "no estimate of the plan's time" in export.stderr  # a CPU plan: the GPU cost table does not apply
-    copied = folder / "compilebench"
-    assert sorted(path.name for path in copied.iterdir()) == ["__init__.py", "analysis", "harness"]  # what travels
+    assert not (folder / "compilebench").exists() and (folder / "runner.pyz").is_file()  # what travels: one file
     plan = json.loads((folder / "plan.json").read_text())
     assert plan["adaptive"]["settings"]["max_replicates"] == 3 and plan["adaptive"]["labels"] == ["current"]
     added = [json.loads(line) for line in (folder / "results" / "added.jsonl").read_text().splitlines()]
@@ -70,6 +68,25 @@ def test_ingest_logs_every_trial_once_the_added_blocks_included(exported):
     mlflow.set_tracking_uri(f"sqlite:///{root}/mlruns/mlflow.db")
     logged = mlflow.search_runs(experiment_names=["compilebench"], filter_string="tags.mlflow.parentRunId != ''")
     assert len(logged) == 2 and logged["tags.compilebench.run_uid"].is_unique  # eager and default, once each
+    # the one runner that travelled: its digest in the plan, in every line it wrote, in every run and MLflow run
+    digest = runner.digest_of((folder / runner.RUNNER).read_bytes())
+    assert json.loads((folder / "plan.json").read_text())["runner_sha256"] == digest
+    lines = [json.loads(line) for line in (folder / "results" / "trials.jsonl").read_text().splitlines()]
+    assert {line["runner_sha256"] for line in lines} == {digest}
+    assert {row["runner_sha256"] for row in rows} == {digest} and set(logged["params.runner_sha256"]) == {digest}
+
+
+def test_ingest_refuses_lines_another_runner_wrote(exported, tmp_path):
+    root, folder, env, _, _ = exported
+    copy = tmp_path / "copy"
+    shutil.copytree(folder, copy)
+    lines = (copy / "results" / "trials.jsonl").read_text().splitlines()
+    lines[0] = json.dumps({**json.loads(lines[0]), "runner_sha256": "f" * 64})
+    (copy / "results" / "trials.jsonl").write_text("\n".join(lines) + "\n")
+    done = subprocess.run([sys.executable, "-m", "compilebench.benchmark", "--ingest", str(copy)], cwd=root, env=env,
+                          capture_output=True, text=True, timeout=600)  # fmt: skip
+    assert done.returncode == 2 and "was measured by runner ffffffffffff" in done.stderr, done.stderr[-2000:]
+    assert "key 'runner_sha256'" in done.stderr and "nothing ingested" in done.stderr
 
 
 def test_a_plan_whose_launcher_has_not_finished_is_written_but_not_logged_until_it_has(exported, tmp_path):
@@ -130,6 +147,24 @@ def test_ingest_refuses_lines_of_another_plan_a_plan_edited_since_and_a_result_w
         ),
         ({"plan.json": json.dumps(edited)}, "plan.json was edited after export"),
         ({"results/trials.jsonl": "\n".join(emptied) + "\n"}, "but its key 'eager_ms' is empty or missing"),
+        (
+            {
+                "results/trials.jsonl": "\n".join([*lines, json.dumps({**json.loads(lines[0]), "trial_id": "../../x"})])
+                + "\n"
+            },
+            "key 'trial_id' '../../x' names no trial of the plan",
+        ),
+        (
+            {
+                "results/checkpoints.json": json.dumps(
+                    [
+                        {**entry, "folder": "../../elsewhere"}
+                        for entry in json.loads((folder / "results/checkpoints.json").read_text())
+                    ]
+                )
+            },
+            "has key 'folder' '../../elsewhere'; a checkpoint's folder is checkpoints/<model> inside the export",
+        ),
     ]
     for number, (changes, needle) in enumerate(cases):
         copy = tmp_path / f"case{number}"
@@ -143,7 +178,7 @@ def test_ingest_refuses_lines_of_another_plan_a_plan_edited_since_and_a_result_w
     assert len(mlflow.search_runs(experiment_names=["compilebench"])) == logged
 
 
-GPU_PLAN = ["benchmark.device=cuda", "benchmark.compile_cache=shared", "benchmark.replicates=5",
+GPU_PLAN = ["device=cuda", "benchmark.compile_cache=shared", "benchmark.replicates=5",
             "benchmark.max_replicates=10", "benchmark.min_iters=100", "benchmark.min_time_s=4"]  # fmt: skip
 
 
@@ -159,9 +194,12 @@ def _gpu_export(exported, folder, suite: str, *sets: str) -> tuple[str, int, int
     return line, minutes, processes, json.loads((folder / "plan.json").read_text())
 
 
+PAPER_BS1 = ("suites.paper.batch_sizes=[1]", "suites.paper.cells=published")  # the doc's 16 batch-1 cells
+
+
 @pytest.fixture(scope="module")
 def paper_bs1(exported, tmp_path_factory):
-    return _gpu_export(exported, tmp_path_factory.mktemp("paper") / "paper-bs1", "paper-bs1")
+    return _gpu_export(exported, tmp_path_factory.mktemp("paper") / "paper-bs1", "paper", *PAPER_BS1)
 
 
 def test_an_export_for_a_gpu_prints_its_estimated_minutes_and_refuses_nothing(paper_bs1):
@@ -177,12 +215,11 @@ def _compiled_cells(plan: dict) -> list[tuple[str, str]]:
 
 
 def test_an_export_splits_paper_bs1_into_gpu_windows_that_hold_its_16_cells_each_once(exported, paper_bs1, tmp_path):
-    """A GPU window of this workplace is 15 minutes of device time with the machine's start (half a minute) and the
-    checkpoints: at four processes a model, with the prime eight at a time, `--window-min 11` packs paper-bs1 into
-    windows estimated at no more than 11 minutes each, its prime included, each a plan of its own; without a GPU's
-    costs to split by, it is refused."""
+    """A GPU machine at hand for a fixed time: at four processes a model, with the prime eight at a time,
+    `--window-min 11` packs the doc's batch-1 cells into windows estimated at no more than 11 minutes each, its prime
+    included, each a plan of its own; without a GPU's costs to split by, it is refused."""
     root, _, env, _, _ = exported
-    sets = ["suite=paper-bs1", *GPU_PLAN, "benchmark.budget_min=0", "benchmark.replicates=4"]
+    sets = ["suite=paper", *PAPER_BS1, *GPU_PLAN, "budget_min=0", "benchmark.replicates=4"]
     command = [sys.executable, "-m", "compilebench.benchmark", "--export", str(tmp_path / "bs1"), "--window-min", "11",
                "--prime", "8", *[arg for value in sets for arg in ("--set", value)]]  # fmt: skip
     done = run_ok(command, root, env)
@@ -197,14 +234,15 @@ def test_an_export_splits_paper_bs1_into_gpu_windows_that_hold_its_16_cells_each
         models = {trial["model"]["model_id"] for trial in window["trials"]}
         assert {recipe["model_id"] for recipe in window["recipes"]} == models
         saved = json.loads((folder / "export.json").read_text())
-        assert saved["selection"]["suite"] == window["adaptive"]["context"]["suite"] == f"paper-bs1-w{n}"
+        assert saved["selection"]["suite"] == window["adaptive"]["context"]["suite"] == f"paper-w{n}"
         assert {model["model_id"] for model in saved["selection"]["models"]} == models
-        assert (folder / "compilebench" / "harness").is_dir() and (folder / "image.jpg").exists()
+        assert (folder / "runner.pyz").is_file() and (folder / "image.jpg").exists()
+        assert window["runner_sha256"] == plans[0]["runner_sha256"]  # the windows share one runner
         readme = (folder / "README.md").read_text()  # until its results are back: what it is, costs, and how to run
-        assert NOT_RUN_YET in readme.splitlines() and f"paper-bs1-w{n}" in readme and f"window {n} of 3" in readme
+        assert NOT_RUN_YET in readme.splitlines() and f"paper-w{n}" in readme and f"window {n} of 3" in readme
         assert f"{in_all[n - 1]} minutes in all with the prime 8" in readme
         assert f"{len(window['trials'])} trials in 16 processes" in readme
-        assert f"cd {folder.name} && python -m compilebench.harness.launcher plan.json results --prime 8" in readme
+        assert f"cd {folder.name} && python runner.pyz plan.json results --prime 8" in readme
     for folder in folders[:2]:
         shutil.rmtree(folder)
     again = subprocess.run(command, cwd=root, env=env, capture_output=True, text=True, timeout=600)
@@ -212,7 +250,30 @@ def test_an_export_splits_paper_bs1_into_gpu_windows_that_hold_its_16_cells_each
     assert sorted(tmp_path.iterdir()) == folders[2:]
     cpu = subprocess.run([*command[:4], str(tmp_path / "cpu"), "--window-min", "11"], cwd=root, env=env,
                          capture_output=True, text=True, timeout=600)  # fmt: skip
-    assert cpu.returncode == 2 and "benchmark.device cuda" in cpu.stderr and not (tmp_path / "cpu-w1").exists()
+    assert cpu.returncode == 2 and "device cuda" in cpu.stderr and not (tmp_path / "cpu-w1").exists()
+
+
+@pytest.mark.parametrize("minutes", ["nan", "0", "-3", "inf"])
+def test_a_window_that_is_no_positive_number_of_minutes_is_refused(exported, tmp_path, minutes):
+    root, _, env, _, _ = exported
+    sets = ["suite=paper", *PAPER_BS1, *GPU_PLAN]
+    done = subprocess.run([sys.executable, "-m", "compilebench.benchmark", "--export", str(tmp_path / "w"),
+                           "--window-min", minutes, *[a for value in sets for a in ("--set", value)]],
+                          cwd=root, env=env, capture_output=True, text=True, timeout=600)  # fmt: skip
+    assert done.returncode == 2 and "--window-min must be a positive number of minutes" in done.stderr, done.stderr
+    assert not list(tmp_path.iterdir())
+
+
+def test_windows_shorter_than_a_unit_say_which_windows_run_over(exported, tmp_path):
+    """A (model, batch size) stays whole: asked for windows of 0.01 minutes, each window holds one unit and says that
+    it runs over, by how much, and what carries it over."""
+    root, _, env, _, _ = exported
+    sets = ["suite=paper", "suites.paper.batch_sizes=[1]", "suites.paper.cells=published",
+            "suites.paper.models=[microsoft/resnet-50,google/vit-base-patch16-224]", *GPU_PLAN]  # fmt: skip
+    done = run_ok([sys.executable, "-m", "compilebench.benchmark", "--export", str(tmp_path / "w"), "--window-min",
+                   "0.01", *[a for value in sets for a in ("--set", value)]], root, env)  # fmt: skip
+    over = [line for line in done.stderr.splitlines() if "over --window-min 0.01" in line]
+    assert len(over) == 2 == len(list(tmp_path.iterdir())) and all("a window of its own" in line for line in over)
 
 
 def test_two_settings_on_the_other_machines_own_stack_are_two_environments_there(exported, tmp_path):
@@ -223,7 +284,7 @@ def test_two_settings_on_the_other_machines_own_stack_are_two_environments_there
     sets = ["compare=[current,tf32]", "environments.tf32.settings.float32_matmul_precision=high", *GPU_PLAN]
     done = run_ok([sys.executable, "-m", "compilebench.benchmark", "--export", str(tmp_path / "tf32"),
                    *[arg for value in sets for arg in ("--set", value)]], root, env)  # fmt: skip
-    command = 'python -m compilebench.harness.launcher plan.json results --python tf32="$(command -v python)"'
+    command = 'python runner.pyz plan.json results --python tf32="$(command -v python)"'
     readme = (tmp_path / "tf32" / "README.md").read_text()
     assert command in done.stderr and command in readme
     assert "compared: `current`, `tf32` (`current`'s interpreter with float32_matmul_precision high)." in readme
@@ -251,7 +312,7 @@ def test_an_export_goes_only_into_a_new_or_empty_folder_is_written_whole_and_ing
                               capture_output=True, text=True, timeout=600)  # fmt: skip
 
     before = {path: path.read_bytes() for path in (folder / "plan.json", folder / "results" / "trials.jsonl")}
-    again = export(folder, "suite=paper-bs1")  # a plan that has results: replacing it would orphan them
+    again = export(folder, "suite=paper")  # a plan that has results: replacing it would orphan them
     assert again.returncode == 2 and "holds a plan" in again.stderr and "new or empty folder" in again.stderr
     assert {path: path.read_bytes() for path in before} == before
     busy = tmp_path / "busy"
@@ -264,14 +325,8 @@ def test_an_export_goes_only_into_a_new_or_empty_folder_is_written_whole_and_ing
     assert spaced.returncode == 2 and "contains a space" in spaced.stderr and not (tmp_path / "gpu run").exists()
     moved = tmp_path / "moved here"
     shutil.copytree(folder, moved, ignore=shutil.ignore_patterns("results", "checkpoints"))
-    launched = subprocess.run(
-        [sys.executable, "-m", "compilebench.harness.launcher", "plan.json", "results"],
-        cwd=moved,
-        env={**env, "PYTHONPATH": str(moved)},
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+    launched = subprocess.run([sys.executable, "runner.pyz", "plan.json", "results"], cwd=moved, env=env,
+                              capture_output=True, text=True, timeout=600)  # fmt: skip
     assert launched.returncode == 2 and "contains a space" in launched.stderr and not (moved / "results").exists()
     shutil.rmtree(moved)
     failed = export(tmp_path / "failed", "paths.image=/no/such/image.jpg")
@@ -315,7 +370,7 @@ CARRIED = ("transformers==4.57.6", "tokenizers==0.22.2", "huggingface_hub==0.36.
 
 def test_a_second_stack_carried_as_wheels_is_compared_on_a_machine_with_one(tmp_path):
     """A comparison exported to a machine with one stack and no network: the second is this interpreter's packages with
-    transformers 4.57.6 laid over them from wheels (`harness.overlay`, run from the exported copy alone); each
+    transformers 4.57.6 laid over them from wheels (`runner.pyz --overlay`, the exported runner alone); each
     environment's processes run in its own interpreter, and ingest records each stack as it was found there, so the
     comparison is of two stacks, not an A/A."""
     (tmp_path / "project").mkdir()
@@ -328,14 +383,13 @@ def test_a_second_stack_carried_as_wheels_is_compared_on_a_machine_with_one(tmp_
     wheels = tmp_path / "wheels"
     run_ok([sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "-d", str(wheels), *CARRIED], tmp_path,
            env)  # fmt: skip
-    bare = {**env, "PYTHONPATH": str(folder)}
-    bare.pop("VIRTUAL_ENV", None)
-    made = run_ok([sys.executable, "-m", "compilebench.harness.overlay", str(tmp_path / "stack-b"),
+    bare = {key: value for key, value in env.items() if key not in ("VIRTUAL_ENV", "PYTHONPATH")}
+    made = run_ok([sys.executable, "runner.pyz", "--overlay", str(tmp_path / "stack-b"),
                    *map(str, sorted(wheels.iterdir()))], folder, bare)  # fmt: skip
     python, imports = made.stdout.strip().splitlines()[-2:]
     assert json.loads(imports)["transformers"] == "4.57.6"
-    run_ok([sys.executable, "-m", "compilebench.harness.launcher", "plan.json", "results", "--python",
-            f"{OTHER}={python}"], folder, bare)  # fmt: skip
+    run_ok([sys.executable, "runner.pyz", "plan.json", "results", "--python", f"{OTHER}={python}"], folder,
+           bare)  # fmt: skip
     found = json.loads((folder / "results" / "environment.json").read_text())["environments"]
     assert "transformers==4.57.6" in found[OTHER]["freeze"] and "transformers==4.57.6" not in found["current"]["freeze"]
     run_ok([sys.executable, "-m", "compilebench.benchmark", "--ingest", str(folder)], root, env)

@@ -16,8 +16,8 @@ def test_the_labels_are_written_in_order_and_read_from_an_older_files_environmen
     again = RunInfo.read(path)
     assert again == info and again.labels[0] == "torch-2.14.1"  # the baseline is named, not the dict's first key
     assert not again.failed  # a run failed but none crashed: the parent run ends FINISHED
-    older = RunInfo.read(repo_root / "benchmarks/results/2026-11-28-epyc-aa/results/run_info.json")
-    raw = json.loads((repo_root / "benchmarks/results/2026-11-28-epyc-aa/results/run_info.json").read_text())
+    older = RunInfo.read(repo_root / "tests/fixtures/aa-2026-11-28/results/run_info.json")
+    raw = json.loads((repo_root / "tests/fixtures/aa-2026-11-28/results/run_info.json").read_text())
     assert "labels" not in raw and older.labels == tuple(raw["environments"]) == ("current", "current#2")
     assert RunInfo.from_dict({"invocation_id": "i", "failed_runs": ["x"]}).failed  # before `crashed`: any failure
 

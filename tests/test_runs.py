@@ -5,7 +5,7 @@ from dataclasses import replace
 
 import pytest
 
-from compilebench.analysis import per_process, runs, stats, validity
+from compilebench.analysis import per_process, run_record, runs, stats, validity
 from compilebench.harness.invocation import Context, Validity
 from compilebench.harness.records import (
     CompileHealth,
@@ -21,8 +21,10 @@ MODEL = ModelSpec("org/m", "M", "image-classification", "X", "ckpt")
 DEFAULT = VariantSpec("default")
 CONTEXT = Context("inv", "s", "full", "vm", "abc", "embedded-fallback", "00",
                        Validity(min_iters=5, min_time_s=0.1, max_cv=0.25))  # fmt: skip
-ENVIRONMENT = {"current": runs.EnvironmentInfo("current", "current", "k1", {"torch": "2.13.0"}, ("torch==2.13.0",))}
-MODELS = {"org/m": runs.ModelInfo("random-init", "card:m.yaml", 1000)}
+ENVIRONMENT = {
+    "current": run_record.EnvironmentInfo("current", "current", "k1", {"torch": "2.13.0"}, ("torch==2.13.0",))
+}
+MODELS = {"org/m": run_record.ModelInfo("random-init", "card:m.yaml", 1000)}
 
 
 def _spec(replicate, cache, variant=DEFAULT):
@@ -73,10 +75,10 @@ def test_a_run_read_back_from_its_line_of_runs_jsonl_is_the_same_record():
     a line that is not a run says which fields it lacks."""
     for record in _records(_three()).values():
         line = json.loads(json.dumps(record.to_dict()))
-        read = runs.RunRecord.from_dict(line)
+        read = run_record.RunRecord.from_dict(line)
         assert read == record and json.loads(json.dumps(read.to_dict())) == line
     with pytest.raises(RecordError, match=r"has no .*variant"):
-        runs.RunRecord.from_dict({key: value for key, value in line.items() if key != "variant"})
+        run_record.RunRecord.from_dict({key: value for key, value in line.items() if key != "variant"})
 
 
 def _on(result, **fields):
@@ -303,7 +305,7 @@ def test_the_context_reads_exports_written_before_validity_was_a_record_of_its_o
 
     from compilebench.config import Benchmark
 
-    saved = json.loads((repo_root / "benchmarks/results/2026-11-27-h100-paper-bs1-w1/export.json").read_text())
+    saved = json.loads((repo_root / "tests/fixtures/h100-window/export.json").read_text())
     older = Context.from_dict(saved["context"])
     assert older.validity == Validity(min_iters=100, min_time_s=4.0, max_cv=0.25, disturbed_cores=0.25,
                                       max_halves_diff=0.1)  # fmt: skip

@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-RECORD = "benchmarks/results/2026-11-28-epyc-speed-probe"
+RECORD = "tests/fixtures/speed-probe"  # a record of 2026-11-28, frozen
 
 
 @pytest.fixture

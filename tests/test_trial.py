@@ -14,7 +14,8 @@ from conftest import descendants, running
 
 from compilebench.analysis import plan
 from compilebench.harness import checks, compiling, groups, launcher, trial, trial_process
-from compilebench.harness.records import TimingSpec, TrialResult, TrialSpec, VariantSpec, trial_stem
+from compilebench.harness.names import trial_stem
+from compilebench.harness.records import TimingSpec, TrialResult, TrialSpec, VariantSpec
 
 # Each module fixture's tests are one xdist group (its fixture runs once, on one worker); the others go anywhere:
 # a group of their own would be one worker's long tail.
@@ -350,7 +351,7 @@ def test_a_process_killed_in_a_block_run_together_costs_that_block_which_runs_ag
     """A `kill -9` of one process of a timing block run together: its partner finishes, the killed environment's
     next planned block still runs (a kill says nothing of the trial: not left out as a failure that would repeat),
     the loop measures the killed block again, and both environments' runs end ok with their blocks paired."""
-    from compilebench.analysis import adaptive, runs
+    from compilebench.analysis import adaptive, run_record, runs
     from compilebench.harness.invocation import Context, LoopSettings, Validity
 
     model, image = tiny_resnet
@@ -380,7 +381,7 @@ def test_a_process_killed_in_a_block_run_together_costs_that_block_which_runs_ag
     watcher.start()
     results: dict[str, TrialResult] = {}
     context = Context("inv", "t", "tiny", "test", "", "embedded-fallback", "a5" * 32, Validity(5, 0.2, 1e6))
-    environments = {label: runs.EnvironmentInfo(label, label, "k", {}) for label in labels}
+    environments = {label: run_record.EnvironmentInfo(label, label, "k", {}) for label in labels}
 
     def run(pending):
         results.update((r.trial_id, r) for r in launcher.run_trials(pending, pythons, tmp_path, 600, dict(results)))
@@ -389,7 +390,7 @@ def test_a_process_killed_in_a_block_run_together_costs_that_block_which_runs_ag
     settings = LoopSettings(2, 0, 4, 0.0, 0.0, 0.0, 0.0, 0.0)  # no target, no budget: planned blocks and re-runs
     try:
         trials, records, _ = adaptive.measure(specs, labels, settings, run, lambda t, r: runs.run_records(
-            t, r, environments, {model.model_id: runs.ModelInfo("", "", None)}, context))  # fmt: skip
+            t, r, environments, {model.model_id: run_record.ModelInfo("", "", None)}, context))  # fmt: skip
     finally:
         watcher.join()
     assert killed, "the victim's process was never seen running"

@@ -31,11 +31,12 @@ from typing import Any
 import pandas as pd
 
 from compilebench import reference, tracking
-from compilebench.analysis import compare, noise_record
-from compilebench.analysis.runs import RunRecord
+from compilebench.analysis import compare, keys, noise_record, suite
+from compilebench.analysis.run_record import RunRecord
 from compilebench.config import Config, stage_config
 from compilebench.harness.files import locked, write_atomic, write_json
-from compilebench.harness.records import STATUS_OK, RecordError, key_part, read_jsonl
+from compilebench.harness.reading import read_jsonl
+from compilebench.harness.records import STATUS_OK, RecordError
 from compilebench.run_info import RunInfo
 
 LOGGER = logging.getLogger(__name__)
@@ -94,30 +95,30 @@ SUITE_METRICS = ("eager_latency", "compiled_latency", "speedup", "compile_cold",
 
 def headline_metrics(table: pd.DataFrame, compared: list[compare.Comparison]) -> dict[str, Any]:
     """A few numbers for `dvc metrics show` and `dvc exp show`: per variant and environment, geometric-mean speedup,
-    and counts; per compared stack, its verdicts counted over every (cell, metric) and the suite's geometric-mean
-    B/A with its CI for the headline metrics (compare.suite_summary)."""
+    and counts; per compared environment, its verdicts counted over every (cell, metric) and the suite's geometric-mean
+    B/A with its CI for the headline metrics (suite.summary)."""
     ok = table[table["status"] == STATUS_OK].dropna(subset=["speedup"])
     metrics: dict[str, Any] = {"runs_ok": len(ok), "runs_not_ok": int((table["status"] != STATUS_OK).sum())}
     several = table["environment"].nunique() > 1
     for (environment, variant), group in ok.groupby(["environment", "variant"]):
-        prefix = f"{key_part(environment)}_{key_part(variant)}" if several else key_part(variant)
+        prefix = keys.variant_prefix(environment, variant, several)
         speedups = group["speedup"].astype(float)
-        metrics[f"{prefix}_speedup_geomean"] = float(speedups.prod() ** (1 / len(speedups)))
-        metrics[f"{prefix}_speedup_min"] = float(speedups.min())
-        metrics[f"{prefix}_speedup_max"] = float(speedups.max())
-        metrics[f"{prefix}_compile_s_median"] = float(group["compile_s"].astype(float).median())
+        metrics[keys.metric_key(prefix, "speedup_geomean")] = float(speedups.prod() ** (1 / len(speedups)))
+        metrics[keys.metric_key(prefix, "speedup_min")] = float(speedups.min())
+        metrics[keys.metric_key(prefix, "speedup_max")] = float(speedups.max())
+        metrics[keys.metric_key(prefix, "compile_s_median")] = float(group["compile_s"].astype(float).median())
     if compared:
         metrics["compared_cells"] = len(compared)
         metrics["compared_cells_flagged"] = len(compare.flagged(compared))
         metrics["compared_cells_health_changed"] = sum(bool(row.health_change) for row in compared)
-    for entry in compare.suite_summary(compared):  # per compared stack: what changed over the suite
-        stack = f"{key_part(entry['candidate'])}_vs_{key_part(entry['baseline'])}"
+    for entry in suite.summary(compared):  # per compared environment: what changed over the suite
+        stack = keys.compared_pair(entry["candidate"], entry["baseline"])
         for word in ("changed", "equivalent", "inconclusive"):
-            metrics[f"{stack}_{word}"] = metrics.get(f"{stack}_{word}", 0) + entry[word]
+            metrics[keys.metric_key(stack, word)] = metrics.get(keys.metric_key(stack, word), 0) + entry[word]
         if entry["metric"] in SUITE_METRICS:
             for key in ("geomean", "ci_low", "ci_high"):
                 if math.isfinite(entry[key]):  # JSON has no NaN: a missing interval is no key
-                    metrics[f"{stack}_{entry['metric']}_{key}"] = entry[key]
+                    metrics[keys.metric_key(stack, keys.column(entry["metric"], key))] = entry[key]
     return metrics
 
 
@@ -241,7 +242,7 @@ def repeats(rows: list[dict[str, Any]]) -> list[Repeat]:
     a series' later stacks against its first. `rows` oldest first."""
     by_cell: dict[tuple, dict[str, list[dict[str, Any]]]] = {}
     for row in rows:
-        side = "candidate" if "vs_first/verdict_code" in row else "baseline"
+        side = "candidate" if keys.compared_key(compare.FIRST, "verdict_code") in row else "baseline"
         cell = (row.get("invocation_id"), *(row.get(key) for key in REPEAT_KEYS))
         by_cell.setdefault(cell, {"baseline": [], "candidate": []})[side].append(row)
     pairs: dict[Any, list[tuple[tuple, dict[str, Any], dict[str, Any]]]] = {}  # invocation -> (cell, A, B)
@@ -261,11 +262,12 @@ def repeats(rows: list[dict[str, Any]]) -> list[Repeat]:
         by_variant = sorted(compared, key=variant_of)  # inductor start-up: the same cell in every invocation
         for metric in compare.METRICS:
             ordered = by_variant if metric.per_timing_process else compared
-            judged = [entry for entry in ordered if f"vs_first/{metric.name}_verdict_code" in entry[2]]
-            for cell, baseline, candidate in compare.counted_once(judged, metric, variant_of, timing_process):
+            code = keys.compared_key(compare.FIRST, keys.column(metric.name, "verdict_code"))
+            judged = [entry for entry in ordered if code in entry[2]]
+            for cell, baseline, candidate in suite.counted_once(judged, metric, variant_of, timing_process):
                 key = (*cell, baseline.get("environment_key"), candidate.get("environment_key"), metric.name)
-                said = (_stack(baseline), _stack(candidate), candidate.get(f"vs_first/{metric.name}_ratio"),
-                        candidate[f"vs_first/{metric.name}_verdict_code"])  # fmt: skip
+                ratio = candidate.get(keys.compared_key(compare.FIRST, keys.column(metric.name, "ratio")))
+                said = (_stack(baseline), _stack(candidate), ratio, candidate[code])
                 found.setdefault(key, []).append(said)
     return [Repeat(tuple(cell), metric, said[-1][0], said[-1][1], baseline_key, candidate_key,
                    tuple(ratio for _, _, ratio, _ in said), tuple(int(code) for *_, code in said))
@@ -307,7 +309,7 @@ def from_mlflow(config) -> None:
 
 def check(config) -> None:
     """Exit 3 when some run of the last benchmark did not end ok (they are in the tables and the report); else exit 4
-    when a compared stack changed a headline (Holm-adjusted across cells: an A/A run exits 4 in at most 5% of
+    when a compared environment changed a headline (Holm-adjusted across cells: an A/A run exits 4 in at most 5% of
     invocations), so a script can gate on "did it change?"."""
     records = [RunRecord.from_dict(row) for row in read_jsonl(config.paths.results)]
     failed = [f"{r.model_id} bs{r.batch_size} {r.variant} [{r.environment}]: {r.status} {r.error or ''}"
@@ -344,7 +346,7 @@ def add_to_calibration(path: str, key: str, record: dict[str, Any]) -> None:
 
 def log_series(compared: list[compare.Comparison], labels: list[str]) -> None:
     """For three environments or more, the first step of the series at which each cell changed."""
-    for step in compare.series_steps(compared, labels) if len(labels) > 2 else []:
+    for step in suite.series_steps(compared, labels) if len(labels) > 2 else []:
         LOGGER.info("series: %s bs%s %s first changes at %s: %s %.3f [%.3f, %.3f]", step["label"], step["batch_size"],
                     step["variant"], step["step"], step["metric"], step["ratio"], step["ci_low"],
                     step["ci_high"])  # fmt: skip
@@ -363,18 +365,18 @@ def log_tables(config: Config, run_info: RunInfo, compared: list[compare.Compari
 
 
 def cell_metrics(compared: list[compare.Comparison]) -> dict[str, Any]:
-    """Per compared stack, cell and metric, B/A with its 95% CI and verdict code (tracking.verdict_code: -1 below, 0
-    equivalent, +1 above, 2 inconclusive), for `dvc metrics diff` between experiments: `{B}_vs_{A}` → `{label}
-    bs{batch} {variant}` → metric. Against the baseline only (a series' steps are in comparison.csv); JSON has no
-    NaN, so a missing bound is no key."""
+    """Per compared environment, cell and metric, B/A with its 95% CI and verdict code (tracking.verdict_code: -1 below,
+    0 equivalent, +1 above, 2 inconclusive), for `dvc metrics diff` between experiments: `{B}_vs_{A}` → `{label}
+    bs{batch} {variant}` → metric. Against the baseline only (a series' steps are in comparison.csv); JSON has no NaN,
+    so a missing bound is no key."""
     cells: dict[str, Any] = {}
     for row in compared:
         if row.reference != compare.FIRST:
             continue
-        stack = f"{key_part(row.candidate)}_vs_{key_part(row.baseline)}"
+        stack = keys.compared_pair(row.candidate, row.baseline)
         entry = cells.setdefault(stack, {}).setdefault(f"{row.label} bs{row.batch_size} {row.variant}", {})
         for name, values in tracking.compared_metrics(row).items():
-            entry[name] = {key: float(values[key]) for key in tracking.RATIO_KEYS if math.isfinite(values[key])}
+            entry[name] = {key: float(values[key]) for key in keys.RATIO_FIELDS if math.isfinite(values[key])}
             entry[name]["verdict_code"] = values["verdict_code"]
     return cells
 

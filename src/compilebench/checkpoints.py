@@ -20,8 +20,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from compilebench.harness import names
 from compilebench.harness.models import REMOTE_CODE_KEYS
-from compilebench.harness.records import is_local, local_folder, slug  # noqa: F401 (slug: re-exported)
+from compilebench.harness.names import is_local, slug  # noqa: F401 (slug: re-exported)
 
 CONFIG_FILE = "config.json"
 PROCESSOR_FILE = "preprocessor_config.json"
@@ -50,6 +51,28 @@ class CheckpointInfo:
     model_class: str  # the transformers class named in `architectures`, e.g. SwinForImageClassification
     model_type: str  # the config's model_type, e.g. swin
     processor_class: str  # the image processor named by preprocessor_config.json
+
+
+def local_folder(model_id: str) -> Path:
+    """The folder a local model entry names, resolved; a CheckpointError where it cannot be (a loop of links)."""
+    try:
+        return names.local_folder(model_id)
+    except (OSError, RuntimeError) as error:  # a loop of symbolic links: RuntimeError on Python 3.11
+        raise CheckpointError(f"{model_id}: the folder cannot be resolved ({error}): point the entry at the "
+                              "checkpoint folder itself, not at a loop of symbolic links") from None  # fmt: skip
+
+
+def safetensors_problem(path: Path) -> str | None:
+    """Why a .safetensors file cannot be loaded (empty, cut short, not safetensors, no tensor), as the safetensors
+    library that transformers loads it with reads its header and checks its offsets against the file; or None."""
+    from safetensors import safe_open
+
+    try:
+        with safe_open(str(path), framework="numpy") as weights:
+            count = len(list(weights.keys()))
+    except Exception as error:  # safetensors raises its own SafetensorError, and OSError for an unreadable file
+        return f"is not a readable safetensors file ({type(error).__name__}: {error})"
+    return None if count else "holds no tensor"
 
 
 def label(model_id: str) -> str:
@@ -89,7 +112,11 @@ def is_vision_model_type(model_type: str) -> bool:
 
 def weights_problem(folder: Path, model_id: str) -> str | None:
     """Why the folder's weights cannot be loaded (safetensors only: pickle files can run code), or None."""
-    if any(folder.glob("*.safetensors")):
+    weights = sorted(folder.glob("*.safetensors"))
+    for path in weights:
+        if problem := safetensors_problem(path):
+            return f"{model_id}: {path} {problem}: save the checkpoint again with save_pretrained(folder)"
+    if weights:
         return None
     pickles = sorted(path.name for path in folder.iterdir() if path.suffix in PICKLE_SUFFIXES)
     if pickles:

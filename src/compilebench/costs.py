@@ -1,7 +1,7 @@
 """Per-model costs of processes on a GPU, from measured records: what `benchmark --export` estimates a plan from.
 
-    python -m compilebench.costs benchmarks/results/2026-11-27-h100-paper-bs1-w1 \
-        benchmarks/results/2026-11-23-h100-paper-bs1-run2 benchmarks/results/2026-11-22-h100-paper-bs1 \
+    python -m compilebench.costs benchmarks/results/2026-11-27-h100-paper-bs1-w3 \
+        benchmarks/results/2026-11-27-h100-paper-bs1-w2 benchmarks/results/2026-11-27-h100-paper-bs1-w1 \
         --out data/reference/gpu-costs.json
 
 Reads each record's plan.json and results/trials.jsonl (an exported plan run by the launcher) and writes, per model,
@@ -23,6 +23,7 @@ from collections import defaultdict
 from datetime import date
 from pathlib import Path
 
+from compilebench.harness.reading import read_json
 from compilebench.harness.records import (
     CACHE_COLD,
     CACHE_SHARED,
@@ -31,7 +32,6 @@ from compilebench.harness.records import (
     Plan,
     TrialResult,
     processes,
-    read_json,
 )
 
 

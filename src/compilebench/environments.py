@@ -209,28 +209,28 @@ DEVICE_PROBE = (
 
 
 def device_problem(probe: dict, label: str, device: str) -> str | None:
-    """Why `benchmark.device` cannot run in an environment whose torch answered `probe` (None: it can)."""
+    """Why `device` cannot run in an environment whose torch answered `probe` (None: it can)."""
     index = int(device.split(":", 1)[1]) if ":" in device else 0
     if not probe["built"]:
         return (
-            f"`benchmark.device` is {device!r}, but environment {label!r} has torch {probe['version']}, built without "
+            f"`device` is {device!r}, but environment {label!r} has torch {probe['version']}, built without "
             "CUDA; use `cpu`, or compare an environment with a CUDA build of torch"
         )
     if not probe["available"]:
         return (
-            f"`benchmark.device` is {device!r}, but environment {label!r} (torch {probe['version']}) sees no GPU "
+            f"`device` is {device!r}, but environment {label!r} (torch {probe['version']}) sees no GPU "
             "(no driver or no device); use `cpu`"
         )
     if index >= probe["count"]:
         return (
-            f"`benchmark.device` is {device!r}, but environment {label!r} sees {probe['count']} GPU(s): "
+            f"`device` is {device!r}, but environment {label!r} sees {probe['count']} GPU(s): "
             f"use cuda:0 .. cuda:{probe['count'] - 1}"
         )
     return None
 
 
 def check_device(stack: Stack, label: str, device: str) -> None:
-    """`benchmark.device` is usable in this environment's torch: a CUDA build that sees that GPU (before any work)."""
+    """`device` is usable in this environment's torch: a CUDA build that sees that GPU (before any work)."""
     if not device.startswith("cuda"):
         return
     done = subprocess.run([stack.python, "-c", DEVICE_PROBE], capture_output=True, text=True)

@@ -26,7 +26,8 @@ from pathlib import Path
 from typing import Any
 
 from compilebench.harness import launcher
-from compilebench.harness.records import SLOT_ENV, TrialResult, TrialSpec, thread_environment, units, usable_cores
+from compilebench.harness.names import SLOT_ENV, thread_environment, usable_cores
+from compilebench.harness.records import TrialResult, TrialSpec, units
 
 LOGGER = logging.getLogger(__name__)
 OnProcess = Callable[[list[TrialSpec], list[TrialResult], bool], None]

@@ -5,29 +5,33 @@
     python -m compilebench.benchmark --ingest DIR   # log and write what that machine measured (DIR/results/)
 
 --export writes DIR/plan.json (trials, recipes to build their checkpoints with random weights, and the loop that adds
-blocks there, with the invocation's context), the image, and a copy of the harness and the analysis; on a machine
-with only torch and transformers, `cd DIR && python -m compilebench.harness.launcher plan.json results` runs it.
---window-min M splits the plan into windows of at most M estimated GPU minutes each (machines lent for a while), each
-an invocation of its own. --ingest then turns DIR/results into results and MLflow runs as the benchmark stage records
-its own (benchmark.py's Recorder and finish), with that machine's device, versions and package list.
+blocks there, with the invocation's context), the image, and the runner (runner.py: one file, its SHA-256 in the
+plan); on a machine with only torch and transformers, `cd DIR && python runner.pyz plan.json results` runs it.
+--window-min M splits the plan into windows of at most M estimated GPU minutes each (a machine at hand for a fixed
+time), each an invocation of its own, all sharing one runner. --ingest then turns DIR/results into results and
+MLflow runs as the benchmark stage records its own (recording.py's Recorder and finish), with that machine's device,
+versions and package list.
 """
 
 from __future__ import annotations
 
 import logging
+import math
 import shlex
 import shutil
 import uuid
 from dataclasses import replace
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
-from compilebench import benchmark, environments, journal, reference, tracking
-from compilebench.analysis import adaptive, plan, runs
+from compilebench import environments, journal, recording, reference, runner, tracking
+from compilebench.analysis import adaptive, plan, run_record
 from compilebench.config import Config, ConfigError
-from compilebench.harness import models, results_folder, trial_process
+from compilebench.harness import models, results_folder
 from compilebench.harness.files import write_json
 from compilebench.harness.invocation import Context, Loop
+from compilebench.harness.names import slug
+from compilebench.harness.reading import plan_digest, read_json, read_plan
 from compilebench.harness.records import (
     CURRENT,
     KIND_COLD,
@@ -38,11 +42,7 @@ from compilebench.harness.records import (
     RecordError,
     TrialResult,
     TrialSpec,
-    plan_digest,
     processes,
-    read_json,
-    read_plan,
-    slug,
 )
 
 LOGGER = logging.getLogger(__name__)
@@ -71,7 +71,8 @@ def export(config: Config, folder: Path, window_min: float | None = None, prime_
     image = Path(config.paths.image)
     if not image.exists():
         raise FileNotFoundError(f"{image} does not exist: run `dvc repro fetch_image` first (the plan carries it)")
-    whole, selection, carried = export_plan(config)
+    content = runner.archive()  # one runner for every window: the same bytes, one digest
+    whole, selection, carried = export_plan(config, runner.digest_of(content))
     costs = cost_table(config)
     if window_min is None:
         parts = [(folder, whole, selection, carried)]
@@ -88,7 +89,7 @@ def export(config: Config, folder: Path, window_min: float | None = None, prime_
             shutil.rmtree(partial, ignore_errors=True)  # an export that failed before
             partial.mkdir(parents=True)
             built.append(partial)
-            write_export(config, partial, exported, chosen, taken)
+            write_export(config, partial, exported, chosen, taken, content)
             window = None if window_min is None else f"{number} of {len(parts)}"
             readme = waiting_readme(target.name, exported, chosen, estimates[number - 1], window, prime)
             (partial / README).write_text(readme)
@@ -119,9 +120,9 @@ def launch_command(name: str, exported: Plan, selection: dict, prime_at_once: in
     pythons = "".join(f' --python {label}="$(command -v python)"' for label in own) + "".join(
         f" --python {label}=PATH" for label in others)  # fmt: skip
     prime = "" if prime_at_once is None else f" --prime {prime_at_once}"
-    explained = (" (each PATH an interpreter of that stack, e.g. one that `python -m compilebench.harness.overlay DIR "
+    explained = (f" (each PATH an interpreter of that stack, e.g. one that `python {runner.RUNNER} --overlay DIR "
                  "WHEEL...` lays over that machine's own: docs/gpu.md)") if others else ""  # fmt: skip
-    launcher = f"cd {shlex.quote(name)} && python -m compilebench.harness.launcher plan.json results"
+    launcher = f"cd {shlex.quote(name)} && python {runner.RUNNER} plan.json results"
     return f"{launcher}{prime}{pythons}{explained}"
 
 
@@ -132,7 +133,7 @@ def compared(selection: dict) -> str:
         settings = entry.get("settings") or {}
         if settings:
             interpreter = entry.get("stack") or entry["name"]
-            said.append(f"`{entry['label']}` (`{interpreter}`'s interpreter with {runs.settings_text(settings)})")
+            said.append(f"`{entry['label']}` (`{interpreter}`'s interpreter with {run_record.settings_text(settings)})")
         else:
             said.append(f"`{entry['label']}`")
     return ", ".join(said)
@@ -168,7 +169,8 @@ def waiting_readme(
         "",
         f"On the machine that runs it, from this folder's parent: "
         f"`{launch_command(name, exported, selection, prime_at_once)}` "
-        "(docs/gpu.md; on a lent machine, docs/development.md). Back here, with what came back in `results/`: "
+        f"(docs/gpu.md; its runner, `{runner.RUNNER}`, is {exported.runner_sha256[:12]}). Back here, with what came "
+        "back in `results/`: "
         f"`make ingest FROM=<this folder>`, then `python benchmarks/export_readme.py <this folder>` writes the "
         "record's README in place of this one.",
         "",
@@ -199,13 +201,20 @@ def split_export(
     FOLDER-wN; `costs` is cost_table's."""
     if costs is None:
         raise ConfigError(f"--window-min splits a plan by its estimated minutes, which come from "
-                          f"{config.paths.gpu_costs} (costs measured on a GPU): it needs benchmark.device cuda and "
+                          f"{config.paths.gpu_costs} (costs measured on a GPU): it needs device cuda and "
                           "that table")  # fmt: skip
-    if window_min <= 0 or prime_at_once < 1:
-        raise ConfigError(f"--window-min must be > 0 (got {window_min}) and --prime at least 1 (got {prime_at_once})")
+    if not (math.isfinite(window_min) and window_min > 0) or prime_at_once < 1:
+        raise ConfigError(f"--window-min must be a positive number of minutes (got {window_min}) and --prime at "
+                          f"least 1 (got {prime_at_once})")  # fmt: skip
     parts = []
     split = plan.windows(list(whole.trials), costs, window_min, prime_at_once)
     for number, trials in enumerate(split, start=1):
+        window_s = plan.window_seconds(plan.estimate(trials, costs), prime_at_once)
+        if window_s > window_min * 60:
+            units = ", ".join(dict.fromkeys(f"{spec.model.label} bs{spec.batch_size}" for spec in trials))
+            LOGGER.warning("window %d (%s) is estimated at %.1f minutes, over --window-min %g: a (model, batch size) "
+                           "stays whole, so it has a window of its own; `--stop-after-min` ends it between processes "
+                           "and the next run resumes it", number, units, window_s / 60, window_min)  # fmt: skip
         models = {spec.model.model_id for spec in trials}
         batches = {(spec.model.model_id, spec.batch_size) for spec in trials}
         chosen = {**selection, "suite": f"{selection['suite']}-w{number}",
@@ -216,7 +225,7 @@ def split_export(
         context = replace(whole.adaptive.context, invocation_id=invocation_id, suite=chosen["suite"])
         loop = replace(whole.adaptive, context=context)
         recipes = tuple(recipe for recipe in whole.recipes if recipe.model_id in models)
-        exported = Plan(invocation_id, tuple(trials), recipes, loop)
+        exported = Plan(invocation_id, tuple(trials), recipes, loop, whole.runner_sha256)  # windows share the runner
         taken = [entry for entry in carried if entry["model_id"] in models]
         parts.append((folder.with_name(f"{folder.name}-w{number}"), exported, chosen, taken))
     return parts
@@ -227,9 +236,10 @@ def exported_checkpoint(model_id: str) -> str:
     return f"checkpoints/{slug(model_id)}"
 
 
-def export_plan(config: Config) -> tuple[Plan, dict, list[dict]]:
-    """The selected suite as a plan (checkpoints by recipe), its selection, and the manifest entries of the models
-    without a card, whose checkpoints the export carries."""
+def export_plan(config: Config, runner_sha256: str = "") -> tuple[Plan, dict, list[dict]]:
+    """The selected suite as a plan (checkpoints by recipe, run by the runner of `runner_sha256`, which its context
+    names too, so every run it produces says which code measured it), its selection, and the manifest entries of the
+    models without a card, whose checkpoints the export carries."""
     suite = config.selected
     cells = reference.selected_cells(config)
     paths = {model_id: exported_checkpoint(model_id) for model_id in suite.models}
@@ -246,52 +256,42 @@ def export_plan(config: Config) -> tuple[Plan, dict, list[dict]]:
             raise FileNotFoundError(f"{model_id} has no card, so the plan must carry its checkpoint: run "
                                     "`dvc repro load_models` first")  # fmt: skip
     selection = plan.selection(config, specs, environments.resolved_pins(config, Path.cwd()), cells)
-    trials = benchmark.plan_trials(config.benchmark, selection, "image.jpg")
+    trials = recording.plan_trials(config, selection, "image.jpg")
     recipes = [models.recipe(models.get_card(model_id), suite.scale, config.models.seed, paths[model_id])
                for model_id in carded]  # fmt: skip
     uncarded = set(suite.models) - set(carded)
     carried = [entry for entry in read_json(config.paths.manifest) if entry["model_id"] in uncarded] if uncarded else []
     invocation_id = uuid.uuid4().hex
-    run_context = benchmark.context(
-        config, selection, invocation_id, read_json(config.paths.image_meta), config.runner.machine
-    )
-    loop = Loop(config.benchmark.loop(config.margin), run_context,
+    run_context = replace(recording.context(config, selection, invocation_id, read_json(config.paths.image_meta),
+                                            config.runner.machine), runner_sha256=runner_sha256)  # fmt: skip
+    loop = Loop(config.loop(), run_context,
                 tuple(entry["label"] for entry in selection["environments"]))  # fmt: skip
-    return Plan(invocation_id, tuple(trials), tuple(recipes), loop), selection, carried
+    return Plan(invocation_id, tuple(trials), tuple(recipes), loop, runner_sha256), selection, carried
 
 
-def write_export(config: Config, folder: Path, exported: Plan, selection: dict, carried: list[dict]) -> None:
-    """The export's files in `folder`: the checkpoints it carries, the plan, the image, the run's context, the
-    harness."""
+def write_export(
+    config: Config, folder: Path, exported: Plan, selection: dict, carried: list[dict], content: bytes
+) -> None:
+    """The export's files in `folder`: the checkpoints it carries, the plan, the image, the run's context, and the
+    runner (`content`: runner.archive()'s bytes, whose digest the plan names)."""
     for entry in carried:
         shutil.copytree(entry["path"], folder / exported_checkpoint(entry["model_id"]))
     write_json(folder / CARRIED_CHECKPOINTS, carried)
     write_json(folder / "plan.json", exported.to_dict())
     shutil.copyfile(config.paths.image, folder / "image.jpg")
     write_json(folder / EXPORT_CONTEXT, {"context": exported.adaptive.context.to_dict(), "selection": selection,
-                                         "plan_sha256": plan_digest(folder / "plan.json")})  # fmt: skip
-    copy_harness(folder)
-
-
-REMOTE_PACKAGES = ("harness", "analysis")  # what runs on the other machine: trials, and the loop that adds blocks
-
-
-def copy_harness(folder: Path) -> None:
-    """The packages a plan runs with on another machine (no stage, no MLflow, DVC, pandas or omegaconf), fresh."""
-    package = trial_process.SRC_ROOT / "compilebench"
-    target = folder / "compilebench"
-    shutil.rmtree(target, ignore_errors=True)
-    target.mkdir(parents=True)
-    shutil.copyfile(package / "__init__.py", target / "__init__.py")
-    for name in REMOTE_PACKAGES:
-        shutil.copytree(package / name, target / name, ignore=shutil.ignore_patterns("__pycache__"))
+                                         "plan_sha256": plan_digest(folder / "plan.json"),
+                                         "runner_sha256": exported.runner_sha256})  # fmt: skip
+    digest = runner.build(folder, content)
+    if digest != exported.runner_sha256:
+        raise RuntimeError(f"{folder / runner.RUNNER} is {digest[:12]}, the plan names {exported.runner_sha256[:12]}")
 
 
 def cost_table(config: Config) -> dict[str, Any] | None:
     """The GPU cost table (paths.gpu_costs), with the doc's growth of each model's latency over batch sizes beside it
     (reference.batch_ratios: the table's latencies were measured at batch 1 only so far); None where a plan's time
     cannot be estimated from it (a device other than cuda, or no table)."""
-    if not config.benchmark.device.startswith("cuda") or not Path(config.paths.gpu_costs).exists():
+    if not config.device.startswith("cuda") or not Path(config.paths.gpu_costs).exists():
         return None
     table = read_json(config.paths.gpu_costs)
     return {**table, "batch_ratios": reference.batch_ratios(reference.read_published(config.paths.reference))}
@@ -304,7 +304,7 @@ def estimate_line(
     `prime_at_once` (a window's), also its total: the prime that many at a time, then the processes."""
     costs_path = config.paths.gpu_costs
     if costs is None:
-        return f"no estimate of the plan's time: {costs_path} holds costs measured on a GPU, for benchmark.device cuda"
+        return f"no estimate of the plan's time: {costs_path} holds costs measured on a GPU, for device cuda"
     found = plan.estimate(trials, costs)
     borrowed = f"; no measured cost for {len(found.borrowed)} (model, variant): {', '.join(found.borrowed[:6])}" + (
         " ..." if len(found.borrowed) > 6 else "") if found.borrowed else ""  # fmt: skip
@@ -321,7 +321,7 @@ def estimate_line(
             "start-up")  # fmt: skip
 
 
-def reached(exported: Plan, recorder: benchmark.Recorder) -> list[dict[str, Any]]:
+def reached(exported: Plan, recorder: recording.Recorder) -> list[dict[str, Any]]:
     """Per run and targeted interval of an exported plan, what its results reached and the blocks each would still
     need: the launcher's loop judged them there on the same settings (so the next window can be sized)."""
     if exported.adaptive is None:
@@ -358,7 +358,36 @@ def unmeasured(specs: list[TrialSpec], results: dict[str, TrialResult], path: Pa
     return None
 
 
-def found_environments(selection: dict, remote: dict, machine: str) -> dict[str, runs.EnvironmentInfo]:
+def other_runner(exported: Plan, results: dict[str, TrialResult], path: Path) -> str | None:
+    """Why lines a runner wrote cannot be the plan's: they name another runner than the one exported with it (a
+    line of an older runner names none); None where every line that names one names the plan's."""
+    if not exported.runner_sha256:
+        return None
+    for result in results.values():
+        if result.runner_sha256 and result.runner_sha256 != exported.runner_sha256:
+            return (f"{path}: trial {result.trial_id} was measured by runner {result.runner_sha256[:12]}, and the "
+                    f"plan was exported with runner {exported.runner_sha256[:12]} (key 'runner_sha256')")  # fmt: skip
+    return None
+
+
+def outside_the_plan(exported: Plan, results: dict[str, TrialResult], built: list[dict], folder: Path) -> str | None:
+    """Why lines brought back name what the plan does not hold: a result whose trial id is none of the plan's (a
+    `../..` path among them), or a checkpoint the launcher built (`built`) whose folder is outside the export's
+    `checkpoints/`; None where all are the plan's."""
+    planned = {spec.trial_id for spec in exported.trials}
+    for trial_id in results:
+        if trial_id not in planned:
+            return (f"{folder / 'results' / 'trials.jsonl'}: key 'trial_id' {trial_id!r} names no trial of the plan "
+                    "(a trial id is environment/model/bsN/variant/block, as plan.json lists them)")  # fmt: skip
+    for entry in built:
+        where = PurePosixPath(str(entry.get("folder", "")))
+        if where.is_absolute() or ".." in where.parts or where.parts[:1] != ("checkpoints",):
+            return (f"{folder / 'results' / 'checkpoints.json'}: model {entry.get('model_id')!r} has key 'folder' "
+                    f"{str(where)!r}; a checkpoint's folder is checkpoints/<model> inside the export")  # fmt: skip
+    return None
+
+
+def found_environments(selection: dict, remote: dict, machine: str) -> dict[str, run_record.EnvironmentInfo]:
     """Each compared environment as the launcher found it on that machine: its own interpreter's package list
     (environment.json's `environments`; a launcher before they were recorded apart gave its own for all), the list's
     hash its key, its torch and transformers its pins (the project's pins do not apply there)."""
@@ -369,9 +398,9 @@ def found_environments(selection: dict, remote: dict, machine: str) -> dict[str,
         pins = {name: version for name, version in (line.split("==", 1) for line in freeze)
                 if name.lower() in ("torch", "transformers")}  # fmt: skip
         settings = entry.get("settings") or {}
-        info[entry["label"]] = runs.EnvironmentInfo(entry["label"], f"{entry['name']} on {machine}",
-                                                    runs.settings_key(journal.stable_hash(list(freeze)), settings),
-                                                    pins, freeze, settings)  # fmt: skip
+        key = run_record.settings_key(journal.stable_hash(list(freeze)), settings)
+        info[entry["label"]] = run_record.EnvironmentInfo(entry["label"], f"{entry['name']} on {machine}", key, pins,
+                                                          freeze, settings)  # fmt: skip
     return info
 
 
@@ -392,7 +421,11 @@ def ingest(config: Config, folder: Path) -> None:
     if problem:
         raise RecordError(f"{problem}; nothing ingested")
     results = results_folder.read_results(folder / "results" / "trials.jsonl", plan_digest(folder / "plan.json"))
-    problem = unmeasured(list(exported.trials), results, folder / "results" / "trials.jsonl")
+    built = read_json(folder / "results" / "checkpoints.json")  # what the launcher built there, by recipe
+    checkpoints = built + (read_json(folder / CARRIED_CHECKPOINTS) if (folder / CARRIED_CHECKPOINTS).exists() else [])
+    problem = (outside_the_plan(exported, results, built, folder)
+               or unmeasured(list(exported.trials), results, folder / "results" / "trials.jsonl")
+               or other_runner(exported, results, folder / "results" / "trials.jsonl"))  # fmt: skip
     if problem:
         raise RecordError(f"{problem}; nothing ingested")
     missing = [spec.trial_id for spec in exported.trials if spec.trial_id not in results]
@@ -400,9 +433,9 @@ def ingest(config: Config, folder: Path) -> None:
         raise FileNotFoundError(f"{folder / 'results' / 'trials.jsonl'} holds no result of this plan")
     ended = folder / "results" / results_folder.FINISHED
     finished = ended.exists() or exported.adaptive is None  # no loop: as it stands
-    not_run = read_json(ended).get("processes_not_run", 0) if ended.exists() else 0  # ended by `window end`
+    not_run = read_json(ended).get("processes_not_run", 0) if ended.exists() else 0  # ended by `runner.pyz --end`
     if missing:
-        why = "the plan was ended with `window end`" if not_run else "rerun the launcher there to finish"
+        why = "the plan was ended with `runner.pyz --end`" if not_run else "rerun the runner there to finish"
         LOGGER.warning("%d of %d trials have no result (%s): %s", len(missing), len(exported.trials), why,
                        missing[:5])  # fmt: skip
     not_logged = None if finished else (
@@ -415,15 +448,13 @@ def ingest(config: Config, folder: Path) -> None:
     run_context = replace(Context.from_dict(saved["context"]), machine=machine)
     info = found_environments(selection, remote, machine)
     tracker = None if not_logged else tracking.Tracker(
-        config.paths.tracking_uri, exported.invocation_id, benchmark.parent_name(selection, machine) + " (ingested)",
-        benchmark.parent_params(selection, config.benchmark, run_context, first.environment),
+        config.paths.tracking_uri, exported.invocation_id, recording.parent_name(selection, machine) + " (ingested)",
+        recording.parent_params(selection, config, run_context, first.environment),
         {"suite": selection["suite"], "machine": machine, "machine_fingerprint": first.environment.get(
             "machine_fingerprint"), "environments": ",".join(info), "ingested_from": str(folder)},
     )  # fmt: skip
-    checkpoints = read_json(folder / "results" / "checkpoints.json") + (
-        read_json(folder / CARRIED_CHECKPOINTS) if (folder / CARRIED_CHECKPOINTS).exists() else [])  # fmt: skip
     measured = [spec for spec in exported.trials if spec.trial_id in results]  # the plan as far as it ran
-    recorder = benchmark.Recorder(measured, info, benchmark.model_infos(checkpoints), run_context, tracker, None)
+    recorder = recording.Recorder(measured, info, recording.model_infos(checkpoints), run_context, tracker, None)
     for specs in processes(measured):
         recorder(specs, [results[spec.trial_id] for spec in specs], resumed=True)
     labels = {
@@ -433,6 +464,6 @@ def ingest(config: Config, folder: Path) -> None:
              "planned_processes": planned_processes, "labels": tuple(info), "environments": labels,
              "targets": tuple(reached(exported, recorder)), "processes_not_run": not_run,
              "not_logged": not_logged or ""}  # fmt: skip
-    benchmark.finish(config, recorder.records(), exported.invocation_id, tracker, extra)
+    recording.finish(config, recorder.records(), exported.invocation_id, tracker, extra)
     if not_logged:
         LOGGER.warning("results written to %s; %s", config.paths.results, not_logged)

@@ -1,7 +1,7 @@
 """Before spending: what an invocation would run on this machine, what it costs, and what it can resolve.
 
     python -m compilebench.forecast                                        # params.yaml as it is
-    python -m compilebench.forecast --set 'compare=[current,torch-2.14.1]' [--set benchmark.budget_min=20 ...]
+    python -m compilebench.forecast --set 'compare=[current,torch-2.14.1]' [--set budget_min=20 ...]
     make forecast B=torch-2.14.1 [A=current]                               # the same, as `make compare` would run it
 
 Builds nothing and measures nothing. It plans the invocation's trials as the benchmark stage would (the selected
@@ -9,7 +9,7 @@ suite, `compare`, `benchmark.replicates` and `cold_replicates`) and says:
 - which compared environments are built already, and which the benchmark would build first;
 - the planned processes by kind, and what they cost here: each unit's processes priced at the median own time of
   this machine's processes of that unit in the last results (paths.results: `make run` leaves the default suite's),
-  against `benchmark.budget_min`, and how many more blocks of every unit the budget leaves room for (the adaptive
+  against `budget_min`, and how many more blocks of every unit the budget leaves room for (the adaptive
   loop gives them to the widest intervals first);
 - per targeted metric, the smallest change a comparison finds with 80% power after the planned blocks, after those
   the budget leaves room for and at `max_replicates`, from this machine's noise record (paths.calibration); or that
@@ -24,16 +24,68 @@ import json
 import logging
 import sys
 from pathlib import Path
+from typing import Any
 
-from compilebench import environments, reference
-from compilebench.analysis import adaptive, noise_record, plan, runs
-from compilebench.benchmark import plan_trials, say_forecast
+from compilebench import environments, recording, reference
+from compilebench.analysis import adaptive, noise_record, plan, run_record
 from compilebench.config import Config, ConfigError, stage_config
 from compilebench.harness import fingerprint, models
-from compilebench.harness.records import ModelSpec, RecordError, read_json
+from compilebench.harness.invocation import LoopSettings
+from compilebench.harness.reading import read_json
+from compilebench.harness.records import KIND_COLD, ModelSpec, RecordError, TrialSpec
 
 LOGGER = logging.getLogger(__name__)
 UNITS_SHOWN = 4  # unpriced units named in the log line; the rest counted
+
+
+def _percents(pair: tuple[float, float]) -> str:
+    """(least, most) fractions as percents: `8%` when they round alike, else `8-12%`."""
+    low, high = (f"{100 * value:.0f}" for value in pair)
+    return f"{low}%" if low == high else f"{low}-{high}%"
+
+
+def say_forecast(
+    trials: list[TrialSpec], settings: LoopSettings, record: dict[str, Any] | None, added: dict[str, int] | None = None
+) -> bool:
+    """Log, before the first block, the smallest change each targeted metric will find (80% power) and how many of its
+    cells would say `equivalent` were nothing to change, after the planned blocks and at the cap (and with `added`,
+    after the blocks the budget leaves room for: forecast.py), from this machine's noise record; or that the machine
+    has none yet, or none for a metric. Returns whether the record holds any of the trials' cells."""
+    cells = sorted({noise_record.cell_key(s.model.model_id, s.batch_size, s.variant.name) for s in trials})
+    by_turn = any(spec.timing.together for spec in trials)  # its timing blocks' rounds are paired by turn
+    cold_timed = any(spec.kind == KIND_COLD and spec.timed for spec in trials)  # cold blocks of latency and speedup
+    noise = noise_record.machine_noise(record)
+    found = adaptive.forecast(noise, cells, settings, by_turn, added, cold_timed)
+    if not found and any(cell in noise for cell in cells):
+        LOGGER.info("this machine's noise record has these cells with fewer than %d degrees of freedom a metric: too "
+                    "few to forecast from; this comparison's blocks add to it", adaptive.FORECAST_MIN_DOF)  # fmt: skip
+        return True
+    if not found:
+        LOGGER.info("no noise record of this machine for these cells yet: how small a change this comparison can "
+                    "find is known once it has run (its blocks start the record)")  # fmt: skip
+        return False
+    for entry in found:
+        planned, most = entry["planned"], entry["most"]
+        steps = [(planned, "")]
+        if "budget" in entry and entry["budget"].blocks < most.blocks:
+            steps.append((entry["budget"], " (what the budget leaves room for)"))
+        if most.blocks > planned.blocks:
+            capped = "budget" in entry and entry["budget"].blocks == most.blocks
+            steps.append((most, " (the cap, which the budget leaves room for)" if capped else " (the cap)"))
+        changes = ", ".join(f"{_percents(r.change)} after {r.blocks}{' blocks' if i == 0 else ''}{note}"
+                            for i, (r, note) in enumerate(steps))  # fmt: skip
+        of_the = f" of the {entry['cells']}"
+        equivalent = ", ".join(f"{r.equivalent:.1f}{of_the if i == 0 else ''} after {r.blocks}"
+                               for i, (r, _) in enumerate(steps))  # fmt: skip
+        LOGGER.info("this machine's noise record (%d cells): %s finds a change of %s, with 80%% power; were nothing "
+                    "to change, `equivalent` (within +-%.0f%%) in about %s", entry["cells"],
+                    entry["metric"].replace("_", " "), changes, 100 * settings.margin, equivalent)  # fmt: skip
+    unknown = [name.replace("_", " ") for name in adaptive.targeted(settings)
+               if name not in {entry["metric"] for entry in found}]  # fmt: skip
+    if unknown:
+        LOGGER.info("no forecast for %s: no cell of this machine's noise record has %d degrees of freedom of it (one "
+                    "block a side gives none)", ", ".join(unknown), adaptive.FORECAST_MIN_DOF)  # fmt: skip
+    return True
 
 
 def model_specs(config: Config) -> list[ModelSpec]:
@@ -59,12 +111,12 @@ def model_specs(config: Config) -> list[ModelSpec]:
     return specs
 
 
-def earlier_runs(path: str | Path) -> list[runs.RunRecord]:
+def earlier_runs(path: str | Path) -> list[run_record.RunRecord]:
     """The runs of the last results (paths.results), to price processes with; none before the first."""
     path = Path(path)
     if not path.exists():
         return []
-    return [runs.RunRecord.from_dict(json.loads(line)) for line in path.read_text().splitlines() if line.strip()]
+    return [run_record.RunRecord.from_dict(json.loads(line)) for line in path.read_text().splitlines() if line.strip()]
 
 
 def minutes(seconds: float) -> str:
@@ -90,7 +142,7 @@ def say_spend(spent: adaptive.Spend, prices: adaptive.Prices, labels: list[str],
         LOGGER.info("no earlier process of this machine in %s to price them: a run of the same suite here (`make "
                     "run` for the default one) tells what a process costs", results)  # fmt: skip
         return
-    budget = f"benchmark.budget_min {budget_min:g} min a stack, {minutes(spent.budget_s)} in all"
+    budget = f"budget_min {budget_min:g} min an environment, {minutes(spent.budget_s)} in all"
     if spent.unpriced:
         shown = ", ".join(unit_text(unit) for unit in spent.unpriced[:UNITS_SHOWN])
         more = f" and {len(spent.unpriced) - UNITS_SHOWN} more" if len(spent.unpriced) > UNITS_SHOWN else ""
@@ -114,7 +166,7 @@ def say_spend(spent: adaptive.Spend, prices: adaptive.Prices, labels: list[str],
                     "alone (the loop gives them to the widest intervals first): %s", budget, rounds)  # fmt: skip
     else:
         LOGGER.info("the planned blocks alone use the budget (%s): the loop adds no block but to re-run a disturbed "
-                    "process. One more block of every unit: %s (`--set benchmark.budget_min=...`)", budget,
+                    "process. One more block of every unit: %s (`--set budget_min=...`)", budget,
                     rounds)  # fmt: skip
 
 
@@ -124,9 +176,9 @@ def forecast(config: Config) -> None:
     root, cache_root = Path.cwd(), Path(config.paths.environments)
     pins = environments.resolved_pins(config, root)
     selection = plan.selection(config, specs, pins, reference.selected_cells(config))
-    trials = plan_trials(config.benchmark, selection, config.paths.image)
+    trials = recording.plan_trials(config, selection, config.paths.image)
     labels = [entry["label"] for entry in selection["environments"]]
-    machine, device = fingerprint.host()["machine_fingerprint"], config.benchmark.device
+    machine, device = fingerprint.host()["machine_fingerprint"], config.device
     LOGGER.info("forecast of suite %s, %s, on machine %s (%s): nothing is built or measured", config.suite,
                 " against ".join(labels), machine, device)  # fmt: skip
     if len(labels) > 1:  # alone, `current` is the project's own interpreter
@@ -139,7 +191,7 @@ def forecast(config: Config) -> None:
             venv = f"`{stack}`'s venv first, under" if shared else "it first, into its own venv under"
             LOGGER.info("environment %s: %s%s", name, shared, "built" if built else f"not built yet: the benchmark "
                         f"builds {venv} {config.paths.environments}")  # fmt: skip
-    settings = config.benchmark.loop(config.margin)
+    settings = config.loop()
     prices = adaptive.process_prices(earlier_runs(config.paths.results), machine, device)
     spent = adaptive.spend(trials, labels, settings, prices)
     together = any(spec.timing.together for spec in trials)  # benchmark.together, as the plan's specs carry it

@@ -19,7 +19,9 @@ from pathlib import Path
 from typing import Any
 
 from compilebench.harness.files import write_json
-from compilebench.harness.records import RecordError, TrialResult, check_result_row, trial_stem
+from compilebench.harness.names import trial_stem
+from compilebench.harness.reading import check_result_row
+from compilebench.harness.records import RecordError, TrialResult
 
 INVOCATION_FILE = "invocation.json"
 RESULTS_DIR = "results"

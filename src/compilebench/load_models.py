@@ -40,7 +40,8 @@ from compilebench.analysis import plan
 from compilebench.config import ConfigError, stage_config
 from compilebench.harness import models
 from compilebench.harness.files import write_json
-from compilebench.harness.records import ModelSpec, is_local
+from compilebench.harness.names import is_local
+from compilebench.harness.records import ModelSpec
 
 LOGGER = logging.getLogger(__name__)
 

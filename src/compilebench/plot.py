@@ -29,10 +29,10 @@ import pandas as pd
 
 from compilebench import reference, report, tracking
 from compilebench.analysis import compare
-from compilebench.analysis.runs import RunRecord
+from compilebench.analysis.run_record import RunRecord
 from compilebench.config import Config, stage_config
 from compilebench.harness.files import write_atomic
-from compilebench.harness.records import read_jsonl
+from compilebench.harness.reading import read_jsonl
 from compilebench.run_info import RunInfo
 
 LOGGER = logging.getLogger(__name__)
@@ -267,6 +267,7 @@ def plot(config: Config, table: pd.DataFrame, verdicts: pd.DataFrame, compared: 
          run_info: RunInfo, results: list[RunRecord]) -> None:  # fmt: skip
     """The figures, their data for `dvc plots` and the report, written and logged to the parent run."""
     out_dir = Path(config.paths.plots)
+    out_dir.mkdir(parents=True, exist_ok=True)  # a run where every trial failed has no figure: an empty folder
     written = write_figures(table, verdicts, compared, out_dir, config.plot.width_in, config.plot.dpi)
     LOGGER.info("wrote %d figures to %s", len(written), out_dir)
     published = reference.read_published(config.paths.reference)

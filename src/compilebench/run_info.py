@@ -32,7 +32,7 @@ class RunInfo:
     targets: tuple[dict[str, Any], ...] = ()  # per run and targeted interval, what it reached (adaptive.shortfalls)
     ingested_from: str = ""  # an exported plan's folder, where the results were ingested
     trials_missing: int = 0  # of an ingested plan, trials without a result
-    processes_not_run: int = 0  # of an ingested plan ended by `window end`
+    processes_not_run: int = 0  # of an ingested plan ended by `runner.pyz --end`
     not_logged: str = ""  # why none of the invocation's results go to MLflow (an exported plan not finished)
 
     @property

@@ -17,9 +17,9 @@ from pathlib import Path
 import pandas as pd
 
 from compilebench import tracking
-from compilebench.analysis.runs import RunRecord
+from compilebench.analysis.run_record import RunRecord
 from compilebench.config import stage_config
-from compilebench.harness.records import read_jsonl
+from compilebench.harness.reading import read_jsonl
 from compilebench.report import description, read_comparisons
 from compilebench.run_info import RunInfo
 

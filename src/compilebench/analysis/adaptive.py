@@ -8,7 +8,7 @@ measured alone (a deploy way, served sizes) is a paired trial per environment, c
 done, `extend` asks of every run how far each 95% interval is from its target (`benchmark.target`: speedup, compile
 time, latency; B/A when stacks are compared, the run's own interval otherwise), gives each metric to the unit that
 measures it (cold compile time to a cold block, the rest to a timing block), and adds a block to each unit short of its
-target, furthest first, while the blocks fit in `benchmark.budget_min` (minutes of trial processes per compared
+target, furthest first, while the blocks fit in `budget_min` (minutes of trial processes per compared
 environment, the planned ones included) and a unit has fewer than `benchmark.max_replicates` blocks. A unit with fewer
 undisturbed blocks than planned gets one first, budget or not (up to the cap): a disturbed process is re-run, never
 silently dropped (the planned blocks always run). It stops on width, never on significance, so the error rates measured
@@ -27,7 +27,7 @@ from typing import Any
 
 from compilebench.analysis import compare, noise_record, plan, stats
 from compilebench.analysis.per_process import ProcessRecord
-from compilebench.analysis.runs import RunRecord
+from compilebench.analysis.run_record import RunRecord
 from compilebench.analysis.validity import compile_disturbed, timing_disturbed
 from compilebench.harness.invocation import LoopSettings
 from compilebench.harness.records import (
@@ -52,9 +52,8 @@ MIXED = "mixed"  # an invalid run whose processes ran on several machines or sta
 # far too small (one cold block a side was taken on such a cell record, and two invocations' cold compile intervals
 # of one cell missed each other); below it, the metric's record over every cell of the machine, else the cell's own.
 MIN_RECORD_DOF = 4
-# A forecast reads a cell's record from this many on: a first comparison's cells have 2 or 3, and on the Xeon VM's three
-# A/As such records forecast 31.4 cells `equivalent` at +-10% where 33 were (optimistic at +-5%: 16.0 against 11; the
-# machine's variance over every cell instead, 2.3: benchmarks/results/2026-11-29-xeon-margin-10).
+# A forecast reads a cell's record from this many on: a first comparison's cells have 2 or 3, and such records forecast
+# the next comparison's count of `equivalent` cells closely at +-10% (docs/findings.md, "The forecast's price").
 FORECAST_MIN_DOF = 2
 
 
@@ -441,7 +440,7 @@ class Spend:
     planned_s: float  # the priced ones' own seconds, one after another (a block run together takes its sum)
     priced: int  # planned processes priced
     unpriced: tuple[Unit, ...]  # units no earlier process of this machine prices: left out of planned_s
-    budget_s: float  # benchmark.budget_min for every environment
+    budget_s: float  # budget_min for every environment
     round_s: dict[str, float]  # by kind of unit: one more block of every priced unit of that kind
 
     def rounds(self, kind: str) -> int:

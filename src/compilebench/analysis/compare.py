@@ -15,11 +15,12 @@ on its own blocks and is flagged. Rows of separate invocations cannot be paired:
 
 Each (cell, metric) gets two answers: did it change (`{metric}_change`, a t-test at 5%) and does it matter
 (`{metric}_relevance` against the user's margin: `equivalent`, `beyond margin`, `undecided`), and one word
-(`{metric}_verdict`). The headline per row (`verdict`) uses Holm-adjusted p-values across the invocation's rows, so a
-comparison of many cells does not flag one by chance. With three or more stacks (a series, e.g. successive torch
-releases) each is compared with the first and with the previous one, and `series_steps` names the first step whose
-change is significant and beyond the margin. Changes of compile health (a status that differs, graph breaks gained or
-lost, a fall-back to eager, recompiles) are listed first: they matter more than a few percent.
+(`{metric}_verdict`). The headline per row (`verdict`) uses Holm-adjusted p-values across the invocation's rows, so
+a comparison of many cells does not flag one by chance. With three or more stacks (a series, e.g. successive torch
+releases) each is compared with the first and with the previous one (`suite.series_steps` names the first step whose
+change is significant and beyond the margin; `suite.summary` says what changed over the suite). Changes of compile
+health (a status that differs, graph breaks gained or lost, a fall-back to eager, recompiles) are listed first: they
+matter more than a few percent.
 Pure functions from runs (`ComparedRun`: a RunRecord, or a run read back from MLflow) to `Comparison` objects;
 `Comparison.row()` is a table's line.
 """
@@ -29,17 +30,15 @@ from __future__ import annotations
 import itertools
 import math
 import statistics
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any
 
-from compilebench.analysis import noise_record, stats
+from compilebench.analysis import keys, noise_record, stats
 from compilebench.analysis.per_process import ProcessRecord
-from compilebench.analysis.runs import RunRecord
+from compilebench.analysis.run_record import RunRecord
 from compilebench.harness.records import EAGER, STATUS_OK, TrialSpec, memory_before_timing
 
-MIN_ACROSS_CELLS = 3  # cells a suite's interval from their spread needs (2 degrees of freedom)
-T = TypeVar("T")  # a compared cell, of whatever kind a caller holds (counted_once)
 FIRST, PREVIOUS = "first", "previous"  # what a row compares B with: the baseline, or the stack before it in a series
 
 
@@ -82,33 +81,38 @@ class Judged:
     verdict: str
 
     def columns(self, metric: str) -> dict[str, Any]:
-        """Its columns in a comparison table, `{metric}_ratio` ... `{metric}_verdict` (the one place they are named)."""
+        """Its columns in a comparison table, `{metric}_ratio` ... `{metric}_verdict` (keys.column)."""
         r = self.ratio
         values = {"ratio": r.value, "ci_low": r.low, "ci_high": r.high, "ci90_low": r.low90, "ci90_high": r.high90,
                   "halfwidth": r.halfwidth, "detectable": r.detectable, "p": r.p_value, "blocks": r.blocks,
                   "dof": r.dof, "method": r.method, "noise": r.noise, "noisy": r.noisy, "cell_ss": r.cell_noise.ss,
                   "cell_dof": r.cell_noise.dof, "change": self.change, "relevance": self.relevance,
                   "verdict": self.verdict}  # fmt: skip
-        return {f"{metric}_{key}": value for key, value in values.items()}
+        assert tuple(values) == keys.JUDGED_FIELDS, "keys.JUDGED_FIELDS names these columns"
+        return {keys.column(metric, key): value for key, value in values.items()}
 
     @classmethod
     def read(cls, row: dict[str, Any], metric: str) -> Judged | None:
         """Its columns read back from a table's row (a CSV's: NaN where a row has none); None where the row did not
         compare `metric`. The half-width and detectable change follow from the interval, as they were written."""
-        word = row.get(f"{metric}_verdict")
+
+        def cell(key: str) -> Any:
+            return row.get(keys.column(metric, key))
+
+        word = cell("verdict")
         if not (isinstance(word, str) and word):
             return None
-        value = {key: row.get(f"{metric}_{key}") for key in ("ratio", "ci_low", "ci_high", "ci90_low", "ci90_high",
-                                                             "p", "blocks", "dof", "cell_ss", "cell_dof")}  # fmt: skip
+        numbers = ("ratio", "ci_low", "ci_high", "ci90_low", "ci90_high", "p", "blocks", "dof", "cell_ss", "cell_dof")
+        value = {key: cell(key) for key in numbers}
         number = {key: math.nan if v is None else float(v) for key, v in value.items()}
-        noisy = row.get(f"{metric}_noisy")
+        noisy = cell("noisy")
         ratio = stats.Ratio(
             number["ratio"], number["ci_low"], number["ci_high"], number["ci90_low"], number["ci90_high"],
-            number["p"], _count(number["blocks"]), number["dof"], str(row.get(f"{metric}_method")),
-            noise=str(row.get(f"{metric}_noise")), noisy=noisy is True or str(noisy) == "True",
+            number["p"], _count(number["blocks"]), number["dof"], str(cell("method")),
+            noise=str(cell("noise")), noisy=noisy is True or str(noisy) == "True",
             cell_noise=stats.Noise(number["cell_ss"], _count(number["cell_dof"])),
         )  # fmt: skip
-        return cls(ratio, str(row.get(f"{metric}_change")), str(row.get(f"{metric}_relevance")), word)
+        return cls(ratio, str(cell("change")), str(cell("relevance")), word)
 
 
 def _count(value: float) -> int:
@@ -172,7 +176,7 @@ class Comparison:
         judged = {metric.name: found for metric in METRICS if (found := Judged.read(row, metric.name)) is not None}
         known = {*CELL, *ABOUT, "headline", "verdict", "p_adjusted"}
         extra = {key: value for key, value in row.items()
-                 if key not in known and not any(key.startswith(f"{m.name}_") for m in METRICS)}  # fmt: skip
+                 if key not in known and not any(keys.is_column_of(key, m.name) for m in METRICS)}  # fmt: skip
         about = {key: row.get(key) for key in (*CELL, *ABOUT)}
         about["health_change"] = about["health_change"] if isinstance(about["health_change"], str) else ""
         return cls(**about, judged=judged, headline=str(row["headline"]), verdict=str(row["verdict"]),
@@ -436,27 +440,6 @@ def comparison_rows(
     return compared
 
 
-def series_steps(compared: list[Comparison], labels: list[str]) -> list[dict[str, Any]]:
-    """In a series of stacks, per cell: the first step (a stack against the one before it) whose headline change is
-    significant and beyond the margin, the way one bisects a regression over releases; none when no step is."""
-    steps = list(itertools.pairwise(labels))
-    by_step = {(row.baseline, row.candidate, *row.cell.values()): row for row in compared
-               if row.reference == PREVIOUS or row.baseline == labels[0]}  # fmt: skip
-    found = []
-    for cell in dict.fromkeys(tuple(row.cell.values()) for row in compared):
-        for before, after in steps:
-            row = by_step.get((before, after, *cell))
-            if row is None:
-                continue
-            judged = row.judged[row.headline]
-            if row.verdict not in (stats.EQUIVALENT, stats.INCONCLUSIVE) and judged.relevance == stats.BEYOND_MARGIN:
-                found.append({**dict(zip(CELL, cell, strict=True)), "step": f"{before} -> {after}",
-                              "metric": row.headline, "ratio": judged.ratio.value, "ci_low": judged.ratio.low,
-                              "ci_high": judged.ratio.high, "verdict": row.verdict})  # fmt: skip
-                break
-    return found
-
-
 def is_aa(runs: list[ComparedRun]) -> bool:
     """Whether the environments compared are one and the same stack (an A/A calibration)."""
     keys = {run.environment_key for run in runs}
@@ -488,93 +471,6 @@ def flagged(compared: list[Comparison]) -> list[Comparison]:
     return [row for row in compared if any(judged.verdict not in quiet for judged in row.judged.values())]
 
 
-DIRECTIONS = {word for metric in METRICS for word in (metric.above, metric.below)}
-
-
-def suite_cells(compared: list[Comparison], metric: Metric) -> list[Comparison]:
-    """The rows of one compared stack that count once each for `metric` over the suite (`counted_once`)."""
-    judged = [row for row in compared if metric.name in row.judged]
-    return counted_once(judged, metric, lambda row: row.variant, lambda row: (row.model_id, row.batch_size))
-
-
-def counted_once(
-    judged: Sequence[T], metric: Metric, variant: Callable[[T], str], timing_process: Callable[[T], Hashable]
-) -> list[T]:
-    """Of one compared stack's cells that judged `metric` (rows of any kind: `variant` and `timing_process` read
-    them), those that count once each: eager latency's eager cells (a compiled cell's eager samples are the same
-    processes'), inductor start-up's first compiled cell of each timing process (model and batch size: every arm of
-    a timing process has its value), every cell otherwise."""
-    if metric.name == "eager_latency" and any(variant(cell) == EAGER for cell in judged):
-        return [cell for cell in judged if variant(cell) == EAGER]
-    if metric.per_timing_process:
-        first: dict[Hashable, T] = {}
-        for cell in judged:
-            first.setdefault(timing_process(cell), cell)
-        return list(first.values())
-    return list(judged)
-
-
 def versions_text(torch_version: Any, transformers_version: Any) -> str:
     """A stack's versions as a table shows them."""
     return f"torch {torch_version} / transformers {transformers_version}"
-
-
-def suite_summary(compared: list[Comparison]) -> list[dict[str, Any]]:
-    """What changed, per compared stack (against the baseline) and metric, over the whole suite: how many cells got a
-    direction, `equivalent` or `inconclusive`; the geometric mean of B/A over the cells with a ratio on both sides,
-    with its 95% CI (the cells' mean log ratios are independent: the variance of their mean is the sum of theirs over
-    n², its degrees of freedom by Welch-Satterthwaite; for cold compile, where a cell has one cold process a stack and
-    no interval, from the spread of the cells' ratios: `_suite_ratio`) and the one word the cells' rule gives it
-    against the margin
-    (`verdict`); the cells left out by name (the suite's geomean moves when a cell fails on one side, so they are
-    said); and how many of its verdicts would flag a change by chance alone on equal stacks (5% of those with an
-    interval, the measured per-verdict rate's target). Each cell counts once (`suite_cells`)."""
-    found = []
-    rows = [row for row in compared if row.reference == FIRST]
-    for candidate in dict.fromkeys(row.candidate for row in rows):
-        mine = [row for row in rows if row.candidate == candidate]
-        for metric in METRICS:
-            judged = suite_cells(mine, metric)
-            if not judged:
-                continue
-            words = [row.judged[metric.name].verdict for row in judged]
-            usable = [row for row in judged if _finite(row.judged[metric.name].ratio.value)]
-            left_out = [f"{row.label} bs{row.batch_size} {row.variant}" for row in judged if row not in usable]
-            ratio = _suite_ratio([row.judged[metric.name].ratio for row in usable], metric.own_processes)
-            margin = float(judged[0].margin or 0.05)
-            entry = {"candidate": candidate, "baseline": mine[0].baseline, "metric": metric.name,
-                     "cells": len(judged), "changed": sum(word in DIRECTIONS for word in words),
-                     "equivalent": words.count(stats.EQUIVALENT), "inconclusive": words.count(stats.INCONCLUSIVE),
-                     "left_out": left_out,
-                     "chance_flags": 0.05 * sum(_finite(row.judged[metric.name].ratio.low) for row in judged),
-                     "geomean": ratio.value, "ci_low": ratio.low, "ci_high": ratio.high,
-                     "verdict": stats.verdict_of(stats.change(ratio, metric.above, metric.below),
-                                                 stats.relevance(ratio, margin))}  # fmt: skip
-            found.append(entry)
-    return found
-
-
-def _finite(value: Any) -> bool:
-    return isinstance(value, int | float) and math.isfinite(value)
-
-
-def _suite_ratio(ratios: list[stats.Ratio], own_processes: bool = False) -> stats.Ratio:
-    """The geometric mean of the cells' B/A with its intervals: pooled from the cells' own where every cell has one;
-    else, for a metric whose cells have processes of their own (cold compile: one cold process a stack leaves a cell
-    without an interval) and MIN_ACROSS_CELLS cells, from the spread of the cells' ratios
-    (`stats.across_cells_ratio`); else none."""
-    if not ratios:
-        return stats.Ratio(*(math.nan,) * 6, 0, 0, stats.SINGLE)
-    logs = [math.log(ratio.value) for ratio in ratios]
-    center = sum(logs) / len(logs)
-    if not all(_finite(ratio.dof) and ratio.dof > 0 and _finite(ratio.halfwidth) for ratio in ratios):
-        if own_processes and len(ratios) >= MIN_ACROSS_CELLS:
-            return stats.across_cells_ratio(logs)
-        return stats.Ratio(math.exp(center), *(math.nan,) * 5, len(ratios), 0, stats.SINGLE)
-    parts = []  # (variance of each cell's mean log, its degrees of freedom)
-    for ratio in ratios:
-        dof, halfwidth = ratio.dof, ratio.halfwidth
-        parts.append(((halfwidth / stats.t_quantile(0.975, dof)) ** 2, dof))
-    variance = sum(part for part, _ in parts) / len(ratios) ** 2
-    dof = sum(part for part, _ in parts) ** 2 / sum(part**2 / dof for part, dof in parts) if variance > 0 else 1.0
-    return stats.log_mean_ratio(center, math.sqrt(variance), dof, len(ratios))

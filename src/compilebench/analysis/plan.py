@@ -23,6 +23,7 @@ import statistics
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
+from compilebench.harness.names import slug
 from compilebench.harness.records import (
     CACHE_COLD,
     CACHE_SHARED,
@@ -38,7 +39,6 @@ from compilebench.harness.records import (
     VariantSpec,
     environment_labels,
     processes,
-    slug,
     units,
     williams_orders,
 )
@@ -176,7 +176,7 @@ def trials(
 
 
 @dataclass(frozen=True)
-class Estimate:
+class PlanCost:
     """What a plan should cost on the device a cost table was measured on (`estimate`)."""
 
     seconds: float
@@ -240,7 +240,7 @@ def _process_cost(costs: dict[str, Any], model: str, key: str, borrowed: set[str
     return value
 
 
-def estimate(trials: list[TrialSpec], costs: dict[str, Any]) -> Estimate:
+def estimate(trials: list[TrialSpec], costs: dict[str, Any]) -> PlanCost:
     """The seconds a plan's processes take one after the other on the device of `costs` (compilebench.costs): per
     process its start-up and load; a cold process its cold compile; a timing or paired one each arm's warm compile
     (as measured in a process of its own, so an upper bound for the arms after the first); every one its warm-up and
@@ -271,10 +271,10 @@ def estimate(trials: list[TrialSpec], costs: dict[str, Any]) -> Estimate:
                   + _cost(costs, spec.model.model_id, None, "load_s", borrowed)
                   + _cost(costs, spec.model.model_id, spec.variant.name, "cold_compile_s", borrowed)
                   for spec in primed.values())  # fmt: skip
-    return Estimate(total, len(groups), tuple(sorted(borrowed)), prime_s, len(primed))
+    return PlanCost(total, len(groups), tuple(sorted(borrowed)), prime_s, len(primed))
 
 
-def window_seconds(found: Estimate, prime_at_once: int) -> float:
+def window_seconds(found: PlanCost, prime_at_once: int) -> float:
     """A window's seconds on the device of a cost table: its processes one after the other, after its prime with
     `prime_at_once` compile-only processes at a time (launcher --prime N)."""
     return found.seconds + found.prime_s / max(1, min(prime_at_once, found.primes or 1))
@@ -284,22 +284,22 @@ def windows(
     trials: list[TrialSpec], costs: dict[str, Any], minutes: float, prime_at_once: int = 1, search_nodes: int = 20_000
 ) -> list[list[TrialSpec]]:
     """A plan's trials in as few windows of at most `minutes` estimated minutes each (`estimate`, `window_seconds`)
-    as can be found: for machines lent for a while, each window a plan of its own. Each unit (records.units: a
+    as can be found: for a machine at hand for a fixed time, each window a plan of its own. Each unit (records.units: a
     (model, batch size) with every environment, block and variant of it) stays whole, so that each window's blocks
     pair A with B, its loop adds blocks to cells it holds, and its prime compiles what its processes load.
     First-fit decreasing packs them; then fewer windows are searched for, and among packings into that many the one
     whose longest window is shortest (each search exhaustive up to `search_nodes` steps). A unit estimated over
     `minutes` gets a window alone (the launcher's --stop-after-min and resume carry it over). Each window keeps the
     plan's order."""
-    if minutes <= 0:
-        raise ValueError(f"a window must be longer than 0 minutes, got {minutes}")
+    if not (math.isfinite(minutes) and minutes > 0):
+        raise ValueError(f"a window must be a positive number of minutes, got {minutes}")
     grouped = {(unit[0].model.model_id, unit[0].batch_size): unit for unit in units(trials)}
     parts = {key: estimate(unit, costs) for key, unit in grouped.items()}  # additive: processes, prime seconds, primes
     limit = minutes * 60
 
     def seconds(keys: list[tuple[str, int]]) -> float:
         found = [parts[key] for key in keys]
-        total = Estimate(
+        total = PlanCost(
             sum(e.seconds for e in found), 0, (), sum(e.prime_s for e in found), sum(e.primes for e in found)
         )
         return window_seconds(total, prime_at_once)

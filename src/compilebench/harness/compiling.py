@@ -16,14 +16,12 @@ from pathlib import Path
 from typing import Any
 
 from compilebench.harness import checks, timing
+from compilebench.harness.names import AOTI_PACKAGE, ARTIFACTS_FILE, DEPLOY_DIR_ENV
 from compilebench.harness.records import (
-    AOTI_PACKAGE,
-    ARTIFACTS_FILE,
     CACHE_COLD,
     CACHE_WARM,
     DEPLOY_AOTI,
     DEPLOY_ARTIFACTS,
-    DEPLOY_DIR_ENV,
     DEPLOY_REGIONAL,
     DYNAMIC_BATCH,
     DYNAMIC_BATCH_UNBACKED,

@@ -36,6 +36,7 @@ class Context:
     image_source: str
     image_sha256: str
     validity: Validity  # what makes its processes count (benchmark.min_iters, max_cv, ...)
+    runner_sha256: str = ""  # an exported plan's: the runner that measured it (runner.py); "" for the pipeline's own
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

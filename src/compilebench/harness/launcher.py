@@ -1,13 +1,9 @@
 """Runs trials, each in a fresh process of its environment's interpreter, in the plan's order; resumable.
 
-    python -m compilebench.harness.launcher PLAN.json OUT_DIR      # on any machine with torch and transformers
-
-The benchmark stage calls `run_trials` with the project's plan. On another machine (a GPU box with nothing but
-torch and transformers: no mlflow, dvc, pandas or omegaconf), the command above runs a plan exported with
-`python -m compilebench.benchmark --export DIR`: it builds the checkpoints the plan's recipes describe (random
-weights, published architecture), runs every trial with this interpreter, and appends each result to
-OUT_DIR/trials.jsonl as it completes (flushed to disk: a killed run resumes where it stopped). Bring OUT_DIR back and
-`python -m compilebench.benchmark --ingest OUT_DIR` logs it, exactly once, with that machine's device and versions.
+The benchmark stage calls `run_trials` with the project's plan; on another machine the runner (compilebench/runner.py,
+`python runner.pyz PLAN.json OUT`) calls `launch` with an exported one. `launch` builds the checkpoints the plan's
+recipes describe (random weights, published architecture), runs every trial, and appends each result to
+OUT_DIR/trials.jsonl as it completes (flushed to disk: a killed run resumes where it stopped).
 
 A process runs one trial, or a timing process's arms (consecutive trials with one `process_id`), by the process
 runner (harness/trial_process.py: its own process group, timeout, memory cap and OOM attribution). Unless the cache
@@ -21,7 +17,6 @@ What it writes into OUT, and reads back to resume, is results_folder.py's. Stand
 
 from __future__ import annotations
 
-import argparse
 import json
 import logging
 import os
@@ -34,12 +29,11 @@ from pathlib import Path
 
 from compilebench.harness import fingerprint
 from compilebench.harness.files import append_lines, write_json
-from compilebench.harness.groups import end_trials_on_signal
+from compilebench.harness.names import CACHE_STARTUP_ENV, thread_environment, usable_cores
+from compilebench.harness.reading import plan_digest
 from compilebench.harness.records import (
     CACHE_COLD,
     CACHE_SHARED,
-    CACHE_STARTUP_ENV,
-    CURRENT,
     DEPLOY_AOTI,
     DEPLOY_ARTIFACTS,
     ENDED_FROM_OUTSIDE,
@@ -48,14 +42,9 @@ from compilebench.harness.records import (
     MEASURED_NOTHING,
     STATUS_OK,
     Plan,
-    RecordError,
     TrialResult,
     TrialSpec,
-    plan_digest,
     processes,
-    read_plan,
-    thread_environment,
-    usable_cores,
 )
 from compilebench.harness.results_folder import (
     ADDED_TRIALS,
@@ -63,9 +52,6 @@ from compilebench.harness.results_folder import (
     FINISHED,
     append_results,
     json_lines,
-    machine_problem,
-    output_folder,
-    output_problem,
     plan_progress,
     read_added,
     read_results,
@@ -338,51 +324,6 @@ def build_checkpoints(plan: Plan, root: Path) -> list[dict]:
     return built
 
 
-def run_plan_adaptively(plan: Plan, trials: list[TrialSpec], run, out: Path, budget_min: float | None) -> None:
-    """The plan's trials, then the pipeline's own loop (adaptive.measure) on this machine's results: more blocks
-    where the intervals are widest, within the plan's budget (or `budget_min`). Each added block's specs are
-    appended to out/added.jsonl before it runs, so a later window resumes it and ingest knows it. Needs numpy and
-    scipy, which a GPU image has; nothing of the pipeline's tools."""
-    from compilebench.analysis import adaptive, runs
-
-    settings, context, labels = plan.adaptive.settings, plan.adaptive.context, list(plan.adaptive.labels)
-    if budget_min is not None:
-        settings = replace(settings, budget_min=budget_min)
-    environments = {label: runs.EnvironmentInfo(label, label, "", {}) for label in labels}
-    models = {spec.model.model_id: runs.ModelInfo("", "", None) for spec in trials}
-
-    def records_of(specs: list[TrialSpec], results: dict[str, TrialResult]) -> list[runs.RunRecord]:
-        return runs.run_records(specs, results, environments, models, context)
-
-    def added(specs: list[TrialSpec]) -> None:
-        append_lines(out / ADDED_TRIALS, [json.dumps(spec.to_dict()) for spec in specs])
-
-    adaptive.measure(trials, labels, settings, run, records_of, added=added)
-
-
-def arguments() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(description="Run an exported plan's trials on this machine.")
-    parser.add_argument("plan", type=Path, help="plan.json written by `compilebench.benchmark --export`")
-    parser.add_argument("out", type=Path, help="folder for trials.jsonl and checkpoints.json")
-    parser.add_argument("--timeout-s", type=float, default=1800.0, help="per trial, seconds")
-    parser.add_argument("--python", action="append", default=[], metavar="ENV=PATH",
-                        help="interpreter of an environment other than `current` (this one)")  # fmt: skip
-    parser.add_argument(
-        "--prime", type=int, default=0, metavar="N", help="first compile every run, N at a time, into one shared cache"
-    )
-    parser.add_argument("--budget-min", type=float, default=None, metavar="M",
-                        help="after the plan, add blocks where intervals are widest while they fit in M minutes of "
-                             "processes per environment (the plan's own budget if not given)")  # fmt: skip
-    parser.add_argument("--plan-only", action="store_true", help="run the plan's trials only: no blocks added")
-    parser.add_argument("--cpus", default=None, metavar="LIST",
-                        help="pin every timing process to these cores (e.g. 2-9), a torch thread per core; the prime "
-                             "keeps the whole machine")  # fmt: skip
-    parser.add_argument("--stop-after-min", type=float, default=None, metavar="M",
-                        help="start no process that would end more than M minutes after the launcher started (by "
-                             "the longest of its model so far); run again later to resume")  # fmt: skip
-    return parser
-
-
 def pinned_slot(cpus: str | None) -> dict[str, str] | None:
     """The variables that pin timing processes to `cpus` (a taskset list), a thread per core; None without it.
     ValueError names what is wrong."""
@@ -452,47 +393,61 @@ def prime_shared_cache(
     LOGGER.info("primed %d runs %d at a time in %.0f s", len(primed), parallel, time.time() - started)
 
 
-def launch(plan: Plan, args: argparse.Namespace, pythons: dict[str, str], pinned: dict[str, str] | None) -> None:
-    """Build the plan's checkpoints, prime, run its trials (and the blocks its loop adds) into `args.out`; a plan
-    that has run to its end leaves FINISHED there, a window that ended leaves what a later run resumes from."""
-    out = output_folder(args.plan, args.out)
-    os.chdir(args.plan.resolve().parent)  # the plan's paths are relative to its folder
+def launch(
+    plan: Plan,
+    plan_path: Path,
+    out: Path,
+    pythons: dict[str, str],
+    pinned: dict[str, str] | None,
+    timeout_s: float,
+    prime_parallel: int = 0,
+    stop_after_min: float | None = None,
+    budget_min: float | None = None,
+    loop: Callable | None = None,
+    runner_sha256: str = "",
+) -> None:
+    """Build the plan's checkpoints, prime (`prime_parallel` at a time), run its trials into `out`, then `loop(plan,
+    trials, run, out, budget_min)` where given (the runner's adaptive loop, which adds blocks); a plan that has run to
+    its end leaves FINISHED there, a window that ended leaves what a later run resumes from. Every line written names
+    the plan and the runner it came from (`runner_sha256`: "" from a source tree)."""
+    os.chdir(plan_path.resolve().parent)  # the plan's paths are relative to its folder
     out.mkdir(parents=True, exist_ok=True)
     (out / FINISHED).unlink(missing_ok=True)  # a larger --budget-min may add blocks to a plan that had finished
     started = time.time()
-    digest = plan_digest(args.plan)  # every line written names the plan it belongs to
+    digest = plan_digest(plan_path)  # every line written names the plan it belongs to
     used = dict.fromkeys(spec.environment for spec in plan.trials)  # each compared environment: its own packages
     freezes = {python: fingerprint.freeze(python) for python in {sys.executable, *(pythons[label] for label in used)}}
     environment = {"python": sys.executable, "freeze": freezes[sys.executable],
-                   "invocation_id": plan.invocation_id, "plan_sha256": digest,
+                   "invocation_id": plan.invocation_id, "plan_sha256": digest, "runner_sha256": runner_sha256,
                    "environments": {label: {"python": pythons[label], "freeze": freezes[pythons[label]]}
                                     for label in used}}  # fmt: skip
     write_json(out / ENVIRONMENT, environment, indent=None)
     (out / "checkpoints.json").write_text(json.dumps(build_checkpoints(plan, Path.cwd()), indent=1))
     LOGGER.info("checkpoints ready in %.0f s", time.time() - started)
     results_path = out / "trials.jsonl"
-    deadline = Deadline(None if args.stop_after_min is None else started + args.stop_after_min * 60)
+    deadline = Deadline(None if stop_after_min is None else started + stop_after_min * 60)
 
     def report(specs: list[TrialSpec], ended: list[TrialResult], resumed: bool) -> None:
         if not resumed:
-            append_results(results_path, [replace(result, plan_sha256=digest) for result in ended])
+            append_results(results_path, [replace(result, plan_sha256=digest, runner_sha256=runner_sha256)
+                                          for result in ended])  # fmt: skip
             deadline.ended(specs, ended)
         log_process(specs, ended, resumed)
 
     trials, done = list(plan.trials) + list(read_added(out / ADDED_TRIALS)), read_results(results_path, digest)
-    if args.prime:
-        prime_shared_cache(trials, done, pythons, out, args.timeout_s, args.prime)
+    if prime_parallel:
+        prime_shared_cache(trials, done, pythons, out, timeout_s, prime_parallel)
     results = dict(done)
 
     def run(pending: list[TrialSpec]) -> dict[str, TrialResult]:
-        for result in run_trials(pending, pythons, out / "work", args.timeout_s, results, report, slot=pinned,
+        for result in run_trials(pending, pythons, out / "work", timeout_s, results, report, slot=pinned,
                                  before_process=deadline.check):  # fmt: skip
             results[result.trial_id] = result
         return results
 
     try:
-        if plan.adaptive is not None and not args.plan_only:
-            run_plan_adaptively(plan, trials, run, out, args.budget_min)
+        if loop is not None:
+            loop(plan, trials, run, out, budget_min)
         else:
             run(trials)
     except WindowEnded as ended:
@@ -502,35 +457,3 @@ def launch(plan: Plan, args: argparse.Namespace, pythons: dict[str, str], pinned
     shutil.rmtree(out / "work", ignore_errors=True)
     (out / FINISHED).write_text(json.dumps({"finished_at": time.time(), "trials": len(results)}))
     LOGGER.info("%d trials in %.0f s -> %s", len(results), time.time() - started, results_path)
-
-
-def main() -> None:
-    parser = arguments()
-    args = parser.parse_args()
-    if args.stop_after_min is not None and args.stop_after_min <= 0:
-        parser.error(f"--stop-after-min must be a positive number of minutes, got {args.stop_after_min}")
-    try:
-        pinned = pinned_slot(args.cpus)
-    except ValueError as error:
-        parser.error(str(error))
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
-    end_trials_on_signal()
-    try:
-        plan = read_plan(args.plan)
-    except RecordError as error:
-        parser.error(str(error))
-    if any("=" not in item for item in args.python):
-        parser.error(f"--python takes ENV=PATH (an environment's name, its interpreter), got {args.python}")
-    pythons = {CURRENT: sys.executable, **dict(item.split("=", 1) for item in args.python)}
-    out = output_folder(args.plan, args.out)
-    problem = (
-        path_problem(args.plan.resolve().parent, out) or plan_problem(plan, pythons, args.prime)
-        or output_problem(plan, out) or machine_problem(plan, out, pythons)
-    )  # fmt: skip
-    if problem:
-        parser.error(problem)
-    launch(plan, args, pythons, pinned)
-
-
-if __name__ == "__main__":
-    main()

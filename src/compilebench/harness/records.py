@@ -8,18 +8,14 @@ Kinds of trial (`TrialSpec.kind`): `arm`, one arm of a timing process (warm comp
 process that compiles on an empty inductor cache (cold compile time, compile health, memory), then times eager against
 its variant; `paired`, eager against one variant in a process of its own (deploy ways and served sizes, which change
 what a fresh process is). Standard library only: a trial process, or a GPU box with nothing but torch and transformers,
-imports this module. One module on purpose (over 500 lines): every format that crosses a boundary is written and read
-here only, each beside the others it refers to.
+imports this module. Every format that crosses a boundary is defined here, each beside the others it refers to; it is
+read back, checked, in `reading`, and the names a trial process meets are in `names`.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
-import os
 import re
 from dataclasses import asdict, dataclass, field, fields
-from pathlib import Path
 from typing import Any
 
 from compilebench.harness.invocation import Loop
@@ -34,18 +30,11 @@ MEASURED_NOTHING = ("compile_error", "error", "oom", "killed", "timeout", "crash
 ENDED_FROM_OUTSIDE = ("killed",)
 STATUSES = ("ok", "accuracy_fail", "invalid", *MEASURED_NOTHING)  # the other two measured, and failed a check
 CACHE_COLD, CACHE_WARM, CACHE_SHARED = "cold", "warm", "shared"
-LAUNCHER_PID = "COMPILEBENCH_LAUNCHER_PID"  # set for a trial process: the process it must not outlive
 # How a fresh process gets its compiled model (VariantSpec.deploy), and where a run keeps what it carries over.
 DEPLOY_JIT, DEPLOY_ARTIFACTS, DEPLOY_AOTI, DEPLOY_REGIONAL = "jit", "artifacts", "aoti", "regional"
-DEPLOY_DIR_ENV = "COMPILEBENCH_DEPLOY_DIR"  # set for a trial process: its run's artifacts / package folder
-CACHE_STARTUP_ENV = "COMPILEBENCH_CACHE_STARTUP"  # set for the cold process that first fills a warm cache
-SLOT_ENV = "COMPILEBENCH_SLOT"  # set by an executor: the slot (machine, GPU) a trial runs on, recorded in its state
-CPUS_ENV = "COMPILEBENCH_CPUS"  # set by an executor running slots side by side: the cores a trial pins itself to
 # VariantSpec.dynamic beside true / false / None: torch.compile(dynamic=None) with dim 0 of every input marked dynamic
 # (torch._dynamo.mark_dynamic: sizes 0 and 1 still specialise) or unbacked (mark_unbacked: no specialisation at all)
 DYNAMIC_BATCH, DYNAMIC_BATCH_UNBACKED = "batch", "batch-unbacked"
-ARTIFACTS_FILE = "cache-artifacts.bin"  # torch.compiler.save_cache_artifacts() of the run's cold process
-AOTI_PACKAGE = "model.pt2"  # the run's AOTInductor package
 KIND_PAIRED, KIND_ARM, KIND_COLD = "paired", "arm", "cold"  # what a trial's process does (TrialSpec.kind)
 KINDS = (KIND_PAIRED, KIND_ARM, KIND_COLD)
 
@@ -63,11 +52,16 @@ def memory_before_timing(kind: str) -> bool:
     return kind == KIND_COLD
 
 
-RESULT_FORMAT = 5  # of a TrialResult line; older ones are read with the fields added since at their defaults
-RESULT_FIELDS_ADDED = {3: ("timeline_s",), 4: ("turn_wait_s", "plan_sha256"), 5: ("round_turns",)}
+RESULT_FORMAT = 6  # of a TrialResult line; older ones are read with the fields added since at their defaults
+RESULT_FIELDS_ADDED = {
+    3: ("timeline_s",),
+    4: ("turn_wait_s", "plan_sha256"),
+    5: ("round_turns",),
+    6: ("runner_sha256",),
+}
 #   format -> the TrialResult fields it added (1, no `format` key: before multi-arm processes; 2: those, without a
 #   process's timeline; 3: before blocks together and before a launcher's lines named their plan; 4: before each
-#   round's turn was recorded)
+#   round's turn was recorded; 5: before a line named the runner that wrote it)
 
 
 def environment_labels(names: list[str]) -> list[str]:
@@ -88,89 +82,6 @@ def key_part(name: str) -> str:
 
 class RecordError(ValueError):
     """A result or spec that cannot be read: the message names the file, the line and the key."""
-
-
-def _type_ok(value: Any, hint: str) -> bool:
-    """Whether a JSON value fits a field's annotation (as written in this module)."""
-    options = [part.strip() for part in hint.split("|")]
-    if value is None:
-        return "None" in options
-    for option in options:
-        base = option.split("[")[0]
-        if (base == "str" and isinstance(value, str)) or (base == "bool" and isinstance(value, bool)):
-            return True
-        if base == "int" and isinstance(value, int) and not isinstance(value, bool):
-            return True
-        if base == "float" and isinstance(value, int | float) and not isinstance(value, bool):
-            return True
-        if base == "tuple" and isinstance(value, list | tuple):
-            return True
-        if base in ("dict", "CompileHealth") and isinstance(value, dict):
-            return True
-        if base == "Any":
-            return True
-    return False
-
-
-def check_result_row(raw: Any) -> dict[str, Any]:
-    """A TrialResult line as read from JSON, checked: an object, every field of its format present, each of the
-    declared type. A line of format 1 (no `format`) lacks the fields added since: they take their defaults. Raises
-    RecordError naming the key."""
-    if not isinstance(raw, dict):
-        raise RecordError(f"a result must be a JSON object, got {type(raw).__name__}")
-    row = dict(raw)
-    version = row.pop("format", 1)
-    if version not in range(1, RESULT_FORMAT + 1):
-        raise RecordError(f"result format {version!r} is not one this version reads (1 to {RESULT_FORMAT})")
-    declared = {f.name: f for f in fields(TrialResult)}
-    unknown = sorted(set(row) - set(declared))
-    if unknown:
-        raise RecordError(f"unknown keys {unknown}")
-    later = {name for added, names in RESULT_FIELDS_ADDED.items() if added > version for name in names}
-    required = set(declared) - later if version > 1 else {"trial_id", "status"}
-    missing = sorted(required - set(row))
-    if missing:
-        raise RecordError(f"missing keys {missing}")
-    for name, value in row.items():
-        if not _type_ok(value, str(declared[name].type)):
-            raise RecordError(f"key {name!r} must be {declared[name].type}, got {type(value).__name__} {value!r:.60}")
-    if row["status"] not in STATUSES:
-        raise RecordError(f"key 'status' must be one of {STATUSES}, got {row['status']!r}")
-    return row
-
-
-def plan_digest(path: str | Path) -> str:
-    """The identity of a plan: the SHA-256 of its plan.json as written, which every result line a launcher writes
-    for it carries (`plan_sha256`), so that lines of another plan, or a plan edited since, are told apart."""
-    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
-
-
-def read_result_lines(path: Path, plan_sha256: str | None = None) -> list[TrialResult]:
-    """Every result of a JSON-lines file (a launcher's trials.jsonl), checked line by line (check_result_row); a
-    torn last line, a write a kill cut short, is left out. With `plan_sha256`, a line that names another plan is
-    refused (a line of an older format, which names none, is taken as it is). Raises RecordError naming the file,
-    line and key."""
-    text = Path(path).read_text()
-    lines = text.splitlines()
-    results = []
-    for number, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        try:
-            raw = json.loads(line)
-        except json.JSONDecodeError as error:
-            if number == len(lines) and not text.endswith("\n"):
-                continue  # the last write, cut short by a kill: its process runs again
-            raise RecordError(f"{path}, line {number}: not JSON ({error.msg})") from None
-        try:
-            result = TrialResult.from_dict(check_result_row(raw))
-        except (RecordError, TypeError, ValueError) as error:
-            raise RecordError(f"{path}, line {number}: {error}") from None
-        if plan_sha256 and result.plan_sha256 and result.plan_sha256 != plan_sha256:
-            raise RecordError(f"{path}, line {number}: key 'plan_sha256' names another plan ({result.plan_sha256[:12]}"
-                              f"; this plan is {plan_sha256[:12]}): a line of another plan's results")  # fmt: skip
-        results.append(result)
-    return results
 
 
 def _build(cls: type, raw: dict[str, Any]) -> Any:
@@ -224,7 +135,7 @@ class VariantSpec:
         return _build(cls, raw)
 
 
-# benchmark.malloc: each malloc library a trial process can run on in place of the C library's (`libc`), with the
+# settings.malloc: each malloc library a trial process can run on in place of the C library's (`libc`), with the
 # name the dynamic linker knows it by and the Debian/Ubuntu package that has it
 MALLOC_LIBRARIES = {"jemalloc": ("jemalloc", "libjemalloc2"), "tcmalloc": ("tcmalloc_minimal", "libtcmalloc-minimal4")}
 
@@ -401,6 +312,7 @@ class TrialResult:
     turn_wait_s: float | None = None  # a timing process of a block run together (turns.py): seconds it waited while
     #   the block's other processes took their turns; None for a process alone
     plan_sha256: str = ""  # a launcher's line of an exported plan: the digest of the plan.json it ran (plan_digest)
+    runner_sha256: str = ""  # ... and of the runner.pyz that ran it ("" from a source tree: compilebench/runner.py)
     round_turns: tuple[int, ...] = ()  # a timing process of a block run together: the turn (turns.py) each timed round
     #   ran in, counted from its first; empty for a process alone
 
@@ -460,6 +372,7 @@ class Plan:
     recipes: tuple[CheckpointRecipe, ...] = ()
     adaptive: Loop | None = None  # the loop that adds blocks after the plan, where the machine running it has the
     #   analysis (its settings, the invocation's context, the compared environments); None: the plan's trials only
+    runner_sha256: str = ""  # an exported plan: the SHA-256 of the runner.pyz exported beside it (runner.py)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -514,79 +427,3 @@ def units(trials: list[TrialSpec]) -> list[list[TrialSpec]]:
     for spec in trials:
         grouped.setdefault((spec.model.model_id, spec.batch_size), []).append(spec)
     return list(grouped.values())
-
-
-LOCAL_PREFIXES = ("/", "./", "../", "~")  # how a suite names a local checkpoint folder (anything else is a Hub id)
-
-
-def usable_cores() -> list[int]:
-    """The cores this process may run on (its affinity; every core where the system cannot say)."""
-    return sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else list(range(os.cpu_count() or 1))
-
-
-def thread_environment(threads: int, cores: list[int] | None = None) -> dict[str, str]:
-    """The variables that give a trial process `threads` threads (torch's OpenMP pool, inductor's compile workers)
-    and, with `cores`, pin it to them (CPUS_ENV, read by trial.pin_to_slot): what an executor's slot and the
-    launcher's --cpus set."""
-    variables = {"OMP_NUM_THREADS": str(threads), "TORCHINDUCTOR_COMPILE_THREADS": str(threads)}
-    if cores:
-        variables[CPUS_ENV] = ",".join(str(core) for core in cores)
-    return variables
-
-
-def is_local(model_id: str) -> bool:
-    """Whether a suite's model entry names a local checkpoint folder rather than a Hub id."""
-    return model_id.startswith(LOCAL_PREFIXES)
-
-
-def local_folder(model_id: str) -> Path:
-    """The absolute folder a local model entry names (`~` expanded, relative to the project)."""
-    return Path(model_id).expanduser().resolve()
-
-
-SLUG_NAME_CHARS = 64  # of a local folder's name in its slug: trial files add ~100 characters to it, and 255 is the cap
-
-
-def slug(model_id: str) -> str:
-    """One path component for a model entry: `owner--name` for a Hub id; `local--<folder>--<hash of its path>`
-    for a local folder, so that two folders of the same name do not meet (the name cut to SLUG_NAME_CHARS: the
-    hash keeps it unique, and a file system takes 255 bytes a name)."""
-    if is_local(model_id):
-        folder = local_folder(model_id)
-        name = folder.name[:SLUG_NAME_CHARS]
-        return f"local--{name}--{hashlib.sha256(str(folder).encode()).hexdigest()[:8]}"
-    return model_id.replace("/", "--")
-
-
-def trial_stem(trial_id: str) -> str:
-    """A trial id (environment/model/batch/variant/replicate) as one file name."""
-    return trial_id.replace("/", "__")
-
-
-def read_json(path: str | Path) -> Any:
-    """A JSON file's content."""
-    return json.loads(Path(path).read_text())
-
-
-def read_plan(path: str | Path) -> Plan:
-    """An exported plan; RecordError naming the file and what is wrong with it."""
-    try:
-        raw = read_json(path)
-    except OSError as error:
-        raise RecordError(f"no plan readable at {path} ({error.strerror or error})") from None
-    except json.JSONDecodeError as error:
-        raise RecordError(f"{path}: not JSON ({error.msg}, line {error.lineno})") from None
-    if not isinstance(raw, dict) or "invocation_id" not in raw or "trials" not in raw:
-        raise RecordError(f"{path}: not a plan written by `compilebench.benchmark --export` (a JSON object with "
-                          f"'invocation_id' and 'trials')")  # fmt: skip
-    try:
-        return Plan.from_dict(raw)
-    except KeyError as error:
-        raise RecordError(f"{path}: a trial or recipe lacks the key {error}") from None
-    except (TypeError, ValueError) as error:
-        raise RecordError(f"{path}: a trial or recipe cannot be read ({error})") from None
-
-
-def read_jsonl(path: str | Path) -> list[dict[str, Any]]:
-    """The rows of a JSON-lines file (blank lines skipped)."""
-    return [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()]

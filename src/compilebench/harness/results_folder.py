@@ -1,6 +1,6 @@
 """A plan's results folder (OUT): what the launcher appends there and a later window, `window` and ingest read back.
 
-trials.jsonl holds every trial's result line (checked as it is read: records.read_result_lines), added.jsonl the
+trials.jsonl holds every trial's result line (checked as it is read: reading.read_result_lines), added.jsonl the
 blocks the plan's loop added, environment.json the interpreter, packages and plan of the last launcher that ran
 there, finished.json that the plan and its loop ended. A folder holds one plan's results, measured on one machine and
 stack: `output_problem` and `machine_problem` say why a launcher must not continue there. Standard library only.
@@ -15,7 +15,8 @@ from pathlib import Path
 
 from compilebench.harness import fingerprint
 from compilebench.harness.files import append_lines
-from compilebench.harness.records import Plan, TrialResult, TrialSpec, processes, read_result_lines
+from compilebench.harness.reading import read_result_lines
+from compilebench.harness.records import Plan, TrialResult, TrialSpec, processes
 from compilebench.harness.trial_process import trial_environment
 
 LOGGER = logging.getLogger(__name__)
@@ -48,7 +49,7 @@ def append_results(path: Path, results: list[TrialResult]) -> None:
 
 
 def read_results(path: Path, plan_sha256: str | None = None) -> dict[str, TrialResult]:
-    """Results already in a trials.jsonl, by trial id, each line checked (records.read_result_lines: with
+    """Results already in a trials.jsonl, by trial id, each line checked (reading.read_result_lines: with
     `plan_sha256`, a line of another plan is refused; a torn last line from a kill is left out; a line written again
     for a process run again replaces the earlier)."""
     return {result.trial_id: result for result in read_result_lines(path, plan_sha256)} if path.exists() else {}

@@ -21,7 +21,8 @@ from pathlib import Path
 from typing import Any
 
 from compilebench.harness import sample_stats
-from compilebench.harness.records import SLOT_ENV, usable_cores, williams_orders
+from compilebench.harness.names import SLOT_ENV, usable_cores
+from compilebench.harness.records import williams_orders
 from compilebench.harness.turns import Solo
 
 CI_CHECK_EVERY = 10  # pairs between two adaptive-stop checks of the speedup CI

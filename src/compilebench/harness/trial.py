@@ -34,17 +34,8 @@ from typing import Any
 from compilebench.harness import compiling, fingerprint, models, timing
 from compilebench.harness.files import write_json
 from compilebench.harness.groups import die_with_parent
-from compilebench.harness.records import (
-    CACHE_STARTUP_ENV,
-    CPUS_ENV,
-    KIND_ARM,
-    KIND_COLD,
-    LAUNCHER_PID,
-    TimingSpec,
-    TrialResult,
-    TrialSpec,
-    usable_cores,
-)
+from compilebench.harness.names import CACHE_STARTUP_ENV, CPUS_ENV, LAUNCHER_PID, usable_cores
+from compilebench.harness.records import KIND_ARM, KIND_COLD, TimingSpec, TrialResult, TrialSpec
 from compilebench.harness.turns import Solo, Turns, of_this_process
 
 LOGGER = logging.getLogger(__name__)
@@ -316,7 +307,7 @@ def cache_startup_network(spec: TrialSpec) -> None:
     measures; the launcher asks it of the first cold process of each warm cache (CACHE_STARTUP_ENV). A timing process
     starts inductor on that network before its arms; without it in the warm cache, the first timing process of each
     (environment, model, batch size) compiled it afresh, its start-up 7-10 s longer than the later ones'
-    (benchmarks/results/2026-11-29-xeon-warm-compile-aa). Once a cache, the seconds are the same: paid here, unmeasured,
+    (docs/findings.md, 2026-11-29). Once a cache, the seconds are the same: paid here, unmeasured,
     instead of in that start-up. A failure here is logged, not the trial's: the timing processes' own start-up meets
     it and records it."""
     try:

@@ -24,39 +24,34 @@ from pathlib import Path
 
 from compilebench.harness import turns
 from compilebench.harness.groups import LIVE, check_stopping, end_group, track
-from compilebench.harness.records import (
-    DEPLOY_DIR_ENV,
-    LAUNCHER_PID,
-    MALLOC_LIBRARIES,
-    TrialResult,
-    TrialSpec,
-    trial_stem,
-)
+from compilebench.harness.names import DEPLOY_DIR_ENV, LAUNCHER_PID, trial_stem
+from compilebench.harness.records import MALLOC_LIBRARIES, TrialResult, TrialSpec
 
 SRC_ROOT = Path(__file__).resolve().parents[2]  # the folder that holds the compilebench package
 LOG_TAIL_LINES = 8
-HUGE_PAGES_ENV = "THP_MEM_ALLOC_ENABLE"  # read by torch's CPU allocator when it starts (benchmark.huge_pages)
+HUGE_PAGES_ENV = "THP_MEM_ALLOC_ENABLE"  # read by torch's CPU allocator when it starts (settings.huge_pages)
 MEMORY_POLL_S = 0.25  # how often a capped trial's resident memory is read
 PRELOAD_ENV = "LD_PRELOAD"
 
 
 class MallocMissing(RuntimeError):
-    """`benchmark.malloc` names a malloc library this machine does not have."""
+    """A `malloc` setting names a malloc library this machine does not have."""
 
 
 @functools.cache  # the linker's cache is read once, not at every process start
-def malloc_to_preload(name: str) -> str | None:
-    """The shared library to preload for `benchmark.malloc` (None: `libc`, the C library's own), found by the dynamic
-    linker's cache; MallocMissing names what to install when this machine lacks it."""
+def malloc_to_preload(name: str, key: str = "settings.malloc") -> str | None:
+    """The shared library to preload for a `malloc` setting (`key`, as the error names it; None: `libc`, the C
+    library's own), found by the dynamic linker's cache; MallocMissing names what to install when this machine lacks
+    it."""
     if name == "libc":
         return None
     if name not in MALLOC_LIBRARIES:
-        raise MallocMissing(f"benchmark.malloc must be libc or one of {sorted(MALLOC_LIBRARIES)}, got {name!r}")
+        raise MallocMissing(f"{key} must be libc or one of {sorted(MALLOC_LIBRARIES)}, got {name!r}")
     library, package = MALLOC_LIBRARIES[name]
     found = ctypes.util.find_library(library)
     if found is None:
-        raise MallocMissing(f"benchmark.malloc {name}: no lib{library}.so on this machine (Debian and Ubuntu: apt "
-                            f"install {package}); benchmark.malloc libc needs none")  # fmt: skip
+        raise MallocMissing(f"{key} {name}: no lib{library}.so on this machine (Debian and Ubuntu: apt install "
+                            f"{package}); libc (the default) needs none")  # fmt: skip
     return found
 
 

@@ -1,0 +1,191 @@
+"""A run's schema: `RunRecord`, one run as it goes to results (a line of runs.jsonl), the tables and MLflow, with its
+reader and writer; and what a run names beside it: its model's checkpoint (`ModelInfo`) and its environment
+(`EnvironmentInfo`, its key with the settings it ran under). Filled by `runs` from trial results.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+from dataclasses import MISSING, asdict, dataclass, field
+from typing import Any
+
+from compilebench.analysis.per_process import ProcessRecord
+from compilebench.harness import fingerprint
+from compilebench.harness.records import RecordError
+
+
+@dataclass(frozen=True)
+class ModelInfo:
+    """Where a model's checkpoint came from (the manifest's entry)."""
+
+    weights_source: str
+    config_origin: str
+    param_count: int | None
+    resolved_revision: str | None = None
+
+
+@dataclass(frozen=True)
+class EnvironmentInfo:
+    """A compared environment: its label in this invocation, its name in params, its pins and package list."""
+
+    label: str
+    name: str
+    key: str
+    pins: dict[str, str]
+    freeze: tuple[str, ...] = ()
+    # where its processes ran unlike `benchmark` says (config.Settings); part of its key
+    settings: dict[str, Any] = field(default_factory=dict)
+
+
+def settings_key(stack_key: str, settings: dict[str, Any]) -> str:
+    """An environment's key: its stack's, and where it sets settings, a hash of both (one stack run two ways)."""
+    if not settings:
+        return stack_key
+    payload = json.dumps({"stack": stack_key, "settings": settings}, sort_keys=True)
+    return hashlib.sha256(payload.encode()).hexdigest()[:12]
+
+
+def settings_text(settings: dict[str, Any]) -> str:
+    """An environment's settings as a reader names them (`huge_pages True, num_threads 1`)."""
+    return ", ".join(f"{key} {value}" for key, value in settings.items())
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    """One run as it goes to results (a JSON line), the tables and MLflow: what ran, where, and what it measured."""
+
+    run_uid: str
+    invocation_id: str
+    suite: str
+    scale: str
+    environment: str
+    environment_name: str
+    environment_key: str
+    environment_pins: str  # JSON
+    environment_freeze: tuple[str, ...]  # the exact package list of the environment
+    model_id: str
+    label: str
+    task: str
+    batch_size: int
+    variant: str
+    compile: bool
+    compile_mode: str
+    inductor_options: str  # JSON
+    dynamic: bool | None
+    fullgraph: bool
+    dtype: str
+    variant_dtype: str
+    channels_last: bool
+    weights_source: str
+    config_origin: str
+    param_count: int | None
+    resolved_revision: str | None
+    image_source: str
+    image_sha256: str
+    machine: str
+    git_commit: str
+    status: str
+    error: str | None
+    replicates: int  # processes planned
+    processes: int  # processes that measured
+    deploy: str = "jit"  # how a fresh process got the compiled model: jit | artifacts | aoti | regional; eager: none
+    environment_settings: str = "{}"  # JSON: what the environment set in place of `benchmark` (config.Settings)
+    runner_sha256: str = ""  # an ingested plan's: the runner that measured it (runner.py); "" for the pipeline's own
+    text_source: str | None = None
+    input_shapes: str | None = None  # JSON
+    num_threads: int | None = None
+    environment_fields: dict[str, str] = field(default_factory=dict)
+    count: int | None = None  # samples pooled over processes
+    latency_ms_mean: float | None = None
+    latency_ms_median: float | None = None
+    latency_ms_p90: float | None = None
+    latency_ms_p99: float | None = None
+    latency_ms_std: float | None = None
+    latency_ms_iqr: float | None = None
+    latency_ms_min: float | None = None
+    latency_ms_max: float | None = None
+    cv: float | None = None  # pooled samples' std / mean
+    robust_cv: float | None = None  # pooled samples' IQR / 1.349 / median: the spread without the outliers
+    process_cv: float | None = None  # median over processes of their own latency robust cv
+    pair_cv: float | None = None  # compiled: median over processes of the per-pair ratio's robust cv (validity)
+    disturbed_processes: int = 0  # processes left out: the machine was busy while they timed (process_results)
+    machines: int = 1  # machines and software stacks its processes ran on (machine_problems): above 1, invalid
+    latency_ms_median_ci_low: float | None = None
+    latency_ms_median_ci_high: float | None = None
+    latency_ci_method: str | None = None
+    throughput_img_s: float | None = None
+    eager_latency_ms_mean: float | None = None  # a compiled run's paired eager samples
+    eager_latency_ms_median: float | None = None
+    eager_cv: float | None = None
+    speedup: float | None = None
+    speedup_ci_low: float | None = None
+    speedup_ci_high: float | None = None
+    speedup_ci_method: str | None = None
+    speedup_verdict: str | None = None
+    improvement_pct: float | None = None
+    first_call_s: float | None = None  # eager: the first call (median over processes)
+    compile_s: float | None = None  # compiled: first call in a fresh process on an empty cache (median of cold)
+    compile_s_warm: float | None = None  # ... on the cache a cold process left (median of warm processes)
+    break_even_calls: float | None = None  # cold compile / time saved per call
+    break_even_calls_warm: float | None = None
+    # Time to first inference in a fresh process: interpreter and imports, load, then compile (or build or load a
+    # package) and the first call; what a restarted or scaled-out service waits. Medians over processes.
+    first_inference_s: float | None = None  # compiled: on an empty cache (cold); eager: eager's first call
+    first_inference_s_warm: float | None = None  # compiled: warm (local cache, artifacts or a built package)
+    eager_first_inference_s: float | None = None  # a compiled run's processes, had they served eager instead
+    startup_s: float | None = None  # interpreter and imports (median over processes)
+    load_s: float | None = None  # checkpoint, processor and inputs (median over processes)
+    peak_mem_mib: float | None = None
+    mem_delta_mib: float | None = None
+    compile_peak_mem_mib: float | None = None
+    reserved_mem_mib: float | None = None
+    eager_peak_mem_mib: float | None = None
+    max_abs_diff: float | None = None
+    max_rel_diff: float | None = None
+    task_check: str | None = None
+    task_agreement: float | None = None
+    graph_count: int | None = None
+    graph_break_count: int | None = None
+    graph_break_reasons: tuple[str, ...] = ()
+    recompile_count: int | None = None
+    fell_back_to_eager: bool | None = None
+    inductor_counters: dict[str, int] = field(default_factory=dict)
+    recompile_reasons: tuple[str, ...] = ()  # guard failures, as dynamo words them
+    # A `serve` variant: the one compiled model met every batch size of the suite, smallest first, in each process.
+    serve_batch_sizes: str | None = None  # e.g. "1,4,16"
+    serve_first_call_s: tuple[float | None, ...] = ()  # first call at each of them (median of cold processes)
+    serve_graphs: int | None = None  # dynamo graphs once every size was served (max over processes)
+    serve_recompiles: int | None = None  # graphs added after the first size (max over processes)
+    warmup_calls: int | None = None
+    process_results: tuple[ProcessRecord, ...] = ()  # per process, raw samples kept
+
+    def to_dict(self) -> dict[str, Any]:
+        """A flat row (a line of runs.jsonl): the environment fields beside the others, each process a dict."""
+        row = asdict(self)
+        row.update(row.pop("environment_fields"))
+        return row
+
+    @classmethod
+    def from_dict(cls, raw: dict[str, Any]) -> RunRecord:
+        """A line of runs.jsonl as `to_dict` wrote it, of this version or an earlier one: the environment fields
+        gathered, each process read by `ProcessRecord.from_dict` (which migrates older ones), fields this version
+        does not know dropped. A line without a field every run has raises RecordError naming them."""
+        known = {f.name: f for f in dataclasses.fields(cls)}
+        missing = [name for name, f in known.items() if name not in raw and f.default is MISSING
+                   and f.default_factory is MISSING]  # fmt: skip
+        if missing:
+            raise RecordError(f"not a run of runs.jsonl: {raw.get('run_uid', 'a line')} has no {', '.join(missing)}")
+        row = {key: value for key, value in raw.items() if key in known}
+        row["environment_fields"] = {key: raw[key] for key in fingerprint.RUN_FIELDS if key in raw}
+        row["process_results"] = tuple(
+            ProcessRecord.from_dict(p, i) for i, p in enumerate(raw.get("process_results") or ())
+        )
+        for key in _TUPLES:
+            if row.get(key) is not None:
+                row[key] = tuple(row[key])
+        return cls(**row)
+
+
+_TUPLES = ("environment_freeze", "graph_break_reasons", "recompile_reasons", "serve_first_call_s")

@@ -1,0 +1,124 @@
+"""Over the suite and the series: what changed per compared environment and metric over every cell (`summary`: the
+verdicts counted, the geometric mean of B/A with its 95% CI and its one word), the cells that count once each
+(`counted_cells`, `counted_once`), and in a series of stacks the first step that changed per cell (`series_steps`). Pure
+functions over `compare.Comparison` rows.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Callable, Hashable, Sequence
+from typing import Any, TypeVar
+
+from compilebench.analysis import stats
+from compilebench.analysis.compare import CELL, FIRST, METRICS, PREVIOUS, Comparison, Metric
+from compilebench.harness.records import EAGER
+
+MIN_ACROSS_CELLS = 3  # cells a suite's interval from their spread needs (2 degrees of freedom)
+T = TypeVar("T")  # a compared cell, of whatever kind a caller holds (counted_once)
+DIRECTIONS = {word for metric in METRICS for word in (metric.above, metric.below)}
+
+
+def summary(compared: list[Comparison]) -> list[dict[str, Any]]:
+    """What changed, per compared environment (against the baseline) and metric, over the whole suite: how many cells
+    got a direction, `equivalent` or `inconclusive`; the geometric mean of B/A over the cells with a ratio on both
+    sides, with its 95% CI (the cells' mean log ratios are independent: the variance of their mean is the sum of theirs
+    over n², its degrees of freedom by Welch-Satterthwaite; for cold compile, where a cell has one cold process an
+    environment and no interval, from the spread of the cells' ratios: `_ratio`) and the one word the cells' rule gives
+    it against the margin (`verdict`); the cells left out by name (the suite's geomean moves when a cell fails on one
+    side, so they are said); and how many of its verdicts would flag a change by chance alone on equal environments (5%
+    of those with an interval, the measured per-verdict rate's target). Each cell counts once (`counted_cells`)."""
+    found = []
+    rows = [row for row in compared if row.reference == FIRST]
+    for candidate in dict.fromkeys(row.candidate for row in rows):
+        mine = [row for row in rows if row.candidate == candidate]
+        for metric in METRICS:
+            judged = counted_cells(mine, metric)
+            if not judged:
+                continue
+            words = [row.judged[metric.name].verdict for row in judged]
+            usable = [row for row in judged if _finite(row.judged[metric.name].ratio.value)]
+            left_out = [f"{row.label} bs{row.batch_size} {row.variant}" for row in judged if row not in usable]
+            ratio = _ratio([row.judged[metric.name].ratio for row in usable], metric.own_processes)
+            margin = float(judged[0].margin or 0.05)
+            entry = {"candidate": candidate, "baseline": mine[0].baseline, "metric": metric.name,
+                     "cells": len(judged), "changed": sum(word in DIRECTIONS for word in words),
+                     "equivalent": words.count(stats.EQUIVALENT), "inconclusive": words.count(stats.INCONCLUSIVE),
+                     "left_out": left_out,
+                     "chance_flags": 0.05 * sum(_finite(row.judged[metric.name].ratio.low) for row in judged),
+                     "geomean": ratio.value, "ci_low": ratio.low, "ci_high": ratio.high,
+                     "verdict": stats.verdict_of(stats.change(ratio, metric.above, metric.below),
+                                                 stats.relevance(ratio, margin))}  # fmt: skip
+            found.append(entry)
+    return found
+
+
+def counted_cells(compared: list[Comparison], metric: Metric) -> list[Comparison]:
+    """The rows of one compared environment that count once each for `metric` over the suite (`counted_once`)."""
+    judged = [row for row in compared if metric.name in row.judged]
+    return counted_once(judged, metric, lambda row: row.variant, lambda row: (row.model_id, row.batch_size))
+
+
+def counted_once(
+    judged: Sequence[T], metric: Metric, variant: Callable[[T], str], timing_process: Callable[[T], Hashable]
+) -> list[T]:
+    """Of one compared environment's cells that judged `metric` (rows of any kind: `variant` and `timing_process` read
+    them), those that count once each: eager latency's eager cells (a compiled cell's eager samples are the same
+    processes'), inductor start-up's first compiled cell of each timing process (model and batch size: every arm of
+    a timing process has its value), every cell otherwise."""
+    if metric.name == "eager_latency" and any(variant(cell) == EAGER for cell in judged):
+        return [cell for cell in judged if variant(cell) == EAGER]
+    if metric.per_timing_process:
+        first: dict[Hashable, T] = {}
+        for cell in judged:
+            first.setdefault(timing_process(cell), cell)
+        return list(first.values())
+    return list(judged)
+
+
+def series_steps(compared: list[Comparison], labels: list[str]) -> list[dict[str, Any]]:
+    """In a series of stacks, per cell: the first step (a stack against the one before it) whose headline change is
+    significant and beyond the margin, the way one bisects a regression over releases; none when no step is."""
+    steps = list(itertools.pairwise(labels))
+    by_step = {(row.baseline, row.candidate, *row.cell.values()): row for row in compared
+               if row.reference == PREVIOUS or row.baseline == labels[0]}  # fmt: skip
+    found = []
+    for cell in dict.fromkeys(tuple(row.cell.values()) for row in compared):
+        for before, after in steps:
+            row = by_step.get((before, after, *cell))
+            if row is None:
+                continue
+            judged = row.judged[row.headline]
+            if row.verdict not in (stats.EQUIVALENT, stats.INCONCLUSIVE) and judged.relevance == stats.BEYOND_MARGIN:
+                found.append({**dict(zip(CELL, cell, strict=True)), "step": f"{before} -> {after}",
+                              "metric": row.headline, "ratio": judged.ratio.value, "ci_low": judged.ratio.low,
+                              "ci_high": judged.ratio.high, "verdict": row.verdict})  # fmt: skip
+                break
+    return found
+
+
+def _finite(value: Any) -> bool:
+    return isinstance(value, int | float) and math.isfinite(value)
+
+
+def _ratio(ratios: list[stats.Ratio], own_processes: bool = False) -> stats.Ratio:
+    """The geometric mean of the cells' B/A with its intervals: pooled from the cells' own where every cell has one;
+    else, for a metric whose cells have processes of their own (cold compile: one cold process a stack leaves a cell
+    without an interval) and MIN_ACROSS_CELLS cells, from the spread of the cells' ratios
+    (`stats.across_cells_ratio`); else none."""
+    if not ratios:
+        return stats.Ratio(*(math.nan,) * 6, 0, 0, stats.SINGLE)
+    logs = [math.log(ratio.value) for ratio in ratios]
+    center = sum(logs) / len(logs)
+    if not all(_finite(ratio.dof) and ratio.dof > 0 and _finite(ratio.halfwidth) for ratio in ratios):
+        if own_processes and len(ratios) >= MIN_ACROSS_CELLS:
+            return stats.across_cells_ratio(logs)
+        return stats.Ratio(math.exp(center), *(math.nan,) * 5, len(ratios), 0, stats.SINGLE)
+    parts = []  # (variance of each cell's mean log, its degrees of freedom)
+    for ratio in ratios:
+        dof, halfwidth = ratio.dof, ratio.halfwidth
+        parts.append(((halfwidth / stats.t_quantile(0.975, dof)) ** 2, dof))
+    variance = sum(part for part, _ in parts) / len(ratios) ** 2
+    dof = sum(part for part, _ in parts) ** 2 / sum(part**2 / dof for part, dof in parts) if variance > 0 else 1.0
+    return stats.log_mean_ratio(center, math.sqrt(variance), dof, len(ratios))

@@ -1,0 +1,188 @@
+"""What an invocation records, the pipeline's own or one measured elsewhere (exported.py's ingest): its trials in run
+order, the context every run shares, each process journaled and its runs logged as their blocks end (`Recorder`),
+then the results and the run info written and the parent run closed (`finish`).
+
+The benchmark stage and the ingest of an exported plan both record through this module, so a run measured on another
+machine is written and logged exactly as a run measured here.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+from compilebench import environments, journal, tracking
+from compilebench.analysis import plan, run_record, runs
+from compilebench.config import Config
+from compilebench.harness import fingerprint
+from compilebench.harness.files import write_json, write_jsonl
+from compilebench.harness.invocation import Context
+from compilebench.harness.records import STATUS_OK, ModelSpec, TrialResult, TrialSpec, VariantSpec
+from compilebench.run_info import RunInfo
+
+LOGGER = logging.getLogger(__name__)
+
+
+def plan_trials(config: Config, selection: dict[str, Any], image: str) -> list[TrialSpec]:
+    """Every trial of the selection, in run order: each timed as `benchmark` and top-level `settings` say, an
+    environment's own settings over them."""
+    bench = config.benchmark
+    return plan.trials(
+        [ModelSpec.from_dict(m) for m in selection["models"]],
+        selection["batch_sizes"],
+        [VariantSpec.from_dict(v) for v in selection["variants"]],
+        [entry["label"] for entry in selection["environments"]],
+        bench.replicates,
+        bench.cold_replicates,
+        bench.compile_cache == "shared",
+        image,
+        config.timing(),
+        bench.seed,
+        None if selection.get("cells") is None else frozenset(tuple(cell) for cell in selection["cells"]),
+        {entry["label"]: entry.get("settings") or {} for entry in selection["environments"]},
+    )
+
+
+def model_infos(entries: list[dict[str, Any]]) -> dict[str, run_record.ModelInfo]:
+    """Where each model's checkpoint came from, by model id (load_models' manifest or a remote checkpoints.json)."""
+    return {
+        entry["model_id"]: run_record.ModelInfo(
+            weights_source=entry["weights_source"],
+            config_origin=entry["config_origin"],
+            param_count=entry.get("param_count"),
+            resolved_revision=entry.get("resolved_revision"),
+        )
+        for entry in entries
+    }
+
+
+def context(config: Config, selection: dict[str, Any], invocation_id: str, image_meta: dict, machine: str) -> Context:
+    """What every run of this invocation shares."""
+    return Context(
+        invocation_id=invocation_id,
+        suite=selection["suite"],
+        scale=selection["scale"],
+        machine=machine,
+        git_commit=fingerprint.git_commit(),
+        image_source=image_meta["image_source"],
+        image_sha256=image_meta["sha256"],
+        validity=config.validity(),
+    )
+
+
+def _result_line(spec: TrialSpec, result: TrialResult) -> str:
+    medians = ""
+    if result.eager_ms:
+        medians = f"eager {sorted(result.eager_ms)[len(result.eager_ms) // 2]:.2f} ms"
+    if result.compiled_ms:
+        medians += f", {spec.variant.name} {sorted(result.compiled_ms)[len(result.compiled_ms) // 2]:.2f} ms"
+        medians += f", first call {result.compile_s:.1f} s ({spec.cache})"
+    return f"{spec.trial_id}: {result.status} {medians} [{result.wall_s:.0f} s]"
+
+
+class Recorder:
+    """Turns trial results into runs as they complete and logs each run once its blocks are final (the journal keeps
+    the trials): a model's runs wait while the adaptive loop may still add blocks to them."""
+
+    def __init__(self, trials, environment_info, model_info, run_context, tracker, journal_dir: Path | None):
+        self.trials, self.environment_info, self.model_info = list(trials), environment_info, model_info
+        self.context, self.tracker, self.journal_dir = run_context, tracker, journal_dir
+        self.results: dict[str, TrialResult] = {}
+        self.logged: set[str] = set()
+        self.open: set[tuple[str, int]] = set()  # (model id, batch size) that may still get blocks: not logged yet
+
+    def records(self) -> list[run_record.RunRecord]:
+        return runs.run_records(self.trials, self.results, self.environment_info, self.model_info, self.context)
+
+    def __call__(self, specs: list[TrialSpec], ended: list[TrialResult], resumed: bool = False) -> None:
+        if not resumed and self.journal_dir is not None:  # on disk before anything is logged
+            journal.save_process(self.journal_dir, specs[0].process, ended)
+        for spec, result in zip(specs, ended, strict=True):
+            self.results[spec.trial_id] = result
+            LOGGER.info("%s%s", _result_line(spec, result), " (from the journal)" if resumed else "")
+        self.log_final()
+
+    def log_final(self) -> None:
+        """Log every complete run whose model gets no more blocks, once (by run uid); nothing without a tracker."""
+        if self.tracker is None:
+            return
+        for record in self.records():
+            if record.run_uid not in self.logged and (record.model_id, record.batch_size) not in self.open:
+                self.tracker.log_run(**tracking.run_payload(record))
+                self.logged.add(record.run_uid)
+
+
+def finish(config: Config, records: list[run_record.RunRecord], invocation_id: str, tracker, extra: dict) -> None:
+    """Write the results and run info, close the parent run, say what failed and what was not logged. Without a
+    tracker (an ingest of a plan not finished: extra says why, as `not_logged`) nothing is logged."""
+    write_jsonl(config.paths.results, [record.to_dict() for record in records])
+    failed = [f"{r.model_id} bs{r.batch_size} {r.variant} [{r.environment}]: {r.status}" for r in records
+              if r.status != STATUS_OK]  # fmt: skip
+    parent = {"name": tracker.parent_name, "params": tracker.parent_params, "tags": tracker.parent_tags} if (
+        tracker) else {}  # fmt: skip  # for sync
+    crashed = any(record.status in tracking.CRASHED for record in records)  # measured nothing: the parent FAILED
+    run_info = RunInfo(invocation_id, tracking.EXPERIMENT, failed_runs=tuple(failed), crashed=crashed, parent=parent,
+                       **extra)  # fmt: skip
+    write_json(config.paths.run_info, run_info.to_dict())
+    if tracker is None:
+        return
+    tracker.log_parent(finish_failed=crashed, note=failures_note(tracker.parent_name, failed, len(records)))
+    if failed:
+        LOGGER.warning("%d of %d runs did not end ok (recorded in the tables and MLflow): %s", len(failed),
+                       len(records), failed)  # fmt: skip
+    if tracker.failures:
+        LOGGER.warning(
+            "%d item(s) not logged to MLflow; results are in %s. `python -m compilebench.sync` logs them later.",
+            len(tracker.failures),
+            config.paths.results,
+        )
+
+
+def failures_note(name: str, failed: list[str], runs: int) -> str | None:
+    """The parent run's description while the tables and report are not drawn yet: which runs did not end ok (the
+    plot stage's description replaces it, and says them again); None where every run did."""
+    if not failed:
+        return None
+    shown = "; ".join(failed[:10]) + ("; …" if len(failed) > 10 else "")
+    return f"**compilebench** {name}: {len(failed)} of {runs} runs did not end ok: {shown}."
+
+
+def parent_name(selection: dict[str, Any], machine: str) -> str:
+    """What an invocation's parent run is called: its suite, the environments it compared, the machine."""
+    labels = [entry["label"] for entry in selection["environments"]]
+    compared = " vs ".join(labels) if len(labels) > 1 else labels[0]
+    return f"{selection['suite']}: {compared} on {machine}"
+
+
+def parent_params(selection: dict[str, Any], config: Config, run_context: Context, where: dict) -> dict:
+    """The parent run's params: what this invocation ran, where."""
+    bench, timing = config.benchmark, config.timing()
+    return {
+        "suite": selection["suite"],
+        "scale": selection["scale"],
+        "models": ",".join(m["model_id"] for m in selection["models"]),
+        "batch_sizes": ",".join(map(str, selection["batch_sizes"])),
+        "variants": ",".join(v["name"] for v in selection["variants"]),
+        "environments": ",".join(e["label"] for e in selection["environments"]),
+        "replicates": bench.replicates,
+        "cold_replicates": bench.cold_replicates,
+        "together": bench.together,  # how a timing block ran: its processes alive together, taking turns
+        "huge_pages": timing.huge_pages,
+        "malloc": timing.malloc,
+        "machine": run_context.machine,
+        "git_commit": run_context.git_commit,
+        "image_source": run_context.image_source,
+        **{key: where.get(key) for key in ("device", "device_name", "machine_fingerprint", "cpu_model")},
+    }
+
+
+def environment_infos(selection: dict, stacks: dict[str, environments.Stack]) -> dict[str, run_record.EnvironmentInfo]:
+    """Each compared environment by label: its stack (interpreter, pins, package list) and its settings; the settings
+    are part of its key, so one stack run two ways is two environments, never an A/A."""
+    info = {}
+    for entry in selection["environments"]:
+        label, stack, settings = entry["label"], stacks[entry["label"]], entry.get("settings") or {}
+        key = run_record.settings_key(stack.key, settings)
+        info[label] = run_record.EnvironmentInfo(label, entry["name"], key, stack.pins, stack.freeze, settings)
+    return info

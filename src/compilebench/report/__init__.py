@@ -1,0 +1,349 @@
+"""The run's report in Markdown: what ran where, the doc-layout tables, environments compared, verdicts, failures.
+
+Pure rendering: `render(...)` takes the tables the stages wrote and returns the text of `report.md`, section by
+section, one function each, in the order they are read; the tables they show are in `report.tables`.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from compilebench.analysis import suite
+from compilebench.analysis.run_record import RunRecord
+from compilebench.harness.records import times_own_level
+from compilebench.reference import TOLERANCE
+from compilebench.report.tables import (
+    build_of,
+    comparison_table,
+    doc_layout,
+    dynamic_batch_table,
+    environment_order,
+    environment_table,
+    markdown,
+    precision_table,
+    read_comparisons,
+    series_table,
+    startup_table,
+    verdict_table,
+    what_changed_table,
+)
+from compilebench.run_info import RunInfo
+
+
+def render(
+    results: list[RunRecord],
+    summary: pd.DataFrame,
+    verdicts: pd.DataFrame,
+    compared: pd.DataFrame,
+    published: pd.DataFrame,
+    figures: list[Path],
+    report_dir: Path,
+    run_info: RunInfo,
+) -> str:
+    """The whole report, section by section (a section with nothing to show is left out)."""
+    environments = list(dict.fromkeys(r.environment for r in results))
+    lines = [
+        *_header_section(results, run_info),
+        *_what_changed_section(compared, results),
+        *_measured_section(summary),
+        *_comparison_section(compared, list(run_info.labels or environments)),
+        *_precision_section(list(run_info.targets)),
+        *_startup_section(summary),
+        *_dynamic_batch_section(summary),
+        *_published_section(verdicts),
+        *_best_variant_section(verdicts),
+        *_anomalies_section(published),
+        *_failures_section(results),
+        "## Figures",
+        "",
+    ]
+    for figure in figures:
+        lines += [f"![{figure.stem}]({os.path.relpath(figure, report_dir)})", ""]
+    return "\n".join(lines)
+
+
+DESCRIPTION_CHARS = 7900  # under MLflow's 8000 for a tag's value
+
+
+def description(compared: pd.DataFrame, results: list[RunRecord], run_info: RunInfo) -> str:
+    """The parent run's description in the MLflow UI (its Overview): what changed, how to list this invocation's
+    runs alone in the runs table, and where the whole report is."""
+    invocation = run_info.invocation_id
+    lines = [
+        f"**compilebench** {run_info.parent.get('name', '')}, invocation `{invocation}`.",
+        "",
+        "This invocation's runs alone: type in the runs table's search box "
+        f"``tags.`compilebench.invocation` = '{invocation}'``. On each candidate run, the tags `vs_first/verdict`, "
+        "`vs_first/<metric>` say B/A with its 95% CI and the word, and `vs_first/against` names the A it was compared "
+        "with. The whole report: this run's artifact `report/report.md`.",
+        "",
+        *_what_changed_section(compared, results),
+        *(
+            [
+                f"**{len(run_info.failed_runs)} of {len(results)} runs did not end ok**: "
+                + "; ".join(run_info.failed_runs[:10])
+                + ("; …" if len(run_info.failed_runs) > 10 else "")
+                + "."
+            ]
+            if run_info.failed_runs
+            else []
+        ),
+    ]
+    text = "\n".join(lines)
+    return text if len(text) <= DESCRIPTION_CHARS else text[:DESCRIPTION_CHARS] + "\n\n… (cut: see report/report.md)"
+
+
+def _span(values: set[int]) -> str:
+    return str(min(values)) if min(values) == max(values) else f"{min(values)}–{max(values)}"
+
+
+def _processes_phrase(results: list[RunRecord]) -> str:
+    """How many fresh processes timed each run (its own latency and speedup; a cold process's rounds are a block of
+    B/A only), and how many compiled each compiled variant on an empty cache (a run's `replicates` counts both, and an
+    eager run lists the cold processes of its model's variants)."""
+    timed, cold = set(), set()
+    for record in results:
+        processes = record.process_results
+        timed.add(sum(times_own_level(process.kind) for process in processes) if processes else record.replicates)
+        if processes and record.compile:
+            cold.add(sum(process.cold_compile for process in processes))
+    phrase = f"each run timed in {_span(timed)} fresh processes" if timed else "no run timed"
+    if cold and max(cold):
+        phrase += f", each compiled variant's cold compile in {_span(cold)} (on an empty inductor cache)"
+    return phrase
+
+
+def _header_section(results: list[RunRecord], run_info: RunInfo) -> list[str]:
+    """What ran (suite, models, batch sizes, variants, environments), where it is logged, and the environments."""
+    suite, scale = (results[0].suite, results[0].scale) if results else (None, None)
+    labels = list(dict.fromkeys(r.label for r in results))
+    batches = sorted({r.batch_size for r in results})
+    variants = list(dict.fromkeys(r.variant for r in results))
+    environments = environment_order(results, run_info.labels)
+    return [
+        "# compilebench report",
+        "",
+        f"Suite `{suite}` ({scale} scale): {len(labels)} models × batch sizes {batches} "
+        f"× variants {variants} in environment(s) {environments}; {_processes_phrase(results)}. MLflow experiment "
+        f"`{run_info.experiment}`, "
+        f"invocation `{run_info.invocation_id}` (tag `compilebench.invocation` of the parent run).",
+        "",
+        *([f"**Not logged to MLflow:** {run_info.not_logged}.", ""] if run_info.not_logged else []),
+        *(
+            [
+                f"**Ended early:** {run_info.processes_not_run} of the plan's processes did not run "
+                "(`runner.pyz --end`): each run has the processes counted above.",
+                "",
+            ]
+            if run_info.processes_not_run
+            else []
+        ),
+        "## Environment",
+        "",
+        markdown(environment_table(results, run_info.labels)),
+        "Weights: "
+        + ", ".join(sorted({f"{r.label} {r.weights_source}" for r in results}))
+        + ". Random-init weights have the published architecture and input shapes; latency does not depend on "
+        "weight values.",
+        "",
+    ]
+
+
+def _what_changed_section(compared: pd.DataFrame, results: list[RunRecord]) -> list[str]:
+    """The answer first: per compared environment, what changed over the suite."""
+    if compared.empty:
+        return []
+    summary = suite.summary(read_comparisons(compared))
+    stacks = dict.fromkeys(entry["baseline"] for entry in summary) | dict.fromkeys(e["candidate"] for e in summary)
+    return [
+        "## What changed",
+        "",
+        "Per compared environment and metric, over every cell: how many got a direction (`changed`: slower / faster, "
+        "higher / lower, more / less), `equivalent` (within the margin) or `inconclusive`; the geometric mean of B/A "
+        "over the cells with a ratio on both sides, with its 95% CI and the one word the cells' rule gives it (*over "
+        "the suite*: a change of a few percent no single cell resolves can be resolved here), and the cells left out "
+        "of it (a cell that failed on one side); and how many `changed` words chance alone would give on equal "
+        "stacks (5% of the verdicts with an interval). Eager latency counts the eager cells only, inductor start-up "
+        "one cell per model and batch size (every arm of a timing process has its value). Cold compile, where cells "
+        "have one cold process an environment and so no interval, gets the suite's interval from the spread of the "
+        "cells' B/A (it counts how the cells truly differ as noise too: it errs wide). The environments: "
+        + "; ".join(f"`{label}`: {build_of(results, label)}" for label in stacks)
+        + ".",
+        "",
+        markdown(what_changed_table(summary)),
+    ]
+
+
+def _measured_section(summary: pd.DataFrame) -> list[str]:
+    """Median ms per batch in the doc's layout (the mean beside it), a table per (environment, device, batch
+    size)."""
+    lines = ["## Measured, in the doc's layout (median ms per batch; the doc's mean beside it)", ""]
+    for (environment, device, batch), _ in summary.groupby(["environment", "device_name", "batch_size"], sort=False):
+        lines += [
+            f"### {device} (batch size: {batch}), environment `{environment}`",
+            "",
+            markdown(doc_layout(summary, environment, device, int(batch))),
+        ]
+    return lines
+
+
+def _comparison_section(compared: pd.DataFrame, series: list[str]) -> list[str]:
+    """B against A per cell and metric, and for a series (`compare`'s order, the baseline first) each step."""
+    if compared.empty:
+        return []
+    margin = float(compared["margin"].iloc[0]) if "margin" in compared else math.nan
+    calibrated = bool(compared["calibrated"].all()) if "calibrated" in compared else False
+    noise = (
+        "Intervals pool each cell's blocks with this machine's noise record (paths.calibration: every earlier "
+        "comparison and A/A run on it); a cell much noisier than the machine stands alone and is flagged."
+        if calibrated
+        else "**No noise record of this machine yet**: each cell's interval rests on its own blocks only (wide "
+        "with few). Every comparison adds its blocks to the record; `dvc exp run -S 'compare=[current,current]'` "
+        "(an A/A run) is a quick start."
+    )
+    lines = [
+        "## Environments compared (interleaved in this invocation)",
+        "",
+        "B / A per cell from paired blocks (A and B of a cell ran in every block: a block's processes together, "
+        "taking turns, where `benchmark.together` is on; a cold block's processes time after their compile): the "
+        "mean of the per-block log differences "
+        "with its 95% CI; a block run together gives latency's and speedup's difference from its rounds paired by "
+        "turn (method `paired blocks, rounds by turn`), each process's median otherwise. Two answers per metric: "
+        "*did it change?* (a t-test "
+        f"at 5%: slower / faster, higher / lower, more / less) and *does it matter?* against a margin of "
+        f"±{margin:.0%} (`equivalent` when the 90% CI lies inside it; `beyond margin` when wholly outside). "
+        "The word shown is `equivalent` when it does not matter, the direction when the change is significant, "
+        "`inconclusive` otherwise; the headline (`verdict`) is Holm-adjusted across all cells, so an A/A run "
+        f"flags a headline in at most 5% of invocations. {noise} An `inconclusive` word says what its blocks "
+        "could see: the smallest change (either way) a t-test at 5% finds with 80% power from that interval "
+        "(`sees ±12%`); more blocks, or a quieter machine, see less. Compile cold: the first call of a process on "
+        "an empty inductor cache, warm: on the cache it left. Changes of compile health come first.",
+        "",
+        markdown(comparison_table(compared)),
+    ]
+    if len(series) > 2:
+        steps = suite.series_steps(read_comparisons(compared), series)
+        lines += [
+            "### The series, step by step",
+            "",
+            "Each environment is compared with the one before it too; per cell, the first step whose headline "
+            "change is significant and beyond the margin:",
+            "",
+            markdown(series_table(steps)),
+        ]
+    return lines
+
+
+def _section(title: str, prose: str, table: pd.DataFrame) -> list[str]:
+    """A report section: its heading, what it shows and how to read it, its table."""
+    return [f"## {title}", "", prose, "", markdown(table)]
+
+
+def _precision_section(reached: list[dict[str, Any]]) -> list[str]:
+    """Per run, the widest interval it reached and the blocks it would still need."""
+    if not reached:
+        return []
+    return _section(
+        "Precision reached",
+        "Each run got `benchmark.replicates` blocks, then more (widest intervals first) until its 95% CIs met "
+        "`benchmark.target`, or `budget_min` or `benchmark.max_replicates` ran out. Per run, each "
+        "targeted interval's half-width (B/A when environments are compared; the target in the column's head), the "
+        "blocks behind it and, where short, about how many more blocks it needs. Cold compile time gets an "
+        "interval from two cold blocks on (`benchmark.cold_replicates`).",
+        precision_table(reached),
+    )
+
+
+def _startup_section(summary: pd.DataFrame) -> list[str]:
+    """Time to first inference in a fresh process, where a run measured it."""
+    if "first_inference_s" not in summary or not summary["first_inference_s"].notna().any():
+        return []
+    return _section(
+        "Start-up: time to first inference in a fresh process",
+        "What a restarted or scaled-out service waits before its first answer: interpreter and imports, loading "
+        "the checkpoint, then eager's first call, or compiling (building or loading a package) and the first "
+        "compiled call. Cold: on an empty inductor cache. Warm: `jit` and `regional` on the local cache a cold "
+        "process left; `artifacts` on an empty cache plus the cold process's portable cache artifacts; `aoti` "
+        "loading the package the cold process built. Medians over processes; break-even: calls until the "
+        "compile time is saved back (never: compiled is not faster).",
+        startup_table(summary),
+    )
+
+
+def _dynamic_batch_section(summary: pd.DataFrame) -> list[str]:
+    """One compiled model serving every batch size, where a suite has `serve` variants."""
+    dynamic = dynamic_batch_table(summary)
+    if dynamic.empty:
+        return []
+    return _section(
+        "Dynamic batch: one compiled model serving every batch size",
+        "A `serve` variant's every process first calls its one compiled model at each batch size of the suite, "
+        "smallest first, as a server meets them, then times its own batch size: graphs and recompiles are "
+        "dynamo's own count after serving them all, compile time is the time to the first answer at every size. "
+        "`serve-static`: static shapes; `serve-auto`: torch's default (a size that changes becomes dynamic at "
+        "the recompile); `serve-dynamic`: the batch dim marked dynamic (sizes 0 and 1 still specialise); "
+        "`serve-unbacked`: marked unbacked (no specialisation). Beside them, `default` compiles one static "
+        "graph per batch size, in a process per size. Latency: median ms; speedup against eager at that size.",
+        dynamic,
+    )
+
+
+def _published_section(verdicts: pd.DataFrame) -> list[str]:
+    """Each compiled run against the doc's published speedup, and the count of each verdict."""
+    return [
+        "## Against the published numbers",
+        "",
+        "Speedup = median(eager) / median(compiled), pooled over fresh processes, each interleaving eager and "
+        "compiled calls; its 95% CI comes from the spread between processes. Published speedup = the doc's eager / "
+        "compiled ms (torch 2.0.1 for `default`, the nightly tables for `reduce-overhead`). On the same GPU model the "
+        "reference is that GPU's speedup (and absolute ms are compared); on another GPU the median of the published "
+        f"GPUs (cross-GPU); `reproduced` when the CI overlaps the reference ±{TOLERANCE:.0%} and is no wider than "
+        "that band (`inconclusive` when wider), `better` / `worse` when it lies wholly above / below. A CPU run is "
+        "`informational`: the doc measured GPUs only.",
+        "",
+        markdown(verdict_table(verdicts)),
+        "Verdicts: " + ", ".join(f"{k} {v}" for k, v in verdicts["verdict"].value_counts().items()) + ".",
+        "",
+    ]
+
+
+def _best_variant_section(verdicts: pd.DataFrame) -> list[str]:
+    """Per model, batch size and device, the fastest variant whose speedup's interval lies above 1."""
+    ok = verdicts[verdicts["status"] == "ok"]
+    if ok.empty:
+        return []
+    best = ok.sort_values("speedup", ascending=False).drop_duplicates(["environment", "label", "batch_size",
+                                                                       "device_name"])  # fmt: skip
+    best = best[best["speedup_ci_low"] > 1.0]
+    return [
+        "## Best variant per model (significantly faster than eager)",
+        "",
+        markdown(best[["environment", "label", "batch_size", "device_name", "variant", "speedup"]].round(2)),
+    ]
+
+
+def _anomalies_section(published: pd.DataFrame) -> list[str]:
+    """The published rows left out of every verdict, and why."""
+    flagged = published[published["anomaly"] != ""]
+    return [
+        "## Anomalies in the published data (excluded from verdicts)",
+        "",
+        markdown(flagged[["scenario", "gpu", "batch_size", "label", "eager_ms", "compiled_ms", "anomaly"]]),
+    ]
+
+
+def _failures_section(results: list[RunRecord]) -> list[str]:
+    """Every run that did not end ok, with its status and error."""
+    failed = pd.DataFrame(
+        [
+            {k: getattr(r, k) for k in ("environment", "label", "batch_size", "variant", "status", "error")}
+            for r in results
+            if r.status != "ok"
+        ]
+    )
+    return ["## Failed or invalid runs", "", markdown(failed)]
