@@ -43,3 +43,26 @@ def test_a_ratio_beyond_the_axis_sits_on_its_edge_marked():
     figure = plot.comparison_figure(compared, plot.cell_names(compared), 8.0)  # no negative error bar
     [axis] = [ax for ax in figure.axes if ax.get_visible()]
     assert any(line.get_marker() == ">" and len(line.get_xdata()) for line in axis.get_lines())
+
+
+def test_each_point_has_its_words_colour_and_a_panel_lists_only_the_cells_it_has(repo_root):
+    """Issue 78: `equivalent` and `inconclusive` told apart at a glance; no eager row in a compiled-only panel."""
+    from matplotlib.colors import to_hex
+
+    compared = pd.read_csv(repo_root / "tests/fixtures/cold-timed-2026-11-29/results/comparison.csv")
+    compared = compared[compared["reference"] == "first"]
+    figure = plot.comparison_figure(compared, plot.cell_names(compared), 10.0)
+    panels = {ax.get_title().split(":")[0]: ax for ax in figure.axes if ax.get_visible()}
+    speedup = panels["speedup"]
+    rows = [label.get_text() for label in speedup.get_yticklabels()]
+    compiled = compared[compared["variant"] != "eager"]
+    assert len(rows) == len(compiled) and not any(" eager" in row for row in rows)
+    assert len(panels["eager latency"].get_yticklabels()) == len(compared)  # every cell has eager latency
+    colours = {}  # each word drawn in one colour, as the legend names it
+    for container in speedup.containers:
+        colours[container.get_label()] = to_hex(container.lines[0].get_color())
+    words = set(compiled["speedup_verdict"])
+    assert set(colours) == words and len(set(colours.values())) == len(words)
+    if "equivalent" in colours:
+        assert colours["equivalent"] == to_hex(plot.VERDICT_COLOURS["equivalent"])
+    assert figure.get_size_inches()[0] * 120 <= 1600  # at params.yaml's dpi, what `dvc plots show` draws uncut

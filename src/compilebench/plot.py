@@ -28,7 +28,7 @@ import matplotlib.ticker
 import pandas as pd
 
 from compilebench import reference, report, tracking
-from compilebench.analysis import compare
+from compilebench.analysis import compare, stats
 from compilebench.analysis.run_record import RunRecord
 from compilebench.config import Config, stage_config
 from compilebench.harness.files import write_atomic
@@ -147,11 +147,12 @@ def speedup_vs_published_figure(verdicts: pd.DataFrame, device: str, width_in: f
 
 
 def cell_names(compared: pd.DataFrame) -> pd.Series:
-    """How a comparison row is named in a figure: model, batch size, variant, and which environments."""
-    return (
-        compared["label"] + " bs" + compared["batch_size"].astype(str) + " " + compared["variant"]
-        + " (" + compared["candidate"] + " / " + compared["baseline"] + ")"
-    )  # fmt: skip
+    """How a comparison row is named in a figure: model, batch size, variant, and which environments where it
+    compares more than one pair (one pair: the figure's title names it)."""
+    names = compared["label"] + " bs" + compared["batch_size"].astype(str) + " " + compared["variant"]
+    if compared[["candidate", "baseline"]].drop_duplicates().shape[0] > 1:
+        names = names + " (" + compared["candidate"] + " / " + compared["baseline"] + ")"
+    return names
 
 
 RATIO_AXIS = (1 / 3, 3.0)  # the widest a ratio axis gets: an interval beyond it is cut at the edge and marked
@@ -166,50 +167,73 @@ def ratio_axis(ratios: pd.Series) -> tuple[float, float]:
     return max(low, RATIO_AXIS[0]), min(high, RATIO_AXIS[1])
 
 
+VERDICT_COLOURS = {stats.EQUIVALENT: "C2", stats.INCONCLUSIVE: "0.55"}  # a direction (slower, faster, ...): C3
+
+
 def comparison_figure(compared: pd.DataFrame, names: pd.Series, width_in: float) -> plt.Figure:
-    """B / A per named row for each compared metric, with 95% CIs (cut at the axis and marked where wider); the
-    margin shaded."""
+    """B / A per named row for each compared metric, with 95% CIs (cut at the axis and marked where wider), each point
+    coloured by its word (`equivalent` green, a direction red, `inconclusive` grey); a panel lists the rows that have
+    its metric, a model's rows together; the margin shaded."""
     read = report.read_comparisons(compared)
-    cells = list(dict.fromkeys(names))
     first: dict[str, compare.Comparison] = {}  # a name's first row
     for name, row in zip(names, read, strict=True):
         first.setdefault(name, row)
+    variants = list(dict.fromkeys(row.variant for row in read))
+    order = lambda cell: (first[cell].label, first[cell].batch_size, first[cell].variant != "eager",  # noqa: E731
+                          variants.index(first[cell].variant), first[cell].candidate)  # fmt: skip
+    cells = sorted(first, key=order)
     metrics = [m for m in compare.METRICS if any(pd.notna(_interval(row, m)[0]) for row in read)]
+    shown_cells = {m.name: [cell for cell in cells if pd.notna(_interval(first[cell], m)[0])] for m in metrics}
     columns = max(1, min(3, len(metrics)))
     lines = max(1, -(-len(metrics) // columns))
-    fig, axes = plt.subplots(lines, columns, figsize=(width_in * 1.4, 1.2 + 0.35 * len(cells) * lines), squeeze=False)
+    tallest = max((len(v) for v in shown_cells.values()), default=1)
+    fig, axes = plt.subplots(lines, columns, figsize=(width_in * 1.3, 1.4 + 0.35 * tallest * lines), squeeze=False)
     for ax, metric in zip(axes.flat, metrics, strict=False):
-        intervals = zip(*(_interval(first[cell], metric) for cell in cells), strict=True)
-        ratio, low, high = (pd.Series(values, index=cells, dtype=float) for values in intervals)
+        mine = shown_cells[metric.name]
+        intervals = zip(*(_interval(first[cell], metric) for cell in mine), strict=True)
+        ratio, low, high = (pd.Series(values, index=mine, dtype=float) for values in intervals)
+        words = pd.Series([first[cell].judged[metric.name].verdict for cell in mine], index=mine)
         left, right = ratio_axis(ratio)
         shown = ratio.clip(lower=left, upper=right)  # a ratio past the axis sits on its edge, marked like its interval
         shown_low, shown_high = low.clip(lower=left, upper=right), high.clip(lower=left, upper=right)
         below, above = (shown - shown_low).clip(lower=0).fillna(0), (shown_high - shown).clip(lower=0).fillna(0)
-        ax.errorbar(shown, range(len(cells)), xerr=[below, above], fmt="o", capsize=3)
-        y = pd.Series(range(len(cells)), index=ratio.index)
+        y = pd.Series(range(len(mine)), index=ratio.index)
+        for word in dict.fromkeys(words):
+            chosen = words == word
+            ax.errorbar(shown[chosen], y[chosen], xerr=[below[chosen], above[chosen]], fmt="o", capsize=3,
+                        color=VERDICT_COLOURS.get(word, "C3"), label=word)  # fmt: skip
         cut_left, cut_right = (low < left) | (ratio < left), (high > right) | (ratio > right)
-        ax.plot(shown_low[cut_left], y[cut_left], "<", color="C3", markersize=6)
-        ax.plot(shown_high[cut_right], y[cut_right], ">", color="C3", markersize=6)
-        margin = pd.Series([first[cell].margin for cell in cells], dtype=float).dropna()
+        ax.plot(shown_low[cut_left], y[cut_left], "<", color="black", markersize=6)
+        ax.plot(shown_high[cut_right], y[cut_right], ">", color="black", markersize=6)
+        margin = pd.Series([first[cell].margin for cell in mine], dtype=float).dropna()
         if not margin.empty:
             bound = 1 + float(margin.iloc[0])
             ax.axvspan(1 / bound, bound, color="grey", alpha=0.2, label=f"margin ±{bound - 1:.0%}")
-            ax.legend(fontsize=7)
         ax.set_xscale("log")  # ratios: 0.5x and 2x equally far from 1
         ax.set_xlim(left, right)
         low_x, high_x = ax.get_xlim()
-        fine = high_x / low_x < 1.3  # a narrow axis gets the ticks at +-5% too; a wide one would crowd them
-        ticks = [tick for tick in RATIO_TICKS if low_x <= tick <= high_x and (fine or tick not in (0.95, 1.05))]
+        crowded = (0.95, 1.05) if high_x / low_x >= 1.3 else ()  # a narrow axis gets the ticks at +-5% too
+        crowded += (0.9, 1.1) if high_x / low_x >= 2.0 else ()  # a wide one only the coarse ones
+        ticks = [tick for tick in RATIO_TICKS if low_x <= tick <= high_x and tick not in crowded]
         ax.set_xticks(ticks or [1.0])
         ax.xaxis.set_major_formatter(matplotlib.ticker.FormatStrFormatter("%g"))
         ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
         ax.axvline(1.0, color="black", linewidth=0.8)
-        ax.set_yticks(range(len(cells)), cells, fontsize=7)
-        ax.invert_yaxis()
+        ax.set_yticks(range(len(mine)), mine, fontsize=7)
+        ax.set_ylim(tallest - 0.5, -0.5)  # every panel's rows from the top, at one spacing
         ax.set_title(f"{metric.name.replace('_', ' ')}: B / A ({metric.above} above 1)", fontsize=9)
     for ax in list(axes.flat)[len(metrics) :]:
         ax.set_visible(False)
-    fig.tight_layout()
+    legend = {}  # one legend for every panel: the words drawn, and the margin
+    for ax in axes.flat:
+        for handle, label in zip(*ax.get_legend_handles_labels(), strict=True):
+            legend.setdefault(label, handle)
+    pairs = list(dict.fromkeys(f"{row.candidate} / {row.baseline}" for row in read))
+    title = f"B / A: {pairs[0]}" if len(pairs) == 1 and not names.str.contains(" / ", regex=False).any() else None
+    fig.legend(list(legend.values()), list(legend), loc="lower center", ncol=len(legend), fontsize=8, frameon=False)
+    if title:
+        fig.suptitle(title, fontsize=10)
+    fig.tight_layout(rect=(0, 0.03, 1, 1))
     return fig
 
 
@@ -279,7 +303,7 @@ def plot(config: Config, table: pd.DataFrame, verdicts: pd.DataFrame, compared: 
         LOGGER.info("figures and report written, not logged to MLflow: %s", run_info.not_logged)
         return
     tracker = tracking.Tracker.of_invocation(config.paths.tracking_uri, run_info)
-    note = report.description(compared, results, run_info)
+    note = report.description(compared, table, results, run_info)
     if not (tracker.log_parent(written, "plots") and tracker.log_parent([report_path], "report", note=note)):
         LOGGER.warning("figures and report are on disk; `python -m compilebench.sync` attaches them to MLflow later")
 

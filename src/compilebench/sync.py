@@ -59,7 +59,9 @@ def main() -> None:
     metrics = json.loads(Path(paths.metrics).read_text()) if Path(paths.metrics).exists() else None
     tracker.log_parent(tables, "summary", metrics=metrics)
     tracker.log_parent(figures, "plots")
-    note = description(compared, records, run_info) if report else None
+    written = Path(paths.summary).exists() and Path(paths.summary).stat().st_size > 1
+    summary = pd.read_csv(paths.summary) if written else pd.DataFrame()
+    note = description(compared, summary, records, run_info) if report else None
     tracker.log_parent(report, "report", finish_failed=run_info.failed,
                        note=note)  # fmt: skip
     if tracker.failures:

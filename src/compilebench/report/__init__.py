@@ -14,10 +14,12 @@ from typing import Any
 import pandas as pd
 
 from compilebench.analysis import suite
+from compilebench.analysis.differences import beside_the_question
 from compilebench.analysis.run_record import RunRecord
 from compilebench.harness.records import times_own_level
 from compilebench.reference import TOLERANCE
 from compilebench.report.tables import (
+    answer_table,
     build_of,
     comparison_table,
     doc_layout,
@@ -28,6 +30,7 @@ from compilebench.report.tables import (
     precision_table,
     read_comparisons,
     series_table,
+    speedup_answer_table,
     startup_table,
     verdict_table,
     what_changed_table,
@@ -49,8 +52,10 @@ def render(
     environments = list(dict.fromkeys(r.environment for r in results))
     lines = [
         *_header_section(results, run_info),
+        *_answer_section(compared, summary, results),
         *_what_changed_section(compared, results),
-        *_measured_section(summary),
+        *_environment_section(results, run_info),
+        *_measured_section(summary, not compared.empty),
         *_comparison_section(compared, list(run_info.labels or environments)),
         *_precision_section(list(run_info.targets)),
         *_startup_section(summary),
@@ -70,9 +75,10 @@ def render(
 DESCRIPTION_CHARS = 7900  # under MLflow's 8000 for a tag's value
 
 
-def description(compared: pd.DataFrame, results: list[RunRecord], run_info: RunInfo) -> str:
-    """The parent run's description in the MLflow UI (its Overview): what changed, how to list this invocation's
-    runs alone in the runs table, and where the whole report is."""
+def description(compared: pd.DataFrame, summary: pd.DataFrame, results: list[RunRecord], run_info: RunInfo) -> str:
+    """The parent run's description in the MLflow UI (its Overview): the answer per model first (a failed
+    invocation says so before it), what changed over the suite, how to list this invocation's runs alone in the runs
+    table, and where the whole report is."""
     invocation = run_info.invocation_id
     lines = [
         f"**compilebench** {run_info.parent.get('name', '')}, invocation `{invocation}`.",
@@ -82,17 +88,19 @@ def description(compared: pd.DataFrame, results: list[RunRecord], run_info: RunI
         "`vs_first/<metric>` say B/A with its 95% CI and the word, and `vs_first/against` names the A it was compared "
         "with. The whole report: this run's artifact `report/report.md`.",
         "",
-        *_what_changed_section(compared, results),
         *(
             [
                 f"**{len(run_info.failed_runs)} of {len(results)} runs did not end ok**: "
                 + "; ".join(run_info.failed_runs[:10])
                 + ("; …" if len(run_info.failed_runs) > 10 else "")
-                + "."
+                + ".",
+                "",
             ]
             if run_info.failed_runs
             else []
         ),
+        *_answer_section(compared, summary, results),
+        *_what_changed_section(compared, results),
     ]
     text = "\n".join(lines)
     return text if len(text) <= DESCRIPTION_CHARS else text[:DESCRIPTION_CHARS] + "\n\n… (cut: see report/report.md)"
@@ -143,6 +151,12 @@ def _header_section(results: list[RunRecord], run_info: RunInfo) -> list[str]:
             if run_info.processes_not_run
             else []
         ),
+    ]
+
+
+def _environment_section(results: list[RunRecord], run_info: RunInfo) -> list[str]:
+    """What each environment ran on and with, one column each, and the weights."""
+    return [
         "## Environment",
         "",
         markdown(environment_table(results, run_info.labels)),
@@ -152,6 +166,48 @@ def _header_section(results: list[RunRecord], run_info: RunInfo) -> list[str]:
         "weight values.",
         "",
     ]
+
+
+def _answer_section(compared: pd.DataFrame, summary: pd.DataFrame, results: list[RunRecord]) -> list[str]:
+    """The answer first: per compared environment, each model's cells with each metric's word and B/A [95% CI],
+    and what B ran with beside the question; with one environment, each compiled variant's speedup."""
+    if compared.empty:
+        if summary.empty:
+            return []
+        return [
+            "## The answer, per model",
+            "",
+            "Each compiled variant's speedup over eager (eager latency / compiled latency, paired in every timing "
+            "process) with its 95% CI and word, its latency (median ms per batch), and its compile time on an empty "
+            "inductor cache (cold) and on the cache it left (warm).",
+            "",
+            markdown(speedup_answer_table(summary)),
+        ]
+    rows = [row for row in read_comparisons(compared) if row.reference == "first"]
+    pairs = list(dict.fromkeys((row.baseline, row.candidate) for row in rows))
+    margin = float(compared["margin"].iloc[0]) if "margin" in compared else math.nan
+    lines = [
+        "## The answer, per model",
+        "",
+        "B / A per cell from paired blocks, the word first: `equivalent` (the 90% CI within "
+        f"±{margin:.0%}), a direction (slower / faster, higher / lower, more / less: significant at 5%) or "
+        "`inconclusive`, then B/A [95% CI]. Latency below 1 is faster, speedup above 1 is more; how it is judged: "
+        "[Environments compared](#environments-compared-interleaved-in-this-invocation).",
+        "",
+    ]
+    for baseline, candidate in pairs:
+        beside = beside_the_question(results, baseline, candidate)
+        lines += [
+            f"`{candidate}` against `{baseline}`."
+            + (
+                " **Beside the question**, B differs from A in: " + "; ".join(beside) + " — a change may come "
+                "from these too."
+                if beside
+                else ""
+            ),
+            "",
+        ]
+    return [*lines, markdown(answer_table(compared))]
 
 
 def _what_changed_section(compared: pd.DataFrame, results: list[RunRecord]) -> list[str]:
@@ -179,10 +235,17 @@ def _what_changed_section(compared: pd.DataFrame, results: list[RunRecord]) -> l
     ]
 
 
-def _measured_section(summary: pd.DataFrame) -> list[str]:
+def _measured_section(summary: pd.DataFrame, compared: bool = False) -> list[str]:
     """Median ms per batch in the doc's layout (the mean beside it), a table per (environment, device, batch
-    size)."""
+    size); where environments were compared, a warning that two tables side by side are not their comparison."""
     lines = ["## Measured, in the doc's layout (median ms per batch; the doc's mean beside it)", ""]
+    if compared:
+        lines += [
+            "Two environments' medians side by side are not their comparison: each holds its own processes' "
+            "noise, and a 10% gap between them can be `inconclusive` or `equivalent` when paired. The paired B/A "
+            "decides: [The answer, per model](#the-answer-per-model).",
+            "",
+        ]
     for (environment, device, batch), _ in summary.groupby(["environment", "device_name", "batch_size"], sort=False):
         lines += [
             f"### {device} (batch size: {batch}), environment `{environment}`",

@@ -285,3 +285,73 @@ def what_changed_table(summary: list[dict[str, Any]]) -> pd.DataFrame:
             "flags by chance": f"{entry['chance_flags']:.1f}",
         })  # fmt: skip
     return pd.DataFrame(rows)
+
+
+ANSWER_METRICS = ("eager_latency", "compiled_latency", "speedup", "compile_cold", "compile_warm", "peak_memory")
+
+
+def _answer_cell(judged: compare.Judged | None) -> str:
+    """A metric of one cell as the answer table shows it: the word first, then B/A [95% CI]."""
+    if judged is None or not fmt(judged.ratio.value):
+        return ""
+    ratio = judged.ratio
+    text = interval(ratio.value, ratio.low, ratio.high, 2)
+    if text.endswith("[no CI]") and ratio.blocks <= 1:
+        text = text.replace("[no CI]", "(one process)")
+    return f"{judged.verdict} {text}"
+
+
+def answer_table(compared: pd.DataFrame) -> pd.DataFrame:
+    """The answer per model: per compared environment (against the baseline), one row per (model, batch size,
+    variant), a model's rows together and its eager row first; in each metric's column the word, then B/A [95% CI]."""
+    rows = [row for row in read_comparisons(compared) if row.reference == compare.FIRST]
+    candidates = list(dict.fromkeys(row.candidate for row in rows))
+    labels = list(dict.fromkeys(row.label for row in rows))
+    variants = sorted(dict.fromkeys(row.variant for row in rows), key=lambda variant: variant != "eager")
+    ordered = sorted(rows, key=lambda r: (candidates.index(r.candidate), labels.index(r.label), r.batch_size,
+                                          variants.index(r.variant)))  # fmt: skip
+    found, previous = [], None
+    for row in ordered:
+        group = (row.candidate, row.label, row.batch_size)
+        entry = {
+            **({"B vs A": f"{row.candidate} vs {row.baseline}"} if len(candidates) > 1 else {}),
+            "model": "" if group == previous else row.label,
+            "batch": "" if group == previous else row.batch_size,
+            "variant": row.variant + (f" ({row.health_change})" if row.health_change else ""),
+        }
+        previous = group
+        for name in ANSWER_METRICS:
+            entry[name.replace("_", " ")] = _answer_cell(row.judged.get(name))
+        found.append(entry)
+    frame = pd.DataFrame(found)
+    return frame.loc[:, (frame != "").any()] if not frame.empty else frame  # a metric no cell has: no column
+
+
+def _word(value: Any) -> str:
+    return f"{value} " if isinstance(value, str) and value else ""
+
+
+def speedup_answer_table(summary: pd.DataFrame) -> pd.DataFrame:
+    """The answer per model for one environment: each compiled variant's speedup over eager with its 95% CI and word,
+    its latency and eager's (median ms per batch), and its compile time cold and warm (s)."""
+    rows = []
+    for environment, mine in summary.groupby("environment", sort=False):
+        previous = None
+        for _, row in mine.iterrows():
+            group = (environment, row["label"], row["batch_size"])
+            speedup = interval(row["speedup"], row["speedup_ci_low"], row["speedup_ci_high"])
+            latency = interval(row["latency_ms_median"], row["latency_ms_median_ci_low"],
+                               row["latency_ms_median_ci_high"], 1)  # fmt: skip
+            rows.append({
+                **({"environment": environment} if summary["environment"].nunique() > 1 else {}),
+                "model": "" if group == previous else row["label"],
+                "batch": "" if group == previous else row["batch_size"],
+                "variant": row["variant"],
+                "speedup [95% CI]": f"{_word(row['speedup_verdict'])}{speedup}",
+                "eager ms": fmt(row["eager_latency_ms_median"], 1),
+                "compiled ms [95% CI]": latency,
+                "compile cold s": fmt(row["compile_s"], 1),
+                "compile warm s": fmt(row["compile_s_warm"], 1),
+            })  # fmt: skip
+            previous = group
+    return pd.DataFrame(rows)

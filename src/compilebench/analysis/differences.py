@@ -1,0 +1,71 @@
+"""What two environments' runs differ in beside what was asked: B against A in a field neither's pins nor settings
+name (a CUDA build against a CPU build, another Python, another malloc), said in the report's first lines and on
+each candidate run, since a change may come from it too."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from compilebench.analysis.run_record import RunRecord
+
+# What an environment ran with that its pins or settings need not name; said where B differs from A without asking.
+BESIDE_FIELDS = {
+    "cuda_version": "torch build", "python_version": "Python", "torch_version": "torch",
+    "transformers_version": "transformers", "malloc": "malloc", "transparent_hugepages": "transparent huge pages",
+    "thp_mem_alloc": "huge pages at allocation", "num_threads": "threads",
+    "float32_matmul_precision": "float32 matmul precision", "matmul_allow_tf32": "TF32 matmul",
+    "cudnn_version": "cuDNN", "cudnn_allow_tf32": "cuDNN TF32", "cudnn_benchmark": "cuDNN benchmark",
+}  # fmt: skip
+SETTING_FIELDS = {"huge_pages": ("transparent_hugepages", "thp_mem_alloc")}  # a setting -> the fields it sets
+
+
+def _asked_fields(a: dict[str, Any], b: dict[str, Any]) -> set[str]:
+    """The fields B's pins or settings ask to differ from A's: a package pinned otherwise (its build too, where a pin
+    names one), a setting set otherwise."""
+
+    def parsed(row: dict[str, Any], key: str) -> dict[str, Any]:
+        try:
+            return json.loads(row.get(key) or "{}") or {}
+        except (TypeError, ValueError):
+            return {}
+
+    asked = set()
+    pins_a, pins_b = parsed(a, "environment_pins"), parsed(b, "environment_pins")
+    for package in ("torch", "transformers"):
+        if pins_a.get(package) != pins_b.get(package):
+            asked.add(f"{package}_version")
+            if package == "torch" and "+" in str(pins_a.get(package)) + str(pins_b.get(package)):
+                asked.add("cuda_version")
+    settings_a, settings_b = parsed(a, "environment_settings"), parsed(b, "environment_settings")
+    for setting in set(settings_a) | set(settings_b):
+        if settings_a.get(setting) != settings_b.get(setting):
+            asked.update(SETTING_FIELDS.get(setting, (setting,)))
+    return asked
+
+
+def _build_word(row: dict[str, Any]) -> str:
+    cuda = str(row.get("cuda_version"))
+    return "CPU build" if cuda.lower() in ("none", "nan", "") else f"CUDA {cuda} build"
+
+
+def beside_the_question(results: list[RunRecord], baseline: str, candidate: str) -> list[str]:
+    """What B ran with that differs from A though neither's pins nor settings asked for it (a CUDA build against a
+    CPU build, another Python, another malloc): each as 'torch build: CPU build → CUDA 13.0 build'."""
+    first: dict[str, dict[str, Any]] = {}
+    for record in results:
+        first.setdefault(record.environment, record.to_dict())
+    if baseline not in first or candidate not in first:
+        return []
+    a, b = first[baseline], first[candidate]
+    asked = _asked_fields(a, b)
+    found = []
+    for field, name in BESIDE_FIELDS.items():
+        if field in asked or str(a.get(field)) == str(b.get(field)):
+            continue
+        if field == "cuda_version":
+            found.append(f"{name}: {_build_word(a)} → {_build_word(b)} (torch {a.get('torch_version')} → "
+                         f"{b.get('torch_version')})")  # fmt: skip
+        else:
+            found.append(f"{name}: {a.get(field)} → {b.get(field)}")
+    return found

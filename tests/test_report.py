@@ -1,0 +1,67 @@
+"""The report's first screen: the answer per model, and what B differs in beside the question (issue 78)."""
+
+import dataclasses
+import json
+
+import pandas as pd
+import pytest
+
+from compilebench import aggregate, reference, report
+from compilebench.analysis import differences
+from compilebench.analysis.run_record import RunRecord
+from compilebench.report import tables
+from compilebench.run_info import RunInfo
+
+COLD_TIMED = "tests/fixtures/cold-timed-2026-11-29"  # torch 2.14.1 (a CUDA build) against 2.13.0 (the CPU build)
+
+
+@pytest.fixture
+def recorded(repo_root):
+    folder = repo_root / COLD_TIMED / "results"
+    records = [RunRecord.from_dict(json.loads(line)) for line in (folder / "runs.jsonl").read_text().splitlines()]
+    compared = pd.read_csv(folder / "comparison.csv")
+    summary = aggregate.summarize(pd.DataFrame([record.to_dict() for record in records]))
+    published = reference.read_published(repo_root / "data/reference/published.csv")
+    return records, compared, summary, RunInfo.read(folder / "run_info.json"), published
+
+
+def test_the_answer_per_model_comes_first_with_each_word_before_its_ratio(recorded):
+    records, compared, summary, run_info, published = recorded
+    verdicts = reference.verdicts(summary, published)
+    text = report.render(records, summary, verdicts, compared, published, [], "data/report", run_info)
+    assert text.index("## The answer, per model") < text.index("## What changed") < text.index("## Environment")
+    assert "medians side by side are not their comparison" in text  # the doc-layout tables warn
+    answer = text[text.index("## The answer, per model") : text.index("## What changed")]
+    table = tables.answer_table(compared)
+    cells = compared[compared["reference"] == "first"]
+    assert len(table) == len(cells)  # one row per cell, every model's rows together, its eager row first
+    assert table["variant"].iloc[0] == "eager" and (table["model"] != "").sum() == cells["label"].nunique()
+    for _, row in cells.iterrows():  # the word, then B/A [95% CI], as the comparison judged it
+        if row["variant"] != "eager":
+            cell = f"{row['speedup_verdict']} {row['speedup_ratio']:.2f} [{row['speedup_ci_low']:.2f}, "
+            assert cell in answer, cell
+    # the CUDA build against the CPU build: no pin asked for it, so it is named before any number
+    assert "**Beside the question**" in answer and "torch build: CPU build → CUDA 13.0 build" in answer
+    note = report.description(compared, summary, records, run_info)
+    assert note.index("## The answer, per model") < note.index("## What changed")
+
+
+def test_only_what_no_pin_or_setting_asked_for_is_beside_the_question(recorded):
+    records = recorded[0]
+    a, b = "current", "torch-2.14.1"
+    assert differences.beside_the_question(records, a, b) == [
+        "torch build: CPU build → CUDA 13.0 build (torch 2.13.0+cpu → 2.14.1+cu130)"
+    ]
+
+    def changed(record: RunRecord, **fields) -> RunRecord:
+        if record.environment != b:
+            return record
+        return dataclasses.replace(record, environment_fields={**record.environment_fields, **fields})
+
+    same_build = [changed(record, cuda_version="none") for record in records]
+    assert differences.beside_the_question(same_build, a, b) == []
+    other_python = [changed(record, cuda_version="none", python_version="3.10.14") for record in records]
+    assert differences.beside_the_question(other_python, a, b) == ["Python: 3.11.7 → 3.10.14"]
+    asked = [dataclasses.replace(r, environment_pins=r.environment_pins.replace('"2.14.1"', '"2.14.1+cu130"'))
+             if r.environment == b else r for r in records]  # fmt: skip
+    assert differences.beside_the_question(asked, a, b) == []  # a pin that names the build asks for it
