@@ -25,16 +25,15 @@ run: $(STAMP) .dvc/config  ## create the environment and run `dvc repro` on para
 A ?= current
 compare: $(STAMP) .dvc/config  ## make compare B=torch-2.14.1 [A=current]: B against A, a DVC experiment (B=current: A/A)
 	test -n "$(B)" || { echo "usage: make compare B=ENVIRONMENT [A=current]: an environment of params.yaml"; exit 2; }
-	$(ONE_PIPELINE); dvc exp run -S 'compare=[$(A),$(B)]' 9>&- && \
+	$(ONE_PIPELINE); dvc exp run -n "$(B)-vs-$(A)-$$(date +%m%d-%H%M%S)" -S 'compare=[$(A),$(B)]' 9>&- && \
 	python -m compilebench.aggregate --check 9>&-  # exit 3: some run did not end ok; 4: B changed a headline
 
 forecast: $(STAMP)  ## make forecast [B=torch-2.14.1] [A=current]: before spending, what that comparison (params.yaml without B) costs here and can resolve
 	@if [ -n "$(B)" ]; then python -m compilebench.forecast --set 'compare=[$(A),$(B)]'; else python -m compilebench.forecast; fi
 
-# dvc exp show's columns for what each experiment found (it shows ~250: every param and metric)
-CHANGES := 'Experiment|compare$$|.*_vs_.*_(changed|equivalent|inconclusive|latency_geomean|speedup_geomean)$$'
-experiments: $(STAMP)  ## every DVC experiment's comparison in one table: per compared environment, verdicts counted, geomeans
-	dvc exp show --no-pager --md --drop '.*' --keep $(CHANGES)
+# what each experiment found, read from `dvc exp show --json` (its own table has ~500 columns)
+experiments: $(STAMP)  ## every DVC experiment's comparison: per compared environment and metric, the word, the suite's B/A [95% CI], cells changed
+	python -m compilebench.experiments
 
 SUITE ?= gpu
 gpu: $(STAMP) .dvc/config  ## on a CUDA machine with network: the doc's GPU table for this GPU (SUITE=gpu), a DVC experiment

@@ -85,6 +85,8 @@ def test_outputs_and_tables(project):
                     "## Start-up: time to first inference in a fresh process", "## Failed or invalid runs",
                     "## Figures"):  # fmt: skip
         assert heading in report
+    assert report.index("## The answer, per model") < report.index("## Environment")  # the answer first
+    assert "**Beside the question**" not in report  # B pins transformers otherwise, and differs in nothing else
     assert "| Image Classification/ResNet |" in report and "](../plots/duration_" in report
 
 
@@ -124,12 +126,16 @@ def test_every_run_is_in_mlflow_with_clean_provenance(project):
     assert (children["tags.compilebench.invocation"] == invocation).all()
     note = parents["tags.mlflow.note.content"].iloc[0]
     assert f"'{invocation}'" in note and "## What changed" in note
+    assert note.index("## The answer, per model") < note.index("## What changed")  # the answer first, per model
     candidate = children[(children["params.environment"] == OTHER) & (children["tags.compiled"] == "true")].iloc[0]
-    word = candidate["tags.vs_first/compiled_latency"]
-    assert word.startswith("B/A ") and word.split()[-1] in ("slower", "faster", "equivalent", "inconclusive"), word
+    word = candidate["tags.vs_first/compiled_latency"]  # the word first, where a narrow column still shows it
+    assert word.split()[0] in ("slower", "faster", "equivalent", "inconclusive") and " B/A " in word, word
     headline = candidate["tags.vs_first/verdict"]  # its word is Holm-adjusted across the invocation's cells
-    assert headline.endswith(f" (compiled latency {' '.join(word.split()[:-1])})"), headline
+    assert headline.endswith(f" (compiled latency {' '.join(word.split()[1:])})"), headline
     assert headline.split()[0] in ("slower", "faster", "equivalent", "inconclusive"), headline
+    name = candidate["tags.mlflow.runName"]  # the runs table's first column answers: what, where, the word
+    what = f"{candidate['params.label']} bs{candidate['params.batch_size']} {candidate['params.variant']}"
+    assert name == f"{what} · {OTHER} · {headline.split()[0]}", name
     assert candidate["tags.vs_first/against"].startswith("current (torch ")
     assert candidate["tags.compiled_vs_eager"] in ("faster", "slower", stats.NO_SIGNIFICANT_DIFFERENCE)
 

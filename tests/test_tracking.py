@@ -1,6 +1,7 @@
 """tracking against a real MLflow SQLite store in tmp_path, read back with mlflow.search_runs."""
 
 import os
+import time
 from pathlib import Path
 
 import mlflow
@@ -60,7 +61,7 @@ def test_a_run_carries_its_processes_as_a_table_and_its_image_as_an_input(tmp_pa
     client = tracking.client(uri)
     parent = tracking.start_parent(client, tracking.EXPERIMENT, "p", {}, {})
     payload = tracking.run_payload(run_record(_row()))
-    assert payload["name"].startswith("current · M bs1 default")  # the environment first: legends cut the end
+    assert payload["name"] == "M bs1 default · current"  # model and variant first: a narrow Run Name column shows them
     child = tracking.log_child(client, parent, **payload)
     mlflow.set_experiment(tracking.EXPERIMENT)  # load_table reads the active experiment's runs
     table = mlflow.load_table(tracking.PROCESS_TABLE, extra_columns=["run_id"])
@@ -111,11 +112,15 @@ def test_a_comparison_row_becomes_metrics_of_the_candidate_run():
            "eager_latency_verdict": float("nan")}  # fmt: skip
     tags = tracking.comparison_tags(compare.Comparison.read({
         **row, "baseline": "current", "baseline_versions": "torch 2.13.0 / transformers 5",
-        "baseline_run_uid": "inv/current/org/m/bs1/default"}))  # fmt: skip
-    assert tags["vs_first/compiled_latency"] == "B/A 1.200 [1.100, 1.300] slower"
+        "baseline_run_uid": "inv/current/org/m/bs1/default", "beside_the_question": float("nan")}))  # fmt: skip
+    assert "vs_first/beside_the_question" not in tags  # B differs in nothing it did not ask for
+    assert tags["vs_first/compiled_latency"] == "slower B/A 1.200 [1.100, 1.300]"  # the word first
     assert tags["vs_first/verdict"] == "slower (compiled latency B/A 1.200 [1.100, 1.300])"
     assert tags["vs_first/against"] == "current (torch 2.13.0 / transformers 5), run inv/current/org/m/bs1/default"
     assert "vs_first/eager_latency" not in tags  # not compared: no word
+    beside = "torch build: CPU build → CUDA 13.0 build"
+    assert tracking.comparison_tags(compare.Comparison.read({**row, "beside_the_question": beside}))[
+        "vs_first/beside_the_question"] == beside  # fmt: skip
     metrics = tracking.comparison_metrics(compare.Comparison.read(row))
     assert metrics["vs_first/compiled_latency_ratio"] == 1.2 and metrics["vs_first/compiled_latency_verdict_code"] == 1
     assert metrics["vs_first/speedup_verdict_code"] == -1 and metrics["vs_first/compile_cold_verdict_code"] == 0
@@ -209,3 +214,35 @@ def test_a_later_stage_finds_the_invocations_parent_not_one_of_its_runs(tmp_path
     later = tracking.Tracker.of_invocation(uri, RunInfo("inv"))
     assert later.parent() == first.parent_id
     assert later.client.get_run(later.parent()).data.tags["role"] == "pipeline"
+
+
+def test_the_ui_address_opens_on_the_newest_comparisons_candidate_runs(tmp_path, monkeypatch):
+    """Issue 78: what `make ui` prints lists the newest invocation's B runs (those carrying B/A and its word), not
+    every run of every invocation; an invocation of one environment lists its runs; an empty store, the table."""
+    import urllib.parse
+
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    uri = f"sqlite:///{tmp_path}/mlruns/mlflow.db"
+    client = tracking.client(uri)
+    assert tracking.ui_url(uri, "http://127.0.0.1:5000").endswith("/runs")  # nothing logged yet: the table
+
+    def invocation(name: str, compared: bool) -> str:
+        parent = tracking.start_parent(client, tracking.EXPERIMENT, name, {}, {"compilebench.invocation": name})
+        for environment in ("current", "B") if compared else ("current",):
+            tags = {"compilebench.invocation": name, "environment": environment}
+            if compared and environment == "B":
+                tags["vs_first/verdict"] = "equivalent (speedup B/A 1.000 [0.990, 1.010])"
+            tracking.log_child(client, parent, f"M bs1 default · {environment}", {}, {}, tags, {}, False,
+                               f"{name}/{environment}")  # fmt: skip
+        return name
+
+    def listed(url: str) -> set[tuple[str, str]]:
+        query = urllib.parse.parse_qs(urllib.parse.urlsplit(url.split("#", 1)[1]).query)["searchFilter"][0]
+        runs = client.search_runs([tracking.experiment_id(client, tracking.EXPERIMENT)], query)
+        return {(r.data.tags["compilebench.invocation"], r.data.tags["environment"]) for r in runs}
+
+    invocation("one-stack", compared=False)
+    assert listed(tracking.ui_url(uri, "http://127.0.0.1:5000")) == {("one-stack", "current")}
+    time.sleep(0.01)  # the newest parent by start time
+    invocation("comparison", compared=True)
+    assert listed(tracking.ui_url(uri, "http://127.0.0.1:5000")) == {("comparison", "B")}

@@ -1,6 +1,6 @@
-"""What `make ui` shows, clicked in a real headless Chromium (Playwright): after a two-environment comparison, the
-README's route (scripts/check_ui.py): the runs table filtered to the invocation, its runs listed under their parent
-with the verdict words as columns, the parent's description opening with what changed, a candidate's tags. Skipped,
+"""What `make ui` shows, in a real headless Chromium (Playwright): after a two-environment comparison, the address it
+prints (scripts/check_ui.py): the newest comparison's B runs alone, each named with its model, variant and word on the
+first screen within 10 s, the parent's description opening with the answer per model, a candidate's tags. Skipped,
 visibly, where Chromium or Playwright is not installed (`apt-get install -y chromium`, `pip install playwright`)."""
 
 import importlib.util
@@ -24,7 +24,7 @@ def test_the_readmes_route_through_the_mlflow_ui_shows_what_changed(compared_pro
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     for name in ("runs", "parent", "candidate"):
         assert (tmp_path / f"{name}.png").stat().st_size > 10_000, name  # a rendered page, not an empty one
-    runs = (tmp_path / "runs.txt").read_text()
-    assert f"{OTHER} · ResNet" in runs and "current · ResNet" in runs and "vs_first/verdict" in runs
-    assert "What changed" in (tmp_path / "parent.txt").read_text()
+    runs = (tmp_path / "runs.txt").read_text()  # the first screen: the B runs alone, each with its word
+    assert f"ResNet bs1 default · {OTHER} · " in runs and "ResNet bs1 default · current" not in runs
+    assert "first screen:" in done.stdout and "The answer, per model" in (tmp_path / "parent.txt").read_text()
     assert "vs_first/against" in (tmp_path / "candidate.txt").read_text()

@@ -32,6 +32,7 @@ import pandas as pd
 
 from compilebench import reference, tracking
 from compilebench.analysis import compare, keys, noise_record, suite
+from compilebench.analysis.differences import beside_the_question
 from compilebench.analysis.run_record import RunRecord
 from compilebench.config import Config, stage_config
 from compilebench.harness.files import locked, write_atomic, write_json
@@ -90,7 +91,7 @@ def summarize(results: pd.DataFrame) -> pd.DataFrame:
     return table.reset_index(drop=True)
 
 
-SUITE_METRICS = ("eager_latency", "compiled_latency", "speedup", "compile_cold", "peak_memory")  # geomeans kept
+SUITE_METRICS = ("eager_latency", "compiled_latency", "speedup", "compile_cold", "compile_warm", "peak_memory")
 
 
 def headline_metrics(table: pd.DataFrame, compared: list[compare.Comparison]) -> dict[str, Any]:
@@ -115,10 +116,15 @@ def headline_metrics(table: pd.DataFrame, compared: list[compare.Comparison]) ->
         stack = keys.compared_pair(entry["candidate"], entry["baseline"])
         for word in ("changed", "equivalent", "inconclusive"):
             metrics[keys.metric_key(stack, word)] = metrics.get(keys.metric_key(stack, word), 0) + entry[word]
-        if entry["metric"] in SUITE_METRICS:
+        if entry["metric"] in SUITE_METRICS:  # the suite's word (as its code), B/A [95% CI], cells changed of counted
+            metric = entry["metric"]
             for key in ("geomean", "ci_low", "ci_high"):
                 if math.isfinite(entry[key]):  # JSON has no NaN: a missing interval is no key
-                    metrics[keys.metric_key(stack, keys.column(entry["metric"], key))] = entry[key]
+                    metrics[keys.metric_key(stack, keys.column(metric, key))] = entry[key]
+            code = tracking.verdict_code(entry["verdict"], compare.METRIC_BY_NAME[metric])
+            metrics[keys.metric_key(stack, keys.column(metric, "verdict_code"))] = code
+            metrics[keys.metric_key(stack, keys.column(metric, "cells"))] = entry["cells"]
+            metrics[keys.metric_key(stack, keys.column(metric, "cells_changed"))] = entry["changed"]
     return metrics
 
 
@@ -395,6 +401,8 @@ def aggregate(config: Config, records: list[RunRecord], run_info: RunInfo) -> No
     labels = list(run_info.labels)
     runs = [compare.ComparedRun.of(record) for record in records]
     compared, machine_record = comparison(runs, labels, config.paths.calibration, config.margin)
+    for row in compared:  # what B ran with beside the question: on its run as a tag, and in comparison.csv
+        row.extra["beside_the_question"] = "; ".join(beside_the_question(records, row.baseline, row.candidate))
     write_csv(comparison_frame(compared), config.paths.comparison)
     if machine_record is not None:
         add_to_calibration(config.paths.calibration, runs[0].calibration_key, machine_record)

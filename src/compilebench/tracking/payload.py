@@ -80,7 +80,7 @@ def run_payload(record: RunRecord) -> dict[str, Any]:
     if row.get("environment_freeze"):
         artifacts["environment/pip-freeze.txt"] = "\n".join(row["environment_freeze"]) + "\n"
     return {
-        "name": f"{row['environment']} · {row['label']} bs{row['batch_size']} {row['variant']}",  # legends cut the end
+        "name": run_name(row["label"], row["batch_size"], row["variant"], row["environment"]),
         "table": process_table(row, processes),
         "image": {
             "name": f"{row.get('image_source')} image",
@@ -214,12 +214,24 @@ def ratio_text(row: compare.Comparison, metric: str) -> str:
     return f"B/A {ratio:.3f} " + (f"[{low:.3f}, {high:.3f}]" if finite else "[no CI]")
 
 
+def run_name(label: str, batch_size: int, variant: str, environment: str, verdict: str | None = None) -> str:
+    """A run's name in the MLflow UI: what (model, batch size, variant), then where (environment), and on a candidate
+    run its comparison's headline word, so that the runs table's first screen answers: `ResNet bs1 default ·
+    torch-2.14.1 · equivalent`."""
+    return f"{label} bs{batch_size} {variant} · {environment}" + (f" · {verdict}" if verdict else "")
+
+
 def comparison_tags(row: compare.Comparison) -> dict[str, str]:
     """A comparison's words as tags of the candidate run, beside comparison_metrics' codes: per metric
-    `vs_first/<metric>` 'B/A 1.053 [1.010, 1.098] slower', `vs_first/verdict` the headline's word with its B/A, and
-    `vs_first/against` the stack and run it was compared with (the A of this comparison, not of another one)."""
+    `vs_first/<metric>` 'slower B/A 1.053 [1.010, 1.098]' (the word first: a narrow column still shows it),
+    `vs_first/verdict` the headline's word with its B/A, and
+    `vs_first/against` the stack and run it was compared with (the A of this comparison, not of another one), and
+    `vs_first/beside_the_question` what B ran with that no pin or setting asked for, where it differs."""
     key = lambda name: keys.compared_key(row.reference, name)  # noqa: E731
-    tags = {key(name): f"{ratio_text(row, name)} {judged.verdict}" for name, judged in row.judged.items()}
+    tags = {key(name): f"{judged.verdict} {ratio_text(row, name)}" for name, judged in row.judged.items()}
     tags[key("verdict")] = f"{row.verdict} ({row.headline.replace('_', ' ')} {ratio_text(row, row.headline)})"
     tags[key("against")] = f"{row.baseline} ({row.baseline_versions}), run {row.baseline_run_uid}"
+    beside = row.extra.get("beside_the_question")
+    if isinstance(beside, str) and beside:  # what B differs in that no pin or setting asked for
+        tags[key("beside_the_question")] = beside
     return tags

@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import urllib.parse
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -15,7 +16,8 @@ from typing import Any
 import mlflow
 from mlflow.tracking import MlflowClient
 
-from compilebench.analysis.keys import PARENT_RUN_TAG, RUN_UID_TAG
+from compilebench.analysis import keys
+from compilebench.analysis.keys import INVOCATION_TAG, PARENT_RUN_TAG, RUN_UID_TAG
 from compilebench.config import home
 from compilebench.harness.files import locked
 from compilebench.logs import redact
@@ -205,10 +207,28 @@ def experiment_id(mlflow_client: MlflowClient, name: str) -> str:
     return experiment.experiment_id
 
 
+def newest_filter(mlflow_client: MlflowClient, experiment: str) -> str:
+    """The runs-table search that lists the newest invocation's runs: of a comparison, its candidate (B) runs alone,
+    which carry each B/A with its word; '' when the store holds no invocation yet."""
+    parents = mlflow_client.search_runs([experiment], "tags.role = 'pipeline'", order_by=["attributes.start_time DESC"],
+                                        max_results=1)  # fmt: skip
+    invocation = parents[0].data.tags.get(INVOCATION_TAG) if parents else None
+    if not invocation:
+        return ""
+    mine = f"tags.`{INVOCATION_TAG}` = '{invocation}' and tags.role = 'measurement'"
+    candidates = f"{mine} and tags.`{keys.compared_key('first', 'verdict')}` LIKE '%'"
+    return candidates if mlflow_client.search_runs([experiment], candidates, max_results=1) else mine
+
+
 def ui_url(configured_uri: str, base: str) -> str:
-    """Where the MLflow UI at `base` shows compilebench's runs table (the experiment's runs tab)."""
+    """Where the MLflow UI at `base` shows compilebench's runs table (the experiment's runs tab), filtered to the
+    newest invocation's runs (of a comparison: its B runs, `newest_filter`)."""
     with reading(configured_uri):
-        return f"{base.rstrip('/')}/#/experiments/{experiment_id(client(configured_uri), EXPERIMENT)}/runs"
+        mlflow_client = client(configured_uri)
+        experiment = experiment_id(mlflow_client, EXPERIMENT)
+        search = newest_filter(mlflow_client, experiment)
+    query = f"?{urllib.parse.urlencode({'searchFilter': search}, quote_via=urllib.parse.quote)}" if search else ""
+    return f"{base.rstrip('/')}/#/experiments/{experiment}/runs{query}"
 
 
 def find_run(mlflow_client: MlflowClient, experiment_id: str, tag: str, value: str, role: str = "") -> str | None:

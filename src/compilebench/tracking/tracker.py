@@ -18,7 +18,13 @@ from compilebench.analysis import compare
 from compilebench.analysis.keys import EXPERIMENT_NAME_TAG, INVOCATION_TAG, NOTE_TAG, PARENT_RUN_TAG, RUN_UID_TAG
 from compilebench.logs import redact
 from compilebench.run_info import RunInfo
-from compilebench.tracking.payload import PROCESS_TABLE, REFUSED_IN_KEY, comparison_metrics, comparison_tags
+from compilebench.tracking.payload import (
+    PROCESS_TABLE,
+    REFUSED_IN_KEY,
+    comparison_metrics,
+    comparison_tags,
+    run_name,
+)
 from compilebench.tracking.store import EXPERIMENT, check_store, client, experiment_id, find_run, problem
 
 LOGGER = logging.getLogger(__name__)
@@ -189,6 +195,9 @@ class Tracker:
                     raise LookupError(f"no run {uid} in the store yet")
                 log_metrics(self.client, run_id, comparison_metrics(row))
                 self.client.log_batch(run_id, tags=_tags(comparison_tags(row)))
+                if row.reference == compare.FIRST:  # its headline word in its name, against the baseline
+                    name = run_name(row.label, row.batch_size, row.variant, row.candidate, row.verdict)
+                    self.client.update_run(run_id, name=name)
             except Exception as error:  # any store failure: the table is on disk, `sync` logs it later
                 self._warn(f"comparison of run {uid}", error)
 
