@@ -321,3 +321,43 @@ def test_an_environment_that_cannot_be_built_fails_before_any_work(tmp_path):
     assert "environment 'ancient'" in done.stderr and "torch==0.0.1" in done.stderr
     assert "Traceback" not in done.stderr
     assert not (root / "data/results").exists() and not (root / "mlruns").exists()
+
+
+def test_built_environments_are_listed_with_their_size_and_the_unused_ones_removed(tmp_path, repo_root):
+    """Issue 79, item 5: each built environment's size on disk (files hard-linked from uv's wheel cache counted as
+    shared), whether params.yaml still maps to it, and `--remove-unused` removing only those it does not, refused
+    while a pipeline of the project holds its lock."""
+    import fcntl
+    import os
+
+    cache, elsewhere = tmp_path / "environments", tmp_path / "uv-cache"
+    project = environments.project_pins(repo_root)
+    wanted = environments.folder_of("current", project, cache)
+    old = environments.folder_of("torch-2.4.1", environments.resolve(project, {"torch": "2.4.1"}), cache)
+    elsewhere.mkdir()
+    for folder, pins in ((wanted, project), (old, {**project, "torch": "2.4.1"})):
+        (folder / "lib").mkdir(parents=True)
+        (folder / "lib" / "own.so").write_bytes(os.urandom(300_000))
+        (elsewhere / f"{folder.name}.whl-file").write_bytes(os.urandom(200_000))
+        os.link(elsewhere / f"{folder.name}.whl-file", folder / "lib" / "shared.so")  # as uv installs from its cache
+        (folder / environments.READY_MARKER).write_text(json.dumps({"name": folder.name.rsplit("-", 1)[0],
+                                                                    "pins": pins, "python": "3.11.7"}))  # fmt: skip
+    (cache / "half-built-0123456789ab").mkdir()  # no marker: not an environment, never listed or removed
+    built = environments.built_environments(cache, {wanted})
+    assert sorted((b.name, b.wanted) for b in built) == [("current", True), ("torch-2.4.1", False)]
+    for entry in built:
+        assert 480_000 <= entry.disk_bytes <= 600_000 and 190_000 <= entry.shared_bytes <= 220_000, entry
+    text = environments.listing(built)
+    assert "torch-2.4.1" in text and "2.4.1" in text and f"no: {old.name}" in text and "--remove-unused" in text
+    lock = tmp_path / ".dvc" / "tmp" / "pipeline.lock"
+    lock.parent.mkdir(parents=True)
+    with open(lock, "w") as held:  # a make run of this project
+        fcntl.flock(held, fcntl.LOCK_EX)
+        with pytest.raises(environments.StackError, match="nothing removed"):
+            environments.remove(built, [], True, lock)
+    assert old.exists()
+    with pytest.raises(environments.StackError, match=r"no built environment \['torch-9.9'\]"):
+        environments.remove(built, ["torch-9.9"], False, lock)
+    gone = environments.remove(built, [], True, lock)
+    assert [entry.folder for entry in gone] == [old] and not old.exists() and wanted.exists()
+    assert (cache / "half-built-0123456789ab").exists() and (elsewhere / f"{old.name}.whl-file").exists()

@@ -1,6 +1,8 @@
 """Software stacks to compare: each environment is a set of pins over the project's own, built into a cached venv.
 
     python -m compilebench.environments torch-2.14.1 [...]    # build (or find) environments named in params.yaml
+    python -m compilebench.environments --list                # what is built, its size, whether still used
+    python -m compilebench.environments --remove-unused       # remove the venvs params.yaml no longer uses
 
 `current` alone is the project's own environment (the interpreter running the pipeline, pinned by constraints.txt and
 requirements.txt). Any other environment, and `current` too as soon as it is compared with anything, is a venv
@@ -18,6 +20,7 @@ import fcntl
 import hashlib
 import json
 import logging
+import os
 import platform
 import re
 import shutil
@@ -259,9 +262,108 @@ def stacks(selected: list[dict], root: Path, cache_root: Path) -> dict[str, Stac
     return by_label
 
 
+@dataclass(frozen=True)
+class Built:
+    """An environment's venv on disk: its folder, what its marker says it holds, its size, whether params.yaml's
+    environments still map to it (same name, resolved pins and Python)."""
+
+    folder: Path
+    name: str
+    pins: dict[str, str]
+    python: str
+    disk_bytes: int  # the blocks its files take, each file once
+    shared_bytes: int  # of those, files hard-linked elsewhere too (uv's wheel cache): not freed by removing it
+    wanted: bool
+
+
+def disk_use(folder: Path) -> tuple[int, int]:
+    """The bytes a folder's files take on disk, each inode once, and those of them also linked from elsewhere."""
+    seen, total, shared = set(), 0, 0
+    for path in folder.rglob("*"):
+        try:
+            stat = path.lstat()
+        except OSError:
+            continue
+        if not path.is_file() or path.is_symlink() or (stat.st_dev, stat.st_ino) in seen:
+            continue
+        seen.add((stat.st_dev, stat.st_ino))
+        total += stat.st_blocks * 512
+        shared += stat.st_blocks * 512 if stat.st_nlink > 1 else 0
+    return total, shared
+
+
+def wanted_folders(config: Any, root: Path) -> set[Path]:
+    """The venvs params.yaml's environments map to here: each with pins its own, `current` (and every environment
+    of settings alone, which runs on it) the project's pins."""
+    project, cache_root = project_pins(root), Path(config.paths.environments)
+    folders = {folder_of(CURRENT, resolve(project, {}), cache_root)}
+    for name, entry in config.environments.items():
+        if entry.pins:
+            folders.add(folder_of(name, resolve(project, entry.pins), cache_root))
+    return folders
+
+
+def built_environments(cache_root: Path, wanted: set[Path]) -> list[Built]:
+    """Every environment built under `cache_root` (a folder with the marker a finished build writes), largest first."""
+    found = []
+    for marker in sorted(cache_root.glob(f"*/{READY_MARKER}")) if cache_root.is_dir() else []:
+        try:
+            about = json.loads(marker.read_text())
+        except (OSError, ValueError):
+            about = {}
+        folder = marker.parent.resolve()
+        total, shared = disk_use(folder)
+        found.append(Built(folder, str(about.get("name", folder.name)), dict(about.get("pins") or {}),
+                           str(about.get("python", "")), total, shared, folder in wanted))  # fmt: skip
+    return sorted(found, key=lambda built: -built.disk_bytes)
+
+
+def listing(built: list[Built]) -> str:
+    """`--list`: each built environment, its size, and whether params.yaml still uses it."""
+    if not built:
+        return "no environment built yet (each is built on first use)\n"
+    lines = [f"{'environment':<24}{'torch':<16}{'transformers':<14}{'on disk':>9}{'shared':>9}  used by params.yaml"]
+    for entry in built:
+        lines.append(f"{entry.name:<24}{entry.pins.get('torch', ''):<16}{entry.pins.get('transformers', ''):<14}"
+                     f"{entry.disk_bytes / 2**30:>7.1f} G{entry.shared_bytes / 2**30:>7.1f} G  "
+                     f"{'yes' if entry.wanted else 'no: ' + entry.folder.name}")  # fmt: skip
+    total = sum(entry.disk_bytes - entry.shared_bytes for entry in built)
+    unused = sum(entry.disk_bytes - entry.shared_bytes for entry in built if not entry.wanted)
+    lines.append(f"{total / 2**30:.1f} G of their own (the rest shared with uv's wheel cache); "
+                 f"{unused / 2**30:.1f} G in ones params.yaml no longer uses (`--remove-unused`)")  # fmt: skip
+    return "\n".join(lines) + "\n"
+
+
+def remove(built: list[Built], names: list[str], unused: bool, lock: Path) -> list[Built]:
+    """Remove the named environments' venvs (or, with `unused`, every one params.yaml no longer maps to), while no
+    pipeline of this project runs (it holds `lock`, as `make run` and `make compare` do); the removed returned."""
+    chosen = [entry for entry in built if (unused and not entry.wanted) or entry.name in names]
+    missing = sorted(set(names) - {entry.name for entry in built})
+    if missing:
+        raise StackError(f"no built environment {missing}; built here: {sorted({e.name for e in built}) or 'none'}")
+    if not lock.parent.parent.is_dir():  # not a DVC project: no pipeline of it can be running
+        lock = Path(os.devnull)
+    else:
+        lock.parent.mkdir(parents=True, exist_ok=True)
+    with open(lock, "w") as held:
+        try:
+            fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise StackError(f"a make run, compare or gpu runs in this project (it holds {lock}): nothing removed, "
+                             "since it may be using them") from None  # fmt: skip
+        for entry in chosen:
+            shutil.rmtree(entry.folder)
+            entry.folder.with_name(entry.folder.name + ".lock").unlink(missing_ok=True)
+    return chosen
+
+
+PIPELINE_LOCK = ".dvc/tmp/pipeline.lock"  # what the Makefile's pipelines hold (ONE_PIPELINE)
+
+
 def main() -> None:
     """Build (or find) the named environments and print each one's interpreter; with --device, also check that each
-    one's torch can run there (`make gpu` asks this before any stage runs)."""
+    one's torch can run there (`make gpu` asks this before any stage runs); with --list, what is built and its size;
+    with --remove or --remove-unused, remove venvs."""
     import argparse
 
     from compilebench.config import stage_config
@@ -269,9 +371,23 @@ def main() -> None:
     parser = argparse.ArgumentParser(description="Build the named environments (all of params.yaml's by default).")
     parser.add_argument("names", nargs="*", metavar="NAME")
     parser.add_argument("--device", help="also check that each one's torch can run on this device, e.g. cuda")
+    parser.add_argument("--list", action="store_true", help="each built environment, its size, whether still used")
+    parser.add_argument("--remove", nargs="+", metavar="NAME", default=[], help="remove these environments' venvs")
+    parser.add_argument("--remove-unused", action="store_true", help="remove the venvs params.yaml no longer uses")
     args = parser.parse_args()
     config = stage_config()
     try:
+        if args.list or args.remove or args.remove_unused:
+            cache_root = Path(config.paths.environments)
+            built = built_environments(cache_root, wanted_folders(config, Path.cwd()))
+            if args.remove or args.remove_unused:
+                gone = remove(built, args.remove, args.remove_unused, Path(PIPELINE_LOCK))
+                freed = sum(entry.disk_bytes - entry.shared_bytes for entry in gone)
+                names = [entry.folder.name for entry in gone]
+                print(f"removed {len(gone)} environment(s) {names}: {freed / 2**30:.1f} G freed")
+                built = [entry for entry in built if entry not in gone]
+            sys.stdout.write(listing(built))
+            return
         names = args.names or list(config.environments)
         unknown = sorted(set(names) - set(config.environments))
         if unknown:
