@@ -133,9 +133,9 @@ def test_every_run_is_in_mlflow_with_clean_provenance(project):
     headline = candidate["tags.vs_first/verdict"]  # its word is Holm-adjusted across the invocation's cells
     assert headline.endswith(f" (compiled latency {' '.join(word.split()[1:])})"), headline
     assert headline.split()[0] in ("slower", "faster", "equivalent", "inconclusive"), headline
-    name = candidate["tags.mlflow.runName"]  # the runs table's first column answers: what, where, the word
+    name = candidate["tags.mlflow.runName"]  # the runs table's first column answers: what, the word, where
     what = f"{candidate['params.label']} bs{candidate['params.batch_size']} {candidate['params.variant']}"
-    assert name == f"{what} · {OTHER} · {headline.split()[0]}", name
+    assert name == f"{what} · {headline.split()[0]} · {OTHER}", name
     assert candidate["tags.vs_first/against"].startswith("current (torch ")
     assert candidate["tags.compiled_vs_eager"] in ("faster", "slower", stats.NO_SIGNIFICANT_DIFFERENCE)
 

@@ -43,7 +43,8 @@ def test_the_answer_per_model_comes_first_with_each_word_before_its_ratio(record
     # the CUDA build against the CPU build: no pin asked for it, so it is named before any number
     assert "**Beside the question**" in answer and "torch build: CPU build → CUDA 13.0 build" in answer
     note = report.description(compared, summary, records, run_info)
-    assert note.index("## The answer, per model") < note.index("## What changed")
+    assert note.index("## The answer, per model") < note.index("## What changed") < note.index("in the runs table")
+    assert len(note) <= report.DESCRIPTION_CHARS
 
 
 def test_only_what_no_pin_or_setting_asked_for_is_beside_the_question(recorded):

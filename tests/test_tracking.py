@@ -245,4 +245,6 @@ def test_the_ui_address_opens_on_the_newest_comparisons_candidate_runs(tmp_path,
     assert listed(tracking.ui_url(uri, "http://127.0.0.1:5000")) == {("one-stack", "current")}
     time.sleep(0.01)  # the newest parent by start time
     invocation("comparison", compared=True)
-    assert listed(tracking.ui_url(uri, "http://127.0.0.1:5000")) == {("comparison", "B")}
+    url = tracking.ui_url(uri, "http://127.0.0.1:5000")
+    assert listed(url) == {("comparison", "B")}
+    assert "orderByKey=tags.%60mlflow.runName%60" in url  # sorted by name, MLflow lists the runs flat

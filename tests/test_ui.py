@@ -25,6 +25,6 @@ def test_the_readmes_route_through_the_mlflow_ui_shows_what_changed(compared_pro
     for name in ("runs", "parent", "candidate"):
         assert (tmp_path / f"{name}.png").stat().st_size > 10_000, name  # a rendered page, not an empty one
     runs = (tmp_path / "runs.txt").read_text()  # the first screen: the B runs alone, each with its word
-    assert f"ResNet bs1 default · {OTHER} · " in runs and "ResNet bs1 default · current" not in runs
+    assert f" · {OTHER}" in runs and "ResNet bs1 default · " in runs and "· current" not in runs
     assert "first screen:" in done.stdout and "The answer, per model" in (tmp_path / "parent.txt").read_text()
     assert "vs_first/against" in (tmp_path / "candidate.txt").read_text()

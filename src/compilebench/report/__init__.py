@@ -76,34 +76,33 @@ DESCRIPTION_CHARS = 7900  # under MLflow's 8000 for a tag's value
 
 
 def description(compared: pd.DataFrame, summary: pd.DataFrame, results: list[RunRecord], run_info: RunInfo) -> str:
-    """The parent run's description in the MLflow UI (its Overview): the answer per model first (a failed
-    invocation says so before it), what changed over the suite, how to list this invocation's runs alone in the runs
-    table, and where the whole report is."""
+    """The parent run's description in the MLflow UI (its Overview): a failed invocation says so first, then the
+    answer per model, what changed over the suite (cut to fit MLflow's limit), and last how to list this invocation's
+    runs alone and where the whole report is."""
     invocation = run_info.invocation_id
-    lines = [
-        f"**compilebench** {run_info.parent.get('name', '')}, invocation `{invocation}`.",
-        "",
-        "This invocation's runs alone: type in the runs table's search box "
-        f"``tags.`compilebench.invocation` = '{invocation}'``. On each candidate run, the tags `vs_first/verdict`, "
-        "`vs_first/<metric>` say B/A with its 95% CI and the word, and `vs_first/against` names the A it was compared "
-        "with. The whole report: this run's artifact `report/report.md`.",
-        "",
-        *(
-            [
-                f"**{len(run_info.failed_runs)} of {len(results)} runs did not end ok**: "
-                + "; ".join(run_info.failed_runs[:10])
-                + ("; …" if len(run_info.failed_runs) > 10 else "")
-                + ".",
-                "",
-            ]
-            if run_info.failed_runs
-            else []
-        ),
-        *_answer_section(compared, summary, results),
-        *_what_changed_section(compared, results),
-    ]
-    text = "\n".join(lines)
-    return text if len(text) <= DESCRIPTION_CHARS else text[:DESCRIPTION_CHARS] + "\n\n… (cut: see report/report.md)"
+    failed = (
+        [
+            f"**{len(run_info.failed_runs)} of {len(results)} runs did not end ok**: "
+            + "; ".join(run_info.failed_runs[:10])
+            + ("; …" if len(run_info.failed_runs) > 10 else "")
+            + ".",
+            "",
+        ]
+        if run_info.failed_runs
+        else []
+    )
+    head = "\n".join([f"**compilebench** {run_info.parent.get('name', '')}, invocation `{invocation}`.", "", *failed])
+    tail = (
+        "This invocation's runs alone: ``tags.`compilebench.invocation` = "
+        f"'{invocation}'`` in the runs table's search box. On each candidate run, the tags `vs_first/verdict` and "
+        "`vs_first/<metric>` give the word and B/A with its 95% CI, and `vs_first/against` names the A it was "
+        "compared with. The whole report: this run's artifact `report/report.md`."
+    )
+    body = "\n".join([*_answer_section(compared, summary, results), *_what_changed_section(compared, results)])
+    room = DESCRIPTION_CHARS - len(head) - len(tail) - 4
+    if len(body) > room:
+        body = body[: max(0, room - 40)] + "\n\n… (cut: see report/report.md)"
+    return "\n".join([head, body, "", tail])
 
 
 def _span(values: set[int]) -> str:

@@ -215,10 +215,10 @@ def ratio_text(row: compare.Comparison, metric: str) -> str:
 
 
 def run_name(label: str, batch_size: int, variant: str, environment: str, verdict: str | None = None) -> str:
-    """A run's name in the MLflow UI: what (model, batch size, variant), then where (environment), and on a candidate
-    run its comparison's headline word, so that the runs table's first screen answers: `ResNet bs1 default ·
-    torch-2.14.1 · equivalent`."""
-    return f"{label} bs{batch_size} {variant} · {environment}" + (f" · {verdict}" if verdict else "")
+    """A run's name in the MLflow UI: what (model, batch size, variant), on a candidate run its comparison's headline
+    word, then where (environment), so that the runs table's narrow first column answers: `ResNet bs1 default ·
+    equivalent · torch-2.14.1`."""
+    return f"{label} bs{batch_size} {variant} · " + (f"{verdict} · " if verdict else "") + environment
 
 
 def comparison_tags(row: compare.Comparison) -> dict[str, str]:

@@ -227,7 +227,9 @@ def ui_url(configured_uri: str, base: str) -> str:
         mlflow_client = client(configured_uri)
         experiment = experiment_id(mlflow_client, EXPERIMENT)
         search = newest_filter(mlflow_client, experiment)
-    query = f"?{urllib.parse.urlencode({'searchFilter': search}, quote_via=urllib.parse.quote)}" if search else ""
+    # sorted by name (model first), not by start time: MLflow then lists the runs found flat, not under their parent
+    state = {"searchFilter": search, "orderByKey": "tags.`mlflow.runName`", "orderByAsc": "true"}
+    query = f"?{urllib.parse.urlencode(state, quote_via=urllib.parse.quote)}" if search else ""
     return f"{base.rstrip('/')}/#/experiments/{experiment}/runs{query}"
 
 
