@@ -401,8 +401,10 @@ def aggregate(config: Config, records: list[RunRecord], run_info: RunInfo) -> No
     labels = list(run_info.labels)
     runs = [compare.ComparedRun.of(record) for record in records]
     compared, machine_record = comparison(runs, labels, config.paths.calibration, config.margin)
-    for row in compared:  # what B ran with beside the question: on its run as a tag, and in comparison.csv
-        row.extra["beside_the_question"] = "; ".join(beside_the_question(records, row.baseline, row.candidate))
+    pairs = {(row.baseline, row.candidate) for row in compared}  # what B ran with beside the question, once a pair:
+    beside = {pair: "; ".join(beside_the_question(records, *pair)) for pair in pairs}  # a tag, a comparison column
+    for row in compared:
+        row.extra["beside_the_question"] = beside[(row.baseline, row.candidate)]
     write_csv(comparison_frame(compared), config.paths.comparison)
     if machine_record is not None:
         add_to_calibration(config.paths.calibration, runs[0].calibration_key, machine_record)

@@ -44,8 +44,9 @@ def _asked_fields(a: dict[str, Any], b: dict[str, Any]) -> set[str]:
     return asked
 
 
-def _build_word(row: dict[str, Any]) -> str:
-    cuda = str(row.get("cuda_version"))
+def build_word(cuda_version: Any) -> str:
+    """How a torch was built, from the CUDA version its runs recorded: `CPU build` or `CUDA 13.0 build`."""
+    cuda = str(cuda_version)
     return "CPU build" if cuda.lower() in ("none", "nan", "") else f"CUDA {cuda} build"
 
 
@@ -54,7 +55,8 @@ def beside_the_question(results: list[RunRecord], baseline: str, candidate: str)
     CPU build, another Python, another malloc): each as 'torch build: CPU build → CUDA 13.0 build'."""
     first: dict[str, dict[str, Any]] = {}
     for record in results:
-        first.setdefault(record.environment, record.to_dict())
+        if record.environment not in first:  # each environment's first run, flattened once
+            first[record.environment] = record.to_dict()
     if baseline not in first or candidate not in first:
         return []
     a, b = first[baseline], first[candidate]
@@ -64,8 +66,8 @@ def beside_the_question(results: list[RunRecord], baseline: str, candidate: str)
         if field in asked or str(a.get(field)) == str(b.get(field)):
             continue
         if field == "cuda_version":
-            found.append(f"{name}: {_build_word(a)} → {_build_word(b)} (torch {a.get('torch_version')} → "
-                         f"{b.get('torch_version')})")  # fmt: skip
+            builds = f"{build_word(a.get(field))} → {build_word(b.get(field))}"
+            found.append(f"{name}: {builds} (torch {a.get('torch_version')} → {b.get('torch_version')})")
         else:
             found.append(f"{name}: {a.get(field)} → {b.get(field)}")
     return found

@@ -13,7 +13,7 @@ from typing import Any
 
 import pandas as pd
 
-from compilebench.analysis import suite
+from compilebench.analysis import compare, suite
 from compilebench.analysis.differences import beside_the_question
 from compilebench.analysis.run_record import RunRecord
 from compilebench.harness.records import times_own_level
@@ -182,7 +182,7 @@ def _answer_section(compared: pd.DataFrame, summary: pd.DataFrame, results: list
             "",
             markdown(speedup_answer_table(summary)),
         ]
-    rows = [row for row in read_comparisons(compared) if row.reference == "first"]
+    rows = [row for row in read_comparisons(compared) if row.reference == compare.FIRST]
     pairs = list(dict.fromkeys((row.baseline, row.candidate) for row in rows))
     margin = float(compared["margin"].iloc[0]) if "margin" in compared else math.nan
     lines = [

@@ -10,6 +10,7 @@ from typing import Any
 import pandas as pd
 
 from compilebench.analysis import compare, stats
+from compilebench.analysis.differences import build_word
 from compilebench.analysis.run_record import RunRecord
 from compilebench.harness import fingerprint
 from compilebench.harness.models import DOC_TASK_TITLES
@@ -262,8 +263,7 @@ def precision_table(reached: list[dict[str, Any]]) -> pd.DataFrame:
 def build_of(results: list[RunRecord], label: str) -> str:
     """How an environment's torch was built, as its runs recorded it: `CPU build` or `CUDA 12.8 build`."""
     mine = next((record.environment_fields for record in results if record.environment == label), {})
-    cuda = mine.get("cuda_version")
-    kind = f"CUDA {cuda} build" if str(cuda).lower() not in ("none", "nan", "") else "CPU build"
+    kind = build_word(mine.get("cuda_version"))
     return f"torch {mine.get('torch_version')} ({kind}), transformers {mine.get('transformers_version')}"
 
 
