@@ -10,7 +10,7 @@ export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 export DVC_NO_ANALYTICS := 1
 export PYTHONUNBUFFERED := 1
 
-.PHONY: run compare forecast experiments gpu test test-fast ui server sync ingest models lint clean
+.PHONY: run compare series forecast experiments gpu test test-fast ui server sync ingest models lint clean
 
 # One pipeline at a time in a project: a second `make run`, `compare` or `gpu` says so and exits 75 before DVC starts
 # (DVC refuses a second pipeline, and the first then fails at its end). The lock goes when its shell ends: the
@@ -28,8 +28,18 @@ compare: $(STAMP) .dvc/config  ## make compare B=torch-2.14.1 [A=current]: B aga
 	$(ONE_PIPELINE); dvc exp run -n "$(B)-vs-$(A)-$$(date +%m%d-%H%M%S)" -S 'compare=[$(A),$(B)]' 9>&- && \
 	python -m compilebench.aggregate --check 9>&-  # exit 3: some run did not end ok; 4: B changed a headline
 
-forecast: $(STAMP)  ## make forecast [B=torch-2.14.1] [A=current]: before spending, what that comparison (params.yaml without B) costs here and can resolve
-	@if [ -n "$(B)" ]; then python -m compilebench.forecast --set 'compare=[$(A),$(B)]'; else python -m compilebench.forecast; fi
+# A release series: each torch release with the companions it needs (compilebench/releases.py), each step against the
+# one before; the first step that changed each headline is named. A release named twice is an A/A step inside it.
+TORCH_SERIES = $(subst $(eval) ,$(comma),$(addprefix torch-,$(TORCH)))
+comma := ,
+series: $(STAMP) .dvc/config  ## make series TORCH="2.0.1 2.6.0 2.15.0": those torch releases as a series, a DVC experiment
+	test -n "$(TORCH)" || { echo "usage: make series TORCH=\"2.0.1 2.6.0 2.15.0\" (torch releases, oldest first)"; exit 2; }
+	$(ONE_PIPELINE); dvc exp run -n "series-$(word 1,$(TORCH))-$(lastword $(TORCH))-$$(date +%m%d-%H%M%S)" \
+		-S 'compare=[$(TORCH_SERIES)]' 9>&- && python -m compilebench.aggregate --check 9>&-  # exit 3 / 4 as compare
+
+forecast: $(STAMP)  ## make forecast [B=torch-2.14.1] [A=current] | [TORCH="2.0.1 2.15.0"]: before spending, what that comparison (params.yaml without B) costs here and can resolve
+	@if [ -n "$(TORCH)" ]; then python -m compilebench.forecast --set 'compare=[$(TORCH_SERIES)]'; \
+	elif [ -n "$(B)" ]; then python -m compilebench.forecast --set 'compare=[$(A),$(B)]'; else python -m compilebench.forecast; fi
 
 # what each experiment found, read from `dvc exp show --json` (its own table has ~500 columns)
 experiments: $(STAMP)  ## every DVC experiment's comparison: per compared environment and metric, the word, the suite's B/A [95% CI], cells changed

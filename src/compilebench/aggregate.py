@@ -37,7 +37,7 @@ from compilebench.analysis.run_record import RunRecord
 from compilebench.config import Config, stage_config
 from compilebench.harness.files import locked, write_atomic, write_json
 from compilebench.harness.reading import read_jsonl
-from compilebench.harness.records import STATUS_OK, RecordError
+from compilebench.harness.records import STATUS_OK, UNSUPPORTED, RecordError
 from compilebench.run_info import RunInfo
 
 LOGGER = logging.getLogger(__name__)
@@ -99,7 +99,9 @@ def headline_metrics(table: pd.DataFrame, compared: list[compare.Comparison]) ->
     and counts; per compared environment, its verdicts counted over every (cell, metric) and the suite's geometric-mean
     B/A with its CI for the headline metrics (suite.summary)."""
     ok = table[table["status"] == STATUS_OK].dropna(subset=["speedup"])
-    metrics: dict[str, Any] = {"runs_ok": len(ok), "runs_not_ok": int((table["status"] != STATUS_OK).sum())}
+    unsupported = int((table["status"] == UNSUPPORTED).sum())
+    not_ok = int((table["status"] != STATUS_OK).sum()) - unsupported
+    metrics: dict[str, Any] = {"runs_ok": len(ok), "runs_not_ok": not_ok, "runs_unsupported": unsupported}
     several = table["environment"].nunique() > 1
     for (environment, variant), group in ok.groupby(["environment", "variant"]):
         prefix = keys.variant_prefix(environment, variant, several)
@@ -316,10 +318,15 @@ def from_mlflow(config) -> None:
 def check(config) -> None:
     """Exit 3 when some run of the last benchmark did not end ok (they are in the tables and the report); else exit 4
     when a compared environment changed a headline (Holm-adjusted across cells: an A/A run exits 4 in at most 5% of
-    invocations), so a script can gate on "did it change?"."""
+    invocations), so a script can gate on "did it change?". A run its environment cannot run at all (`unsupported`:
+    an old stack) is said, and is no failure."""
     records = [RunRecord.from_dict(row) for row in read_jsonl(config.paths.results)]
+    for r in records:
+        if r.status == UNSUPPORTED:
+            LOGGER.info("unsupported: %s bs%s %s [%s]: %s", r.model_id, r.batch_size, r.variant, r.environment,
+                        (r.error or "")[:300])  # fmt: skip
     failed = [f"{r.model_id} bs{r.batch_size} {r.variant} [{r.environment}]: {r.status} {r.error or ''}"
-              for r in records if r.status != STATUS_OK]  # fmt: skip
+              for r in records if r.status not in (STATUS_OK, UNSUPPORTED)]  # fmt: skip
     for line in failed:
         LOGGER.error("not ok: %s", line[:300])
     if failed:

@@ -39,7 +39,8 @@ from compilebench.harness.records import CURRENT
 LOGGER = logging.getLogger(__name__)
 
 # What a trial process imports, directly or through transformers' model and processor classes.
-TRIAL_PACKAGES = ("torch", "transformers", "safetensors", "pillow", "numpy", "scipy", "pyyaml")
+# setuptools: inductor's C++ builds import it in older torch (2.6 among them), and a venv uv makes has none.
+TRIAL_PACKAGES = ("torch", "transformers", "safetensors", "pillow", "numpy", "scipy", "pyyaml", "setuptools")
 READY_MARKER = "compilebench-environment.json"
 _PIN = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)\s*==\s*([^\s;#]+)")
 
@@ -98,10 +99,10 @@ def environment_key(pins: dict[str, str], python_version: str) -> str:
     return hashlib.sha256(payload.encode()).hexdigest()[:12]
 
 
-def _install(python: Path, args: list[str], log: Path, name: str) -> None:
+def _install(python: Path, args: list[str], log: Path, name: str, released: dict[str, str] | None = None) -> None:
     """Install into an environment (uv from pip's sources, or its own pip: `installer`); the output goes to `log`;
-    an error names the environment."""
-    command = installer.install_command(python, args)
+    an error names the environment. `released`: constraint files replaced by copies without the pinned packages."""
+    command = installer.install_command(python, args, released=released or {})
     with open(log, "a") as handle:
         handle.write(f"$ {' '.join(command)}\n")
         handle.flush()
@@ -150,14 +151,44 @@ def current(root: Path) -> Stack:
     return Stack(CURRENT, pins, sys.executable, key, frozen)
 
 
-def _build(name: str, pins: dict[str, str], folder: Path, python: Path) -> None:
-    """Create the venv and install torch first, alone (as `make` does), then the rest under the pins. A venv that
-    uv fills needs no pip of its own (its package list is read without pip)."""
+def interpreter(version: str, name: str = "") -> tuple[str, str]:
+    """The interpreter an environment is built on and its full version: this one for '' (the project's), else
+    pyenv's newest `version` (PYENV_ROOT, ~/.pyenv), else `python{version}` on PATH; an error names what is missing."""
+    if not version:
+        return sys.executable, platform.python_version()
+    pyenv = Path(os.environ.get("PYENV_ROOT", Path.home() / ".pyenv")) / "versions"
+    found = sorted(pyenv.glob(f"{version}*/bin/python"), key=lambda path: _numbers(path.parent.parent.name))
+    found = [path for path in found if re.fullmatch(rf"{re.escape(version)}(\.\d+)*", path.parent.parent.name)]
+    candidates = [str(found[-1])] if found else []
+    on_path = shutil.which(f"python{'.'.join(version.split('.')[:2])}")
+    candidates += [on_path] if on_path else []
+    for candidate in candidates:
+        done = subprocess.run([candidate, "-c", "import platform; print(platform.python_version())"],
+                              capture_output=True, text=True)  # fmt: skip
+        full = done.stdout.strip()
+        if done.returncode == 0 and (full == version or full.startswith(version + ".")):
+            return candidate, full
+    raise StackError(f"environment {name!r} asks for Python {version}: none found under {pyenv} or as "
+                     f"python{version} on PATH (e.g. `pyenv install {version}`)")  # fmt: skip
+
+
+def _numbers(text: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in re.findall(r"\d+", text))
+
+
+def _build(name: str, pins: dict[str, str], folder: Path, python: Path, base: str) -> None:
+    """Create the venv on interpreter `base` and install torch first, alone (as `make` does), then the rest under
+    the pins. A venv that uv fills needs no pip of its own (its package list is read without pip). A machine-wide
+    pip constraint on a package the environment pins gives way to the pin (installer.released_constraints)."""
     own_pip = [] if installer.find_uv(sys.executable) is None else ["--without-pip"]
-    subprocess.run([sys.executable, "-m", "venv", *own_pip, str(folder)], check=True)
+    subprocess.run([base, "-m", "venv", *own_pip, str(folder)], check=True)
     log = folder / "build.log"
+    released = installer.released_constraints(sys.executable, set(pins), folder)
+    if released:
+        with open(log, "a") as handle:
+            handle.write(f"machine-wide pip constraints on {sorted(set(pins) & set(released))} give way to the pins\n")
     if "torch" in pins:
-        _install(python, [f"torch=={pins['torch']}"], log, name)
+        _install(python, [f"torch=={pins['torch']}"], log, name, released)
     constraints = folder / "constraints.txt"
     constraints.write_text("".join(f"{package}=={version}\n" for package, version in pins.items()))
     requirements = [f"{package}=={pins[package]}" if package in pins else package
@@ -165,25 +196,48 @@ def _build(name: str, pins: dict[str, str], folder: Path, python: Path) -> None:
     extra = [
         f"{package}=={version}" for package, version in pins.items() if package not in map(normalize, TRIAL_PACKAGES)
     ]
-    _install(python, ["-c", str(constraints), *requirements, *extra], log, name)
+    _install(python, ["-c", str(constraints), *requirements, *extra], log, name, released)
     wrong = mismatches(pins, installed_versions(str(python), list(pins)))
     if wrong:
         raise StackError(f"environment {name!r}: the install gave {', '.join(wrong)}")
+    problem = subprocess.run([str(python), "-c", STACK_PROBE], capture_output=True, text=True)
+    if problem.returncode != 0:
+        raise StackError(f"environment {name!r}: torch and transformers do not work together: "
+                         f"{(problem.stderr or problem.stdout).strip()[-400:]}")  # fmt: skip
 
 
-def folder_of(name: str, pins: dict[str, str], cache_root: Path) -> Path:
-    """Where the environment for `pins` is built: its name and key (resolved pins, this Python) under `cache_root`."""
-    return (cache_root / f"{name}-{environment_key(pins, platform.python_version())}").resolve()
+# What a built environment must do before it is kept: import torch with NumPy working under it, and transformers
+# with torch enabled and its model code importable (a transformers whose torch floor is above this torch disables
+# it, or calls what this torch lacks: torch.compiler in 4.50 on torch 2.0), else every model would fail.
+STACK_PROBE = (
+    "import numpy, torch\n"
+    "torch.from_numpy(numpy.zeros(2))\n"
+    "from transformers.utils import is_torch_available\n"
+    "import transformers, transformers.modeling_utils\n"
+    "assert is_torch_available(), f'transformers {transformers.__version__} disables torch {torch.__version__}'\n"
+)
 
 
-def is_built(name: str, pins: dict[str, str], cache_root: Path) -> bool:
+def folder_of(name: str, pins: dict[str, str], cache_root: Path, python: str = "") -> Path:
+    """Where the environment for `pins` is built: its name and key (resolved pins, its Python's full version) under
+    `cache_root`; `python`: the version it asks for ('' = the project's)."""
+    version = interpreter(python, name)[1] if python else platform.python_version()
+    return (cache_root / f"{name}-{environment_key(pins, version)}").resolve()
+
+
+def is_built(name: str, pins: dict[str, str], cache_root: Path, python: str = "") -> bool:
     """Whether the environment for `pins` was built to the end (`build` reuses it; nothing is built here)."""
-    return (folder_of(name, pins, cache_root) / READY_MARKER).exists()
+    try:
+        return (folder_of(name, pins, cache_root, python) / READY_MARKER).exists()
+    except StackError:
+        return False
 
 
-def build(name: str, pins: dict[str, str], cache_root: Path) -> Stack:
-    """The environment for `pins`, built into `cache_root` on first use (torch first, alone, as `make` does)."""
-    key, folder = environment_key(pins, platform.python_version()), folder_of(name, pins, cache_root)
+def build(name: str, pins: dict[str, str], cache_root: Path, python: str = "") -> Stack:
+    """The environment for `pins` on Python `python` ('' = the project's), built into `cache_root` on first use
+    (torch first, alone, as `make` does)."""
+    base, version = interpreter(python, name)
+    key, folder = environment_key(pins, version), folder_of(name, pins, cache_root, python)
     python = folder / "bin" / "python"
     marker = folder / READY_MARKER
     cache_root.mkdir(parents=True, exist_ok=True)
@@ -193,13 +247,13 @@ def build(name: str, pins: dict[str, str], cache_root: Path) -> Stack:
             LOGGER.info("environment %s: building %s (first use; reused afterwards)", name, folder)
             shutil.rmtree(folder, ignore_errors=True)  # a build interrupted earlier
             try:
-                _build(name, pins, folder, python)
+                _build(name, pins, folder, python, base)
             except BaseException:
                 shutil.rmtree(
                     folder, ignore_errors=True
                 )  # nothing half-built is left to be mistaken for an environment
                 raise
-            marker.write_text(json.dumps({"name": name, "pins": pins, "python": platform.python_version()}))
+            marker.write_text(json.dumps({"name": name, "pins": pins, "python": version}))
     return Stack(name, pins, str(python), key, freeze(str(python)))
 
 
@@ -257,7 +311,7 @@ def stacks(selected: list[dict], root: Path, cache_root: Path) -> dict[str, Stac
         name = entry.get("stack") or entry["name"]  # an environment that only sets settings runs on `current`'s
         if name not in built:
             own = name == CURRENT and not compared
-            built[name] = current(root) if own else build(name, entry["pins"], cache_root)
+            built[name] = current(root) if own else build(name, entry["pins"], cache_root, entry.get("python", ""))
         by_label[entry["label"]] = built[name]
     return by_label
 
@@ -299,7 +353,10 @@ def wanted_folders(config: Any, root: Path) -> set[Path]:
     folders = {folder_of(CURRENT, resolve(project, {}), cache_root)}
     for name, entry in config.environments.items():
         if entry.pins:
-            folders.add(folder_of(name, resolve(project, entry.pins), cache_root))
+            try:
+                folders.add(folder_of(name, resolve(project, entry.pins), cache_root, entry.python))
+            except StackError:
+                continue  # its Python is not on this machine: nothing of it can be built here
     return folders
 
 
@@ -389,6 +446,8 @@ def main() -> None:
             sys.stdout.write(listing(built))
             return
         names = args.names or list(config.environments)
+        if set(names) - set(config.environments):  # short forms (torch-X.Y.Z) resolve as a series, as in `compare`
+            config = stage_config(overrides=[f"compare=[{','.join(names)}]"])
         unknown = sorted(set(names) - set(config.environments))
         if unknown:
             raise StackError(f"unknown environments {unknown}; params.yaml defines {sorted(config.environments)}")
@@ -396,7 +455,9 @@ def main() -> None:
         project = project_pins(root)
         for name in names:
             pins, settings = config.environments[name].pins, config.environments[name].settings.given()
-            stack = current(root) if not pins else build(name, resolve(project, pins), Path(config.paths.environments))
+            python = config.environments[name].python
+            stack = current(root) if not pins else build(name, resolve(project, pins), Path(config.paths.environments),
+                                                          python)  # fmt: skip
             if args.device:
                 check_device(stack, name, args.device)
             run_as = f"; settings {settings}" if settings else ""  # an environment of settings runs current's

@@ -186,7 +186,7 @@ def forecast(config: Config) -> None:
             name, stack, settings = entry["name"], entry["stack"], entry["settings"]
             if entry["label"] != name:
                 continue  # an A/A's second label: the same environment
-            built = environments.is_built(stack, pins[name], cache_root)
+            built = environments.is_built(stack, pins[name], cache_root, entry.get("python", ""))
             shared = f"`{stack}`'s interpreter run with settings {settings}; " if stack != name else ""
             venv = f"`{stack}`'s venv first, under" if shared else "it first, into its own venv under"
             LOGGER.info("environment %s: %s%s", name, shared, "built" if built else f"not built yet: the benchmark "

@@ -63,13 +63,54 @@ def find_uv(python: str | Path) -> str | None:
     return str(beside) if beside.is_file() else shutil.which("uv")
 
 
-def install_command(target: str | Path, args: list[str], runner: str | Path = sys.executable) -> list[str]:
+def install_command(
+    target: str | Path, args: list[str], runner: str | Path = sys.executable, released: dict[str, str] | None = None
+) -> list[str]:
     """The command installing `args` (pip install arguments) into the environment of interpreter `target`: uv with
-    pip's sources (read by `runner`'s pip), or `target`'s own pip where no uv is found."""
+    pip's sources (read by `runner`'s pip), or `target`'s own pip where no uv is found. `released`: pip's
+    constraint files to pass as other files instead (`released_constraints`)."""
     uv = find_uv(runner)
     if uv is None:
-        return [str(target), "-m", "pip", "install", "--quiet", *args]
-    return [uv, "pip", "install", "--quiet", "--python", str(target), *uv_flags(configured_sources(str(runner))), *args]
+        prefix = []
+        if released:  # pip reads its own constraint settings: point it at the copies instead
+            prefix = ["env", f"PIP_CONSTRAINT={' '.join(released.get(path, path) for path in _constraints(runner))}"]
+        return [*prefix, str(target), "-m", "pip", "install", "--quiet", *args]
+    sources = dict(configured_sources(str(runner)))
+    if released and "constraint" in sources:
+        sources["constraint"] = [released.get(path, path) for path in sources["constraint"]]
+    return [uv, "pip", "install", "--quiet", "--python", str(target), *uv_flags(sources), *args]
+
+
+def _constraints(runner: str | Path) -> list[str]:
+    return configured_sources(str(runner)).get("constraint", [])
+
+
+def constraint_name(line: str) -> str | None:
+    """The package a constraints-file line constrains (PEP 503-normalized), None for comments and options."""
+    match = re.match(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)", line)
+    if not match or line.lstrip().startswith(("#", "-")):
+        return None
+    return re.sub(r"[-_.]+", "-", match.group(1)).lower()
+
+
+def released_constraints(runner: str | Path, pinned: set[str], folder: Path) -> dict[str, str]:
+    """For an environment that pins `pinned` by name: each machine-wide pip constraint file that also constrains one
+    of them, copied into `folder` without those lines, by the path it replaces. An environment asks for its release
+    by name, so a machine's cap (e.g. torch<=2.14.1 where those wheels lie on disk) gives way to it; every other
+    constraint stays."""
+    pinned = {re.sub(r"[-_.]+", "-", name).lower() for name in pinned}
+    replaced = {}
+    for index, path in enumerate(_constraints(runner)):
+        try:
+            lines = Path(path).read_text().splitlines()
+        except OSError:
+            continue
+        kept = [line for line in lines if constraint_name(line) not in pinned]
+        if len(kept) != len(lines):
+            copy = folder / f"machine-constraints-{index}.txt"
+            copy.write_text("".join(f"{line}\n" for line in kept))
+            replaced[path] = str(copy)
+    return replaced
 
 
 @functools.cache

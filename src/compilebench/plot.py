@@ -230,7 +230,9 @@ def comparison_figure(compared: pd.DataFrame, names: pd.Series, width_in: float)
             legend.setdefault(label, handle)
     pairs = list(dict.fromkeys(f"{row.candidate} / {row.baseline}" for row in read))
     title = f"B / A: {pairs[0]}" if len(pairs) == 1 and not names.str.contains(" / ", regex=False).any() else None
-    fig.legend(list(legend.values()), list(legend), loc="lower center", ncol=len(legend), fontsize=8, frameon=False)
+    if legend:  # none where no cell has an interval (every run of a stack failed or was unsupported)
+        fig.legend(list(legend.values()), list(legend), loc="lower center", ncol=len(legend), fontsize=8,
+                   frameon=False)  # fmt: skip
     if title:
         fig.suptitle(title, fontsize=10)
     fig.tight_layout(rect=(0, 0.03, 1, 1))

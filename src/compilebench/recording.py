@@ -18,7 +18,7 @@ from compilebench.config import Config
 from compilebench.harness import fingerprint
 from compilebench.harness.files import write_json, write_jsonl
 from compilebench.harness.invocation import Context
-from compilebench.harness.records import STATUS_OK, ModelSpec, TrialResult, TrialSpec, VariantSpec
+from compilebench.harness.records import STATUS_OK, UNSUPPORTED, ModelSpec, TrialResult, TrialSpec, VariantSpec
 from compilebench.run_info import RunInfo
 
 LOGGER = logging.getLogger(__name__)
@@ -118,7 +118,7 @@ def finish(config: Config, records: list[run_record.RunRecord], invocation_id: s
     tracker (an ingest of a plan not finished: extra says why, as `not_logged`) nothing is logged."""
     write_jsonl(config.paths.results, [record.to_dict() for record in records])
     failed = [f"{r.model_id} bs{r.batch_size} {r.variant} [{r.environment}]: {r.status}" for r in records
-              if r.status != STATUS_OK]  # fmt: skip
+              if r.status not in (STATUS_OK, UNSUPPORTED)]  # fmt: skip  # unsupported: an answer, said apart
     parent = {"name": tracker.parent_name, "params": tracker.parent_params, "tags": tracker.parent_tags} if (
         tracker) else {}  # fmt: skip  # for sync
     crashed = any(record.status in tracking.CRASHED for record in records)  # measured nothing: the parent FAILED

@@ -382,6 +382,7 @@ def selection(
                 "pins": pins[name],
                 "settings": config.environments[name].settings.given(),
                 "stack": name if config.environments[name].pins else CURRENT,  # whose interpreter runs it
+                "python": config.environments[name].python,  # the Python it is built on ('' = the project's)
             }
             for label, name in zip(environment_labels(config.compare), config.compare, strict=True)
         ],

@@ -96,13 +96,15 @@ class Config:
         require(self.budget_min >= 0, f"`budget_min` must be >= 0 minutes, got {self.budget_min}")
         self.settings.check("settings")
         require(CURRENT in self.environments, f"`environments` must define `{CURRENT}`, the project's environment")
+        self._add_releases()
         for name, environment in self.environments.items():
             environment.check(name)
         require(bool(self.compare),
                 f"`compare` must name at least one environment; defined: {sorted(self.environments)}")  # fmt: skip
         for name in self.compare:
             require(name in self.environments,
-                    f"`compare`: unknown environment {name!r}; defined: {sorted(self.environments)}")  # fmt: skip
+                    f"`compare`: unknown environment {name!r}; defined: {sorted(self.environments)}, or any torch "
+                    "release as torch-X.Y.Z (e.g. torch-2.6.0)")  # fmt: skip
         self._check_labels()
         require(EAGER in self.variants, f"`variants` must define `{EAGER}`, the baseline of every speedup")
         for name, variant in self.variants.items():
@@ -115,6 +117,26 @@ class Config:
                 f"`runner.executor: {self.runner.executor}` with `device: {self.device}` would run CPU trials side by "
                 "side on one machine, measuring each other: use `executor: local`, or `ray` across machines (a CPU "
                 "benchmark takes a whole node per slot); `runner.parallel_cpu_slots: true` allows it")  # fmt: skip
+
+    def _add_releases(self) -> None:
+        """Each `torch-X.Y.Z` in `compare` that `environments` does not define becomes that release with the
+        companions it needs, resolved over the whole series (`releases.resolve_series`)."""
+        import platform
+        from importlib import metadata
+
+        from compilebench import releases
+
+        try:
+            transformers = metadata.version("transformers")
+        except metadata.PackageNotFoundError:
+            transformers = releases.NEWEST_FOR_FLOOR["2.6"][0]
+        try:
+            resolved = releases.resolve_series(self.compare, set(self.environments), transformers,
+                                               platform.python_version())  # fmt: skip
+        except releases.ReleaseError as error:
+            raise ConfigError(f"`compare`: {error}") from None
+        for name, release in resolved.items():
+            self.environments[name] = Environment(pins=dict(release.pins), python=release.python)
 
     def settings_of(self, name: str) -> dict[str, Any]:
         """What environment `name`'s processes are set up with where it differs from torch's defaults: top-level

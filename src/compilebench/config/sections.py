@@ -29,6 +29,7 @@ DOC_MODELS = "doc"  # in a suite's `models`: the doc's 12 checkpoints (the cards
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
 _PACKAGE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 _VERSION = re.compile(r"^[0-9][0-9A-Za-z.+!-]*$")
+_PYTHON = re.compile(r"^3\.\d+(\.\d+)?$")
 
 
 class ConfigError(ValueError):
@@ -196,6 +197,7 @@ class Settings:
 class Environment:
     pins: dict[str, str] = field(default_factory=dict)  # package -> version, over the project's own pins
     settings: Settings = field(default_factory=Settings)  # where its processes run unlike top-level `settings` says
+    python: str = ""  # the Python it is built on, e.g. '3.10' (pyenv's or python3.10 on PATH); '' = the project's
 
     def check(self, name: str) -> None:
         """Validate this environment; `name` is its key under `environments`."""
@@ -216,6 +218,13 @@ class Environment:
                     f"`environments.{name}.pins.{package}` must be an exact version such as '2.14.1', got "
                     f"{version!r}")  # fmt: skip
         self.settings.check(f"environments.{name}.settings")
+        require(not self.python or bool(self.pins),
+                f"`environments.{name}.python` needs pins of its own: an environment of settings alone runs on "
+                f"{CURRENT}'s interpreter")  # fmt: skip
+        require(
+            not self.python or bool(_PYTHON.match(self.python)),
+            f"`environments.{name}.python` must be a Python version such as '3.10', got {self.python!r}",
+        )
 
 
 @dataclass

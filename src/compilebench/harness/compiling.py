@@ -28,6 +28,7 @@ from compilebench.harness.records import (
     CompileHealth,
     TimingSpec,
     TrialSpec,
+    Unsupported,
     VariantSpec,
 )
 
@@ -293,6 +294,34 @@ def compile_health(first: dict[str, Any] | None = None) -> CompileHealth:
     )
 
 
+def check_supported(variant: VariantSpec) -> None:
+    """Raise Unsupported where this process's torch cannot run `variant` at all: an inductor option or a deploy its
+    release does not have (torch 2.0 has no `freezing`), so an old stack's row says so rather than failing."""
+    import torch
+    from torch._inductor import config as inductor_config
+
+    version = torch.__version__
+    missing = [option for option in variant.inductor if not _has_option(inductor_config, option)]
+    if missing:
+        raise Unsupported(f"torch {version}'s inductor has no option {', '.join(missing)} (torch._inductor.config)")
+    needs = {DEPLOY_AOTI: (torch._inductor, "aoti_compile_and_package", "torch._inductor"),
+             DEPLOY_REGIONAL: (torch.nn.Module, "compile", "torch.nn.Module"),
+             DEPLOY_ARTIFACTS: (getattr(torch, "compiler", None), "save_cache_artifacts",
+                                "torch.compiler")}  # fmt: skip
+    if variant.deploy in needs:
+        owner, name, where = needs[variant.deploy]
+        if not hasattr(owner, name):
+            raise Unsupported(f"torch {version} has no {where}.{name} (deploy: {variant.deploy})")
+    if variant.dynamic == DYNAMIC_BATCH_UNBACKED and not hasattr(torch._dynamo.decorators, "mark_unbacked"):
+        raise Unsupported(f"torch {version} has no torch._dynamo.decorators.mark_unbacked (dynamic: {variant.dynamic})")
+
+
+def _has_option(config: Any, option: str) -> bool:
+    """Whether a dotted inductor option (`triton.cudagraphs`) exists in this torch's config."""
+    head, _, rest = option.partition(".")
+    return hasattr(config, head) and (not rest or _has_option(getattr(config, head), rest))
+
+
 def compile_variant(
     spec: TrialSpec, loaded: dict[str, Any], reference: Any, state: dict, own_copy: bool = False
 ) -> Compiled:
@@ -304,6 +333,7 @@ def compile_variant(
     from torch._inductor import config as inductor_config
 
     variant, timing_spec, device = spec.variant, spec.timing, spec.timing.device
+    check_supported(variant)
     model, inputs, dtype_name = variant_model(loaded, variant, timing_spec, own_copy)
     cudagraphs = uses_cudagraphs(variant, device)
     counters.clear()
@@ -426,8 +456,11 @@ def start_inductor(device: str) -> float:
 def stop_compile_workers() -> None:
     """End inductor's pool of compile workers before timing: idle or not, nothing of the compile runs beside the
     timed calls (a recompile starts them again)."""
-    from torch._inductor import async_compile
+    try:
+        from torch._inductor import async_compile as owner
+    except ImportError:  # torch before 2.4 keeps its pool in codecache
+        from torch._inductor import codecache as owner
 
-    shutdown = getattr(async_compile, "shutdown_compile_workers", None)
+    shutdown = getattr(owner, "shutdown_compile_workers", None)
     if shutdown is not None:
         shutdown()

@@ -20,7 +20,7 @@ from typing import Any
 
 import yaml
 
-from compilebench.harness.records import CheckpointRecipe, ModelSpec
+from compilebench.harness.records import CheckpointRecipe, ModelSpec, Unsupported
 
 LOGGER = logging.getLogger(__name__)
 
@@ -61,6 +61,10 @@ TOKENIZER_FILES = ("tokenizer.json", "vocab.json", "tokenizer_config.json")
 
 class CardError(ValueError):
     """A model card that cannot be read or does not hold what a card must."""
+
+
+class MissingClass(CardError, Unsupported):
+    """A model or processor class the installed transformers does not have (an older release)."""
 
 
 @dataclass(frozen=True)
@@ -182,8 +186,17 @@ def transformers_class(name: str) -> Any:
     import transformers
 
     if not hasattr(transformers, name):
-        raise CardError(f"transformers {transformers.__version__} has no {name!r}")
+        raise MissingClass(f"transformers {transformers.__version__} has no {name!r}")
     return getattr(transformers, name)
+
+
+def dtype_argument(dtype: Any) -> dict[str, Any]:
+    """from_pretrained's dtype argument in the installed transformers: `dtype` from 4.56, `torch_dtype` before (an
+    older one passes an unknown `dtype` into the model's config)."""
+    import transformers
+
+    major_minor = tuple(int(part) for part in transformers.__version__.split(".")[:2])
+    return {"dtype": dtype} if major_minor >= (4, 56) else {"torch_dtype": dtype}
 
 
 def config_fields(card: Card, scale: str = "full") -> dict[str, Any]:

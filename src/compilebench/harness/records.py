@@ -24,12 +24,21 @@ EAGER = "eager"
 CURRENT = "current"  # the project's own environment (constraints.txt, requirements.txt), the default baseline
 STATUS_OK = "ok"
 # How a trial can end: ok, or a failure that is data (kept in results and MLflow, left out of speedup tables).
-MEASURED_NOTHING = ("compile_error", "error", "oom", "killed", "timeout", "crashed")  # ended before measuring
+# `unsupported`: the environment cannot run the variant or model at all (an old torch without that inductor option,
+# an old transformers without that class): an answer about the stack, said with its reason, not a failure of the run.
+UNSUPPORTED = "unsupported"
+MEASURED_NOTHING = ("compile_error", "error", "oom", "killed", "timeout", "crashed", UNSUPPORTED)  # ended unmeasured
 # Ended from outside (SIGKILL, not by the OOM killer): nothing of the trial says it would end so again. Its block is
 # measured again, the run's other processes stand, and the variant is never left out of the blocks after it.
 ENDED_FROM_OUTSIDE = ("killed",)
 STATUSES = ("ok", "accuracy_fail", "invalid", *MEASURED_NOTHING)  # the other two measured, and failed a check
 CACHE_COLD, CACHE_WARM, CACHE_SHARED = "cold", "warm", "shared"
+
+
+class Unsupported(Exception):
+    """What this environment's torch or transformers cannot run at all; the message says what it lacks."""
+
+
 # How a fresh process gets its compiled model (VariantSpec.deploy), and where a run keeps what it carries over.
 DEPLOY_JIT, DEPLOY_ARTIFACTS, DEPLOY_AOTI, DEPLOY_REGIONAL = "jit", "artifacts", "aoti", "regional"
 # VariantSpec.dynamic beside true / false / None: torch.compile(dynamic=None) with dim 0 of every input marked dynamic

@@ -35,7 +35,15 @@ from compilebench.harness import compiling, fingerprint, models, timing
 from compilebench.harness.files import write_json
 from compilebench.harness.groups import die_with_parent
 from compilebench.harness.names import CACHE_STARTUP_ENV, CPUS_ENV, LAUNCHER_PID, usable_cores
-from compilebench.harness.records import KIND_ARM, KIND_COLD, TimingSpec, TrialResult, TrialSpec
+from compilebench.harness.records import (
+    KIND_ARM,
+    KIND_COLD,
+    UNSUPPORTED,
+    TimingSpec,
+    TrialResult,
+    TrialSpec,
+    Unsupported,
+)
 from compilebench.harness.turns import Solo, Turns, of_this_process
 
 LOGGER = logging.getLogger(__name__)
@@ -54,8 +62,11 @@ def mark(moment: str) -> None:
 
 
 def classify_error(error: BaseException, phase: str) -> str:
-    """Status of a failure: oom (anywhere in the exception chain), compile_error (while compiling) or error."""
+    """Status of a failure: unsupported (what the stack cannot run at all), oom (anywhere in the exception chain),
+    compile_error (while compiling) or error."""
     seen: BaseException | None = error
+    if isinstance(error, Unsupported):
+        return UNSUPPORTED
     while seen is not None:
         text = f"{type(seen).__name__}: {seen}".lower()
         if isinstance(seen, MemoryError) or any(marker in text for marker in OOM_MARKERS):
@@ -104,7 +115,7 @@ def load(spec: TrialSpec) -> dict[str, Any]:
     folder = Path(spec.model.checkpoint)
     model_class = models.model_class(spec.model)
     mark("model code imported")
-    model = model_class.from_pretrained(folder, use_safetensors=True, dtype=dtype)
+    model = model_class.from_pretrained(folder, use_safetensors=True, **models.dtype_argument(dtype))
     mark("checkpoint read")
     model = model.eval().to(device)
     mark("on the device")
@@ -162,6 +173,8 @@ def time_against_eager(
 
 
 def _message(error: BaseException) -> str:
+    if isinstance(error, Unsupported):
+        return str(error)  # what the stack lacks, as said
     return "".join(traceback.format_exception_only(error)).strip()
 
 

@@ -14,7 +14,7 @@ from compilebench.analysis.keys import COMPILED_VS_EAGER_TAG
 from compilebench.analysis.per_process import ProcessRecord
 from compilebench.analysis.run_record import RunRecord
 from compilebench.harness import fingerprint
-from compilebench.harness.records import MEASURED_NOTHING
+from compilebench.harness.records import MEASURED_NOTHING, UNSUPPORTED
 
 PARAM_KEYS = (
     "model_id", "label", "task", "batch_size", "variant", "compile", "compile_mode", "inductor_options", "dynamic",
@@ -43,11 +43,11 @@ HEALTH_KEYS = ("graph_count", "graph_break_count", "graph_break_reasons", "recom
 
 # MLflow's FAILED is for runs that produced no measurement; `invalid` and `accuracy_fail` measured (FINISHED, the
 # status as a tag and as `status_code`, so charts and searches can tell them apart)
-CRASHED = MEASURED_NOTHING
+CRASHED = tuple(status for status in MEASURED_NOTHING if status != UNSUPPORTED)  # unsupported: an answer
 
 
 STATUS_CODES = {"ok": 0, "invalid": 1, "accuracy_fail": 2, "compile_error": 3, "error": 4, "oom": 5, "killed": 6,
-                "timeout": 7, "crashed": 8}  # fmt: skip
+                "timeout": 7, "crashed": 8, "unsupported": 9}  # fmt: skip
 
 
 REFUSED_IN_KEY = re.compile(r"[^/\w.\- :]")  # characters MLflow refuses in a metric key (on Linux)
