@@ -81,8 +81,42 @@ def test_a_series_compares_each_stack_with_the_previous_and_names_the_first_step
     compared = compare.comparison_rows(runs_of([a, b, c]), noise=None, labels=["2.12", "2.13", "2.14"])
     pairs = {(row.baseline, row.candidate, row.reference) for row in compared}
     assert pairs == {("2.12", "2.13", "first"), ("2.12", "2.14", "first"), ("2.13", "2.14", "previous")}
-    [step] = [s for s in suite.series_steps(compared, ["2.12", "2.13", "2.14"]) if s["variant"] == "default"]
-    assert step["step"] == "2.13 -> 2.14" and step["verdict"] == "slower" and step["ratio"] > 1.15
+    history = {entry["metric"]: entry for entry in suite.series_steps(compared, ["2.12", "2.13", "2.14"])}
+    latency = history["compiled_latency"]
+    assert latency["first_step"] == "2.13 -> 2.14" and latency["verdict"] == "slower" and latency["ratio"] > 1.15
+    assert [step["step"] for step in latency["steps"]] == ["2.12 -> 2.13", "2.13 -> 2.14"]
+    assert history["speedup"]["first_step"] == "2.13 -> 2.14" and history["speedup"]["verdict"] == "lower"
+    assert history["eager_latency"]["first_step"] == "" and history["eager_latency"]["across"] == stats.EQUIVALENT
+    assert set(history) == set(suite.SERIES_METRICS)
+
+
+def test_a_series_step_is_judged_for_the_family_of_its_metric():
+    """Ten cells, one step of one with p about 1%: significant alone, not for the ten cells' steps."""
+    runs = []
+    for index in range(10):
+        shift = (1.10, 1.12, 1.14) if index == 0 else (1.0, 1.0, 1.0)
+        cell = {"label": f"M{index}", "model_id": f"org/m{index}"}
+        runs += [{**_row("a", [10.0] * 3, [5.0, 5.1, 4.9]), **cell},
+                 {**_row("b", [10.0] * 3, [5.0, 5.1, 4.9], key="k2"), **cell},
+                 {**_row("c", [10.0] * 3, [5.0 * shift[0], 5.1 * shift[1], 4.9 * shift[2]], key="k3"), **cell}]
+    compared = compare.comparison_rows(runs_of(runs), noise=None, labels=["a", "b", "c"])
+    [first] = [e for e in suite.series_steps(compared, ["a", "b", "c"])
+               if e["label"] == "M0" and e["metric"] == "compiled_latency"]  # fmt: skip
+    step = first["steps"][1]
+    row = next(r for r in compared if r.label == "M0" and r.baseline == "b" and r.candidate == "c")
+    assert row.judged["compiled_latency"].ratio.p_value < 0.05 and row.judged["compiled_latency"].verdict == "slower"
+    assert step["verdict"] != "slower" and first["first_step"] == ""
+
+
+def test_a_stack_that_cannot_run_a_cell_is_said_and_the_series_goes_on():
+    a = _row("2.0", [10.0, 10.1, 9.9], [5.0, 5.05, 4.95], status="unsupported")
+    a["process_results"] = []
+    b = _row("2.3", [10.0, 10.1, 9.9], [5.0, 5.05, 4.95], key="k2")
+    c = _row("2.6", [10.0, 10.1, 9.9], [4.0, 4.04, 3.96], key="k3")
+    compared = compare.comparison_rows(runs_of([a, b, c]), noise=None, labels=["2.0", "2.3", "2.6"])
+    latency = next(e for e in suite.series_steps(compared, ["2.0", "2.3", "2.6"]) if e["metric"] == "compiled_latency")
+    assert latency["unsupported_in"] == ["2.0"] and latency["steps"][0]["verdict"] == "unsupported"
+    assert latency["first_step"] == "2.3 -> 2.6" and latency["verdict"] == "faster"
 
 
 def test_disturbed_processes_are_left_out_of_the_pairs():

@@ -111,6 +111,16 @@ def test_a_compile_error_is_recorded_and_eager_is_still_timed(tiny_resnet, tmp_p
     assert len(result.eager_ms) >= 5 and not result.compiled_ms  # the eager baseline survives
 
 
+@pytest.mark.slow
+def test_an_option_this_torch_lacks_is_unsupported_and_eager_is_still_timed(tiny_resnet, tmp_path):
+    """What an old stack cannot run (torch 2.0's inductor had no `freezing`) is `unsupported` with its reason: here an
+    option no torch has, in a real trial process."""
+    variant = VariantSpec("future", inductor={"option_of_a_later_release": True})
+    result = _run(tmp_path, _spec(tiny_resnet, variant))
+    assert result.status == "unsupported" and "has no option option_of_a_later_release" in result.error
+    assert len(result.eager_ms) >= 5 and not result.compiled_ms
+
+
 def test_timeout_ends_the_trial_and_its_group(tiny_resnet, tmp_path):
     result = _run(tmp_path, _spec(tiny_resnet, VariantSpec("default"), min_time_s=60.0, max_time_s=60.0), 1.0)
     assert result.status == "timeout" and not groups.LIVE

@@ -358,11 +358,12 @@ def add_to_calibration(path: str, key: str, record: dict[str, Any]) -> None:
 
 
 def log_series(compared: list[compare.Comparison], labels: list[str]) -> None:
-    """For three environments or more, the first step of the series at which each cell changed."""
-    for step in suite.series_steps(compared, labels) if len(labels) > 2 else []:
-        LOGGER.info("series: %s bs%s %s first changes at %s: %s %.3f [%.3f, %.3f]", step["label"], step["batch_size"],
-                    step["variant"], step["step"], step["metric"], step["ratio"], step["ci_low"],
-                    step["ci_high"])  # fmt: skip
+    """For three environments or more: per cell and headline, the first step of the series that changed it."""
+    for entry in suite.series_steps(compared, labels) if len(labels) > 2 else []:
+        if entry["first_step"]:
+            LOGGER.info("series: %s bs%s %s %s %s at %s: %.3f [%.3f, %.3f]", entry["label"], entry["batch_size"],
+                        entry["variant"], entry["metric"], entry["verdict"], entry["first_step"], entry["ratio"],
+                        entry["ci_low"], entry["ci_high"])  # fmt: skip
 
 
 def log_tables(config: Config, run_info: RunInfo, compared: list[compare.Comparison], metrics: dict) -> None:

@@ -19,6 +19,7 @@ import math
 import re
 import sys
 from pathlib import Path
+from typing import Any
 
 import matplotlib
 
@@ -245,6 +246,93 @@ def _interval(row: compare.Comparison, metric: compare.Metric) -> tuple[float, f
     return (judged.ratio.value, judged.ratio.low, judged.ratio.high) if judged else (math.nan,) * 3
 
 
+# A series' headline as each stack measured it: the summary's column, its 95% CI's columns (None: none), the unit.
+SERIES_VALUES = {
+    "eager_latency": ("eager_latency_ms_median", None, None, "ms"),
+    "compiled_latency": ("latency_ms_median", "latency_ms_median_ci_low", "latency_ms_median_ci_high", "ms"),
+    "speedup": ("speedup", "speedup_ci_low", "speedup_ci_high", "×"),
+    "compile_warm": ("compile_s_warm", None, None, "s"),
+    "compile_cold": ("compile_s", None, None, "s"),
+}
+
+
+def series_figure(table: pd.DataFrame, compared: pd.DataFrame, labels: list[str], width_in: float) -> plt.Figure:
+    """A series of stacks, one panel per headline: what each stack measured (the summary's median with its 95% CI
+    where it has one), one line per (model, batch size, variant), a ring where the step into that stack
+    changed the headline (suite.series_steps: paired blocks, Holm-adjusted, beyond the margin), an x on the axis
+    where that stack cannot run it (`unsupported`)."""
+    from compilebench.analysis import suite
+    from compilebench.report.tables import SERIES_METRIC_NAMES, read_comparisons
+
+    history = suite.series_steps(read_comparisons(compared), labels)
+    metrics = [metric for metric in SERIES_VALUES if any(entry["metric"] == metric for entry in history)]
+    columns = max(1, min(3, len(metrics)))
+    lines = max(1, -(-len(metrics) // columns))
+    fig, axes = plt.subplots(lines, columns, figsize=(width_in * 1.3, 3.3 * lines), squeeze=False)
+    rows = table
+    legend: dict[str, Any] = {}
+    names = list(dict.fromkeys(f"{e['label']} bs{e['batch_size']} {e['variant']}" for e in history))  # one colour each
+    for ax, metric in zip(axes.flat, metrics, strict=False):
+        unit = SERIES_VALUES[metric][3]
+        entries = [entry for entry in history if entry["metric"] == metric]
+        for number, entry in enumerate(entries):
+            values, lows, highs = zip(*(_series_point(rows, entry, label, metric) for label in labels), strict=True)
+            value = pd.Series(values, dtype=float)
+            below = (value - pd.Series(lows, dtype=float)).clip(lower=0).fillna(0)
+            above = (pd.Series(highs, dtype=float) - value).clip(lower=0).fillna(0)
+            name = f"{entry['label']} bs{entry['batch_size']} {entry['variant']}"
+            colour = f"C{names.index(name) % 10}"
+            offset = [position + 0.05 * (number - (len(entries) - 1) / 2) for position in range(len(labels))]
+            handle = ax.errorbar(offset, value, yerr=[below, above], fmt="o-", color=colour, capsize=2, markersize=3,
+                                 linewidth=1)  # fmt: skip
+            legend.setdefault(name, handle)
+            for step in entry["steps"]:
+                after = labels.index(step["step"].split(" -> ")[1])
+                if step["changed"] and pd.notna(value[after]):
+                    ax.plot(offset[after], value[after], "o", markersize=11, markerfacecolor="none",
+                            markeredgecolor=colour, markeredgewidth=1.5)  # fmt: skip
+            for label in entry["unsupported_in"]:
+                ax.plot(offset[labels.index(label)], 0.02, "x", color=colour, markersize=8,
+                        transform=ax.get_xaxis_transform(), clip_on=False)  # fmt: skip
+        finite = pd.Series([_series_point(rows, e, label, metric)[0] for e in entries for label in labels], dtype=float)
+        finite = finite[finite > 0]
+        if not finite.empty:  # the axis spans the values (an interval past it is cut, not the values)
+            spread = max(finite.max() - finite.min(), 0.05 * finite.max())
+            ax.set_ylim(max(0.0, finite.min() - 0.6 * spread), finite.max() + 0.6 * spread)
+        ax.set_xticks(range(len(labels)), labels, rotation=30, ha="right", fontsize=7)
+        ax.set_ylabel(unit, fontsize=8)
+        ax.set_title(SERIES_METRIC_NAMES.get(metric, metric), fontsize=9)
+    for ax in list(axes.flat)[len(metrics) :]:
+        ax.set_visible(False)
+    if legend:
+        fig.legend(list(legend.values()), list(legend), loc="lower center", ncol=min(len(legend), 5), fontsize=7,
+                   frameon=False)  # fmt: skip
+    fig.suptitle("Across the series (medians, 95% CIs): a ring where the step into that stack changed it, "
+                 "an x where the stack cannot run it", fontsize=9)  # fmt: skip
+    fig.tight_layout(rect=(0, 0.07, 1, 0.97))
+    return fig
+
+
+def _series_point(table: pd.DataFrame, entry: dict[str, Any], label: str, metric: str) -> tuple[float, float, float]:
+    """What one stack measured for one line of the series figure: value, 95% CI bounds (the value where it has no
+    interval); NaN where that stack's run is not ok. Eager latency: any compiled run's of that timing process (eager
+    has no summary row of its own; its samples are the same process's)."""
+    column, low_column, high_column, _ = SERIES_VALUES[metric]
+    if table.empty:
+        return (math.nan,) * 3
+    mine = table[(table["environment"] == label) & (table["model_id"] == entry["model_id"])
+                 & (table["batch_size"] == entry["batch_size"]) & (table["status"] == "ok")]  # fmt: skip
+    if metric != "eager_latency":
+        mine = mine[mine["variant"] == entry["variant"]]
+    mine = mine[mine[column].notna()]
+    if mine.empty:
+        return (math.nan,) * 3
+    row = mine.iloc[0]
+    value = float(row[column])
+    bounds = [float(row[name]) if name and pd.notna(row.get(name)) else value for name in (low_column, high_column)]
+    return value, bounds[0], bounds[1]
+
+
 def versions_figure(versions: pd.DataFrame, width_in: float) -> plt.Figure:
     """Across invocations in the store: each software stack against the previous one (not interleaved)."""
     names = (
@@ -264,7 +352,8 @@ def save_figure(fig: plt.Figure, path: Path, dpi: int) -> Path:
 
 
 def write_figures(
-    table: pd.DataFrame, verdicts: pd.DataFrame, compared: pd.DataFrame, out_dir: Path, width: float, dpi: int
+    table: pd.DataFrame, verdicts: pd.DataFrame, compared: pd.DataFrame, out_dir: Path, width: float, dpi: int,
+    labels: list[str] | None = None,
 ) -> list[Path]:
     """Per (environment, device, batch size): durations, improvements and, where measured, start-up; per device the
     speedups against the published ones; the comparison of environments. The paths written."""
@@ -286,6 +375,9 @@ def write_figures(
     if not compared.empty:
         figure = comparison_figure(compared, cell_names(compared), width)
         written.append(save_figure(figure, out_dir / "comparison.png", dpi))
+    if not compared.empty and len(labels or []) > 2:
+        figure = series_figure(table, compared, list(labels), width)
+        written.append(save_figure(figure, out_dir / "series.png", dpi))
     return written
 
 
@@ -294,7 +386,8 @@ def plot(config: Config, table: pd.DataFrame, verdicts: pd.DataFrame, compared: 
     """The figures, their data for `dvc plots` and the report, written and logged to the parent run."""
     out_dir = Path(config.paths.plots)
     out_dir.mkdir(parents=True, exist_ok=True)  # a run where every trial failed has no figure: an empty folder
-    written = write_figures(table, verdicts, compared, out_dir, config.plot.width_in, config.plot.dpi)
+    written = write_figures(table, verdicts, compared, out_dir, config.plot.width_in, config.plot.dpi,
+                            list(run_info.labels))  # fmt: skip
     LOGGER.info("wrote %d figures to %s", len(written), out_dir)
     published = reference.read_published(config.paths.reference)
     report_path = Path(config.paths.report)

@@ -35,13 +35,18 @@ def _asked_fields(a: dict[str, Any], b: dict[str, Any]) -> set[str]:
     for package in ("torch", "transformers"):
         if pins_a.get(package) != pins_b.get(package):
             asked.add(f"{package}_version")
-            if package == "torch" and "+" in str(pins_a.get(package)) + str(pins_b.get(package)):
-                asked.add("cuda_version")
+            if package == "torch" and ("+" in str(pins_a.get(package)) + str(pins_b.get(package))
+                                       or (_cuda(a) and _cuda(b))):  # fmt: skip
+                asked.add("cuda_version")  # a release's own CUDA build (cu121 -> cu124) comes with the release
     settings_a, settings_b = parsed(a, "environment_settings"), parsed(b, "environment_settings")
     for setting in set(settings_a) | set(settings_b):
         if settings_a.get(setting) != settings_b.get(setting):
             asked.update(SETTING_FIELDS.get(setting, (setting,)))
     return asked
+
+
+def _cuda(row: dict[str, Any]) -> bool:
+    return str(row.get("cuda_version")).lower() not in ("none", "nan", "")
 
 
 def build_word(cuda_version: Any) -> str:
@@ -50,16 +55,46 @@ def build_word(cuda_version: Any) -> str:
     return "CPU build" if cuda.lower() in ("none", "nan", "") else f"CUDA {cuda} build"
 
 
-def beside_the_question(results: list[RunRecord], baseline: str, candidate: str) -> list[str]:
-    """What B ran with that differs from A though neither's pins nor settings asked for it (a CUDA build against a
-    CPU build, another Python, another malloc): each as 'torch build: CPU build → CUDA 13.0 build'."""
+def _first_runs(results: list[RunRecord]) -> dict[str, dict[str, Any]]:
     first: dict[str, dict[str, Any]] = {}
     for record in results:
         if record.environment not in first:  # each environment's first run, flattened once
             first[record.environment] = record.to_dict()
+    return first
+
+
+def beside_the_question(results: list[RunRecord], baseline: str, candidate: str) -> list[str]:
+    """What B ran with that differs from A though neither's pins nor settings asked for it (a CUDA build against a
+    CPU build, another Python, another malloc): each as 'torch build: CPU build → CUDA 13.0 build'."""
+    first = _first_runs(results)
     if baseline not in first or candidate not in first:
         return []
-    a, b = first[baseline], first[candidate]
+    return _beside(first[baseline], first[candidate])
+
+
+def step_changes(results: list[RunRecord], before: str, after: str) -> list[str]:
+    """What a step of a series changes beside torch: each other pin that differs ('transformers 4.49.0 → 5.23.0',
+    'numpy 1.26.4 → unpinned'), then what differs beside the question (`beside_the_question`)."""
+    first = _first_runs(results)
+    if before not in first or after not in first:
+        return []
+    a, b = first[before], first[after]
+
+    def pins(row: dict[str, Any]) -> dict[str, Any]:
+        try:
+            return json.loads(row.get("environment_pins") or "{}") or {}
+        except (TypeError, ValueError):
+            return {}
+
+    pins_a, pins_b = pins(a), pins(b)
+    changed = [f"{package} {pins_a.get(package, 'unpinned')} → {pins_b.get(package, 'unpinned')}"
+               for package in dict.fromkeys([*pins_a, *pins_b])
+               if package != "torch" and pins_a.get(package) != pins_b.get(package)]  # fmt: skip
+    return changed + _beside(a, b)
+
+
+def _beside(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
+    """B's first run against A's in each field neither's pins nor settings asked to differ."""
     asked = _asked_fields(a, b)
     found = []
     for field, name in BESIDE_FIELDS.items():

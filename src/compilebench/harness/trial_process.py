@@ -116,6 +116,7 @@ def cache_variables(cache_dir: Path) -> dict[str, str]:
     kernels in TMPDIR/torchinductor_USER, outside TORCHINDUCTOR_CACHE_DIR. Left there, the first cold process on a
     machine builds it (about 5 s of a tiny model's compile here) and every later "cold" one reuses it, so which
     environment of a comparison went first would show as a difference in cold compile time."""
+    cache_dir = cache_dir.resolve()  # absolute: older torch (2.12 and before) compiles its C++ from another folder
     (cache_dir / "tmp").mkdir(parents=True, exist_ok=True)
     return {"TORCHINDUCTOR_CACHE_DIR": str(cache_dir), "TRITON_CACHE_DIR": str(cache_dir / "triton"),
             "TMPDIR": str(cache_dir / "tmp")}  # fmt: skip
@@ -129,7 +130,7 @@ def trial_environment(
     (the GPU it may see, its threads, its cores: see executors)."""
     env = {**os.environ, **(slot or {})}
     if deploy_dir is not None:
-        env[DEPLOY_DIR_ENV] = str(deploy_dir)
+        env[DEPLOY_DIR_ENV] = str(deploy_dir.resolve())
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(SRC_ROOT), env.get("PYTHONPATH")]))
     env["HF_HUB_OFFLINE"] = "1"  # checkpoints are local folders; never wait on an unreachable Hub
     env["PYTHONUNBUFFERED"] = "1"

@@ -6,6 +6,7 @@ section, one function each, in the order they are read; the tables they show are
 
 from __future__ import annotations
 
+import itertools
 import math
 import os
 from pathlib import Path
@@ -14,7 +15,7 @@ from typing import Any
 import pandas as pd
 
 from compilebench.analysis import compare, suite
-from compilebench.analysis.differences import beside_the_question
+from compilebench.analysis.differences import beside_the_question, step_changes
 from compilebench.analysis.run_record import RunRecord
 from compilebench.harness.records import times_own_level
 from compilebench.reference import TOLERANCE
@@ -29,6 +30,7 @@ from compilebench.report.tables import (
     markdown,
     precision_table,
     read_comparisons,
+    series_steps_table,
     series_table,
     speedup_answer_table,
     startup_table,
@@ -52,6 +54,7 @@ def render(
     environments = list(dict.fromkeys(r.environment for r in results))
     lines = [
         *_header_section(results, run_info),
+        *_series_section(compared, list(run_info.labels or environments), results),
         *_answer_section(compared, summary, results),
         *_what_changed_section(compared, results),
         *_environment_section(results, run_info),
@@ -288,16 +291,41 @@ def _comparison_section(compared: pd.DataFrame, series: list[str]) -> list[str]:
         "",
         markdown(comparison_table(compared)),
     ]
-    if len(series) > 2:
-        steps = suite.series_steps(read_comparisons(compared), series)
-        lines += [
-            "### The series, step by step",
-            "",
-            "Each environment is compared with the one before it too; per cell, the first step whose headline "
-            "change is significant and beyond the margin:",
-            "",
-            markdown(series_table(steps)),
-        ]
+    return lines
+
+
+def _series_section(compared: pd.DataFrame, series: list[str], results: list[RunRecord]) -> list[str]:
+    """A series of three stacks or more (`compare`'s order): what each step changes beside torch, then per cell and
+    headline the first step that changed it, or the word across the whole series."""
+    if compared.empty or len(series) < 3:
+        return []
+    history = suite.series_steps(read_comparisons(compared), series)
+    versions = {}
+    for record in results:
+        versions.setdefault(record.environment, str(record.to_dict().get("torch_version", "")))
+    changes = {(before, after): step_changes(results, before, after) for before, after in itertools.pairwise(series)}
+    changed = [entry for entry in history if entry["first_step"]]
+    unsupported = sorted({label for entry in history for label in entry["unsupported_in"]})
+    margin = float(compared["margin"].iloc[0]) if "margin" in compared else math.nan
+    lines = [
+        "## The series, step by step",
+        "",
+        f"{len(series)} stacks in order, each against the one before it. {len(changed)} of {len(history)} "
+        "(cell, headline) histories changed at some step"
+        + (
+            f"; {', '.join(f'`{label}`' for label in unsupported)} cannot run some of them (`unsupported`, with the "
+            "reason under *Runs not ok*)"
+            if unsupported
+            else ""
+        )
+        + ". A step changed a headline when its B / A is significant at 5% after Holm's adjustment across all "
+        f"cells and steps of that metric, and beyond ±{margin:.0%} (its 95% CI wholly outside); `equivalent` "
+        "across the series means every step's 90% CI lay within the margin. The figure *series* draws each "
+        "headline's B / A against the first stack, the changed steps ringed.",
+        "",
+        markdown(series_steps_table(series, changes, versions)),
+        markdown(series_table(history)),
+    ]
     return lines
 
 

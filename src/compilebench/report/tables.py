@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 from typing import Any
 
@@ -212,22 +213,40 @@ def dynamic_batch_table(summary: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def series_table(steps: list[dict[str, Any]]) -> pd.DataFrame:
-    """Per cell of a series of environments, the first step that changed (suite.series_steps)."""
-    return pd.DataFrame(
-        [
-            {
-                "model": step["label"],
-                "batch": step["batch_size"],
-                "variant": step["variant"],
-                "first step that changed": step["step"],
-                "metric": step["metric"],
-                "B / A": interval(step["ratio"], step["ci_low"], step["ci_high"], 3),
-                "verdict": step["verdict"],
-            }
-            for step in steps
-        ]
-    )
+SERIES_METRIC_NAMES = {"eager_latency": "eager latency", "compiled_latency": "compiled latency", "speedup": "speedup",
+                       "compile_warm": "compile, warm", "compile_cold": "compile, cold"}  # fmt: skip
+
+
+def series_table(history: list[dict[str, Any]]) -> pd.DataFrame:
+    """Per cell and headline of a series, the first step that changed it, by how much, or the word across the whole
+    series where none did; its steps counted by word; the stacks that cannot run it (suite.series_steps)."""
+    rows = []
+    for entry in history:
+        steps = entry["steps"]
+        if entry["first_step"]:
+            found = interval(entry["ratio"], entry["ci_low"], entry["ci_high"], 3)
+            answer = f"{entry['verdict']} at {entry['first_step']}: {found}"
+        else:
+            answer = f"no step changed: {entry['across']} across the series"
+        counts = (sum(step["verdict"] == stats.EQUIVALENT for step in steps), sum(step["changed"] for step in steps),
+                  sum(step["verdict"] == stats.INCONCLUSIVE for step in steps))  # fmt: skip
+        rows.append({"model": entry["label"], "batch": entry["batch_size"], "variant": entry["variant"],
+                     "metric": SERIES_METRIC_NAMES.get(entry["metric"], entry["metric"]),
+                     "first step that changed (B / A [95% CI])": answer,
+                     "steps equivalent / changed / inconclusive": " / ".join(map(str, counts)),
+                     "unsupported in": ", ".join(entry["unsupported_in"])})  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def series_steps_table(labels: list[str], changes: dict[tuple[str, str], list[str]],
+                       versions: dict[str, str]) -> pd.DataFrame:  # fmt: skip
+    """Each step of a series: the torch it goes between and what else it changes (differences.step_changes)."""
+    rows = []
+    for before, after in itertools.pairwise(labels):
+        torch = f"{versions.get(before, '')} → {versions.get(after, '')}"
+        rows.append({"step": f"{before} -> {after}", "torch": torch,
+                     "also changed": "; ".join(changes.get((before, after), [])) or "nothing else"})  # fmt: skip
+    return pd.DataFrame(rows)
 
 
 def _precision_cell(row: dict[str, Any]) -> str:
