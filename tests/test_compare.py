@@ -96,9 +96,11 @@ def test_a_series_step_is_judged_for_the_family_of_its_metric():
     for index in range(10):
         shift = (1.10, 1.12, 1.14) if index == 0 else (1.0, 1.0, 1.0)
         cell = {"label": f"M{index}", "model_id": f"org/m{index}"}
-        runs += [{**_row("a", [10.0] * 3, [5.0, 5.1, 4.9]), **cell},
-                 {**_row("b", [10.0] * 3, [5.0, 5.1, 4.9], key="k2"), **cell},
-                 {**_row("c", [10.0] * 3, [5.0 * shift[0], 5.1 * shift[1], 4.9 * shift[2]], key="k3"), **cell}]
+        runs += [
+            {**_row("a", [10.0] * 3, [5.0, 5.1, 4.9]), **cell},
+            {**_row("b", [10.0] * 3, [5.0, 5.1, 4.9], key="k2"), **cell},
+            {**_row("c", [10.0] * 3, [5.0 * shift[0], 5.1 * shift[1], 4.9 * shift[2]], key="k3"), **cell},
+        ]
     compared = compare.comparison_rows(runs_of(runs), noise=None, labels=["a", "b", "c"])
     [first] = [e for e in suite.series_steps(compared, ["a", "b", "c"])
                if e["label"] == "M0" and e["metric"] == "compiled_latency"]  # fmt: skip

@@ -2,11 +2,10 @@
 
 import pytest
 import yaml
+from conftest import ROOT
 
 from compilebench import releases
 from compilebench.config import ConfigError, load_config
-
-from conftest import ROOT
 
 PROJECT = ("5.23.0", "3.11.7")  # the project's transformers and Python
 
@@ -63,8 +62,10 @@ def test_a_release_older_than_any_transformers_is_refused():
 
 def test_an_environment_python_is_checked(tmp_path):
     params = yaml.safe_load((ROOT / "params.yaml").read_text())
-    for environment, message in (({"pins": {"torch": "2.0.1"}, "python": "ten"}, "must be a Python version"),
-                                 ({"settings": {"malloc": "tcmalloc"}, "python": "3.10"}, "needs pins of its own")):
+    for environment, message in (
+        ({"pins": {"torch": "2.0.1"}, "python": "ten"}, "must be a Python version"),
+        ({"settings": {"malloc": "tcmalloc"}, "python": "3.10"}, "needs pins of its own"),
+    ):
         params["environments"]["old"] = environment
         (tmp_path / "params.yaml").write_text(yaml.safe_dump(params))
         with pytest.raises(ConfigError, match=rf"environments.old.python` {message}"):

@@ -352,7 +352,12 @@ def save_figure(fig: plt.Figure, path: Path, dpi: int) -> Path:
 
 
 def write_figures(
-    table: pd.DataFrame, verdicts: pd.DataFrame, compared: pd.DataFrame, out_dir: Path, width: float, dpi: int,
+    table: pd.DataFrame,
+    verdicts: pd.DataFrame,
+    compared: pd.DataFrame,
+    out_dir: Path,
+    width: float,
+    dpi: int,
     labels: list[str] | None = None,
 ) -> list[Path]:
     """Per (environment, device, batch size): durations, improvements and, where measured, start-up; per device the
