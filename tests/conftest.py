@@ -74,6 +74,7 @@ TOP_LEVEL = ("budget_min", "device")  # of what make_project takes, params.yaml'
 # off xdist's reordering); the other tests follow, a few seconds each. `make test`'s --durations says what each costs.
 HAND_OUT_ORDER = (
     "compared_project",  # builds the transformers 4.57.6 environment on a fresh clone
+    "series_project",  # builds torch 2.0.1 on Python 3.10 (a CUDA build from PyPI), then three stacks in a series
     "test_reliability",
     "remote",
     "executors",

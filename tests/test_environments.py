@@ -8,6 +8,7 @@ import shutil
 import statistics
 import subprocess
 import sys
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -361,3 +362,38 @@ def test_built_environments_are_listed_with_their_size_and_the_unused_ones_remov
     gone = environments.remove(built, [], True, lock)
     assert [entry.folder for entry in gone] == [old] and not old.exists() and wanted.exists()
     assert (cache / "half-built-0123456789ab").exists() and (elsewhere / f"{old.name}.whl-file").exists()
+
+
+def test_an_environment_is_built_on_the_python_it_names():
+    """`environments.NAME.python`: pyenv's interpreter of that version (or pythonX.Y on PATH), its full version
+    recorded; a version the machine lacks is an error naming it and how to get it."""
+    if not environments.pyenv_versions("3.10") and not shutil.which("python3.10"):
+        pytest.skip("no Python 3.10 here")
+    python, version = environments.interpreter("3.10", "old")
+    assert version.startswith("3.10.") and subprocess.run([python, "-c", "import sys; assert sys.version_info[:2] == "
+                                                           "(3, 10)"]).returncode == 0  # fmt: skip
+    assert environments.interpreter("")[0] == sys.executable
+    with pytest.raises(environments.StackError, match=r"environment 'old' asks for Python 3\.99: none found.*pyenv "
+                                                      r"install 3\.99"):  # fmt: skip
+        environments.interpreter("3.99", "old")
+
+
+def test_a_machine_cap_on_a_pinned_package_gives_way_to_the_pin(tmp_path):
+    """pip's machine-wide constraint (here PIP_CONSTRAINT, as /etc/xdg/pip sets torch<=2.14.1) is copied without
+    the lines of the packages an environment pins; every other constraint stays, and uv is pointed at the copy."""
+    caps = tmp_path / "caps.txt"
+    caps.write_text("# lie on disk\ntorch<=2.14.1\ntorchvision<=0.29.1\nNumPy<3\n")
+    folder = tmp_path / "env"
+    folder.mkdir()
+    code = (
+        "import json, sys; from pathlib import Path; from compilebench import installer\n"
+        "released = installer.released_constraints(sys.executable, {'torch', 'numpy'}, Path(sys.argv[1]))\n"
+        "print(json.dumps([released, installer.install_command('/x/python', ['torch==2.15.0'], sys.executable,"
+        " released)]))"
+    )
+    done = subprocess.run([sys.executable, "-c", code, str(folder)], capture_output=True, text=True, check=True,
+                          env={**project_env(), "PIP_CONSTRAINT": str(caps)})  # fmt: skip
+    released, command = json.loads(done.stdout)
+    copy = released[str(caps)]
+    assert Path(copy).read_text() == "# lie on disk\ntorchvision<=0.29.1\n"
+    assert copy in command and str(caps) not in command

@@ -82,7 +82,7 @@ def test_outputs_and_tables(project):
     report = (root / "data/report/report.md").read_text()
     for heading in ("## Environment", "## Measured, in the doc's layout", "## Environments compared",
                     "## Against the published numbers", "## Anomalies in the published data",
-                    "## Start-up: time to first inference in a fresh process", "## Failed or invalid runs",
+                    "## Start-up: time to first inference in a fresh process", "## Failed, invalid or unsupported runs",
                     "## Figures"):  # fmt: skip
         assert heading in report
     assert report.index("## The answer, per model") < report.index("## Environment")  # the answer first

@@ -56,7 +56,7 @@ def test_a_name_that_is_no_release_is_refused_with_what_is_allowed():
 
 
 def test_a_release_older_than_any_transformers_is_refused():
-    with pytest.raises(ConfigError, match="torch 1.13.1: older than any transformers"):
+    with pytest.raises(ConfigError, match=r"torch 1\.13\.1: older than any transformers"):
         load_config(ROOT / "params.yaml", overrides=["compare=[torch-1.13.1,torch-2.6.0]"])
 
 

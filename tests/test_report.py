@@ -66,3 +66,28 @@ def test_only_what_no_pin_or_setting_asked_for_is_beside_the_question(recorded):
     asked = [dataclasses.replace(r, environment_pins=r.environment_pins.replace('"2.14.1"', '"2.14.1+cu130"'))
              if r.environment == b else r for r in records]  # fmt: skip
     assert differences.beside_the_question(asked, a, b) == []  # a pin that names the build asks for it
+
+
+def test_a_step_of_a_series_says_what_else_it_changes(recorded):
+    """A step's other pins (an unpinned package by the version it resolved to) and what differs beside the question;
+    a release's own CUDA build (12.8 -> 13.0 between two CUDA builds) comes with the release."""
+    records = recorded[0]
+    a, b = "current", "torch-2.14.1"
+    held = dict(line.split("==", 1) for line in next(r for r in records if r.environment == b).environment_freeze
+                if "==" in line)  # fmt: skip
+
+    def older(record: RunRecord) -> RunRecord:
+        if record.environment != a:
+            return record
+        pins = {**json.loads(record.environment_pins), "transformers": "4.49.0", "numpy": "1.26.4"}
+        fields = {**record.environment_fields, "cuda_version": "12.8"}
+        return dataclasses.replace(record, environment_pins=json.dumps(pins), environment_fields=fields)
+
+    changed = [older(record) for record in records]
+    assert differences.beside_the_question(changed, a, b) == []
+    theirs = json.loads(next(r for r in records if r.environment == b).environment_pins)["transformers"]
+    assert differences.step_changes(changed, a, b) == [f"transformers 4.49.0 → {theirs}",
+                                                      f"numpy 1.26.4 → {held['numpy']}"]  # fmt: skip
+    assert differences.step_changes(records, a, b) == [
+        "torch build: CPU build → CUDA 13.0 build (torch 2.13.0+cpu → 2.14.1+cu130)"
+    ]

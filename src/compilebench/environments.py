@@ -156,9 +156,7 @@ def interpreter(version: str, name: str = "") -> tuple[str, str]:
     pyenv's newest `version` (PYENV_ROOT, ~/.pyenv), else `python{version}` on PATH; an error names what is missing."""
     if not version:
         return sys.executable, platform.python_version()
-    pyenv = Path(os.environ.get("PYENV_ROOT", Path.home() / ".pyenv")) / "versions"
-    found = sorted(pyenv.glob(f"{version}*/bin/python"), key=lambda path: _numbers(path.parent.parent.name))
-    found = [path for path in found if re.fullmatch(rf"{re.escape(version)}(\.\d+)*", path.parent.parent.name)]
+    found = pyenv_versions(version)
     candidates = [str(found[-1])] if found else []
     on_path = shutil.which(f"python{'.'.join(version.split('.')[:2])}")
     candidates += [on_path] if on_path else []
@@ -168,8 +166,17 @@ def interpreter(version: str, name: str = "") -> tuple[str, str]:
         full = done.stdout.strip()
         if done.returncode == 0 and (full == version or full.startswith(version + ".")):
             return candidate, full
+    pyenv = Path(os.environ.get("PYENV_ROOT", Path.home() / ".pyenv")) / "versions"
     raise StackError(f"environment {name!r} asks for Python {version}: none found under {pyenv} or as "
                      f"python{version} on PATH (e.g. `pyenv install {version}`)")  # fmt: skip
+
+
+def pyenv_versions(version: str) -> list[Path]:
+    """pyenv's interpreters of `version` ('3.10': 3.10.x; PYENV_ROOT, else ~/.pyenv), oldest first."""
+    pyenv = Path(os.environ.get("PYENV_ROOT", Path.home() / ".pyenv")) / "versions"
+    found = [path for path in pyenv.glob(f"{version}*/bin/python")
+             if re.fullmatch(rf"{re.escape(version)}(\.\d+)*", path.parent.parent.name)]  # fmt: skip
+    return sorted(found, key=lambda path: _numbers(path.parent.parent.name))
 
 
 def _numbers(text: str) -> tuple[int, ...]:
@@ -379,9 +386,11 @@ def listing(built: list[Built]) -> str:
     """`--list`: each built environment, its size, and whether params.yaml still uses it."""
     if not built:
         return "no environment built yet (each is built on first use)\n"
-    lines = [f"{'environment':<24}{'torch':<16}{'transformers':<14}{'on disk':>9}{'shared':>9}  used by params.yaml"]
+    lines = [f"{'environment':<24}{'torch':<16}{'transformers':<14}{'Python':<9}{'on disk':>9}{'shared':>9}  "
+             "used by params.yaml"]  # fmt: skip
     for entry in built:
         lines.append(f"{entry.name:<24}{entry.pins.get('torch', ''):<16}{entry.pins.get('transformers', ''):<14}"
+                     f"{entry.python:<9}"
                      f"{entry.disk_bytes / 2**30:>7.1f} G{entry.shared_bytes / 2**30:>7.1f} G  "
                      f"{'yes' if entry.wanted else 'no: ' + entry.folder.name}")  # fmt: skip
     total = sum(entry.disk_bytes - entry.shared_bytes for entry in built)
@@ -461,7 +470,8 @@ def main() -> None:
             if args.device:
                 check_device(stack, name, args.device)
             run_as = f"; settings {settings}" if settings else ""  # an environment of settings runs current's
-            print(f"{name}: {stack.python} ({', '.join(f'{k}=={v}' for k, v in stack.pins.items())}{run_as})")
+            pins = ", ".join(f"{k}=={v}" for k, v in stack.pins.items())
+            print(f"{name}: {stack.python} ({pins}{run_as}; Python {python or platform.python_version()})")
     except StackError as error:
         LOGGER.error("%s", error)
         sys.exit(2)

@@ -87,10 +87,22 @@ def step_changes(results: list[RunRecord], before: str, after: str) -> list[str]
             return {}
 
     pins_a, pins_b = pins(a), pins(b)
-    changed = [f"{package} {pins_a.get(package, 'unpinned')} → {pins_b.get(package, 'unpinned')}"
+    held_a, held_b = _held(a), _held(b)  # what an unpinned package resolved to
+    changed = [f"{package} {pins_a.get(package) or held_a.get(package, '?')} → "
+               f"{pins_b.get(package) or held_b.get(package, '?')}"
                for package in dict.fromkeys([*pins_a, *pins_b])
                if package != "torch" and pins_a.get(package) != pins_b.get(package)]  # fmt: skip
     return changed + _beside(a, b)
+
+
+def _held(row: dict[str, Any]) -> dict[str, str]:
+    """An environment's installed versions by package name, from its exact package list (`name==version` lines)."""
+    found = {}
+    for line in row.get("environment_freeze") or ():
+        name, _, version = str(line).partition("==")
+        if version:
+            found[name.strip().lower().replace("_", "-")] = version.strip()
+    return found
 
 
 def _beside(a: dict[str, Any], b: dict[str, Any]) -> list[str]:

@@ -313,8 +313,8 @@ def _series_section(compared: pd.DataFrame, series: list[str], results: list[Run
         f"{len(series)} stacks in order, each against the one before it. {len(changed)} of {len(history)} "
         "(cell, headline) histories changed at some step"
         + (
-            f"; {', '.join(f'`{label}`' for label in unsupported)} cannot run some of them (`unsupported`, with the "
-            "reason under *Runs not ok*)"
+            f"; {', '.join(f'`{label}`' for label in unsupported)} cannot run some of them (`unsupported`: the "
+            "reason under *Failed, invalid or unsupported runs*)"
             if unsupported
             else ""
         )
@@ -428,7 +428,7 @@ def _anomalies_section(published: pd.DataFrame) -> list[str]:
 
 
 def _failures_section(results: list[RunRecord]) -> list[str]:
-    """Every run that did not end ok, with its status and error."""
+    """Every run that did not end ok, with its status and error (`unsupported`: what its stack cannot run)."""
     failed = pd.DataFrame(
         [
             {k: getattr(r, k) for k in ("environment", "label", "batch_size", "variant", "status", "error")}
@@ -436,4 +436,4 @@ def _failures_section(results: list[RunRecord]) -> list[str]:
             if r.status != "ok"
         ]
     )
-    return ["## Failed or invalid runs", "", markdown(failed)]
+    return ["## Failed, invalid or unsupported runs", "", markdown(failed)]

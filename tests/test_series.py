@@ -1,0 +1,83 @@
+"""A release series end to end on three real stacks: torch 2.0.1 named as `torch-2.0.1` (its own Python 3.10, the
+transformers that still runs on it, a CUDA build), the project's torch with transformers 4.57.6, and the project's own
+stack; the tiny ResNet, eager, default and freezing, through `dvc repro`. torch 2.0.1's inductor has no `freezing`:
+its row is `unsupported` with the reason, and the rest of the series goes on."""
+
+import json
+import shutil
+import subprocess
+import sys
+
+import pytest
+from conftest import OTHER, ROOT, make_project, project_env, run_ok, set_params
+
+from compilebench import environments
+
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("series_project")]
+SERIES = ["torch-2.0.1", OTHER, "current"]
+
+
+@pytest.fixture(scope="module")
+def series_project(tmp_path_factory):
+    if not environments.pyenv_versions("3.10") and not shutil.which("python3.10"):
+        pytest.skip("no Python 3.10 under pyenv here: torch 2.0's torch.compile needs Python <= 3.10")
+    root = make_project(tmp_path_factory.mktemp("series"), ["microsoft/resnet-50"])
+    set_params(root, compare=SERIES, **{"suites.smoke.variants": ["eager", "default", "freezing"]})
+    env = project_env()
+    run_ok(["git", "init", "-q"], root, env)
+    run_ok(["dvc", "init", "-q"], root, env)
+    run_ok(["git", "add", "-A"], root, env)
+    run_ok(["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "init"], root, env)
+    run_ok(["dvc", "repro"], root, env, timeout=1800)
+    rows = [json.loads(line) for line in (root / "data/results/runs.jsonl").read_text().splitlines()]
+    return root, env, rows
+
+
+def test_a_release_is_named_and_built_with_its_companions(series_project):
+    root, _, rows = series_project
+    selection = json.loads((root / "data/selection.json").read_text())
+    old = next(entry for entry in selection["environments"] if entry["name"] == "torch-2.0.1")
+    assert old["python"] == "3.10" and old["pins"]["torch"] == "2.0.1" and old["pins"]["transformers"] == "4.49.0"
+    by_stack = {row["environment"]: row for row in rows}
+    assert by_stack["torch-2.0.1"]["python_version"].startswith("3.10.")
+    assert by_stack["torch-2.0.1"]["torch_version"].startswith("2.0.1")
+    assert by_stack["torch-2.0.1"]["transformers_version"] == "4.49.0"
+    assert (
+        by_stack["current"]["python_version"]
+        == by_stack[OTHER]["python_version"]
+        != by_stack["torch-2.0.1"]["python_version"]
+    )
+
+
+def test_an_old_stack_cannot_run_a_variant_and_says_why(series_project):
+    root, env, rows = series_project
+    status = {(row["environment"], row["variant"]): row for row in rows}
+    assert status[("torch-2.0.1", "freezing")]["status"] == "unsupported"
+    assert "inductor has no option freezing" in status[("torch-2.0.1", "freezing")]["error"]
+    assert all(row["status"] == "ok" for key, row in status.items() if key != ("torch-2.0.1", "freezing"))
+    check = subprocess.run([sys.executable, "-m", "compilebench.aggregate", "--check"], cwd=root, env=env,
+                           capture_output=True, text=True)  # fmt: skip
+    assert check.returncode in (0, 4), check.stderr[-2000:]  # unsupported is an answer, not a failed run (3)
+    assert "unsupported: microsoft/resnet-50 bs1 freezing [torch-2.0.1]" in check.stderr
+
+
+def test_the_report_names_each_step_and_what_else_it_changes(series_project):
+    root, _, _ = series_project
+    report = (root / "data/report/report.md").read_text()
+    section = report.split("## The series, step by step", 1)[1].split("\n## ", 1)[0]
+    step = next(line for line in section.splitlines() if line.startswith(f"| torch-2.0.1 -> {OTHER} |"))
+    assert "transformers 4.49.0 → 4.57.6" in step and "Python: 3.10." in step and "CPU build" in step
+    assert next(line for line in section.splitlines() if line.startswith(f"| {OTHER} -> current |"))
+    rows = [line for line in section.splitlines() if line.startswith("| ResNet | 1 |")]
+    metrics = {tuple(cell.strip() for cell in line.split("|")[3:5]) for line in rows}
+    assert ("freezing", "compiled latency") in metrics and ("default", "speedup") in metrics
+    assert any("| freezing | compiled latency |" in line and line.rstrip(" |").endswith("torch-2.0.1") for line in rows)
+    assert (root / "data/plots/series.png").stat().st_size > 10_000
+    assert "![series](../plots/series.png)" in report
+
+
+def test_a_series_of_releases_is_one_make_command():
+    """`make series TORCH=...` asks DVC for the releases as one series (the command line, not run)."""
+    line = subprocess.run(["make", "-n", "series", "TORCH=2.0.1 2.6.0 2.15.0"], cwd=ROOT, capture_output=True,
+                          text=True, env=project_env()).stdout  # fmt: skip
+    assert "-S 'compare=[torch-2.0.1,torch-2.6.0,torch-2.15.0]'" in line
