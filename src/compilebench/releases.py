@@ -23,11 +23,12 @@ TRANSFORMERS_TORCH_FLOORS = (
     ("5.0.0", "2.2"),
     ("5.1.0", "2.4"),
     ("5.15.0", "2.5"),
-    ("5.20.0", "2.6"),  # through 5.24.0
+    ("5.20.0", "2.7"),  # through 5.24.0. It says 2.6, but its compiled forward calls torch.compiler.is_exporting
+    #                     (torch 2.7): on torch 2.6.0, 5.23.0 failed to compile ViT-B/16 and SegFormer-B0 (2026-12-02)
 )
 # The newest transformers release that each floor admits, and the Python it requires at least.
 NEWEST_FOR_FLOOR = {"2.0": ("4.49.0", "3.9"), "2.1": ("4.57.6", "3.9"), "2.2": ("5.0.0", "3.10"),
-                    "2.4": ("5.14.1", "3.10"), "2.5": ("5.19.0", "3.10"), "2.6": ("5.24.0", "3.11")}  # fmt: skip
+                    "2.4": ("5.14.1", "3.10"), "2.5": ("5.19.0", "3.10"), "2.7": ("5.24.0", "3.11")}  # fmt: skip
 # The newest Python each torch release's torch.compile (dynamo) supports, by minor release; later ones: the last.
 COMPILE_PYTHON = {(2, 0): "3.10", (2, 1): "3.11", (2, 2): "3.11", (2, 3): "3.12", (2, 4): "3.12", (2, 5): "3.13"}
 NEWEST_COMPILE_PYTHON = "3.13"

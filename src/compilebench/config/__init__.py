@@ -129,7 +129,7 @@ class Config:
         try:
             transformers = metadata.version("transformers")
         except metadata.PackageNotFoundError:
-            transformers = releases.NEWEST_FOR_FLOOR["2.6"][0]
+            transformers = releases.NEWEST_FOR_FLOOR["2.7"][0]
         try:
             resolved = releases.resolve_series(self.compare, set(self.environments), transformers,
                                                platform.python_version())  # fmt: skip
