@@ -119,7 +119,7 @@ def test_an_environment_of_settings_runs_with_them_over_the_top_level_ones(tmp_p
     selected = plan.selection(config, [], {"current": {"torch": "2.13.0"}, "tf32": {"torch": "2.13.0"}}, None)
     assert selected["environments"][1] == {"label": "tf32", "name": "tf32", "pins": {"torch": "2.13.0"},
                                            "settings": {"float32_matmul_precision": "high", "num_threads": 1},
-                                           "stack": "current"}  # fmt: skip
+                                           "stack": "current", "python": ""}  # fmt: skip
     assert selected["environments"][0]["settings"] == {} and selected["environments"][0]["stack"] == "current"
 
 
