@@ -23,19 +23,21 @@ run: $(STAMP) .dvc/config  ## create the environment and run `dvc repro` on para
 	python -m compilebench.aggregate --check 9>&-  # exit 3: some run did not end ok; 4: a compared environment changed a headline
 
 A ?= current
-compare: $(STAMP) .dvc/config  ## make compare B=torch-2.14.1 [A=current]: B against A, a DVC experiment (B=current: A/A)
+# SEED=1: another run order (benchmark.seed), for judging a comparison or series again from a second invocation
+SEED_SET = $(if $(SEED),-S benchmark.seed=$(SEED))
+compare: $(STAMP) .dvc/config  ## make compare B=torch-2.14.1 [A=current] [SEED=1]: B against A, a DVC experiment (B=current: A/A)
 	test -n "$(B)" || { echo "usage: make compare B=ENVIRONMENT [A=current]: an environment of params.yaml"; exit 2; }
-	$(ONE_PIPELINE); dvc exp run -n "$(B)-vs-$(A)-$$(date +%m%d-%H%M%S)" -S 'compare=[$(A),$(B)]' 9>&- && \
+	$(ONE_PIPELINE); dvc exp run -n "$(B)-vs-$(A)-$$(date +%m%d-%H%M%S)" -S 'compare=[$(A),$(B)]' $(SEED_SET) 9>&- && \
 	python -m compilebench.aggregate --check 9>&-  # exit 3: some run did not end ok; 4: B changed a headline
 
 # A release series: each torch release with the companions it needs (compilebench/releases.py), each step against the
 # one before; the first step that changed each headline is named. A release named twice is an A/A step inside it.
 TORCH_SERIES = $(subst $(eval) ,$(comma),$(addprefix torch-,$(TORCH)))
 comma := ,
-series: $(STAMP) .dvc/config  ## make series TORCH="2.0.1 2.6.0 2.15.0": those torch releases as a series, a DVC experiment
+series: $(STAMP) .dvc/config  ## make series TORCH="2.0.1 2.6.0 2.15.0" [SEED=1]: those torch releases as a series, a DVC experiment
 	test -n "$(TORCH)" || { echo "usage: make series TORCH=\"2.0.1 2.6.0 2.15.0\" (torch releases, oldest first)"; exit 2; }
 	$(ONE_PIPELINE); dvc exp run -n "series-$(word 1,$(TORCH))-$(lastword $(TORCH))-$$(date +%m%d-%H%M%S)" \
-		-S 'compare=[$(TORCH_SERIES)]' 9>&- && python -m compilebench.aggregate --check 9>&-  # exit 3 / 4 as compare
+		-S 'compare=[$(TORCH_SERIES)]' $(SEED_SET) 9>&- && python -m compilebench.aggregate --check 9>&-  # exit 3 / 4 as compare
 
 forecast: $(STAMP)  ## make forecast [B=torch-2.14.1] [A=current] | [TORCH="2.0.1 2.15.0"]: before spending, what that comparison (params.yaml without B) costs here and can resolve
 	@if [ -n "$(TORCH)" ]; then python -m compilebench.forecast --set 'compare=[$(TORCH_SERIES)]'; \
