@@ -9,6 +9,7 @@ from made_runs import runs_of
 from compilebench import tracking
 from compilebench.analysis import compare, noise_record, stats, suite
 from compilebench.analysis.per_process import ProcessRecord
+from compilebench.report import tables
 
 
 def _row(environment, eager, compiled, key="k1", status="ok", breaks=0, invocation="inv", **extra):
@@ -119,6 +120,22 @@ def test_a_stack_that_cannot_run_a_cell_is_said_and_the_series_goes_on():
     latency = next(e for e in suite.series_steps(compared, ["2.0", "2.3", "2.6"]) if e["metric"] == "compiled_latency")
     assert latency["unsupported_in"] == ["2.0"] and latency["steps"][0]["verdict"] == "unsupported"
     assert latency["first_step"] == "2.3 -> 2.6" and latency["verdict"] == "faster"
+
+
+def test_a_stack_whose_run_failed_is_said_with_its_status_in_the_series():
+    a = _row("2.3", [10.0, 10.1, 9.9], [5.0, 5.05, 4.95])
+    b = _row("2.6", [10.0, 10.1, 9.9], [5.0, 5.05, 4.95], key="k2", status="compile_error")
+    b["process_results"] = []
+    c = _row("2.9", [10.0, 10.1, 9.9], [4.0, 4.04, 3.96], key="k3")
+    d = _row("2.12", [10.0, 10.1, 9.9], [3.0, 3.03, 2.97], key="k4")
+    labels = ["2.3", "2.6", "2.9", "2.12"]
+    compared = compare.comparison_rows(runs_of([a, b, c, d]), noise=None, labels=labels)
+    latency = next(e for e in suite.series_steps(compared, labels) if e["metric"] == "compiled_latency")
+    assert latency["not_measured_in"] == {"2.6": "compile_error"} and latency["unsupported_in"] == []
+    assert [step["verdict"] for step in latency["steps"][:2]] == ["compile_error", "compile_error"]
+    assert latency["first_step"] == "2.9 -> 2.12" and latency["verdict"] == "faster"
+    [row] = tables.series_table([latency]).to_dict("records")
+    assert row["not measured in"] == "2.6 (compile_error)"
 
 
 def test_disturbed_processes_are_left_out_of_the_pairs():

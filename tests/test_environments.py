@@ -326,7 +326,7 @@ def test_an_environment_that_cannot_be_built_fails_before_any_work(tmp_path):
 
 def test_built_environments_are_listed_with_their_size_and_the_unused_ones_removed(tmp_path, repo_root):
     """Issue 79, item 5: each built environment's size on disk (files hard-linked from uv's wheel cache counted as
-    shared), whether params.yaml still maps to it, and `--remove-unused` removing only those it does not, refused
+    shared), whether it is still in use, and `--remove-unused` removing only those that are not, refused
     while a pipeline of the project holds its lock."""
     import fcntl
     import os
@@ -362,6 +362,22 @@ def test_built_environments_are_listed_with_their_size_and_the_unused_ones_remov
     gone = environments.remove(built, [], True, lock)
     assert [entry.folder for entry in gone] == [old] and not old.exists() and wanted.exists()
     assert (cache / "half-built-0123456789ab").exists() and (elsewhere / f"{old.name}.whl-file").exists()
+
+
+def test_the_venvs_the_last_run_ran_on_stay_in_use(tmp_path):
+    """A series names releases on the command line only (`make series`): params.yaml does not hold them, yet the
+    venvs its last run measured stay in use until another run replaces it; a cut-short line is skipped."""
+    cache, results = tmp_path / "environments", tmp_path / "runs.jsonl"
+    lines = [
+        {"environment": "torch-2.15.0#2", "environment_name": "torch-2.15.0", "environment_key": "ab9e7ead030a"},
+        {"environment": "torch-2.0.1", "environment_name": "torch-2.0.1", "environment_key": "0123456789ab"},
+    ]
+    results.write_text("\n".join(json.dumps(line) for line in lines) + '\n{"environment_name": "torch-2.3')
+    assert environments.last_run_folders(results, cache) == {
+        (cache / "torch-2.15.0-ab9e7ead030a").resolve(),
+        (cache / "torch-2.0.1-0123456789ab").resolve(),
+    }
+    assert environments.last_run_folders(tmp_path / "none.jsonl", cache) == set()
 
 
 def test_an_environment_is_built_on_the_python_it_names():

@@ -2,7 +2,7 @@
 
     python -m compilebench.environments torch-2.14.1 [...]    # build (or find) environments named in params.yaml
     python -m compilebench.environments --list                # what is built, its size, whether still used
-    python -m compilebench.environments --remove-unused       # remove the venvs params.yaml no longer uses
+    python -m compilebench.environments --remove-unused       # remove venvs neither params.yaml nor the last run use
 
 `current` alone is the project's own environment (the interpreter running the pipeline, pinned by constraints.txt and
 requirements.txt). Any other environment, and `current` too as soon as it is compared with anything, is a venv
@@ -325,8 +325,8 @@ def stacks(selected: list[dict], root: Path, cache_root: Path) -> dict[str, Stac
 
 @dataclass(frozen=True)
 class Built:
-    """An environment's venv on disk: its folder, what its marker says it holds, its size, whether params.yaml's
-    environments still map to it (same name, resolved pins and Python)."""
+    """An environment's venv on disk: its folder, what its marker says it holds, its size, whether it is still in use
+    (params.yaml's environments map to it, same name, resolved pins and Python, or the last run ran on it)."""
 
     folder: Path
     name: str
@@ -354,8 +354,9 @@ def disk_use(folder: Path) -> tuple[int, int]:
 
 
 def wanted_folders(config: Any, root: Path) -> set[Path]:
-    """The venvs params.yaml's environments map to here: each with pins its own, `current` (and every environment
-    of settings alone, which runs on it) the project's pins."""
+    """The venvs still in use here: those params.yaml's environments map to (each with pins its own; `current`, and
+    every environment of settings alone, the project's pins) and those the last invocation ran on (its runs file: a
+    series or comparison of releases named on the command line, whose names params.yaml does not hold)."""
     project, cache_root = project_pins(root), Path(config.paths.environments)
     folders = {folder_of(CURRENT, resolve(project, {}), cache_root)}
     for name, entry in config.environments.items():
@@ -364,6 +365,24 @@ def wanted_folders(config: Any, root: Path) -> set[Path]:
                 folders.add(folder_of(name, resolve(project, entry.pins), cache_root, entry.python))
             except StackError:
                 continue  # its Python is not on this machine: nothing of it can be built here
+    return folders | last_run_folders(root / config.paths.results, cache_root)
+
+
+def last_run_folders(results: Path, cache_root: Path) -> set[Path]:
+    """The venvs the runs in `results` (the last invocation's runs.jsonl) ran on: `{name}-{key}` under `cache_root`."""
+    folders = set()
+    try:
+        lines = results.read_text().splitlines()
+    except OSError:
+        return folders
+    for line in lines:
+        try:
+            run = json.loads(line)
+        except ValueError:
+            continue  # a line cut short: the rest still says what ran
+        name, key = run.get("environment_name"), run.get("environment_key")
+        if isinstance(name, str) and isinstance(key, str) and name and key:
+            folders.add((cache_root / f"{name}-{key}").resolve())
     return folders
 
 
@@ -383,7 +402,7 @@ def built_environments(cache_root: Path, wanted: set[Path]) -> list[Built]:
 
 
 def listing(built: list[Built]) -> str:
-    """`--list`: each built environment, its size, and whether params.yaml still uses it."""
+    """`--list`: each built environment, its size, and whether params.yaml or the last run still uses it."""
     if not built:
         return "no environment built yet (each is built on first use)\n"
     lines = [f"{'environment':<24}{'torch':<16}{'transformers':<14}{'Python':<9}{'on disk':>9}{'shared':>9}  "
@@ -396,12 +415,13 @@ def listing(built: list[Built]) -> str:
     total = sum(entry.disk_bytes - entry.shared_bytes for entry in built)
     unused = sum(entry.disk_bytes - entry.shared_bytes for entry in built if not entry.wanted)
     lines.append(f"{total / 2**30:.1f} G of their own (the rest shared with uv's wheel cache); "
-                 f"{unused / 2**30:.1f} G in ones params.yaml no longer uses (`--remove-unused`)")  # fmt: skip
+                 f"{unused / 2**30:.1f} G in ones neither params.yaml nor the last run uses "
+                 "(`--remove-unused`)")  # fmt: skip
     return "\n".join(lines) + "\n"
 
 
 def remove(built: list[Built], names: list[str], unused: bool, lock: Path) -> list[Built]:
-    """Remove the named environments' venvs (or, with `unused`, every one params.yaml no longer maps to), while no
+    """Remove the named environments' venvs (or, with `unused`, every one not in use: wanted_folders), while no
     pipeline of this project runs (it holds `lock`, as `make run` and `make compare` do); the removed returned."""
     chosen = [entry for entry in built if (unused and not entry.wanted) or entry.name in names]
     missing = sorted(set(names) - {entry.name for entry in built})
@@ -439,7 +459,8 @@ def main() -> None:
     parser.add_argument("--device", help="also check that each one's torch can run on this device, e.g. cuda")
     parser.add_argument("--list", action="store_true", help="each built environment, its size, whether still used")
     parser.add_argument("--remove", nargs="+", metavar="NAME", default=[], help="remove these environments' venvs")
-    parser.add_argument("--remove-unused", action="store_true", help="remove the venvs params.yaml no longer uses")
+    parser.add_argument("--remove-unused", action="store_true",
+                        help="remove the venvs neither params.yaml nor the last run uses")  # fmt: skip
     args = parser.parse_args()
     config = stage_config()
     try:

@@ -260,7 +260,7 @@ def series_figure(table: pd.DataFrame, compared: pd.DataFrame, labels: list[str]
     """A series of stacks, one panel per headline: what each stack measured (the summary's median with its 95% CI
     where it has one), one line per (model, batch size, variant), a ring where the step into that stack
     changed the headline (suite.series_steps: paired blocks, Holm-adjusted, beyond the margin), an x on the axis
-    where that stack cannot run it (`unsupported`)."""
+    where that stack measured nothing of it (`unsupported`, or a failure such as `compile_error`)."""
     from compilebench.analysis import suite
     from compilebench.report.tables import SERIES_METRIC_NAMES, read_comparisons
 
@@ -291,7 +291,7 @@ def series_figure(table: pd.DataFrame, compared: pd.DataFrame, labels: list[str]
                 if step["changed"] and pd.notna(value[after]):
                     ax.plot(offset[after], value[after], "o", markersize=11, markerfacecolor="none",
                             markeredgecolor=colour, markeredgewidth=1.5)  # fmt: skip
-            for label in entry["unsupported_in"]:
+            for label in entry["not_measured_in"]:  # unsupported or failed: an x at the axis
                 ax.plot(offset[labels.index(label)], 0.02, "x", color=colour, markersize=8,
                         transform=ax.get_xaxis_transform(), clip_on=False)  # fmt: skip
         finite = pd.Series([_series_point(rows, e, label, metric)[0] for e in entries for label in labels], dtype=float)

@@ -13,7 +13,7 @@ from typing import Any, TypeVar
 
 from compilebench.analysis import stats
 from compilebench.analysis.compare import CELL, FIRST, METRICS, PREVIOUS, Comparison, Metric
-from compilebench.harness.records import EAGER, UNSUPPORTED
+from compilebench.harness.records import EAGER, MEASURED_NOTHING, UNSUPPORTED
 
 MIN_ACROSS_CELLS = 3  # cells a suite's interval from their spread needs (2 degrees of freedom)
 T = TypeVar("T")  # a compared cell, of whatever kind a caller holds (counted_once)
@@ -86,9 +86,9 @@ def series_steps(compared: list[Comparison], labels: list[str]) -> list[dict[str
     against the one before it) judged, and the first step whose change is significant and beyond the margin, the way
     one bisects a regression over releases. Each metric's steps are Holm-adjusted across all its cells and steps, so
     a series of equal stacks names a step for a metric in at most 5% of invocations. Where no step changed: `across`
-    is `equivalent` when every step was, `inconclusive` otherwise; a step with a side whose run is `unsupported` is
-    said as such, and the rest of the series goes on. Eager latency counts on eager cells (a compiled cell's eager
-    is the same process's)."""
+    is `equivalent` when every step was, `inconclusive` otherwise; a step with a side whose run measured nothing
+    (`unsupported`, `compile_error`, ...) is said with that status, and the rest of the series goes on. Eager latency
+    counts on eager cells (a compiled cell's eager is the same process's)."""
     steps = list(itertools.pairwise(labels))
     position = {step: index for index, step in enumerate(steps)}
     by_step = {(row.baseline, row.candidate, *row.cell.values()): row for row in compared
@@ -107,7 +107,7 @@ def series_steps(compared: list[Comparison], labels: list[str]) -> list[dict[str
                 continue
             for step in steps:
                 row = by_step.get((*step, *cell))
-                if row is not None and (metric.name in row.judged or UNSUPPORTED in _statuses(row)):
+                if row is not None and (metric.name in row.judged or _not_measured(row, step)):
                     judged_steps.append((cell, step, row))
         adjusted = stats.holm([row.judged[metric.name].ratio.p_value if metric.name in row.judged else math.nan
                                for _, _, row in judged_steps])  # fmt: skip
@@ -120,17 +120,23 @@ def series_steps(compared: list[Comparison], labels: list[str]) -> list[dict[str
     return found
 
 
-def _statuses(row: Comparison) -> tuple[str, str]:
-    return row.baseline_status, row.candidate_status
+def _not_measured(row: Comparison, step: tuple[str, str]) -> dict[str, str]:
+    """The step's stacks whose run of this cell measured nothing, with its status (`unsupported`, `compile_error`)."""
+    statuses = (row.baseline_status, row.candidate_status)
+    return {label: status for label, status in zip(step, statuses, strict=True) if status in MEASURED_NOTHING}
 
 
 def _step_entry(row: Comparison, metric: Metric, step: tuple[str, str], p_value: float) -> dict[str, Any]:
     """One step of one cell and metric: B/A, its interval, the word after the series' Holm adjustment."""
-    unsupported = [label for label, status in zip(step, _statuses(row), strict=True) if status == UNSUPPORTED]
+    not_measured = _not_measured(row, step)
+    unsupported = [label for label, status in not_measured.items() if status == UNSUPPORTED]
     entry = {"step": " -> ".join(step), "ratio": math.nan, "ci_low": math.nan, "ci_high": math.nan,
-             "verdict": stats.INCONCLUSIVE, "unsupported": unsupported, "changed": False}  # fmt: skip
-    if unsupported or metric.name not in row.judged:
-        return {**entry, "verdict": UNSUPPORTED if unsupported else stats.INCONCLUSIVE}
+             "verdict": stats.INCONCLUSIVE, "unsupported": unsupported, "not_measured": not_measured,
+             "changed": False}  # fmt: skip
+    if not_measured:  # unsupported first: what a stack cannot run is said before what failed
+        return {**entry, "verdict": UNSUPPORTED if unsupported else next(iter(not_measured.values()))}
+    if metric.name not in row.judged:
+        return entry
     judged = row.judged[metric.name]
     changed = judged.change
     if _finite(p_value):
@@ -153,9 +159,11 @@ def _history(cell: dict[str, Any], metric: str, entries: list[dict[str, Any]], s
         across = stats.INCONCLUSIVE
     chosen = first or {"step": "", "ratio": math.nan, "ci_low": math.nan, "ci_high": math.nan, "verdict": across}
     unsupported = sorted({label for entry in entries for label in entry["unsupported"]})
+    not_measured = dict(sorted({label: status for entry in entries for label, status in entry["not_measured"].items()
+                                }.items()))  # fmt: skip
     return {**cell, "metric": metric, "first_step": chosen["step"], "ratio": chosen["ratio"],
             "ci_low": chosen["ci_low"], "ci_high": chosen["ci_high"], "verdict": chosen["verdict"], "across": across,
-            "unsupported_in": unsupported, "steps": entries}  # fmt: skip
+            "unsupported_in": unsupported, "not_measured_in": not_measured, "steps": entries}  # fmt: skip
 
 
 def _finite(value: Any) -> bool:

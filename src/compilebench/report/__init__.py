@@ -17,7 +17,7 @@ import pandas as pd
 from compilebench.analysis import compare, suite
 from compilebench.analysis.differences import beside_the_question, step_changes
 from compilebench.analysis.run_record import RunRecord
-from compilebench.harness.records import times_own_level
+from compilebench.harness.records import UNSUPPORTED, times_own_level
 from compilebench.reference import TOLERANCE
 from compilebench.report.tables import (
     answer_table,
@@ -306,6 +306,8 @@ def _series_section(compared: pd.DataFrame, series: list[str], results: list[Run
     changes = {(before, after): step_changes(results, before, after) for before, after in itertools.pairwise(series)}
     changed = [entry for entry in history if entry["first_step"]]
     unsupported = sorted({label for entry in history for label in entry["unsupported_in"]})
+    failed = sorted({label for entry in history for label, status in entry["not_measured_in"].items()
+                     if status != UNSUPPORTED})  # fmt: skip
     margin = float(compared["margin"].iloc[0]) if "margin" in compared else math.nan
     lines = [
         "## The series, step by step",
@@ -313,15 +315,20 @@ def _series_section(compared: pd.DataFrame, series: list[str], results: list[Run
         f"{len(series)} stacks in order, each against the one before it. {len(changed)} of {len(history)} "
         "(cell, headline) histories changed at some step"
         + (
-            f"; {', '.join(f'`{label}`' for label in unsupported)} cannot run some of them (`unsupported`: the "
-            "reason under *Failed, invalid or unsupported runs*)"
+            f"; {', '.join(f'`{label}`' for label in unsupported)} cannot run some of them (`unsupported`)"
             if unsupported
+            else ""
+        )
+        + (f"; {', '.join(f'`{label}`' for label in failed)} failed some of them" if failed else "")
+        + (
+            " (the reasons under *Failed, invalid or unsupported runs*; a step with such a side is not judged)"
+            if unsupported or failed
             else ""
         )
         + ". A step changed a headline when its B / A is significant at 5% after Holm's adjustment across all "
         f"cells and steps of that metric, and beyond ±{margin:.0%} (its 95% CI wholly outside); `equivalent` "
-        "across the series means every step's 90% CI lay within the margin. The figure *series* draws each "
-        "headline's B / A against the first stack, the changed steps ringed.",
+        "across the series means every step's 90% CI lay within the margin. The figure *series* draws what each "
+        "stack measured per headline (median, 95% CI), the changed steps ringed, an x where a stack measured nothing.",
         "",
         markdown(series_steps_table(series, changes, versions)),
         markdown(series_table(history)),

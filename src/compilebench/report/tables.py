@@ -219,7 +219,8 @@ SERIES_METRIC_NAMES = {"eager_latency": "eager latency", "compiled_latency": "co
 
 def series_table(history: list[dict[str, Any]]) -> pd.DataFrame:
     """Per cell and headline of a series, the first step that changed it, by how much, or the word across the whole
-    series where none did; its steps counted by word; the stacks that cannot run it (suite.series_steps)."""
+    series where none did; its steps counted by word; the stacks whose run of it measured nothing, with their status
+    (suite.series_steps)."""
     rows = []
     for entry in history:
         steps = entry["steps"]
@@ -234,7 +235,8 @@ def series_table(history: list[dict[str, Any]]) -> pd.DataFrame:
                      "metric": SERIES_METRIC_NAMES.get(entry["metric"], entry["metric"]),
                      "first step that changed (B / A [95% CI])": answer,
                      "steps equivalent / changed / inconclusive": " / ".join(map(str, counts)),
-                     "unsupported in": ", ".join(entry["unsupported_in"])})  # fmt: skip
+                     "not measured in": ", ".join(f"{label} ({status})"
+                                                  for label, status in entry["not_measured_in"].items())})  # fmt: skip
     return pd.DataFrame(rows)
 
 
