@@ -406,7 +406,7 @@ def listing(built: list[Built]) -> str:
     if not built:
         return "no environment built yet (each is built on first use)\n"
     lines = [f"{'environment':<24}{'torch':<16}{'transformers':<14}{'Python':<9}{'on disk':>9}{'shared':>9}  "
-             "used by params.yaml"]  # fmt: skip
+             "in use (params.yaml or the last run)"]  # fmt: skip
     for entry in built:
         lines.append(f"{entry.name:<24}{entry.pins.get('torch', ''):<16}{entry.pins.get('transformers', ''):<14}"
                      f"{entry.python:<9}"

@@ -308,7 +308,7 @@ def series_figure(table: pd.DataFrame, compared: pd.DataFrame, labels: list[str]
         fig.legend(list(legend.values()), list(legend), loc="lower center", ncol=min(len(legend), 5), fontsize=7,
                    frameon=False)  # fmt: skip
     fig.suptitle("Across the series (medians, 95% CIs): a ring where the step into that stack changed it, "
-                 "an x where the stack cannot run it", fontsize=9)  # fmt: skip
+                 "an x where the stack measured nothing (unsupported or failed)", fontsize=9)  # fmt: skip
     fig.tight_layout(rect=(0, 0.07, 1, 0.97))
     return fig
 

@@ -314,14 +314,11 @@ def _series_section(compared: pd.DataFrame, series: list[str], results: list[Run
         "",
         f"{len(series)} stacks in order, each against the one before it. {len(changed)} of {len(history)} "
         "(cell, headline) histories changed at some step"
-        + (
-            f"; {', '.join(f'`{label}`' for label in unsupported)} cannot run some of them (`unsupported`)"
-            if unsupported
-            else ""
-        )
+        + (f"; {', '.join(f'`{label}`' for label in unsupported)} cannot run some of them" if unsupported else "")
         + (f"; {', '.join(f'`{label}`' for label in failed)} failed some of them" if failed else "")
         + (
-            " (the reasons under *Failed, invalid or unsupported runs*; a step with such a side is not judged)"
+            " (the reasons under *Failed, invalid or unsupported runs*; a step with such a side is not judged, its "
+            "word the status)"
             if unsupported or failed
             else ""
         )
