@@ -253,9 +253,15 @@ def test_the_forecast_prices_a_plan_at_this_machines_processes_and_writes_nothin
     own = {p["process_id"]: p["wall_s"] - (p["turn_wait_s"] or 0.0) for row in rows for p in row["process_results"]}
     assert len(own) == 4  # two blocks of two timing processes, each listed by the eager and the compiled run
     planned_s = 4 * statistics.median(own.values())
+    blocks = {}  # a block run together lasts as long as its longest process: each process's share of the wall
+    for process in {p["process_id"]: p for row in rows for p in row["process_results"]}.values():
+        blocks.setdefault(process["block"], []).append(process["wall_s"])
+    shares = [max(walls) / len(walls) for walls in blocks.values() for _ in walls]
+    wall_s = planned_s * statistics.median(shares) / statistics.median(own.values())
     assert "planned: 4 processes (4 timing) for 2 environment(s)" in log, log
     assert f"priced at this machine's 4 earlier processes (data/results/runs.jsonl): the planned blocks take about " \
-           f"{forecast.minutes(planned_s)} of processes" in log, log  # fmt: skip
+           f"{forecast.minutes(wall_s)} of wall time" in log, log  # fmt: skip
+    assert f"and {forecast.minutes(planned_s)} of the processes' own time, which the budget counts" in log, log
     assert "environment current: built" in log, log
     forecast_lines = [line for line in log.splitlines() if " finds a change of " in line]
     assert all("`equivalent` (within +-10%) in about " in line for line in forecast_lines), log

@@ -151,9 +151,10 @@ def say_spend(spent: adaptive.Spend, prices: adaptive.Prices, labels: list[str],
                     "not known", priced_by, results, spent.priced, planned, minutes(spent.planned_s),
                     len(spent.unpriced), shown, more, budget)  # fmt: skip
         return
-    LOGGER.info("priced at this machine's %d earlier processes (%s): the planned blocks take about %s of processes "
-                "(a block run together takes the sum of its processes' own times)", priced_by, results,
-                minutes(spent.planned_s))  # fmt: skip
+    LOGGER.info("priced at this machine's %d earlier processes (%s): the planned blocks take about %s of wall time "
+                "(a block run together lasts about as long as its longest process: their set-up and compiles "
+                "overlap) and %s of the processes' own time, which the budget counts", priced_by, results,
+                minutes(spent.wall_s), minutes(spent.planned_s))  # fmt: skip
     if together and prices.alone:
         LOGGER.info("%d of those processes ran alone, and this plan's blocks run together: on our records such "
                     "blocks took from 8%% less to 20%% more than processes alone priced them at, as the machine's "

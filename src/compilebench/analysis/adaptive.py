@@ -22,7 +22,7 @@ import logging
 import math
 import statistics
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from compilebench.analysis import compare, noise_record, plan, stats
@@ -386,6 +386,12 @@ class Prices:
     processes: int  # the processes they come from
     alone: int  # of them, those that ran alone (no block run together: `make run`'s), without waits for turns
     untimed: frozenset[Unit] = frozenset()  # cold units priced by cold processes that did not time (one stack's)
+    overlap: dict[Unit, float] = field(default_factory=dict)  # per unit, wall share / own seconds (block_overlap)
+
+    def wall_of(self, spec: TrialSpec) -> float | None:
+        """What a process of `spec` adds to the wall time (None: no price): its price, times its unit's overlap."""
+        price = self.of(spec)
+        return None if price is None else price * self.overlap.get(unit_of(spec), 1.0)
 
     def of(self, spec: TrialSpec) -> float | None:
         """What a process of `spec` costs (None: no price): its unit's price, with a cold process's timing (its
@@ -427,8 +433,29 @@ def process_prices(records: list[RunRecord], machine: str, device: str) -> Price
     every = [process for processes_of in found.values() for process in processes_of.values()]
     untimed = frozenset(unit for unit, of in found.items()
                         if unit[0] == "cold" and not any(p.eager_ms for p in of.values()))  # fmt: skip
-    return Prices({unit: statistics.median(p.own_s for p in of.values()) for unit, of in found.items()}, len(every),
-                  sum(process.turn_wait_s is None for process in every), untimed)  # fmt: skip
+    seconds = {unit: statistics.median(p.own_s for p in of.values()) for unit, of in found.items()}
+    overlap = {unit: block_overlap(list(of.values())) for unit, of in found.items()}
+    return Prices(seconds, len(every), sum(process.turn_wait_s is None for process in every), untimed,
+                  overlap)  # fmt: skip
+
+
+def block_overlap(processes_of: list[ProcessRecord]) -> float:
+    """How much of its processes' own seconds a unit's block takes of the wall: a block run together lasts as long as
+    its longest process (their set-up and compiles overlap on the machine's cores, measured: docs/findings.md, "The
+    forecast prices blocks run together"), so each process's share of the wall is the block's wall over its
+    processes (a block is run together when any of its processes waited for a turn: one that ended at once, say
+    `unsupported`, did not); a process that ran alone takes its own seconds. The median share over the unit's
+    processes, over the median of their own seconds (1 where they have none)."""
+    blocks: dict[str, list[ProcessRecord]] = {}
+    for process in processes_of:
+        blocks.setdefault(process.block, []).append(process)
+    shares = []
+    for block in blocks.values():
+        together = any(process.turn_wait_s is not None for process in block)  # one that ended early need not wait
+        wall = max(process.wall_s for process in block) / len(block) if together else None
+        shares += [wall if wall is not None else process.own_s for process in block]
+    own = statistics.median(process.own_s for process in processes_of)
+    return statistics.median(shares) / own if own > 0 else 1.0
 
 
 @dataclass(frozen=True)
@@ -437,11 +464,12 @@ class Spend:
     the room the budget leaves the loop."""
 
     by_kind: dict[str, int]  # planned processes by kind of unit (timing, cold, paired), every environment's
-    planned_s: float  # the priced ones' own seconds, one after another (a block run together takes its sum)
+    planned_s: float  # the priced ones' own seconds, one after another: what the budget counts
     priced: int  # planned processes priced
     unpriced: tuple[Unit, ...]  # units no earlier process of this machine prices: left out of planned_s
     budget_s: float  # budget_min for every environment
     round_s: dict[str, float]  # by kind of unit: one more block of every priced unit of that kind
+    wall_s: float = 0.0  # the priced ones' wall time: a block run together takes its longest process's (Prices.wall_of)
 
     def rounds(self, kind: str) -> int:
         """How many more blocks of every unit of `kind` fit in what the planned blocks leave of the budget, were it
@@ -454,12 +482,13 @@ class Spend:
 def spend(trials: list[TrialSpec], labels: list[str], bench: LoopSettings, prices: Prices) -> Spend:
     """`trials`' processes priced (`process_prices`): what `extend` will count against the budget."""
     counts: dict[str, int] = {}
-    planned_s, priced, unpriced = 0.0, 0, []
+    planned_s, wall_s, priced, unpriced = 0.0, 0.0, 0, []
     for group in processes(trials):
         unit, price = unit_of(group[0]), prices.of(group[0])
         counts[unit[0]] = counts.get(unit[0], 0) + 1
         if price is not None:
             planned_s, priced = planned_s + price, priced + 1
+            wall_s += prices.wall_of(group[0]) or 0.0
         elif unit not in unpriced:
             unpriced.append(unit)
     round_s: dict[str, float] = {}
@@ -467,7 +496,7 @@ def spend(trials: list[TrialSpec], labels: list[str], bench: LoopSettings, price
         price = prices.of(spec)
         if price is not None:
             round_s[unit_of(spec)[0]] = round_s.get(unit_of(spec)[0], 0.0) + price * len(labels)
-    return Spend(counts, planned_s, priced, tuple(unpriced), bench.budget_min * 60 * len(labels), round_s)
+    return Spend(counts, planned_s, priced, tuple(unpriced), bench.budget_min * 60 * len(labels), round_s, wall_s)
 
 
 def measure(
