@@ -12,7 +12,7 @@ import pytest
 from conftest import make_project, project_env, run_ok, set_params
 
 from compilebench import forecast, report
-from compilebench.analysis import adaptive, noise_record, run_record, runs, stats, validity
+from compilebench.analysis import adaptive, noise_record, pricing, run_record, runs, stats, validity
 from compilebench.harness import trial_process
 from compilebench.harness.invocation import Context, LoopSettings, Validity
 from compilebench.harness.records import CompileHealth, ModelSpec, TimingSpec, TrialResult, TrialSpec, VariantSpec
@@ -285,7 +285,7 @@ def test_a_cold_process_that_will_time_is_priced_with_its_timing_from_cold_proce
     for spec in trials:
         results[spec.trial_id] = replace(results[spec.trial_id], environment={"device": "cpu",
                                                                              "machine_fingerprint": "f"})  # fmt: skip
-    prices = adaptive.process_prices(_records(trials, results), "f", "cpu")
+    prices = pricing.process_prices(_records(trials, results), "f", "cpu")
     cold_unit = ("cold", "m", 1, "default")
     assert prices.seconds[cold_unit] == 10.0 and cold_unit in prices.untimed
     timed = next(spec for spec in trials if spec.kind == "cold" and spec.variant.name == "default")
@@ -310,11 +310,11 @@ def test_a_block_run_together_is_priced_at_its_longest_process():
 
     together = [process("default/r0", 300.0, 200.0), process("default/r0", 290.0, 150.0),
                 process("default/r1", 320.0, 180.0), process("default/r1", 310.0, 170.0)]  # fmt: skip
-    assert adaptive.block_overlap(together) == pytest.approx(155.0 / 140.0)  # shares 150, 150, 160, 160; own 100-140
+    assert pricing.block_overlap(together) == pytest.approx(155.0 / 140.0)  # shares 150, 150, 160, 160; own 100-140
     alone = [process("default/r0", 100.0, None), process("default/r1", 120.0, None)]
-    assert adaptive.block_overlap(alone) == pytest.approx(1.0)
+    assert pricing.block_overlap(alone) == pytest.approx(1.0)
     ended_at_once = [process("freezing/c0", 400.0, 300.0), process("freezing/c0", 1.0, None)]  # an `unsupported` one
-    assert adaptive.block_overlap(ended_at_once) == pytest.approx(200.0 / 50.5)  # still a block run together
+    assert pricing.block_overlap(ended_at_once) == pytest.approx(200.0 / 50.5)  # still a block run together
 
 
 def test_a_plan_is_priced_at_this_machines_own_process_times_against_the_budget():
@@ -330,19 +330,19 @@ def test_a_plan_is_priced_at_this_machines_own_process_times_against_the_budget(
         else:  # measured on another machine
             elsewhere = {"device": "cpu", "machine_fingerprint": "g"}
             results[spec.trial_id] = replace(results[spec.trial_id], environment=elsewhere)
-    prices = adaptive.process_prices(_records(trials, results), "f", "cpu")
+    prices = pricing.process_prices(_records(trials, results), "f", "cpu")
     assert prices.seconds == {("paired", "m", 1, "default"): 25.0}  # 10, 20, 30, 35: the eager run's copies not again
     assert prices.processes == 4 and prices.alone == 3  # one of m's waited for turns: a block run together
-    assert adaptive.process_prices(_records(trials, results), "f", "cuda").seconds == {}
-    spent = adaptive.spend(trials, ["A", "B"], _bench(budget_min=1.0), prices)
+    assert pricing.process_prices(_records(trials, results), "f", "cuda").seconds == {}
+    spent = pricing.spend(trials, ["A", "B"], _bench(budget_min=1.0), prices)
     assert spent.by_kind == {"paired": 8} and spent.planned_s == 100.0 and spent.priced == 4  # m's; n's unpriced
     assert spent.unpriced == (("paired", "n", 1, "default"),) and spent.budget_s == 120.0
     assert spent.round_s == {"paired": 50.0}
-    assert adaptive.spend(trials, ["A", "B"], _bench(budget_min=3.0), prices).rounds("paired") == 0  # n not known
+    assert pricing.spend(trials, ["A", "B"], _bench(budget_min=3.0), prices).rounds("paired") == 0  # n not known
     mine = [spec for spec in trials if spec.model.model_id == "m"]
-    spent = adaptive.spend(mine, ["A", "B"], _bench(budget_min=1.0), prices)
+    spent = pricing.spend(mine, ["A", "B"], _bench(budget_min=1.0), prices)
     assert spent.rounds("paired") == 0  # 20 s left: not a round of 50 s
-    assert adaptive.spend(mine, ["A", "B"], _bench(budget_min=3.0), prices).rounds("paired") == 5  # 260 s left
+    assert pricing.spend(mine, ["A", "B"], _bench(budget_min=3.0), prices).rounds("paired") == 5  # 260 s left
     assert spent.rounds("cold") == 0  # no unit of that kind
 
 

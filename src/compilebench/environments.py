@@ -371,11 +371,7 @@ def wanted_folders(config: Any, root: Path) -> set[Path]:
 def last_run_folders(results: Path, cache_root: Path) -> set[Path]:
     """The venvs the runs in `results` (the last invocation's runs.jsonl) ran on: `{name}-{key}` under `cache_root`."""
     folders = set()
-    try:
-        lines = results.read_text().splitlines()
-    except OSError:
-        return folders
-    for line in lines:
+    for line in results.read_text().splitlines() if results.is_file() else []:
         try:
             run = json.loads(line)
         except ValueError:

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from compilebench import environments, recording, reference
-from compilebench.analysis import adaptive, noise_record, plan, run_record
+from compilebench.analysis import adaptive, noise_record, plan, pricing, run_record
 from compilebench.config import Config, ConfigError, stage_config
 from compilebench.harness import fingerprint, models
 from compilebench.harness.invocation import LoopSettings
@@ -130,7 +130,7 @@ def unit_text(unit: adaptive.Unit) -> str:
     return f"{model_id} bs{batch_size}{' ' + variant if variant else ''} ({kind})"
 
 
-def say_spend(spent: adaptive.Spend, prices: adaptive.Prices, labels: list[str], budget_min: float, results: str,
+def say_spend(spent: pricing.Spend, prices: pricing.Prices, labels: list[str], budget_min: float, results: str,
               together: bool) -> None:  # fmt: skip
     """Log what the planned blocks cost here and what the budget leaves (or that nothing prices them yet); where the
     plan's blocks run together and processes that ran alone price them, that a block together costs more."""
@@ -193,8 +193,8 @@ def forecast(config: Config) -> None:
             LOGGER.info("environment %s: %s%s", name, shared, "built" if built else f"not built yet: the benchmark "
                         f"builds {venv} {config.paths.environments}")  # fmt: skip
     settings = config.loop()
-    prices = adaptive.process_prices(earlier_runs(config.paths.results), machine, device)
-    spent = adaptive.spend(trials, labels, settings, prices)
+    prices = pricing.process_prices(earlier_runs(config.paths.results), machine, device)
+    spent = pricing.spend(trials, labels, settings, prices)
     together = any(spec.timing.together for spec in trials)  # benchmark.together, as the plan's specs carry it
     say_spend(spent, prices, labels, settings.budget_min, config.paths.results, together and len(labels) > 1)
     if len(labels) < 2:
