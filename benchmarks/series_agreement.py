@@ -3,11 +3,11 @@ word each gave (suite.series_steps, as the report does), and how many steps cont
 opposite in the other). What issue 79's second invocation is checked by.
 
     python benchmarks/series_agreement.py benchmarks/results/2026-12-02-xeon167-series \\
-        benchmarks/results/2026-12-02-epyc-series-seed1 [--series torch-2.0.1,...] [--margin 0.10]
+        benchmarks/results/2026-12-02-epyc17-series-seed1 [--series torch-2.0.1,...] [--margin 0.10]
 
 Each argument is a folder holding an invocation's `runs.jsonl` (a record's, or a project's `data/results`). Both are
-judged as their own report judged them: paired blocks, no noise record (each was its machine's first invocation;
-`--calibration` gives one), the project's margin (params.yaml) unless `--margin`. `--series`: the stacks in order;
+judged as their own report judged them: paired blocks, no noise record (each was its machine's first invocation),
+the project's margin (params.yaml) unless `--margin`. `--series`: the stacks in order;
 without it, the torch releases sorted by version (a release named twice after itself), as `make series` names them.
 Invocations on two machines are judged each on its own; a step that changed on one machine and not on the other is
 said, not counted as a contradiction (a machine can differ), and the machines are printed."""
@@ -15,17 +15,15 @@ said, not counted as a contradiction (a machine can differ), and the machines ar
 from __future__ import annotations
 
 import argparse
-import json
-import re
 import sys
 from pathlib import Path
 
 from compilebench import releases
 from compilebench.analysis import compare, stats, suite
 from compilebench.analysis.run_record import RunRecord
+from compilebench.harness.reading import read_jsonl
 
 DIRECTIONS = {metric.name: (metric.above, metric.below) for metric in compare.METRICS}
-REPEATED = re.compile(r"^(?P<name>.+)#(?P<number>\d+)$")  # a stack named again in one series: torch-2.15.0#2
 
 
 def read_runs(folder: Path) -> list[RunRecord]:
@@ -33,21 +31,21 @@ def read_runs(folder: Path) -> list[RunRecord]:
     path = folder / "runs.jsonl"
     if not path.is_file():
         raise SystemExit(f"{folder}: no runs.jsonl (a record folder, or a project's data/results, is expected)")
-    return [RunRecord.from_dict(json.loads(line)) for line in path.read_text().splitlines() if line.strip()]
+    return [RunRecord.from_dict(row) for row in read_jsonl(path)]
 
 
-def series_order(labels: set[str]) -> list[str]:
-    """The stacks of a release series in `make series`' order: by torch version, a repeat after its first."""
+def series_order(records: list[RunRecord]) -> list[str]:
+    """The stacks of a release series in `make series`' order: by torch version of the environment each label names,
+    a repeat (`torch-2.15.0#2`) after its first."""
+    names = {record.environment: record.environment_name for record in records}
 
     def key(label: str) -> tuple:
-        found = REPEATED.match(label)
-        name, number = (found["name"], int(found["number"])) if found else (label, 1)
-        version = releases.torch_of(name)
+        version = releases.torch_of(names[label])
         if version is None:
             raise SystemExit(f"{label!r} is no torch-X.Y.Z release: name the series' order with --series A,B,C")
-        return releases.version_tuple(version), number
+        return releases.version_tuple(version), len(label), label
 
-    return sorted(labels, key=key)
+    return sorted(names, key=key)
 
 
 def steps_of(records: list[RunRecord], labels: list[str], margin: float) -> dict[tuple, dict]:
@@ -102,7 +100,7 @@ def main() -> None:
     stacks = [{record.environment for record in records} for records in invocations]
     if stacks[0] != stacks[1]:
         raise SystemExit(f"the two invocations ran different stacks: {sorted(stacks[0])} and {sorted(stacks[1])}")
-    labels = args.series.split(",") if args.series else series_order(stacks[0])
+    labels = args.series.split(",") if args.series else series_order(invocations[0])
     if set(labels) != stacks[0]:
         raise SystemExit(f"--series {labels} is not the stacks the invocations ran: {sorted(stacks[0])}")
     for folder, records in zip((args.first, args.second), invocations, strict=True):

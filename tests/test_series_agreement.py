@@ -21,7 +21,7 @@ def test_a_series_agrees_with_itself_and_its_order_comes_from_the_releases(agree
     """The record judged twice: every step the same, none contradicting; the order is `make series`' (by torch
     version, the release named twice after its first), not the runs file's."""
     records = agreement.read_runs(repo_root / RECORD)
-    labels = agreement.series_order({record.environment for record in records})
+    labels = agreement.series_order(records)
     assert labels == ["torch-2.0.1", "torch-2.3.1", "torch-2.6.0", "torch-2.9.1", "torch-2.12.0", "torch-2.15.0",
                       "torch-2.15.0#2"]  # fmt: skip
     steps = agreement.steps_of(records, labels, 0.10)

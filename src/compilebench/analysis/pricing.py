@@ -87,9 +87,10 @@ def block_overlap(processes_of: list[ProcessRecord]) -> float:
         blocks.setdefault(process.block, []).append(process)
     shares = []
     for block in blocks.values():
-        together = any(process.turn_wait_s is not None for process in block)  # one that ended early need not wait
-        wall = max(process.wall_s for process in block) / len(block) if together else None
-        shares += [wall if wall is not None else process.own_s for process in block]
+        if any(process.turn_wait_s is not None for process in block):  # one that ended early need not have waited
+            shares += [max(process.wall_s for process in block) / len(block)] * len(block)
+        else:
+            shares += [process.own_s for process in block]
     own = statistics.median(process.own_s for process in processes_of)
     return statistics.median(shares) / own if own > 0 else 1.0
 
