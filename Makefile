@@ -10,7 +10,7 @@ export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 export DVC_NO_ANALYTICS := 1
 export PYTHONUNBUFFERED := 1
 
-.PHONY: run compare series forecast experiments gpu test test-fast ui server sync ingest models lint clean
+.PHONY: run compare series bisect forecast experiments gpu test test-fast ui server sync ingest models lint clean
 
 # One pipeline at a time in a project: a second `make run`, `compare` or `gpu` says so and exits 75 before DVC starts
 # (DVC refuses a second pipeline, and the first then fails at its end). The lock goes when its shell ends: the
@@ -38,6 +38,14 @@ series: $(STAMP) .dvc/config  ## make series TORCH="2.0.1 2.6.0 2.15.0" [SEED=1]
 	test -n "$(TORCH)" || { echo "usage: make series TORCH=\"2.0.1 2.6.0 2.15.0\" (torch releases, oldest first)"; exit 2; }
 	$(ONE_PIPELINE); dvc exp run -n "series-$(word 1,$(TORCH))-$(lastword $(TORCH))-$$(date +%m%d-%H%M%S)" \
 		-S 'compare=[$(TORCH_SERIES)]' $(SEED_SET) 9>&- && python -m compilebench.aggregate --check 9>&-  # exit 3 / 4 as compare
+
+# Where it changed: the ends measured, then the release in the middle of each changed headline's span, until each
+# change is pinned to one step between adjacent releases (compilebench/bisect.py). Each round a DVC experiment.
+bisect: $(STAMP) .dvc/config  ## make bisect TORCH="2.0.1 2.15.0" | TRANSFORMERS="4.57.6 5.24.0" [SEED=1] [AA=1] [COMPILE=1]: where a headline changed
+	test -n "$(TORCH)$(TRANSFORMERS)" || { echo "usage: make bisect TORCH=\"2.0.1 2.15.0\" (the ends, oldest first; \
+	more: exactly those releases) or TRANSFORMERS=\"4.57.6 5.24.0\""; exit 2; }
+	$(ONE_PIPELINE); python -m compilebench.bisect $(if $(TORCH),--torch $(TORCH),--transformers $(TRANSFORMERS)) \
+		$(if $(SEED),--seed $(SEED)) $(if $(AA),--aa) $(if $(COMPILE),--compile) 9>&-
 
 forecast: $(STAMP)  ## make forecast [B=torch-2.14.1] [A=current] | [TORCH="2.0.1 2.15.0"]: before spending, what that comparison (params.yaml without B) costs here and can resolve
 	@if [ -n "$(TORCH)" ]; then python -m compilebench.forecast --set 'compare=[$(TORCH_SERIES)]'; \

@@ -15,6 +15,7 @@ import re
 from dataclasses import dataclass, field
 
 SHORT_FORM = re.compile(r"^torch-(?P<version>\d+\.\d+\.\d+)$")
+TRANSFORMERS_FORM = re.compile(r"^transformers-(?P<version>\d+\.\d+\.\d+)$")  # that transformers on the project's torch
 
 # The first transformers release that refuses torch older than the floor (it disables torch: "Disabling PyTorch because
 # PyTorch >= 2.6 is required", or its model code fails to import), oldest first; the floors only rise.
@@ -60,6 +61,30 @@ def torch_of(name: str) -> str | None:
     """The torch release a short form names (`torch-2.6.0` -> '2.6.0'), None for any other name."""
     match = SHORT_FORM.match(name)
     return match.group("version") if match else None
+
+
+def transformers_of(name: str) -> str | None:
+    """The transformers release a short form names (`transformers-5.0.0` -> '5.0.0'), None for any other name."""
+    match = TRANSFORMERS_FORM.match(name)
+    return match.group("version") if match else None
+
+
+def minor_releases(versions: list[str], low: str, high: str) -> list[str]:
+    """The releases a bisect steps through from `low` to `high` (both included, as given): of `versions` (a package
+    index's list), the newest patch of each minor release strictly between them, oldest first. Pre-releases and
+    local builds (`2.13.0+cpu`) are left out; ReleaseError when `low` is not older than `high`."""
+    if version_tuple(low) >= version_tuple(high):
+        raise ReleaseError(f"{low} and {high}: name the older release first (a bisect runs from old to new)")
+    newest: dict[tuple[int, ...], str] = {}
+    for version in versions:
+        if not re.fullmatch(r"\d+\.\d+\.\d+", version):
+            continue
+        found = version_tuple(version)
+        if version_tuple(low)[:2] < found[:2] < version_tuple(high)[:2]:
+            minor = found[:2]
+            if minor not in newest or found > version_tuple(newest[minor]):
+                newest[minor] = version
+    return [low, *(newest[minor] for minor in sorted(newest)), high]
 
 
 def torch_floor(transformers: str) -> str:
@@ -111,13 +136,18 @@ def resolve_series(
 ) -> dict[str, Release]:
     """Each short form in `names` that `defined` (params.yaml's environments) does not define, resolved as a series:
     the releases the project's transformers supports with the project's pins and Python (torch alone changes), the
-    older ones with the oldest one's companions (`older_companions`)."""
+    older ones with the oldest one's companions (`older_companions`); each `transformers-X.Y.Z`, that transformers
+    over the project's pins."""
+    resolved = {
+        name: Release({"transformers": version})
+        for name in dict.fromkeys(names)
+        if name not in defined and (version := transformers_of(name))
+    }
     releases = {name: torch_of(name) for name in dict.fromkeys(names) if name not in defined and torch_of(name)}
     if not releases:
-        return {}
+        return resolved
     older = [torch for torch in releases.values() if not supports(project_transformers, torch)]
     companions = older_companions(min(older, key=version_tuple), project_python) if older else None
-    resolved = {}
     for name, torch in releases.items():
         if companions is None or supports(project_transformers, torch):
             resolved[name] = Release({"torch": torch})

@@ -104,7 +104,7 @@ class Config:
         for name in self.compare:
             require(name in self.environments,
                     f"`compare`: unknown environment {name!r}; defined: {sorted(self.environments)}, or any torch "
-                    "release as torch-X.Y.Z (e.g. torch-2.6.0)")  # fmt: skip
+                    "release as torch-X.Y.Z (e.g. torch-2.6.0), a transformers one as transformers-X.Y.Z")  # fmt: skip
         self._check_labels()
         require(EAGER in self.variants, f"`variants` must define `{EAGER}`, the baseline of every speedup")
         for name, variant in self.variants.items():
@@ -120,7 +120,8 @@ class Config:
 
     def _add_releases(self) -> None:
         """Each `torch-X.Y.Z` in `compare` that `environments` does not define becomes that release with the
-        companions it needs, resolved over the whole series (`releases.resolve_series`)."""
+        companions it needs, resolved over the whole series, and each `transformers-X.Y.Z` that transformers on the
+        project's torch (`releases.resolve_series`)."""
         import platform
         from importlib import metadata
 

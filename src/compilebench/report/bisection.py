@@ -1,0 +1,94 @@
+"""A bisect's answer in Markdown: per searched headline where it changed, the A/A step, the rounds it took."""
+
+from __future__ import annotations
+
+import math
+
+from compilebench.analysis import stats
+from compilebench.analysis.bisection import Headline, RoundResult, Search, Spec, Step, is_direction
+
+
+def latest_values(searches_of: Headline, rounds: list[RoundResult]) -> dict[int, float]:
+    """A headline's value per release position, from the last round that measured it."""
+    found: dict[int, float] = {}
+    for result in rounds:
+        for headline, position, value in result.values:
+            if headline == searches_of:
+                found[position] = value
+    return found
+
+
+def aa_steps(spec: Spec, rounds: list[RoundResult]) -> list[tuple[Headline, Step]]:
+    """The first round's A/A steps (the newer end against itself)."""
+    if not spec.aa or not rounds:
+        return []
+    return [(headline, step) for headline, step in rounds[0].steps if step.low == step.high]
+
+
+def _ratio_text(step: Step) -> str:
+    if not math.isfinite(step.ratio):
+        return step.verdict
+    return f"{step.verdict} {step.ratio:.3f} [{step.ci_low:.3f}, {step.ci_high:.3f}]"
+
+
+def report(spec: Spec, rounds: list[RoundResult], searches: list[Search]) -> str:
+    """The bisect's answer in Markdown: per searched headline, where it changed, and the rounds it took."""
+    names = spec.releases
+    wall = sum(result.wall_s for result in rounds)
+    lines = [
+        f"# Bisect {spec.name}",
+        "",
+        f"{names[0]} → {names[-1]}: {len(names)} releases, {len(rounds)} round(s), {wall / 60:.1f} min of "
+        f"rounds (budget {spec.budget_min:g} min), seed {spec.seed}. Releases: {', '.join(names)}.",
+        "",
+    ]
+    quiet = (
+        [
+            h
+            for h, s in rounds[0].steps
+            if s.low == 0 and s.high == len(names) - 1 and not is_direction(s.verdict) and h.metric in spec.metrics
+        ]
+        if rounds
+        else []
+    )
+    lines += [
+        f"Headlines searched: {len(searches)} changed between the ends; {len(quiet)} did not "
+        f"({sum(s.verdict == stats.EQUIVALENT for h, s in rounds[0].steps if h in quiet)} equivalent, the rest "
+        "inconclusive at the ends: not searched).",
+        "",
+    ]
+    checks = aa_steps(spec, rounds)
+    if checks:
+        flagged = [h.text() for h, s in checks if is_direction(s.verdict)]
+        lines += [
+            f"A/A step ({names[-1]} twice in the first round): {len(checks)} headlines, "
+            + (f"**changed: {', '.join(flagged)}**" if flagged else "none changed")
+            + ".",
+            "",
+        ]
+    if searches:
+        lines += [
+            "| cell | metric | where | B/A [95% CI] | state | releases measured (value) |",
+            "|---|---|---|---|---|---|",
+        ]
+    for search in searches:
+        h = search.headline
+        last = next((s for s in reversed(search.steps) if (s.low, s.high) == (search.low, search.high)), None)
+        where = f"{names[search.low]} → {names[search.high]}"
+        values = latest_values(h, rounds)
+        unit = "×" if h.metric == "speedup" else (" s" if h.metric.startswith("compile") else " ms")
+        measured = ", ".join(f"{names[p]} ({values[p]:.3g}{unit})" for p in sorted(values))
+        state = search.state + (f": {search.note}" if search.note else "")
+        ratio = _ratio_text(last) if last else search.direction
+        lines.append(
+            f"| {h.label} bs{h.batch_size} {h.variant} | {h.metric.replace('_', ' ')} | {where} | {ratio} | "
+            f"{state} | {measured} |"
+        )
+    lines += ["", "| round | releases | cells | blocks | wall | DVC experiment |", "|---|---|---|---|---|---|"]
+    for number, result in enumerate(rounds):
+        cells = ", ".join(f"{model.split('/')[-1]} bs{b} {v}" for model, b, v in result.plan.cells) or "the suite"
+        lines.append(
+            f"| {number} | {' '.join(names[p] for p in result.plan.positions)} | {cells} | "
+            f"{result.plan.replicates} | {result.wall_s / 60:.1f} min | `{result.experiment}` |"
+        )
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,122 @@
+"""A bisect end to end on real stacks at test scale: four environments in order, the first two and the last two alike
+and a real change between them (one thread against two), each round a real `dvc exp run` of the pipeline on
+ResNet-50 eager. Stopped after its first round and run again, it resumes from its journal; a bisect whose ends are
+alike measures no middle."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+from conftest import make_project, project_env, run_ok, set_params
+
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("bisect")]
+# The same stack four times, its processes on two threads, then on one: the change lies between 2b and 1a.
+ENVIRONMENTS = {
+    "threads-2a": {"settings": {"num_threads": 2}},
+    "threads-2b": {"settings": {"num_threads": 2}},
+    "threads-1a": {"settings": {"num_threads": 1}},
+    "threads-1b": {"settings": {"num_threads": 1}},
+}
+ALIKE = {"threads-2c": {"settings": {"num_threads": 2}}}  # a third alike, for a bisect that finds nothing
+
+
+def bisect(root, env, *args):
+    return subprocess.run(
+        [sys.executable, "-m", "compilebench.bisect", "--budget-min", "30", *args],
+        cwd=root,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=1800,
+    )
+
+
+@pytest.fixture(scope="module")
+def project(tmp_path_factory):
+    root = make_project(tmp_path_factory.mktemp("bisect"), ["microsoft/resnet-50"], replicates=3, min_time_s=1.5)
+    import yaml
+
+    params = yaml.safe_load((root / "params.yaml").read_text())
+    params["environments"].update({**ENVIRONMENTS, **ALIKE})
+    (root / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    set_params(root, **{"suites.smoke.variants": ["eager"], "suites.smoke.scale": "full", "margin": 0.3})
+    env = project_env()
+    run_ok(["git", "init", "-q"], root, env)
+    run_ok(["dvc", "init", "-q"], root, env)
+    run_ok(["git", "add", "-A"], root, env)
+    run_ok(["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "init"], root, env)
+    before = (root / "params.yaml").read_text()
+    first = bisect(root, env, "--environments", *ENVIRONMENTS, "--max-rounds", "1")
+    assert first.returncode == 0, first.stderr[-4000:]
+    journal = json.loads((root / "data/bisect/environments-threads-2a-threads-1b/journal.json").read_text())
+    assert not (root / "data/bisect/environments-threads-2a-threads-1b/report.md").exists()  # not done yet
+    assert (root / "params.yaml").read_text() == before
+    again = bisect(root, env, "--environments", *ENVIRONMENTS)
+    assert again.returncode == 0, again.stderr[-4000:]
+    return root, env, before, journal, again
+
+
+def test_a_stopped_bisect_resumes_with_the_round_it_had_not_run(project):
+    root, _, before, journal, again = project
+    assert len(journal["rounds"]) == 1 and journal["rounds"][0]["plan"]["positions"] == [0, 3]
+    folder = root / "data/bisect/environments-threads-2a-threads-1b"
+    resumed = json.loads((folder / "journal.json").read_text())
+    assert resumed["rounds"][0] == journal["rounds"][0]  # kept, not measured again
+    assert "resuming bisect environments-threads-2a-threads-1b after 1 round(s)" in again.stderr
+    assert (root / "params.yaml").read_text() == before  # as it was
+    experiments = subprocess.run(
+        ["dvc", "exp", "ls", "--name-only"], cwd=root, env=project_env(), capture_output=True, text=True
+    ).stdout.split()
+    assert {entry["experiment"] for entry in resumed["rounds"]} <= set(experiments)  # each round a DVC experiment
+
+
+def test_the_change_is_pinned_to_the_step_where_the_threads_change(project):
+    root, _, _, _, again = project
+    folder = root / "data/bisect/environments-threads-2a-threads-1b"
+    answer = json.loads((folder / "bisect.json").read_text())
+    rounds = json.loads((folder / "journal.json").read_text())["rounds"]
+    (search,) = [s for s in answer["searches"] if s["headline"]["metric"] == "eager_latency"]
+    assert (search["low"], search["high"], search["state"], search["direction"]) == (1, 2, "pinned", "slower")
+    assert rounds[0]["plan"]["positions"] == [0, 3] and all(len(r["plan"]["positions"]) <= 3 for r in rounds)
+    last = next(s for h, s in rounds[-1]["steps"] if (s["low"], s["high"]) == (1, 2))
+    assert last["verdict"] == "slower" and last["ci_low"] > 1.3  # one thread against two, measured across the step
+    report = (folder / "report.md").read_text()
+    assert "| ResNet bs1 eager | eager latency | threads-2b → threads-1a | slower" in report
+    assert "threads-2a (" in report and "threads-1a (" in report  # the releases measured, with their values
+    assert "bisect: ResNet bs1 eager eager latency slower: threads-2b → threads-1a, pinned" in again.stderr
+
+
+def test_a_bisect_whose_ends_are_alike_measures_no_middle(project):
+    root, env, before, _, _ = project
+    done = bisect(root, env, "--environments", "threads-2a", "threads-2b", "threads-2c", "--aa")
+    assert done.returncode == 0, done.stderr[-4000:]
+    folder = root / "data/bisect/environments-threads-2a-threads-2c"
+    rounds = json.loads((folder / "journal.json").read_text())["rounds"]
+    assert len(rounds) == 1 and rounds[0]["plan"]["positions"] == [0, 2, 2]  # the ends, the newer twice: no middle
+    words = {s["verdict"] for h, s in rounds[0]["steps"]}
+    assert words <= {"equivalent", "inconclusive"}, words
+    assert json.loads((folder / "bisect.json").read_text())["searches"] == []
+    assert "none changed" in (folder / "report.md").read_text()
+    assert (root / "params.yaml").read_text() == before
+
+
+def test_bad_releases_are_refused_before_any_round(project):
+    root, env, _, _, _ = project
+    done = bisect(root, env, "--environments", "threads-2a", "no-such-env")
+    assert done.returncode == 2 and "unknown environment 'no-such-env'" in done.stderr
+    done = bisect(root, env, "--environments", "threads-2a")
+    assert done.returncode == 2 and "name at least two environments" in done.stderr
+
+
+def test_bisect_is_one_make_command():
+    from conftest import ROOT
+
+    line = subprocess.run(
+        ["make", "-n", "bisect", "TORCH=2.0.1 2.15.0", "SEED=1"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env=project_env(),
+    ).stdout
+    assert "python -m compilebench.bisect --torch 2.0.1 2.15.0 --seed 1" in " ".join(line.replace("\\\n", " ").split())

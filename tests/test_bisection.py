@@ -1,0 +1,210 @@
+"""A bisect's decisions over judged steps (analysis/bisection.py): hand-made steps in, searches and rounds out."""
+
+import math
+
+import pytest
+
+from compilebench import releases
+from compilebench.analysis import bisection
+from compilebench.analysis.bisection import (
+    OPEN,
+    OUT_OF_TIME,
+    PINNED,
+    RETRY,
+    SPREAD,
+    UNRESOLVED,
+    Headline,
+    RoundPlan,
+    RoundResult,
+    Search,
+    Spec,
+    Step,
+)
+from compilebench.bisect import BisectError, release_names, with_definitions
+from compilebench.report.bisection import report
+
+RESNET = Headline("microsoft/resnet-50", "ResNet", 1, "default", "compiled_latency")
+VIT = Headline("google/vit-base-patch16-224", "ViT", 1, "eager", "eager_latency")
+NAMES = tuple(f"torch-2.{minor}.0" for minor in range(9))  # nine releases: positions 0..8
+SPEC = Spec("torch-2.0.0-2.8.0", NAMES, bisection.HEADLINES, 0, False, 3, 60.0, "cpu")
+INDEX = [
+    "2.15.0",
+    "2.14.1",
+    "2.14.0",
+    "2.13.0+cpu",
+    "2.13.0",
+    "2.12.1",
+    "2.12.0",
+    "2.11.0",
+    "2.10.0",
+    "2.9.1",
+    "2.9.0",
+    "2.3.1",
+    "2.3.0",
+    "2.2.2",
+    "2.1.2",
+    "2.0.1",
+    "2.0.0",
+    "2.4.0rc1",
+]
+
+
+def step(low, high, verdict, ratio=1.0, number=0):
+    return Step(low, high, verdict, ratio, ratio * 0.95, ratio * 1.05, number)
+
+
+def result(positions, cells, steps, number, wall_s=600.0, processes=10, replicates=3):
+    return RoundResult(
+        RoundPlan(positions, cells, replicates),
+        f"r{number}",
+        wall_s,
+        tuple((h, step(*s, number=number)) for h, s in steps),
+        (),
+        processes,
+    )
+
+
+ENDS = result((0, 8), (), [(RESNET, (0, 8, "slower", 1.5)), (VIT, (0, 8, "equivalent"))], 0)
+
+
+def test_only_headlines_whose_ends_changed_are_searched():
+    searches = bisection.replay(SPEC, [ENDS])
+    assert [(s.headline, s.low, s.high, s.direction, s.state) for s in searches] == [(RESNET, 0, 8, "slower", OPEN)]
+    assert bisection.next_rounds(searches, SPEC) == [RoundPlan((0, 4, 8), (RESNET.cell,), 3)]
+
+
+def test_ends_equivalent_cost_nothing_more_and_inconclusive_ones_are_measured_again():
+    quiet = result((0, 8), (), [(RESNET, (0, 8, "equivalent")), (VIT, (0, 8, "equivalent"))], 0)
+    assert bisection.replay(SPEC, [quiet]) == []
+    plan, searches = bisection.next_plan(SPEC, [quiet], units=3)
+    assert plan is None and searches == []
+    unsure = result((0, 8), (), [(RESNET, (0, 8, "inconclusive")), (VIT, (0, 8, "equivalent"))], 0)
+    (search,) = bisection.replay(SPEC, [unsure])
+    assert (search.direction, search.state) == ("", RETRY)
+    assert bisection.next_rounds([search], SPEC) == [RoundPlan((0, 8), (RESNET.cell,), 6)]  # the ends, twice the blocks
+    again = [unsure, result((0, 8), (RESNET.cell,), [(RESNET, (0, 8, "equivalent"))], 1, replicates=6)]
+    assert [s.state for s in bisection.replay(SPEC, again)] == [bisection.EQUIVALENT]
+    changed = [unsure, result((0, 8), (RESNET.cell,), [(RESNET, (0, 8, "faster"))], 1, replicates=6)]
+    assert [(s.state, s.direction) for s in bisection.replay(SPEC, changed)] == [(OPEN, "faster")]
+
+
+def test_a_change_is_halved_down_to_one_step_between_adjacent_releases():
+    rounds = [ENDS, result((0, 4, 8), (RESNET.cell,), [(RESNET, (0, 4, "equivalent")), (RESNET, (4, 8, "slower"))], 1)]
+    (search,) = bisection.replay(SPEC, rounds)
+    assert (search.low, search.high, search.state) == (4, 8, OPEN)
+    rounds.append(result((4, 6, 8), (RESNET.cell,), [(RESNET, (4, 6, "slower")), (RESNET, (6, 8, "equivalent"))], 2))
+    rounds.append(result((4, 5, 6), (RESNET.cell,), [(RESNET, (4, 5, "equivalent")), (RESNET, (5, 6, "slower"))], 3))
+    (search,) = bisection.replay(SPEC, rounds)
+    assert (search.low, search.high, search.state, search.direction) == (5, 6, PINNED, "slower")
+    assert bisection.next_rounds([search], SPEC) == []
+    text = report(SPEC, rounds, [search])
+    assert "| ResNet bs1 default | compiled latency | torch-2.5.0 → torch-2.6.0 | slower" in text and "pinned" in text
+
+
+def test_a_change_in_two_steps_names_both():
+    rounds = [ENDS, result((0, 4, 8), (RESNET.cell,), [(RESNET, (0, 4, "slower")), (RESNET, (4, 8, "faster"))], 1)]
+    searches = bisection.replay(SPEC, rounds)
+    assert [(s.low, s.high, s.direction) for s in searches] == [(0, 4, "slower"), (4, 8, "faster")]
+    assert [plan.positions for plan in bisection.next_rounds(searches, SPEC)] == [(0, 2, 4), (4, 6, 8)]
+
+
+def test_an_undecided_step_is_measured_again_once_with_twice_the_blocks_then_said_unresolved():
+    undecided = [(RESNET, (0, 4, "inconclusive")), (RESNET, (4, 8, "equivalent"))]
+    rounds = [ENDS, result((0, 4, 8), (RESNET.cell,), undecided, 1)]
+    (search,) = bisection.replay(SPEC, rounds)
+    assert search.state == RETRY
+    assert bisection.next_rounds([search], SPEC) == [RoundPlan((0, 4, 8), (RESNET.cell,), 6)]
+    rounds.append(result((0, 4, 8), (RESNET.cell,), undecided, 2, replicates=6))
+    (search,) = bisection.replay(SPEC, rounds)
+    assert (search.state, search.low, search.high) == (UNRESOLVED, 0, 4)  # the narrowest span found
+    assert len(search.steps) == 5  # the ends' step and both rounds' two
+
+
+def test_steps_all_equivalent_say_the_change_is_spread():
+    rounds = [
+        ENDS,
+        result((0, 4, 8), (RESNET.cell,), [(RESNET, (0, 4, "equivalent")), (RESNET, (4, 8, "equivalent"))], 1),
+    ]
+    (search,) = bisection.replay(SPEC, rounds)
+    assert search.state == SPREAD and (search.low, search.high) == (0, 8)
+
+
+def test_a_round_that_does_not_fit_the_budget_ends_the_searches_with_their_price():
+    spec = Spec(SPEC.name, NAMES, SPEC.metrics, 0, False, 3, 12.0, "cpu")  # 12 min; the ends took 10
+    plan, searches = bisection.next_plan(spec, [ENDS], units=3)
+    assert plan is None
+    (search,) = searches
+    assert search.state == OUT_OF_TIME and search.note.startswith("about 3 round(s), ~27 min")  # 60 s a process
+    assert bisection.round_price_s(RoundPlan((0, 4, 8), (RESNET.cell,), 3), [ENDS], 3) == 3 * 1 * 3 * 60
+
+
+def test_the_aa_step_of_the_first_round_never_starts_a_search():
+    spec = Spec(SPEC.name, NAMES, SPEC.metrics, 0, True, 3, 60.0, "cpu")
+    assert bisection.ends_plan(spec).positions == (0, 8, 8)
+    first = result((0, 8, 8), (), [(RESNET, (0, 8, "equivalent")), (RESNET, (8, 8, "slower"))], 0)
+    assert bisection.replay(spec, [first]) == []
+    assert "**changed: ResNet bs1 default compiled latency**" in report(spec, [first], [])
+
+
+def test_the_journal_reads_back_what_it_wrote():
+    rounds = [ENDS, result((0, 4, 8), (RESNET.cell,), [(RESNET, (0, 4, "equivalent")), (RESNET, (4, 8, "slower"))], 1)]
+    journal = bisection.Journal(SPEC, "suite: cpu\n", rounds)
+    import json
+
+    again = bisection.Journal.from_dict(json.loads(json.dumps(journal.to_dict())))
+    assert again == journal and bisection.replay(SPEC, again.rounds) == bisection.replay(SPEC, rounds)
+
+
+def test_two_ends_step_through_the_newest_patch_of_each_minor_release_between():
+    assert releases.minor_releases(INDEX, "2.0.1", "2.15.0") == [
+        "2.0.1",
+        "2.1.2",
+        "2.2.2",
+        "2.3.1",
+        "2.9.1",
+        "2.10.0",
+        "2.11.0",
+        "2.12.1",
+        "2.13.0",
+        "2.14.1",
+        "2.15.0",
+    ]
+    assert release_names("torch", ["2.9.1", "2.12.0"], INDEX) == [
+        "torch-2.9.1",
+        "torch-2.10.0",
+        "torch-2.11.0",
+        "torch-2.12.0",
+    ]
+    assert release_names("torch", ["2.0.1", "2.3.1", "2.9.1"], None) == ["torch-2.0.1", "torch-2.3.1", "torch-2.9.1"]
+
+
+@pytest.mark.parametrize(
+    ("versions", "said"),
+    [
+        (["2.15.0", "2.0.1"], "oldest first"),
+        (["2.0.1", "9.9.9"], "9.9.9 is not a release on the package index"),
+        (["2.3.1", "2.3.1"], "oldest first"),
+    ],
+)
+def test_releases_out_of_order_or_not_on_the_index_are_refused_before_any_round(versions, said):
+    with pytest.raises(BisectError, match=said):
+        release_names("torch", versions, INDEX)
+
+
+def test_fixed_companions_are_defined_in_params_with_its_comments_kept():
+    text = "suite: cpu  # which\nenvironments:  # built on first use\n  current: {}\nsettings: {}\n"
+    fixed = {"torch-2.0.1": releases.Release({"torch": "2.0.1", "transformers": "4.49.0"}, "3.10")}
+    written = with_definitions(text, fixed)
+    assert written.splitlines()[2].startswith(
+        "  torch-2.0.1: {pins: {torch: '2.0.1', transformers: '4.49.0'}, python: '3.10'}"
+    )
+    assert written.replace(written.splitlines()[2] + "\n", "") == text
+    import yaml
+
+    assert yaml.safe_load(written)["environments"]["torch-2.0.1"]["python"] == "3.10"
+
+
+def test_a_finished_search_is_priced_by_the_rounds_it_still_needs():
+    assert bisection.rounds_left(Search(RESNET, 0, 15, "slower")) == 4
+    assert bisection.rounds_left(Search(RESNET, 4, 6, "slower", RETRY)) == 2
+    assert math.isclose(bisection.process_s([]), bisection.FIRST_ROUND_GUESS_S)
