@@ -208,3 +208,13 @@ def test_a_finished_search_is_priced_by_the_rounds_it_still_needs():
     assert bisection.rounds_left(Search(RESNET, 0, 15, "slower")) == 4
     assert bisection.rounds_left(Search(RESNET, 4, 6, "slower", RETRY)) == 2
     assert math.isclose(bisection.process_s([]), bisection.FIRST_ROUND_GUESS_S)
+
+
+def test_an_undecided_step_beside_the_changed_one_is_said_not_searched():
+    rounds = [
+        ENDS,
+        result((0, 4, 8), (RESNET.cell,), [(RESNET, (0, 4, "inconclusive")), (RESNET, (4, 8, "slower"))], 1),
+    ]
+    (search,) = bisection.replay(SPEC, rounds)
+    assert (search.low, search.high, search.undecided) == (4, 8, ((0, 4),))
+    assert "undecided beside it: torch-2.0.0 → torch-2.4.0" in report(SPEC, rounds, [search])

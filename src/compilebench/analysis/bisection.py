@@ -86,6 +86,7 @@ class Search:
     retried: bool = False
     steps: tuple[Step, ...] = ()  # every step measured inside its span, in the order measured
     note: str = ""
+    undecided: tuple[tuple[int, int], ...] = ()  # steps beside its changed one that stayed undecided (not searched)
 
 
 @dataclass(frozen=True)
@@ -191,7 +192,6 @@ def advance(search: Search, steps: list[Step]) -> list[Search]:
     changed = [step for step in steps if is_direction(step.verdict)]
     undecided = [step for step in steps if not is_direction(step.verdict) and step.verdict != stats.EQUIVALENT]
     if changed:
-        note = ", ".join(f"{s.low}->{s.high} {s.verdict}" for s in undecided)
         return [
             Search(
                 search.headline,
@@ -200,7 +200,7 @@ def advance(search: Search, steps: list[Step]) -> list[Search]:
                 step.verdict,
                 PINNED if step.high - step.low == 1 else OPEN,
                 steps=seen,
-                note=f"also undecided: {note}" if note else "",
+                undecided=tuple((s.low, s.high) for s in undecided),
             )
             for step in changed
         ]

@@ -42,26 +42,20 @@ def report(spec: Spec, rounds: list[RoundResult], searches: list[Search]) -> str
         f"rounds (budget {spec.budget_min:g} min), seed {spec.seed}. Releases: {', '.join(names)}.",
         "",
     ]
-    quiet = (
-        [
-            h
-            for h, s in rounds[0].steps
-            if s.low == 0 and s.high == len(names) - 1 and not is_direction(s.verdict) and h.metric in spec.metrics
-        ]
-        if rounds
-        else []
-    )
+    last = len(names) - 1
+    ends = [(h, s) for h, s in (rounds[0].steps if rounds else ()) if (s.low, s.high) == (0, last)]
+    words = [s.verdict for h, s in ends if h.metric in spec.metrics]
     lines += [
-        f"Headlines searched: {len(searches)} changed between the ends; {len(quiet)} did not "
-        f"({sum(s.verdict == stats.EQUIVALENT for h, s in rounds[0].steps if h in quiet)} equivalent, the rest "
-        "inconclusive at the ends: not searched).",
+        f"Headlines at the ends: {len(words)}; {sum(map(is_direction, words))} changed (searched), "
+        f"{words.count(stats.INCONCLUSIVE)} inconclusive (the ends measured again with twice the blocks), "
+        f"{words.count(stats.EQUIVALENT)} equivalent (nothing more measured).",
         "",
     ]
     checks = aa_steps(spec, rounds)
     if checks:
         flagged = [h.text() for h, s in checks if is_direction(s.verdict)]
         lines += [
-            f"A/A step ({names[-1]} twice in the first round): {len(checks)} headlines, "
+            f"A/A step ({names[-1]} twice in the first round): {len(checks)} headline(s), "
             + (f"**changed: {', '.join(flagged)}**" if flagged else "none changed")
             + ".",
             "",
@@ -78,7 +72,9 @@ def report(spec: Spec, rounds: list[RoundResult], searches: list[Search]) -> str
         values = latest_values(h, rounds)
         unit = "×" if h.metric == "speedup" else (" s" if h.metric.startswith("compile") else " ms")
         measured = ", ".join(f"{names[p]} ({values[p]:.3g}{unit})" for p in sorted(values))
-        state = search.state + (f": {search.note}" if search.note else "")
+        beside = ", ".join(f"{names[low]} → {names[high]}" for low, high in search.undecided)
+        notes = [search.note] + ([f"undecided beside it: {beside}"] if beside else [])
+        state = search.state + "".join(f"; {note}" for note in notes if note)
         ratio = _ratio_text(last) if last else search.direction
         lines.append(
             f"| {h.label} bs{h.batch_size} {h.variant} | {h.metric.replace('_', ' ')} | {where} | {ratio} | "
