@@ -218,3 +218,29 @@ def test_an_undecided_step_beside_the_changed_one_is_said_not_searched():
     (search,) = bisection.replay(SPEC, rounds)
     assert (search.low, search.high, search.undecided) == (4, 8, ((0, 4),))
     assert "undecided beside it: torch-2.0.0 → torch-2.4.0" in report(SPEC, rounds, [search])
+
+
+def test_a_variant_the_older_end_cannot_run_is_searched_from_the_first_release_that_runs_it():
+    frozen = Headline("nvidia/segformer-b0-finetuned-ade-512-512", "SegFormer", 1, "freezing", "compiled_latency")
+
+    def edge(low, high, verdict, unsupported, number):
+        return frozen, Step(low, high, verdict, math.nan, math.nan, math.nan, number, unsupported)
+
+    def one_round(positions, steps, number):
+        return RoundResult(RoundPlan(positions, (frozen.cell,), 3), f"r{number}", 60.0, tuple(steps), (), 9)
+
+    first = RoundResult(RoundPlan((0, 8), (), 3), "r0", 600.0, (edge(0, 8, "unsupported", (0,), 0),), (), 10)
+    (search,) = bisection.replay(SPEC, [first])
+    assert (search.direction, search.state) == (bisection.UNSUPPORTED, OPEN)
+    faster = (frozen, Step(4, 8, "faster", 0.74, 0.7, 0.79, 1))
+    rounds = [first, one_round((0, 4, 8), [edge(0, 4, "unsupported", (0,), 1), faster], 1)]
+    searches = bisection.replay(SPEC, rounds)
+    assert [(s.low, s.high, s.direction, s.state) for s in searches] == [
+        (0, 4, bisection.UNSUPPORTED, OPEN),
+        (4, 8, "faster", OPEN),
+    ]
+    rounds.append(one_round((0, 2, 4), [edge(0, 2, "unsupported", (0, 2), 2), edge(2, 4, "unsupported", (2,), 2)], 2))
+    rounds.append(one_round((2, 3, 4), [edge(2, 3, "unsupported", (2,), 3), edge(3, 4, "equivalent", (), 3)], 3))
+    by_direction = {s.direction: s for s in bisection.replay(SPEC, rounds) if s.low < 4}
+    assert (by_direction[bisection.UNSUPPORTED].low, by_direction[bisection.UNSUPPORTED].high) == (2, 3)
+    assert by_direction[bisection.UNSUPPORTED].state == bisection.FIRST_SUPPORTED

@@ -31,6 +31,8 @@ OPEN, RETRY, PINNED, SPREAD, UNRESOLVED, OUT_OF_TIME = (
     "out of time",
 )
 EQUIVALENT = stats.EQUIVALENT  # the ends measured again: no change
+UNSUPPORTED = "unsupported"  # the direction of an edge search: the older end cannot run the cell, the newer can
+FIRST_SUPPORTED = "first supported"  # an edge search's end: its newer release is the first that runs the cell
 LIVE = (OPEN, RETRY)  # a search that still needs a round
 FIRST_ROUND_GUESS_S = 40.0  # a process's wall in a block, before this bisect has timed one (the default suite here)
 VALUE_FIELD = {
@@ -72,6 +74,7 @@ class Step:
     ci_low: float
     ci_high: float
     round: int
+    unsupported: tuple[int, ...] = ()  # the step's sides (positions) whose release cannot run the cell
 
 
 @dataclass(frozen=True)
@@ -117,7 +120,9 @@ class RoundResult:
             RoundPlan(tuple(plan["positions"]), tuple(tuple(cell) for cell in plan["cells"]), plan["replicates"]),
             raw["experiment"],
             raw["wall_s"],
-            tuple((Headline(**headline), Step(**step)) for headline, step in raw["steps"]),
+            tuple(
+                (Headline(**h), Step(**{**s, "unsupported": tuple(s.get("unsupported", ()))})) for h, s in raw["steps"]
+            ),
             tuple((Headline(**headline), position, value) for headline, position, value in raw["values"]),
             raw.get("processes", 0),
         )
@@ -181,6 +186,30 @@ def start(spec: Spec, first: RoundResult) -> list[Search]:
             found.append(Search(headline, 0, last, step.verdict, PINNED if last == 1 else OPEN, steps=(step,)))
         elif step.verdict == stats.INCONCLUSIVE:
             found.append(Search(headline, 0, last, "", RETRY, retried=True, steps=(step,)))
+        elif step.unsupported == (0,):  # a variant the older end lacks (torch 2.0's freezing): where does it begin?
+            found.append(Search(headline, 0, last, UNSUPPORTED, FIRST_SUPPORTED if last == 1 else OPEN, steps=(step,)))
+    return found
+
+
+def advance_edge(search: Search, steps: list[Step]) -> list[Search]:
+    """An edge search after a round: narrowed to the two measured releases where the cell begins to run (its end when
+    they are adjacent); every step past it with a direction a search of its own, one `inconclusive` its ends measured
+    again. So a change after a variant appeared is found from the first release that runs it."""
+    ordered = sorted(steps, key=lambda step: step.low)
+    seen = (*search.steps, *steps)
+    runs = [step for step in ordered if step.low not in step.unsupported]
+    if not runs:  # the newest measured before the newer end cannot run it either
+        low = ordered[-1].low if ordered else search.low
+        return [replace(search, low=low, state=FIRST_SUPPORTED if search.high - low == 1 else OPEN, steps=seen)]
+    first = runs[0].low
+    low = max((step.low for step in ordered if step.low < first), default=search.low)
+    found = [replace(search, low=low, high=first, state=FIRST_SUPPORTED if first - low == 1 else OPEN, steps=seen)]
+    for step in runs:
+        if is_direction(step.verdict):
+            state = PINNED if step.high - step.low == 1 else OPEN
+            found.append(Search(search.headline, step.low, step.high, step.verdict, state, steps=(step,)))
+        elif step.verdict == stats.INCONCLUSIVE:
+            found.append(Search(search.headline, step.low, step.high, "", RETRY, retried=True, steps=(step,)))
     return found
 
 
@@ -188,6 +217,8 @@ def advance(search: Search, steps: list[Step]) -> list[Search]:
     """A search after a round measured `steps` inside its span (consecutive, covering it): narrowed to each step with
     a direction (pinned where that step joins adjacent releases), measured again once where no step has one and some
     are `inconclusive`, spread where all are `equivalent`, else unresolved over its undecided steps."""
+    if search.direction == UNSUPPORTED:
+        return advance_edge(search, steps)
     seen = (*search.steps, *steps)
     changed = [step for step in steps if is_direction(step.verdict)]
     undecided = [step for step in steps if not is_direction(step.verdict) and step.verdict != stats.EQUIVALENT]
@@ -336,6 +367,7 @@ def steps_of(
                         entry["ci_low"],
                         entry["ci_high"],
                         0,
+                        tuple(sorted({position[label] for label in entry["unsupported"]})),
                     ),
                 )
             )
