@@ -50,7 +50,8 @@ def project(tmp_path_factory):
     first = bisect(root, env, "--environments", *ENVIRONMENTS, "--max-rounds", "1")
     assert first.returncode == 0, first.stderr[-4000:]
     journal = json.loads((root / "data/bisect/environments-threads-2a-threads-1b/journal.json").read_text())
-    assert not (root / "data/bisect/environments-threads-2a-threads-1b/report.md").exists()  # not done yet
+    so_far = (root / "data/bisect/environments-threads-2a-threads-1b/report.md").read_text()
+    assert "Stopped after 1 round(s): run the same command again to resume" in so_far
     assert (root / "params.yaml").read_text() == before
     again = bisect(root, env, "--environments", *ENVIRONMENTS)
     assert again.returncode == 0, again.stderr[-4000:]
@@ -84,6 +85,7 @@ def test_the_change_is_pinned_to_the_step_where_the_threads_change(project):
     report = (folder / "report.md").read_text()
     assert "| ResNet bs1 eager | eager latency | threads-2b → threads-1a | slower" in report
     assert "threads-2a (" in report and "threads-1a (" in report  # the releases measured, with their values
+    assert "![bisect](bisect.png)" in report and (folder / "bisect.png").stat().st_size > 10_000
     assert "bisect: ResNet bs1 eager eager latency slower: threads-2b → threads-1a, pinned" in again.stderr
 
 

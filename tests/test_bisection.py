@@ -21,7 +21,7 @@ from compilebench.analysis.bisection import (
     Step,
 )
 from compilebench.bisect import BisectError, release_names, with_definitions
-from compilebench.report.bisection import report
+from compilebench.report.bisection import figure, report
 
 RESNET = Headline("microsoft/resnet-50", "ResNet", 1, "default", "compiled_latency")
 VIT = Headline("google/vit-base-patch16-224", "ViT", 1, "eager", "eager_latency")
@@ -98,6 +98,7 @@ def test_a_change_is_halved_down_to_one_step_between_adjacent_releases():
     assert (search.low, search.high, search.state, search.direction) == (5, 6, PINNED, "slower")
     assert bisection.next_rounds([search], SPEC) == []
     text = report(SPEC, rounds, [search])
+    assert len(figure(SPEC, rounds, [search]).axes) == 1
     assert "| ResNet bs1 default | compiled latency | torch-2.5.0 → torch-2.6.0 | slower" in text and "pinned" in text
 
 

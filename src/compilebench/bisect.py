@@ -38,11 +38,11 @@ from pathlib import Path
 from compilebench import releases
 from compilebench.analysis import bisection, compare
 from compilebench.analysis.bisection import COMPILE_HEADLINES, HEADLINES, Journal, RoundPlan, RoundResult, Search, Spec
-from compilebench.config import Config, ConfigError, stage_config
+from compilebench.config import Config, ConfigError, at_home, load_config, stage_config
 from compilebench.harness.files import write_atomic, write_json
 from compilebench.harness.reading import read_json, read_jsonl
 from compilebench.harness.records import EAGER
-from compilebench.report.bisection import report
+from compilebench.report.bisection import figure, report
 from compilebench.run_info import RunInfo
 
 LOGGER = logging.getLogger(__name__)
@@ -197,9 +197,10 @@ def run(spec: Spec, config: Config, fresh: bool, max_rounds: int | None) -> list
         shutil.rmtree(folder)
     if path.exists():
         journal = Journal.from_dict(read_json(path))
-        if (
-            replace(journal.spec, budget_min=spec.budget_min) != spec
-        ):  # a new budget finishes it: the rest is its identity
+        write_atomic(params, journal.params_before)  # a killed bisect left its last round's values in it
+        config = at_home(load_config())
+        spec = replace(spec, replicates=config.benchmark.replicates, suite=config.suite)
+        if replace(journal.spec, budget_min=spec.budget_min) != spec:  # a new budget may finish it: not its identity
             raise BisectError(
                 f"{path} is a bisect of {journal.spec.releases[0]} → {journal.spec.releases[-1]} with other settings "
                 f"({journal.spec}); add --fresh to start this one over"
@@ -223,8 +224,12 @@ def run(spec: Spec, config: Config, fresh: bool, max_rounds: int | None) -> list
             ran += 1
     finally:
         write_atomic(params, journal.params_before)
+    folder.mkdir(parents=True, exist_ok=True)
+    if searches:
+        drawn = figure(spec, journal.rounds, searches, config.plot.width_in)
+        drawn.savefig(folder / "bisect.png", dpi=config.plot.dpi)
+    write_atomic(folder / "report.md", report(spec, journal.rounds, searches, finished=plan is None))
     if plan is None:
-        write_atomic(folder / "report.md", report(spec, journal.rounds, searches))
         write_json(folder / "bisect.json", {"spec": asdict(spec), "searches": [asdict(s) for s in searches]})
     return searches
 
@@ -274,8 +279,6 @@ def main() -> None:
     config = stage_config()
     try:
         spec = spec_of(args, config)
-        from compilebench.config import load_config
-
         load_config(overrides=[f"compare=[{','.join(spec.releases)}]"])  # every name resolves: before any round
         searches = run(spec, config, args.fresh, args.max_rounds)
     except (BisectError, ConfigError, OSError) as error:

@@ -31,7 +31,7 @@ def _ratio_text(step: Step) -> str:
     return f"{step.verdict} {step.ratio:.3f} [{step.ci_low:.3f}, {step.ci_high:.3f}]"
 
 
-def report(spec: Spec, rounds: list[RoundResult], searches: list[Search]) -> str:
+def report(spec: Spec, rounds: list[RoundResult], searches: list[Search], finished: bool = True) -> str:
     """The bisect's answer in Markdown: per searched headline, where it changed, and the rounds it took."""
     names = spec.releases
     wall = sum(result.wall_s for result in rounds)
@@ -42,6 +42,8 @@ def report(spec: Spec, rounds: list[RoundResult], searches: list[Search]) -> str
         f"rounds (budget {spec.budget_min:g} min), seed {spec.seed}. Releases: {', '.join(names)}.",
         "",
     ]
+    if not finished:
+        lines += [f"**Stopped after {len(rounds)} round(s): run the same command again to resume.**", ""]
     last = len(names) - 1
     ends = [(h, s) for h, s in (rounds[0].steps if rounds else ()) if (s.low, s.high) == (0, last)]
     words = [s.verdict for h, s in ends if h.metric in spec.metrics]
@@ -80,6 +82,8 @@ def report(spec: Spec, rounds: list[RoundResult], searches: list[Search]) -> str
             f"| {h.label} bs{h.batch_size} {h.variant} | {h.metric.replace('_', ' ')} | {where} | {ratio} | "
             f"{state} | {measured} |"
         )
+    if searches:
+        lines += ["", "![bisect](bisect.png)"]
     lines += ["", "| round | releases | cells | blocks | wall | DVC experiment |", "|---|---|---|---|---|---|"]
     for number, result in enumerate(rounds):
         cells = ", ".join(f"{model.split('/')[-1]} bs{b} {v}" for model, b, v in result.plan.cells) or "the suite"
@@ -88,3 +92,38 @@ def report(spec: Spec, rounds: list[RoundResult], searches: list[Search]) -> str
             f"{result.plan.replicates} | {result.wall_s / 60:.1f} min | `{result.experiment}` |"
         )
     return "\n".join(lines) + "\n"
+
+
+def figure(spec: Spec, rounds: list[RoundResult], searches: list[Search], width_in: float = 10.0):
+    """One panel per search: each release the bisect measured, its value (from the last round that measured it) on
+    the release axis, the span the search ended on shaded: where it changed, or what is left to search."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    names = spec.releases
+    shown = searches[:12]
+    columns = max(1, min(3, len(shown)))
+    lines = max(1, -(-len(shown) // columns))
+    fig, axes = plt.subplots(lines, columns, figsize=(width_in * 1.3, 3.0 * lines), squeeze=False)
+    for ax, search in zip(axes.flat, shown, strict=False):
+        values = latest_values(search.headline, rounds)
+        measured = sorted(values)
+        ax.plot(measured, [values[p] for p in measured], "o-", color="C0", markersize=4, linewidth=1)
+        colour = "C3" if search.state == "pinned" else "C7"
+        ax.axvspan(search.low, search.high, color=colour, alpha=0.15, linewidth=0)
+        ax.set_xticks(range(len(names)), [name.split("-", 1)[-1] for name in names], rotation=45, fontsize=6)
+        ax.set_xlim(-0.5, len(names) - 0.5)
+        unit = "x" if search.headline.metric == "speedup" else ("s" if "compile" in search.headline.metric else "ms")
+        ax.set_ylabel(unit, fontsize=8)
+        ax.set_title(f"{search.headline.text()}: {search.direction or 'ends again'}, {search.state}", fontsize=8)
+    for ax in list(axes.flat)[len(shown) :]:
+        ax.set_visible(False)
+    fig.suptitle(
+        f"Bisect {spec.name}: each release's median as last measured; shaded, the span each search ended on "
+        "(red: pinned to one step)",
+        fontsize=9,
+    )
+    fig.tight_layout(rect=(0, 0, 1, 0.95))
+    return fig
