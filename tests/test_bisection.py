@@ -136,7 +136,10 @@ def test_a_round_that_does_not_fit_the_budget_ends_the_searches_with_their_price
     assert plan is None
     (search,) = searches
     assert search.state == OUT_OF_TIME and search.note.startswith("about 3 round(s), ~27 min")  # 60 s a process
-    assert bisection.round_price_s(RoundPlan((0, 4, 8), (RESNET.cell,), 3), [ENDS], 3) == 3 * 1 * 3 * 60
+    plan = RoundPlan((0, 4, 8), (RESNET.cell,), 3)
+    assert bisection.round_price_s(plan, [ENDS], 3, {0, 8}) == 3 * 1 * 3 * 60 + bisection.BUILD_S  # 4 to build
+    extended = result((0, 8), (), [(RESNET, (0, 8, "slower", 1.5))], 0, processes=36)  # twice the 18 planned
+    assert bisection.round_price_s(plan, [extended], 3, {0, 8}) == 2 * 3 * 3 * (600 / 36) + bisection.BUILD_S
 
 
 def test_the_aa_step_of_the_first_round_never_starts_a_search():

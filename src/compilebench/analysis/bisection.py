@@ -34,6 +34,7 @@ EQUIVALENT = stats.EQUIVALENT  # the ends measured again: no change
 UNSUPPORTED = "unsupported"  # the direction of an edge search: the older end cannot run the cell, the newer can
 FIRST_SUPPORTED = "first supported"  # an edge search's end: its newer release is the first that runs the cell
 LIVE = (OPEN, RETRY)  # a search that still needs a round
+BUILD_S = 90.0  # building a release's venv from uv's cache (EPYC 17: two CUDA builds took 3 min with downloads)
 FIRST_ROUND_GUESS_S = 40.0  # a process's wall in a block, before this bisect has timed one (the default suite here)
 VALUE_FIELD = {
     "eager_latency": "latency_ms_median",
@@ -312,10 +313,24 @@ def process_s(rounds: list[RoundResult]) -> float:
     return statistics.median(rates) if rates else FIRST_ROUND_GUESS_S
 
 
-def round_price_s(plan: RoundPlan, rounds: list[RoundResult], all_units: int) -> float:
-    """A round's wall time, priced at this bisect's own rounds: its processes (stacks x units x blocks) at the
-    median wall per process of the rounds so far."""
-    return len(plan.positions) * timing_units(plan, all_units) * plan.replicates * process_s(rounds)
+def planned_processes(plan: RoundPlan, all_units: int) -> int:
+    """A round's planned timing processes: stacks x (model, batch size) units x blocks."""
+    return len(plan.positions) * timing_units(plan, all_units) * plan.replicates
+
+
+def extension(rounds: list[RoundResult], all_units: int) -> float:
+    """How many processes a round ran for each one planned (the adaptive loop adds blocks within `budget_min` an
+    environment), the most of the rounds so far: a small round extends furthest (one model's round on EPYC 17 ran 30
+    processes for 9 planned)."""
+    ratios = [result.processes / planned_processes(result.plan, all_units) for result in rounds if result.processes]
+    return max([1.0, *ratios])
+
+
+def round_price_s(plan: RoundPlan, rounds: list[RoundResult], all_units: int, built: set[int] = frozenset()) -> float:
+    """A round's wall time, priced at this bisect's own rounds: its planned processes, extended as the rounds so
+    far were, at their median wall per process, and BUILD_S for each release no round has built yet."""
+    new = {position for position in plan.positions if position not in built}
+    return planned_processes(plan, all_units) * extension(rounds, all_units) * process_s(rounds) + BUILD_S * len(new)
 
 
 def rounds_left(search: Search) -> int:
@@ -323,14 +338,14 @@ def rounds_left(search: Search) -> int:
     return math.ceil(math.log2(max(search.high - search.low, 2))) + (search.state == RETRY)
 
 
-def out_of_time(searches: list[Search], spec: Spec, rounds: list[RoundResult]) -> list[Search]:
+def out_of_time(searches: list[Search], spec: Spec, rounds: list[RoundResult], units: int) -> list[Search]:
     """The live searches ended for the budget, each noting what finishing it would cost here."""
     ended = []
     for search in searches:
         if search.state not in LIVE:
             ended.append(search)
             continue
-        price = rounds_left(search) * 3 * spec.replicates * process_s(rounds)
+        price = rounds_left(search) * 3 * spec.replicates * process_s(rounds) * extension(rounds, units)
         ended.append(
             replace(
                 search,
@@ -395,7 +410,8 @@ def next_plan(spec: Spec, rounds: list[RoundResult], units: int) -> tuple[RoundP
         return ends_plan(spec), []
     searches = replay(spec, rounds)
     spent_s = sum(result.wall_s for result in rounds)
+    built = {position for result in rounds for position in result.plan.positions}
     for plan in next_rounds(searches, spec):
-        if spent_s + round_price_s(plan, rounds, units) <= spec.budget_min * 60:
+        if spent_s + round_price_s(plan, rounds, units, built) <= spec.budget_min * 60:
             return plan, searches
-    return None, out_of_time(searches, spec, rounds)
+    return None, out_of_time(searches, spec, rounds, units)
