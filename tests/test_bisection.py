@@ -1,6 +1,7 @@
 """A bisect's decisions over judged steps (analysis/bisection.py): hand-made steps in, searches and rounds out."""
 
 import math
+from dataclasses import replace
 
 import pytest
 
@@ -99,6 +100,8 @@ def test_a_change_is_halved_down_to_one_step_between_adjacent_releases():
     assert bisection.next_rounds([search], SPEC) == []
     text = report(SPEC, rounds, [search])
     assert len(figure(SPEC, rounds, [search]).axes) == 1
+    with_values = [replace(rounds[-1], values=((RESNET, 5, 40.0), (RESNET, 6, 60.0)))]
+    assert "torch-2.5.0 (40 ms), torch-2.6.0 (60 ms)" in report(SPEC, [*rounds[:-1], *with_values], [search])
     assert "| ResNet bs1 default | compiled latency | torch-2.5.0 → torch-2.6.0 | slower" in text and "pinned" in text
 
 

@@ -7,6 +7,8 @@ import math
 from compilebench.analysis import stats
 from compilebench.analysis.bisection import Headline, RoundResult, Search, Spec, Step, is_direction
 
+UNITS = {"eager_latency": " ms", "compiled_latency": " ms", "speedup": "×", "compile_warm": " s", "compile_cold": " s"}
+
 
 def latest_values(searches_of: Headline, rounds: list[RoundResult]) -> dict[int, float]:
     """A headline's value per release position, from the last round that measured it."""
@@ -72,7 +74,7 @@ def report(spec: Spec, rounds: list[RoundResult], searches: list[Search], finish
         last = next((s for s in reversed(search.steps) if (s.low, s.high) == (search.low, search.high)), None)
         where = f"{names[search.low]} → {names[search.high]}"
         values = latest_values(h, rounds)
-        unit = "×" if h.metric == "speedup" else (" s" if h.metric.startswith("compile") else " ms")
+        unit = UNITS[h.metric]
         measured = ", ".join(f"{names[p]} ({values[p]:.3g}{unit})" for p in sorted(values))
         beside = ", ".join(f"{names[low]} → {names[high]}" for low, high in search.undecided)
         notes = [search.note] + ([f"undecided beside it: {beside}"] if beside else [])
@@ -115,7 +117,7 @@ def figure(spec: Spec, rounds: list[RoundResult], searches: list[Search], width_
         ax.axvspan(search.low, search.high, color=colour, alpha=0.15, linewidth=0)
         ax.set_xticks(range(len(names)), [name.split("-", 1)[-1] for name in names], rotation=45, fontsize=6)
         ax.set_xlim(-0.5, len(names) - 0.5)
-        unit = "x" if search.headline.metric == "speedup" else ("s" if "compile" in search.headline.metric else "ms")
+        unit = UNITS[search.headline.metric].strip()
         ax.set_ylabel(unit, fontsize=8)
         ax.set_title(f"{search.headline.text()}: {search.direction or 'ends again'}, {search.state}", fontsize=8)
     for ax in list(axes.flat)[len(shown) :]:
