@@ -251,3 +251,20 @@ def test_a_variant_the_older_end_cannot_run_is_searched_from_the_first_release_t
     by_direction = {s.direction: s for s in bisection.replay(SPEC, rounds) if s.low < 4}
     assert (by_direction[bisection.UNSUPPORTED].low, by_direction[bisection.UNSUPPORTED].high) == (2, 3)
     assert by_direction[bisection.UNSUPPORTED].state == bisection.FIRST_SUPPORTED
+
+
+def test_a_round_runs_its_planned_blocks_and_no_more():
+    from conftest import ROOT
+
+    from compilebench.bisect import round_overrides
+    from compilebench.config import load_config
+
+    config = load_config(ROOT / "params.yaml")
+    plan = RoundPlan((0, 4, 8), (RESNET.cell,), 6)  # a retry: twice the blocks
+    values = [value.removeprefix("++") for value in round_overrides(SPEC, plan, config)]
+    narrowed = load_config(ROOT / "params.yaml", values)  # every -S value is one the config takes
+    assert narrowed.budget_min == 0  # the adaptive loop adds no block of its own: the round costs what it was priced
+    assert narrowed.benchmark.replicates == 6 and narrowed.benchmark.max_replicates >= 6
+    chosen = narrowed.suites[SPEC.suite]
+    assert (list(chosen.models), list(chosen.variants)) == (["microsoft/resnet-50"], ["eager", "default"])
+    assert narrowed.compare == ["torch-2.0.0", "torch-2.4.0", "torch-2.8.0"]

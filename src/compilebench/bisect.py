@@ -15,7 +15,9 @@ span to it, two such steps split it (the change came in two steps), a step still
 one is measured again once with twice the blocks; equivalent steps on both sides say the change is spread thinner
 than the margin. A search ends *pinned* to a step between adjacent releases, *spread*, *unresolved* (its narrowest
 span said) or *out of time* (the rounds it still needs priced at this bisect's own). Headlines whose ends are
-`equivalent` or `inconclusive` cost nothing more.
+`equivalent` or `inconclusive` cost nothing more. A round runs exactly its planned blocks (`budget_min` 0: the
+adaptive loop only measures a disturbed block again), so it costs what it was priced at; more blocks go only to a
+step still `inconclusive`, as the bisect's retry.
 
 Each round is `dvc exp run` of the pipeline with `compare` set to its releases and the chosen suite narrowed to its
 cells, so every round is a DVC experiment and an MLflow parent run of its own, its releases environments built once
@@ -55,7 +57,8 @@ class BisectError(RuntimeError):
 def round_overrides(spec: Spec, plan: RoundPlan, config: Config) -> list[str]:
     """The `dvc exp run -S` values of a round: its releases, the suite narrowed to its cells, the seed, blocks."""
     names = [spec.releases[position] for position in plan.positions]
-    found = [f"compare=[{','.join(names)}]", f"benchmark.seed={spec.seed}"]
+    # budget_min 0: a round runs its planned blocks (a disturbed one again), no more; a retry is the bisect's own
+    found = [f"compare=[{','.join(names)}]", f"benchmark.seed={spec.seed}", "budget_min=0"]
     if plan.cells:
         chosen = config.suites[spec.suite]
         models = [m for m in chosen.models if any(cell[0] == m for cell in plan.cells)]

@@ -319,9 +319,8 @@ def planned_processes(plan: RoundPlan, all_units: int) -> int:
 
 
 def extension(rounds: list[RoundResult], all_units: int) -> float:
-    """How many processes a round ran for each one planned (the adaptive loop adds blocks within `budget_min` an
-    environment), the most of the rounds so far: a small round extends furthest (one model's round on EPYC 17 ran 30
-    processes for 9 planned)."""
+    """How many processes a round ran for each one planned, the most of the rounds so far: a round runs its planned
+    blocks (`budget_min` 0), and a disturbed block again."""
     ratios = [result.processes / planned_processes(result.plan, all_units) for result in rounds if result.processes]
     return max([1.0, *ratios])
 
