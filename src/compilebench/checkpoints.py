@@ -204,10 +204,15 @@ def digest(folder: Path) -> str:
 
 
 def main() -> None:
-    if len(sys.argv) != 2:
-        sys.exit("usage: python -m compilebench.checkpoints FOLDER")
+    import argparse
+
+    parser = argparse.ArgumentParser(
+        prog="python -m compilebench.checkpoints", description="What the benchmark would run from a checkpoint folder."
+    )
+    parser.add_argument("folder", help="a local checkpoint folder: config.json, preprocessor_config.json, weights")
+    folder = parser.parse_args().folder
     try:
-        info = inspect(Path(sys.argv[1]), sys.argv[1])
+        info = inspect(Path(folder), folder)
     except CheckpointError as error:
         print(f"error: {error}", file=sys.stderr)
         sys.exit(2)

@@ -20,7 +20,6 @@ Anomalies are flagged by code and excluded from verdicts. Verdict rules (also in
 from __future__ import annotations
 
 import re
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -303,7 +302,15 @@ def verdicts(summary: pd.DataFrame, published: pd.DataFrame) -> pd.DataFrame:
 
 
 def main() -> None:
-    doc, out = Path(sys.argv[1]), Path(sys.argv[2])
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m compilebench.reference", description="The doc's tables as rows.")
+    parser.add_argument("doc", type=Path, help="the doc's markdown (data/reference/ holds the Chinese edition)")
+    parser.add_argument("out", type=Path, help="the CSV to write (data/reference/published.csv)")
+    args = parser.parse_args()
+    doc, out = args.doc, args.out
+    if not doc.is_file():
+        parser.error(f"{doc}: no such file (the doc's markdown)")
     table = parse_doc(doc.read_text())
     out.parent.mkdir(parents=True, exist_ok=True)
     table.to_csv(out, index=False)

@@ -131,7 +131,12 @@ def end(plan: Plan, out: Path) -> None:
 
 
 def arguments() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog=RUNNER, description="Run an exported plan's trials on this machine.")
+    parser = argparse.ArgumentParser(
+        prog=RUNNER,
+        description="Run an exported plan's trials on this machine.",
+        epilog=f"{RUNNER} --overlay DIR WHEEL [...]: a second stack, the carried wheels over this interpreter's "
+        "packages in DIR; prints DIR's interpreter and what it imports (its --python ENV=DIR/bin/python)",
+    )
     parser.add_argument("plan", type=Path, help="plan.json written by `compilebench.benchmark --export`")
     parser.add_argument("out", type=Path, help="folder for trials.jsonl and checkpoints.json")
     parser.add_argument("--timeout-s", type=float, default=1800.0, help="per trial, seconds")

@@ -27,6 +27,9 @@ LOGGER = logging.getLogger(__name__)
 
 
 def main() -> None:
+    import argparse
+
+    argparse.ArgumentParser(prog="python -m compilebench.sync", description=__doc__.splitlines()[0]).parse_args()
     config = stage_config()
     try:
         run_info = RunInfo.read(config.paths.run_info)
