@@ -34,8 +34,11 @@ compare: $(STAMP) .dvc/config  ## make compare B=torch-2.14.1 [A=current] [SEED=
 # one before; the first step that changed each headline is named. A release named twice is an A/A step inside it.
 TORCH_SERIES = $(subst $(eval) ,$(comma),$(addprefix torch-,$(TORCH)))
 comma := ,
+OLDEST_FIRST = printf '%s\n' $(TORCH) | sort -V -C || { echo "make: TORCH lists torch releases oldest first, each step \
+	against the one before; got \"$(TORCH)\": type them as \"$$(printf '%s\n' $(TORCH) | sort -V | xargs)\"" >&2; exit 2; }
 series: $(STAMP) .dvc/config  ## make series TORCH="2.0.1 2.6.0 2.15.0" [SEED=1]: those torch releases as a series, a DVC experiment
 	test -n "$(TORCH)" || { echo "usage: make series TORCH=\"2.0.1 2.6.0 2.15.0\" (torch releases, oldest first)"; exit 2; }
+	@$(OLDEST_FIRST)
 	$(ONE_PIPELINE); dvc exp run -n "series-$(word 1,$(TORCH))-$(lastword $(TORCH))-$$(date +%m%d-%H%M%S)" \
 		-S 'compare=[$(TORCH_SERIES)]' $(SEED_SET) 9>&- && python -m compilebench.aggregate --check 9>&-  # exit 3 / 4 as compare
 
@@ -48,7 +51,7 @@ bisect: $(STAMP) .dvc/config  ## make bisect TORCH="2.0.1 2.15.0" | TRANSFORMERS
 		$(if $(SEED),--seed $(SEED)) $(if $(AA),--aa) $(if $(COMPILE),--compile) 9>&-
 
 forecast: $(STAMP)  ## make forecast [B=torch-2.14.1] [A=current] | [TORCH="2.0.1 2.15.0"]: before spending, what that comparison (params.yaml without B) costs here and can resolve
-	@if [ -n "$(TORCH)" ]; then python -m compilebench.forecast --set 'compare=[$(TORCH_SERIES)]'; \
+	@if [ -n "$(TORCH)" ]; then $(OLDEST_FIRST); python -m compilebench.forecast --set 'compare=[$(TORCH_SERIES)]'; \
 	elif [ -n "$(B)" ]; then python -m compilebench.forecast --set 'compare=[$(A),$(B)]'; else python -m compilebench.forecast; fi
 
 # what each experiment found, read from `dvc exp show --json` (its own table has ~500 columns)

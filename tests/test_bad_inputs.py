@@ -330,3 +330,64 @@ def test_an_overlay_of_a_wheel_with_an_entry_outside_its_folder_is_refused_and_w
     assert repr(entry) in refused.stderr and "Traceback" not in refused.stderr
     assert not outside.exists() and not (tmp_path / "deep").exists()
     assert sorted(path.name for path in tmp_path.iterdir()) == [wheel.name]
+
+
+def _makefile_project(tmp_path, repo_root):
+    """The Makefile with the project's environment (its stamp newer than what it is built from) and a DVC folder."""
+    for name in ("Makefile", "requirements.txt", "constraints.txt", "pyproject.toml", "src/compilebench/installer.py"):
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(repo_root / name, tmp_path / name)
+        os.utime(tmp_path / name, (0, 0))
+    (tmp_path / ".venv").symlink_to(repo_root / ".venv")
+    (tmp_path / ".dvc" / "tmp").mkdir(parents=True)
+    (tmp_path / ".dvc" / "config").write_text("")
+    return tmp_path
+
+
+@pytest.mark.parametrize("target", ["series", "forecast"])
+def test_releases_typed_newest_first_are_refused_with_the_order_to_type(tmp_path, repo_root, target):
+    """`make series TORCH="2.14.1 2.13.0"` ran every step backwards and exited 0: now one line saying the order to
+    type, exit 2, before DVC or the forecast starts (the pipeline lock is held: a series that got past the check would
+    stop on it with 75 instead)."""
+    root = _makefile_project(tmp_path, repo_root)
+    with open(root / ".dvc" / "tmp" / "pipeline.lock", "w") as held:
+        fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        done = subprocess.run(["make", target, "TORCH=2.14.1 2.0.1 2.13.0"], cwd=root, capture_output=True, text=True,
+                              timeout=60)  # fmt: skip
+    assert done.returncode == 2 and "Error 2" in done.stderr, done.stdout + done.stderr
+    assert (
+        "TORCH lists torch releases oldest first" in done.stderr and 'type them as "2.0.1 2.13.0 2.14.1"' in done.stderr
+    )
+    assert "Traceback" not in done.stderr and not (root / "dvc.lock").exists() and not (root / "data").exists()
+
+
+@pytest.mark.parametrize("port", ["abc", "0", "70000"])
+def test_make_ui_on_a_port_that_is_none_is_one_line_and_exit_2(tmp_path, repo_root, port):
+    """`make ui PORT=abc` (and 70000) was a 13-line traceback, PORT=0 printed a link to port 0 and served on a random
+    one: now one line naming the allowed ports, exit 2, before MLflow's UI starts."""
+    root = _makefile_project(tmp_path, repo_root)
+    done = subprocess.run(["make", "ui", f"PORT={port}"], cwd=root, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr[-2000:]
+    assert f"the UI's port must be a whole number from 1 to 65535 (make ui PORT=5001), got '{port}'" in done.stderr
+    assert "compilebench runs:" not in done.stdout and "mlflow ui" not in done.stdout
+
+
+def test_a_release_the_index_does_not_have_is_refused_before_anything_is_built(tmp_path, repo_root):
+    """`make compare B=torch-9.9.9` built the 1.3 GB baseline, then failed on one 724-character line of uv's: now the
+    benchmark stage (environments.stacks) and `make forecast` name the release and those of its minor series the
+    index has, exit 2, nothing built. Against the real package index; skipped where it cannot be read."""
+    if environments.index_versions("torch") is None:
+        pytest.skip("the package index cannot be read from here (`pip index versions torch`)")
+    selected = [{"name": name, "label": name, "pins": {**environments.project_pins(repo_root), "torch": version}}
+                for name, version in (("torch-2.14.1", "2.14.1"), ("torch-2.14.9", "2.14.9"))]  # fmt: skip
+    with pytest.raises(environments.StackError) as refused:
+        environments.stacks([{"name": "current", "label": "current", "pins": {}}, *selected], repo_root, tmp_path)
+    said = str(refused.value)
+    assert "environment 'torch-2.14.9': torch 2.14.9 is not a release on the package index" in said
+    assert "its releases near it: 2.14.1, 2.14.0" in said and "torch-2.14.1" not in said
+    assert list(tmp_path.iterdir()) == []  # nothing built, the baseline included
+    (tmp_path / "project").mkdir()
+    root = make_project(tmp_path / "project", ["microsoft/resnet-50"])
+    done = _run(root, "forecast", project_env(), "--set", "compare=[current,torch-9.9.9]")
+    assert done.returncode == 2 and "torch 9.9.9 is not a release on the package index" in done.stderr
+    assert "Traceback" not in done.stderr

@@ -37,7 +37,7 @@ import time
 from dataclasses import asdict, replace
 from pathlib import Path
 
-from compilebench import releases
+from compilebench import environments, releases
 from compilebench.analysis import bisection, compare
 from compilebench.analysis.bisection import COMPILE_HEADLINES, HEADLINES, Journal, RoundPlan, RoundResult, Search, Spec
 from compilebench.config import Config, ConfigError, at_home, load_config, stage_config
@@ -154,20 +154,13 @@ def with_definitions(params_text: str, fixed: dict[str, releases.Release]) -> st
 
 def index_versions(package: str) -> list[str]:
     """The releases of `package` on the package index pip is set up with; BisectError where it cannot be read."""
-    done = subprocess.run(
-        [sys.executable, "-m", "pip", "index", "versions", package],
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=120,
-    )
-    line = next((line for line in done.stdout.splitlines() if line.startswith("Available versions:")), None)
-    if done.returncode != 0 or line is None:
+    found = environments.index_versions(package)
+    if found is None:
         raise BisectError(
-            f"the package index's releases of {package} could not be read ({done.stderr.strip()[-300:]}"
-            f"); name every release to step through instead, oldest first"
+            f"the package index's releases of {package} could not be read (`pip index versions {package}`); "
+            f"name every release to step through instead, oldest first"
         )
-    return [version.strip() for version in line.split(":", 1)[1].split(",")]
+    return found
 
 
 def release_names(package: str, versions: list[str], index: list[str] | None) -> list[str]:

@@ -221,6 +221,12 @@ def main() -> None:
                         help="a params value, as `dvc exp run -S` sets it: 'compare=[A,B]'")  # fmt: skip
     args = parser.parse_args()
     config = stage_config(overrides=args.set)
+    pins = environments.resolved_pins(config, Path.cwd())
+    wanted = [(name, pins[name], config.environments[name].python) for name in pins if config.environments[name].pins]
+    problems = environments.unreleased(wanted, Path.cwd(), Path(config.paths.environments))
+    if problems:
+        LOGGER.error("%s", "; ".join(problems))
+        sys.exit(2)
     try:
         forecast(config)
     except (ConfigError, RecordError, OSError, json.JSONDecodeError) as error:

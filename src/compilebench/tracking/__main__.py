@@ -24,6 +24,18 @@ def port_taken(base: str) -> bool:
     return False
 
 
+def port_problem(base: str) -> str | None:
+    """Why `base` names no port a UI can serve on (None: it does): a whole number from 1 to 65535."""
+    try:
+        port = urllib.parse.urlsplit(base).port
+    except ValueError:
+        port = None
+    if port is None or not 1 <= port <= 65535:
+        given = base.rsplit(":", 1)[-1] if base.count(":") > 1 else "none"
+        return f"the UI's port must be a whole number from 1 to 65535 (make ui PORT=5001), got {given!r} in {base}"
+    return None
+
+
 def main() -> None:
     import argparse
 
@@ -32,6 +44,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description="Print where the MLflow UI shows compilebench's runs table.")
     parser.add_argument("--ui-url", required=True, metavar="BASE", help="the UI's address, e.g. http://127.0.0.1:5000")
     args = parser.parse_args()
+    problem = port_problem(args.ui_url)
+    if problem:
+        parser.error(problem)
     config = stage_config()
     try:
         url = ui_url(config.paths.tracking_uri, args.ui_url)
