@@ -312,8 +312,8 @@ def index_versions(package: str) -> list[str] | None:
     """The releases of `package` on the package index pip is set up with (`pip index versions`); None where it
     cannot be read (offline: the build itself says what it cannot get)."""
     try:
-        done = subprocess.run([sys.executable, "-m", "pip", "index", "versions", package, "--timeout", "10", "--retries", "1"], capture_output=True,
-                              text=True, check=False, timeout=120)  # fmt: skip
+        command = [sys.executable, "-m", "pip", "index", "versions", package, "--timeout", "10", "--retries", "1"]
+        done = subprocess.run(command, capture_output=True, text=True, check=False, timeout=120)
     except subprocess.TimeoutExpired:
         return None
     line = next((line for line in done.stdout.splitlines() if line.startswith("Available versions:")), None)
