@@ -50,9 +50,15 @@ bisect: $(STAMP) .dvc/config  ## make bisect TORCH="2.0.1 2.15.0" | TRANSFORMERS
 	$(ONE_PIPELINE); python -m compilebench.bisect $(if $(TORCH),--torch $(TORCH),--transformers $(TRANSFORMERS)) \
 		$(if $(SEED),--seed $(SEED)) $(if $(AA),--aa) $(if $(COMPILE),--compile) 9>&-
 
+# Why it changed: one profiled process per side for each compiled cell the last comparison found changed (or CELL),
+# A beside B by kernel category, the compile-time table, what the compiler made (compilebench/explain.py).
+explain: $(STAMP) .dvc/config  ## make explain [B=NAME] [CELL="microsoft/resnet-50 1 default"]: why the last comparison's cells changed
+	$(ONE_PIPELINE); python -m compilebench.explain $(if $(B),--b $(B)) $(if $(CELL),--cell "$(CELL)") 9>&-
+
+FORECAST_SET = $(if $(TORCH),--set 'compare=[$(TORCH_SERIES)]',$(if $(B),--set 'compare=[$(A)$(comma)$(B)]'))
 forecast: $(STAMP)  ## make forecast [B=torch-2.14.1] [A=current] | [TORCH="2.0.1 2.15.0"]: before spending, what that comparison (params.yaml without B) costs here and can resolve
-	@if [ -n "$(TORCH)" ]; then $(OLDEST_FIRST); python -m compilebench.forecast --set 'compare=[$(TORCH_SERIES)]'; \
-	elif [ -n "$(B)" ]; then python -m compilebench.forecast --set 'compare=[$(A),$(B)]'; else python -m compilebench.forecast; fi
+	@$(if $(TORCH),$(OLDEST_FIRST),true)
+	@python -m compilebench.forecast $(FORECAST_SET)
 
 # what each experiment found, read from `dvc exp show --json` (its own table has ~500 columns)
 experiments: $(STAMP)  ## every DVC experiment's comparison: per compared environment and metric, the word, the suite's B/A [95% CI], cells changed

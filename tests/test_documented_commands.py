@@ -10,6 +10,7 @@ manual, and is left out."""
 
 from __future__ import annotations
 
+import importlib.util
 import re
 import shlex
 import shutil
@@ -29,7 +30,6 @@ SEPARATORS = {";", "&&", "||", "|", "(", ")", "&"}
 # Commands that do not run in this project or need what a test cannot have, with why; anything else unknown fails.
 NOT_CHECKED = {
     "cd": "a folder change",
-    "less": "reads a file a run writes",
     "ray": "Ray's own command (optional extra)",
     "pip download": "needs the network",
 }
@@ -87,6 +87,13 @@ def _runner(folder: str) -> str:
 
 
 @cache
+def _config_paths():
+    from compilebench.config import load_config
+
+    return load_config(ROOT / "params.yaml").paths
+
+
+@cache
 def _make_targets() -> frozenset[str]:
     text = (ROOT / "Makefile").read_text()
     return frozenset(re.findall(r"^([a-z][a-z0-9-]*):", text, re.MULTILINE))
@@ -131,6 +138,8 @@ def _python_problems(tokens: list[str], whole: bool, scratch: Path) -> list[str]
         module = tokens[2]
         if not module.startswith("compilebench"):
             return [f"module {module} is not the project's"]
+        if importlib.util.find_spec(module) is None:
+            return [f"no module {module}"]
         problems = _flags_known(tokens[3:], _help(sys.executable, "-m", module))
         if whole and _values(tokens, "--set"):
             problems += _config_problems(ROOT / "params.yaml", _values(tokens, "--set"))
@@ -170,6 +179,11 @@ def _problems(tokens: list[str], whole: bool, scratch: Path) -> list[str]:
         return _dvc_problems(tokens, scratch) if whole else _flags_known(tokens[3:], _help("dvc", "exp", "run"))
     if head in ("python", "python3"):
         return _python_problems(tokens, whole, scratch)
+    if head == "less":
+        written = {str(value) for value in vars(_config_paths()).values()}
+        return (
+            [] if tokens[1:] and tokens[1] in written else [f"{' '.join(tokens)}: not a file params.yaml's paths name"]
+        )
     if head == "source":
         return [] if (ROOT / tokens[1]).is_file() else [f"{tokens[1]} does not exist"]
     if head == "pip" and tokens[1] == "install":
@@ -206,3 +220,11 @@ def test_the_docs_show_commands_and_a_moved_key_is_caught(tmp_path):
     )
     assert "`benchmark.budget_min` is now `budget_min`" in said
     assert _problems(["make", "no-such-target"], True, scratch) == ["make has no target 'no-such-target'"]
+    for drifted in (
+        "dvc exp run -S suite=no-such-suite",
+        "python -m compilebench.nothing",
+        "less data/summary.md",
+        "make compare B=no-such-environment",
+        "python -m compilebench.bisect --no-such-flag",
+    ):
+        assert _problems(_segments(drifted)[0], True, scratch), drifted

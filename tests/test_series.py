@@ -55,8 +55,9 @@ def test_an_old_stack_cannot_run_a_variant_and_says_why(series_project):
     assert status[("torch-2.0.1", "freezing")]["status"] == "unsupported"
     assert "inductor has no option freezing" in status[("torch-2.0.1", "freezing")]["error"]
     assert all(row["status"] == "ok" for key, row in status.items() if key != ("torch-2.0.1", "freezing"))
-    check = subprocess.run([sys.executable, "-m", "compilebench.aggregate", "--check"], cwd=root, env=env,
-                           capture_output=True, text=True)  # fmt: skip
+    check = subprocess.run(
+        [sys.executable, "-m", "compilebench.aggregate", "--check"], cwd=root, env=env, capture_output=True, text=True
+    )
     assert check.returncode in (0, 4), check.stderr[-2000:]  # unsupported is an answer, not a failed run (3)
     assert "unsupported: microsoft/resnet-50 bs1 freezing [torch-2.0.1]" in check.stderr
 
@@ -71,17 +72,66 @@ def test_the_report_names_each_step_and_what_else_it_changes(series_project):
     rows = [line for line in section.splitlines() if line.startswith("| ResNet | 1 |")]
     metrics = {tuple(cell.strip() for cell in line.split("|")[3:5]) for line in rows}
     assert ("freezing", "compiled latency") in metrics and ("default", "speedup") in metrics
-    assert any("| freezing | compiled latency |" in line and line.rstrip(" |").endswith("torch-2.0.1 (unsupported)")
-               for line in rows)  # fmt: skip
+    assert any(
+        "| freezing | compiled latency |" in line and line.rstrip(" |").endswith("torch-2.0.1 (unsupported)")
+        for line in rows
+    )
     assert (root / "data/plots/series.png").stat().st_size > 10_000
     assert "![series](../plots/series.png)" in report
 
 
 def test_a_series_of_releases_is_one_make_command():
     """`make series TORCH=...` asks DVC for the releases as one series (the command line, not run)."""
-    line = subprocess.run(["make", "-n", "series", "TORCH=2.0.1 2.6.0 2.15.0"], cwd=ROOT, capture_output=True,
-                          text=True, env=project_env()).stdout  # fmt: skip
+    line = subprocess.run(
+        ["make", "-n", "series", "TORCH=2.0.1 2.6.0 2.15.0"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env=project_env(),
+    ).stdout
     assert "-S 'compare=[torch-2.0.1,torch-2.6.0,torch-2.15.0]'" in line and "benchmark.seed" not in line
-    again = subprocess.run(["make", "-n", "series", "TORCH=2.0.1 2.15.0", "SEED=1"], cwd=ROOT, capture_output=True,
-                           text=True, env=project_env()).stdout  # fmt: skip
+    again = subprocess.run(
+        ["make", "-n", "series", "TORCH=2.0.1 2.15.0", "SEED=1"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env=project_env(),
+    ).stdout
     assert "-S 'compare=[torch-2.0.1,torch-2.15.0]' -S benchmark.seed=1" in again
+
+
+def test_explain_profiles_a_cell_on_torch_2_0_and_the_project_s_torch(series_project):
+    """`make explain`'s command on the series' real stacks, for one compiled cell against the baseline: one profiled
+    process per side in its own interpreter (torch 2.0.1 on Python 3.10 and the project's), each leaving a Chrome
+    trace, its profile and the generated code, and a report that lays them side by side."""
+    root, env, _ = series_project
+    done = subprocess.run(
+        [sys.executable, "-m", "compilebench.explain", "--b", "current", "--cell", "microsoft/resnet-50 1 default"],
+        cwd=root,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert done.returncode == 0, done.stderr[-4000:]
+    folder = root / "data/explain/microsoft--resnet-50-bs1-default"
+    for label, release in (("torch-2.0.1", "2.0.1"), ("current", "")):
+        profile = json.loads((folder / label / "profile.json").read_text())
+        assert profile["torch"].startswith(release) and len(profile["rounds"]) == 5
+        names = set(profile["rounds"][0]["events"])
+        assert any(name.startswith("graph_0_cpp_fused") for name in names), sorted(names)[:20]  # kernel profiling on
+        assert profile["compile_phases_s"] and profile["code"]["kept"] and profile["code"]["files"] > 0
+        assert list((folder / label / "code").rglob("*.py"))  # the generated wrapper
+        assert json.loads((folder / label / "trace.json").read_text())["traceEvents"]
+    text = (root / "data/explain/report.md").read_text()
+    assert "## ResNet bs1 default: torch-2.0.1 → current" in text and "| generated kernels |" in text
+    assert "| torch | 2.0.1" in text and "| **profiled call** (the sum) |" in text
+    again = subprocess.run(
+        [sys.executable, "-m", "compilebench.explain", "--cell", "microsoft/resnet-50 1 nope"],
+        cwd=root,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    assert again.returncode == 2 and "no compiled cell ('microsoft/resnet-50', 1, 'nope')" in again.stderr
+    assert "microsoft/resnet-50 1 default" in again.stderr

@@ -31,7 +31,7 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from compilebench.harness import compiling, fingerprint, models, timing
+from compilebench.harness import compiling, fingerprint, models, profiling, timing
 from compilebench.harness.files import write_json
 from compilebench.harness.groups import die_with_parent
 from compilebench.harness.names import CACHE_STARTUP_ENV, CPUS_ENV, LAUNCHER_PID, usable_cores
@@ -234,9 +234,13 @@ def failed_variant(spec: TrialSpec, error: Exception, state: dict) -> tuple[str,
     return classify_error(error, state["phase"]), _message(error)
 
 
-def run_trial(spec: TrialSpec) -> TrialResult:
+def run_trial(spec: TrialSpec, profile: Path | None = None) -> TrialResult:
     """A paired trial: eager against one variant in this process (compiled on a cold or warm cache, then both timed
-    in alternating rounds); a failure anywhere is a status with its error, never an exception."""
+    in alternating rounds); a failure anywhere is a status with its error, never an exception. With `profile`, the
+    variant compiles with inductor's kernel profiling and its call is profiled after the timing (profiling.capture);
+    a profile that fails is logged, and the trial's result stands."""
+    import dataclasses
+
     import torch
 
     timing_spec, device = spec.timing, spec.timing.device
@@ -249,6 +253,9 @@ def run_trial(spec: TrialSpec) -> TrialResult:
             if spec.variant.compile:
                 try:
                     torch._dynamo.reset()
+                    if profile is not None:
+                        profiling.enable_kernel_profile()
+                    since = time.time()
                     compiled = compiling.compile_variant(spec, loaded, reference, state)
                     graphs = compiling.graphs_so_far()
                     peak, delta = timing.memory_peak_mib(compiled.call, timing_spec.memory_iters, device)
@@ -256,6 +263,13 @@ def run_trial(spec: TrialSpec) -> TrialResult:
                     mark(f"{spec.variant.name} compiled")
                     measured = {**compiled.measured(), **time_against_eager(eager, compiled, spec, graphs, Solo()),
                                 "peak_mem_mib": peak, "mem_delta_mib": delta, "reserved_mem_mib": reserved}  # fmt: skip
+                    if profile is not None:
+                        try:
+                            health = dataclasses.asdict(compiled.health)
+                            profiling.capture(compiled.call, device, profile, since, health)
+                            mark("profiled")
+                        except Exception:  # the profile is an extra: the trial's own result stands
+                            LOGGER.exception("trial %s: its profile failed", spec.trial_id)
                 except Exception as error:  # the variant failed: eager is still measured, for the eager run
                     failure = failed_variant(spec, error, state)
             if not spec.variant.compile or failure is not None:
@@ -401,14 +415,14 @@ def run_arms(specs: list[TrialSpec], turns: Solo | None = None) -> list[TrialRes
     return results
 
 
-def run_process(specs: list[TrialSpec], turns: Solo | None = None) -> list[TrialResult]:
+def run_process(specs: list[TrialSpec], turns: Solo | None = None, profile: Path | None = None) -> list[TrialResult]:
     """What one fresh process measures for its trials: a timing process's arms (taking turns with its block's other
-    processes where they run together), or one cold or paired trial."""
+    processes where they run together), or one cold or paired trial (`profile`: see run_trial)."""
     if specs[0].kind == KIND_ARM:
         return run_arms(specs, turns)
     if len(specs) != 1:
         raise ValueError(f"a process of kind {specs[0].kind} runs one trial, got {len(specs)}")
-    return [run_cold(specs[0], turns, specs[0].timed) if specs[0].kind == KIND_COLD else run_trial(specs[0])]
+    return [run_cold(specs[0], turns, specs[0].timed) if specs[0].kind == KIND_COLD else run_trial(specs[0], profile)]
 
 
 def end_with_launcher() -> None:
@@ -448,12 +462,14 @@ def main() -> None:
     parser.add_argument("spec", type=Path, help="a trial spec, or a list of them: a timing process's arms")
     parser.add_argument("out", type=Path, help="the results, a list in the specs' order")
     parser.add_argument("--compile-only", action="store_true", help="load, compile, check: fill the cache")
+    parser.add_argument("--profile", action="store_true", help="a paired trial, then its call profiled: OUT.profile/")
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     started = time.time()
     raw = json.loads(args.spec.read_text())
     specs = [TrialSpec.from_dict(item) for item in (raw if isinstance(raw, list) else [raw])]
-    results = [run_cold(specs[0], timed=False)] if args.compile_only else run_process(specs, of_this_process())
+    profile = args.out.with_suffix(".profile") if args.profile else None
+    results = [run_cold(specs[0], timed=False)] if args.compile_only else run_process(specs, of_this_process(), profile)
     mark("measured")
     rows = [{**result.to_dict(), "started_at": started, "timeline_s": dict(TIMELINE)} for result in results]
     write_json(args.out, rows, indent=None)

@@ -1,0 +1,263 @@
+"""Why it changed: one profiled process per environment for each compiled cell a comparison found changed, A beside B.
+
+    python -m compilebench.explain                       # every changed compiled cell of the last comparison
+    python -m compilebench.explain --b torch-2.14.1      # only its steps against that environment
+    python -m compilebench.explain --cell "microsoft/resnet-50 1 default"   # this cell, changed or not (repeatable)
+    make explain [B=NAME] [CELL="microsoft/resnet-50 1 default"]           # the same, under the pipeline lock
+
+Reads the last comparison (paths.comparison, paths.results, paths.selection) and runs, after and apart from its
+timing blocks, a paired trial per side (A, then B) with `--profile` (harness/profiling.py) in that environment's own
+interpreter, on an empty inductor cache: inductor's kernel profiling on, the compiled call profiled in rounds,
+dynamo's compile-time table and the generated code kept. A cell is explained where its compiled latency, speedup or
+cold or warm compile got a direction word (faster, slower), for each step that did: against the baseline, and in a
+series against the environment before it. Nothing changed: nothing runs.
+
+Writes paths.explain: per cell and side `trace.json` (Chrome trace format: Perfetto, chrome://tracing), `profile.json`
+and `code/`, and `report.md` (analysis/explain.py's categories A | B | B - A, the kernels that moved most, the
+compile-time table, what the compiler made), each side's folder attached to its run in MLflow (`explain/`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import shutil
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from compilebench import environments, recording, tracking
+from compilebench.analysis import compare, explain
+from compilebench.config import Config, ConfigError, stage_config
+from compilebench.harness import trial_process
+from compilebench.harness.files import write_atomic, write_json
+from compilebench.harness.names import trial_stem
+from compilebench.harness.reading import read_json, read_jsonl
+from compilebench.harness.records import CACHE_COLD, EAGER, KIND_PAIRED, STATUS_OK, RecordError, TrialSpec
+from compilebench.report.explain import report
+from compilebench.run_info import RunInfo
+
+LOGGER = logging.getLogger(__name__)
+EXPLAINED = ("compiled_latency", "speedup", "compile_cold", "compile_warm")  # a direction here: the cell is explained
+DIRECTIONS = ("faster", "slower", "more", "less", "higher", "lower")
+
+
+class ExplainError(RuntimeError):
+    """Nothing to explain as asked; the message says why and what to do."""
+
+
+@dataclass(frozen=True)
+class Target:
+    """A compiled cell and the step it is explained for: baseline -> candidate, and why (the words that moved)."""
+
+    model_id: str
+    label: str  # the model's short label
+    batch_size: int
+    variant: str
+    baseline: str
+    candidate: str
+    why: tuple[str, ...]
+
+    @property
+    def cell(self) -> tuple[str, int, str]:
+        return self.model_id, self.batch_size, self.variant
+
+    @property
+    def slug(self) -> str:
+        return f"{self.model_id.replace('/', '--')}-bs{self.batch_size}-{self.variant}"
+
+
+def _words(row: compare.Comparison) -> tuple[str, ...]:
+    found = []
+    for metric in EXPLAINED:
+        judged = row.judged.get(metric)
+        if judged is not None and judged.verdict in DIRECTIONS:
+            r = judged.ratio
+            found.append(f"{metric.replace('_', ' ')} {judged.verdict} {r.value:.3f} [{r.low:.3f}, {r.high:.3f}]")
+    return tuple(found)
+
+
+def targets(
+    compared: list[compare.Comparison], candidate: str | None, cells: list[tuple[str, int, str]], labels: list[str]
+) -> list[Target]:
+    """What to explain: the asked cells (each against the baseline, or `candidate`), else every compiled cell with a
+    direction word in EXPLAINED, per step (of `candidate` only, where given)."""
+    found: dict[tuple, Target] = {}
+    for row in compared:
+        if row.variant == EAGER or (candidate and row.candidate != candidate):
+            continue
+        cell = (row.model_id, int(row.batch_size), row.variant)
+        words = _words(row)
+        if (cells and cell in cells and row.reference == compare.FIRST) or (not cells and words):
+            target = Target(
+                row.model_id, row.label, int(row.batch_size), row.variant, row.baseline, row.candidate, words
+            )
+            found.setdefault((cell, row.baseline, row.candidate), target)
+    missing = [cell for cell in cells if not any(key[0] == cell for key in found)]
+    if missing:
+        raise ExplainError(
+            f"no compiled cell {missing[0]} in the last comparison of {', '.join(labels)}"
+            + (f" against {candidate}" if candidate else "")
+            + "; its cells are: "
+            + ", ".join(sorted({f"{r.model_id} {r.batch_size} {r.variant}" for r in compared if r.variant != EAGER}))
+        )
+    return list(found.values())
+
+
+def profiled_spec(trials: list[TrialSpec], target: Target, label: str) -> TrialSpec:
+    """The cell's trial in `label`, as one paired trial of its own on an empty cache."""
+    model, batch, variant = target.cell
+    for spec in trials:
+        if (spec.environment, spec.model.model_id, spec.batch_size, spec.variant.name) == (
+            label,
+            model,
+            batch,
+            variant,
+        ):
+            return replace(
+                spec,
+                trial_id=f"{label}/{target.slug}/explain",
+                kind=KIND_PAIRED,
+                process_id="",
+                replicate=0,
+                cache=CACHE_COLD,
+                timed=True,
+            )
+    raise ExplainError(
+        f"the plan has no trial of {model} bs{batch} {variant} in {label}: was params.yaml changed "
+        "since the comparison ran? Run the comparison again, then explain it"
+    )
+
+
+def run_side(spec: TrialSpec, python: str, folder: Path, timeout_s: float) -> dict:
+    """One profiled process; its profile folder kept as `folder` (trace.json, profile.json, code/), its result in
+    `folder`/result.json. Returns the result's row."""
+    with tempfile.TemporaryDirectory(prefix="compilebench-explain-") as scratch:
+        work, cache = Path(scratch) / "work", Path(scratch) / "cache"
+        cache.mkdir()
+        began = time.monotonic()
+        result = trial_process.run_trial_process(spec, python, work, cache, timeout_s, "--profile")
+        LOGGER.info("explain: %s ran %.0f s: %s", spec.trial_id, time.monotonic() - began, result.status)
+        if folder.exists():
+            shutil.rmtree(folder)
+        profiled = work / f"{trial_stem(spec.trial_id)}-profile.out.profile"
+        if profiled.is_dir():
+            shutil.copytree(profiled, folder)
+        else:
+            folder.mkdir(parents=True)
+            log = next(iter(work.glob("*.log")), None)
+            (folder / "trial.log").write_text(log.read_text() if log else "")
+        row = result.to_dict()
+        write_json(folder / "result.json", row)
+        return row
+
+
+def measured_latency(rows: list[dict], label: str, target: Target) -> float | None:
+    """The cell's compiled latency (median, ms) in the comparison's runs."""
+    for row in rows:
+        if (row["environment"], row["model_id"], int(row["batch_size"]), row["variant"]) == (label, *target.cell):
+            return row.get("latency_ms_median")
+    return None
+
+
+def attach(config: Config, run_uids: dict[str, str | None], folders: dict[str, Path]) -> None:
+    """Each side's folder as artifacts (`explain/<cell>`) of its run in MLflow; a store that cannot be reached is
+    said and skipped: the files stand beside the report."""
+    try:
+        client = tracking.client(config.paths.tracking_uri)
+        experiment = tracking.experiment_id(client, tracking.EXPERIMENT)
+        for key, folder in folders.items():
+            uid = run_uids.get(key)
+            run_id = tracking.find_run(client, experiment, tracking.RUN_UID_TAG, uid) if uid else None
+            if run_id:
+                client.log_artifacts(run_id, str(folder), f"explain/{folder.parent.name}")
+    except Exception as error:  # the store is an extra here
+        LOGGER.warning("explain: not attached to MLflow (%s); the files are in %s", error, config.paths.explain)
+
+
+def parse_cell(text: str) -> tuple[str, int, str]:
+    parts = text.split()
+    if len(parts) != 3 or not parts[1].isdigit():
+        raise ExplainError(f"--cell takes 'MODEL BATCH VARIANT', e.g. 'microsoft/resnet-50 1 default'; got {text!r}")
+    return parts[0], int(parts[1]), parts[2]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--b", metavar="NAME", help="only the steps to this compared environment")
+    parser.add_argument(
+        "--cell",
+        action="append",
+        default=[],
+        metavar="'MODEL BATCH VARIANT'",
+        help="explain this compiled cell against the baseline, changed or not (repeatable)",
+    )
+    args = parser.parse_args()
+    config = stage_config(compiles=True)
+    paths = config.paths
+    try:
+        cells = [parse_cell(text) for text in args.cell]
+        info = RunInfo.read(paths.run_info)
+        labels = list(info.labels)
+        if args.b and args.b not in labels[1:]:
+            raise ExplainError(
+                f"--b {args.b}: the last comparison compared {', '.join(labels)}; name one after "
+                f"the baseline {labels[0] if labels else ''}"
+            )
+        import pandas as pd
+
+        compared = [compare.Comparison.read(r) for r in pd.read_csv(paths.comparison).to_dict("records")]
+        chosen = targets(compared, args.b, cells, labels)
+        selection = read_json(paths.selection)
+        rows = read_jsonl(paths.results)
+    except FileNotFoundError as error:
+        LOGGER.error("explain: no comparison to explain (%s): run `make compare B=NAME` first", error.filename)
+        sys.exit(2)
+    except (ExplainError, ConfigError, RecordError, OSError, ValueError) as error:
+        LOGGER.error("explain: %s", error)
+        sys.exit(2)
+    if not chosen:
+        LOGGER.info("explain: no compiled cell of the last comparison changed; nothing to explain (--cell asks)")
+        return
+    trials = recording.plan_trials(config, selection, paths.image)
+    stacks = environments.stacks(selection["environments"], Path.cwd(), Path(paths.environments))
+    out = Path(paths.explain)
+    out.mkdir(parents=True, exist_ok=True)
+    explained = []
+    for target in chosen:
+        sides, uids, folders = {}, {}, {}
+        for label in (target.baseline, target.candidate):
+            folder = out / target.slug / label
+            row = run_side(
+                profiled_spec(trials, target, label), stacks[label].python, folder, config.runner.trial_timeout_s
+            )
+            folders[label] = folder
+            uids[label] = next(
+                (
+                    r.get("run_uid")
+                    for r in rows
+                    if (r["environment"], r["model_id"], int(r["batch_size"]), r["variant"]) == (label, *target.cell)
+                ),
+                None,
+            )
+            profile = folder / "profile.json"
+            sides[label] = (
+                explain.side_of(label, read_json(profile), row.get("compile_s"))
+                if row["status"] == STATUS_OK and profile.exists()
+                else row
+            )
+        explained.append((target, sides, {label: measured_latency(rows, label, target) for label in sides}))
+        attach(config, uids, folders)
+    text = report(explained, config.margin)
+    write_atomic(out / "report.md", text)
+    write_json(
+        out / "explain.json", [{"target": target.__dict__, "latency_ms": latency} for target, _, latency in explained]
+    )
+    print(text)
+    LOGGER.info("explain: %s", out / "report.md")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,113 @@
+"""Reading two profiles A beside B (analysis/explain.py, report/explain.py): categories that sum to the profiled call,
+kernels matched across releases whose names differ, a move called only beyond the rounds' spread and the margin, and
+which compiled cells of a comparison are explained."""
+
+import random
+
+import pytest
+
+from compilebench.analysis import explain
+from compilebench.report.explain import report
+
+# Event names as torch 2.0.1 and 2.15 name them on a CPU, with inductor's kernel profiling on.
+NAMES_OLD = {
+    "graph_0_cpp_fused_add_relu_0": "generated kernels",
+    "graph_0_cpp_fused_mean_12": "generated kernels",
+    "mkldnn::_convolution_pointwise": "convolution",
+    "aten::addmm": "matmul",
+    "aten::empty_strided": "memory and views",
+    "TorchDynamo Cache Lookup": "wrapper and guards",
+    "aten::_scaled_dot_product_flash_attention_for_cpu": "attention",
+    "aten::upsample_bilinear2d": "other library ops",
+    "mkldnn::_linear_pointwise": "matmul",
+}
+
+
+@pytest.mark.parametrize(("name", "category"), NAMES_OLD.items())
+def test_an_event_gets_the_category_a_reader_knows(name, category):
+    assert explain.category_of(name) == category
+
+
+def test_kernels_match_across_compiles_without_their_numbers():
+    assert explain.kernel_key("graph_0_cpp_fused_add_relu_0") == explain.kernel_key("graph_3_cpp_fused_add_relu_17")
+    assert explain.kernel_key("aten::addmm") == "aten::addmm"
+
+
+def profile(generated_us, conv_us, wall_ms, seed, rounds=5, calls=10, torch="2.0.1"):
+    """A profile.json as harness/profiling.capture writes it, its rounds drawn with 1% noise."""
+    rng = random.Random(seed)
+    entries = []
+    for _ in range(rounds):
+        jitter = 1 + rng.gauss(0, 0.01)
+        events = {
+            "graph_0_cpp_fused_add_relu_0": {
+                "count": calls,
+                "self_cpu_us": generated_us * calls * jitter,
+                "self_device_us": 0.0,
+            },
+            "mkldnn::_convolution_pointwise": {
+                "count": calls,
+                "self_cpu_us": conv_us * calls * jitter,
+                "self_device_us": 0.0,
+            },
+        }
+        entries.append({"calls": calls, "wall_s": wall_ms * calls * jitter / 1000, "events": events})
+    return {
+        "torch": torch,
+        "device": "cpu",
+        "rounds": entries,
+        "compile_phases_s": {"_compile.compile_inner": 3.0},
+        "health": {"graph_count": 1, "graph_break_count": 0},
+        "code": {"files": 4, "kept": True},
+    }
+
+
+def test_categories_sum_to_the_profiled_call_each_round():
+    side = explain.side_of("A", profile(10_000, 20_000, 35.0, seed=1))
+    for index, wall in enumerate(side.wall_ms):
+        assert sum(values[index] for values in side.categories.values()) == pytest.approx(wall)
+    assert side.category_ms("generated kernels") == pytest.approx(10.0, rel=0.02)
+    assert side.category_ms(explain.UNRECORDED) == pytest.approx(5.0, rel=0.2)  # 35 - 10 - 20
+
+
+def test_an_aa_moves_nothing_and_a_real_change_moves_its_category():
+    a = explain.side_of("A", profile(10_000, 20_000, 35.0, seed=1))
+    again = explain.side_of("A'", profile(10_000, 20_000, 35.0, seed=2))
+    assert not any(shift.moved for shift in explain.shifts(a, again, margin=0.1))
+    slower = explain.side_of("B", profile(16_000, 20_000, 41.0, seed=3, torch="2.15.0"))
+    moved = {shift.category: shift for shift in explain.shifts(a, slower, margin=0.1)}
+    assert moved["generated kernels"].moved and moved["generated kernels"].delta_ms == pytest.approx(6.0, rel=0.1)
+    assert not moved["convolution"].moved
+    (_, category, a_ms, b_ms), *_ = explain.moved_events(a, slower)
+    assert (category, round(b_ms - a_ms)) == ("generated kernels", 6)
+
+
+def test_a_small_shift_within_the_margin_is_not_called_a_move():
+    a = explain.side_of("A", profile(10_000, 20_000, 35.0, seed=1, rounds=5))
+    b = explain.side_of("B", profile(10_500, 20_000, 35.5, seed=4, rounds=5))  # +5%: clear, but within +-10%
+    assert not next(s for s in explain.shifts(a, b, margin=0.1) if s.category == "generated kernels").moved
+
+
+def test_the_report_lays_a_beside_b_and_says_what_moved():
+    from compilebench.explain import Target
+
+    target = Target(
+        "microsoft/resnet-50",
+        "ResNet",
+        1,
+        "default",
+        "torch-2.0.1",
+        "torch-2.15.0",
+        ("compiled latency slower 1.170 [1.10, 1.24]",),
+    )
+    a = explain.side_of("torch-2.0.1", profile(10_000, 20_000, 35.0, seed=1), compile_s=40.0)
+    b = explain.side_of("torch-2.15.0", profile(16_000, 20_000, 41.0, seed=3, torch="2.15.0"), compile_s=30.0)
+    text = report([(target, {"torch-2.0.1": a, "torch-2.15.0": b}, {"torch-2.0.1": 34.0, "torch-2.15.0": 40.0})], 0.1)
+    assert "## ResNet bs1 default: torch-2.0.1 → torch-2.15.0" in text
+    assert "Changed: compiled latency slower 1.170 [1.10, 1.24]." in text
+    line = next(row for row in text.splitlines() if row.startswith("| generated kernels |"))
+    assert "**moved**" in line and "| 10.0" in line
+    assert "Moved: generated kernels." in text and "| `_compile.compile_inner` | dynamo trace | 3.00 | 3.00 |" in text
+    assert "| torch | 2.0.1 | 2.15.0 |" in text and "Profiled call against the timing blocks' latency" in text
+    failed = report([(target, {"torch-2.0.1": a, "torch-2.15.0": {"status": "crashed", "error": "boom"}}, {})], 0.1)
+    assert "torch-2.15.0's profiled process ended `crashed`: boom" in failed
