@@ -268,3 +268,14 @@ def test_a_round_runs_its_planned_blocks_and_no_more():
     chosen = narrowed.suites[SPEC.suite]
     assert (list(chosen.models), list(chosen.variants)) == (["microsoft/resnet-50"], ["eager", "default"])
     assert narrowed.compare == ["torch-2.0.0", "torch-2.4.0", "torch-2.8.0"]
+
+
+def test_rounds_that_narrow_a_change_come_before_retries_of_undecided_steps():
+    first = result((0, 8), (), [(VIT, (0, 8, "inconclusive")), (RESNET, (0, 8, "slower", 1.5))], 0)
+    plans = bisection.next_rounds(bisection.replay(SPEC, [first]), SPEC)
+    assert [(plan.positions, plan.cells, plan.replicates) for plan in plans] == [
+        ((0, 4, 8), (RESNET.cell,), 3),
+        ((0, 8), (VIT.cell,), 6),
+    ]
+    plan, _ = bisection.next_plan(SPEC, [first], units=3)
+    assert plan.positions == (0, 4, 8)
