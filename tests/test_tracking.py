@@ -224,7 +224,7 @@ def test_the_ui_address_opens_on_the_newest_comparisons_candidate_runs(tmp_path,
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
     uri = f"sqlite:///{tmp_path}/mlruns/mlflow.db"
     client = tracking.client(uri)
-    assert tracking.ui_url(uri, "http://127.0.0.1:5000").endswith("/runs")  # nothing logged yet: the table
+    assert tracking.ui_url(uri, "http://127.0.0.1:5000").endswith("/runs?workflowType=machine_learning")  # the table
 
     def invocation(name: str, compared: bool) -> str:
         parent = tracking.start_parent(client, tracking.EXPERIMENT, name, {}, {"compilebench.invocation": name})
@@ -248,3 +248,4 @@ def test_the_ui_address_opens_on_the_newest_comparisons_candidate_runs(tmp_path,
     url = tracking.ui_url(uri, "http://127.0.0.1:5000")
     assert listed(url) == {("comparison", "B")}
     assert "orderByKey=tags.%60mlflow.runName%60" in url  # sorted by name, MLflow lists the runs flat
+    assert "workflowType=machine_learning" in url  # the runs table, not MLflow 3's GenAI mode

@@ -30,7 +30,7 @@ from typing import Any
 CHUNKS = 5  # rounds of profiled calls: their spread is the process's own
 MIN_CHUNK_S = 0.5  # each round at least this long, at least MIN_CHUNK_CALLS calls
 MIN_CHUNK_CALLS = 3
-CODE_SUFFIXES = (".py", ".cpp", ".h")  # what inductor writes as the compiled program's source
+CODE_SUFFIXES = (".py", ".cpp")  # what inductor writes as the compiled program's source (its wrapper, its kernels)
 MAX_CODE_BYTES = 20 * 2**20  # a bigger program's code is left in the cache, said in profile.json
 
 
@@ -105,8 +105,12 @@ def generated_code(cache_dir: Path, since: float, folder: Path) -> dict[str, Any
     found = [
         path
         for path in cache_dir.rglob("*")
-        if path.suffix in CODE_SUFFIXES and path.is_file() and path.stat().st_mtime >= since
+        if path.suffix in CODE_SUFFIXES
+        and path.relative_to(cache_dir).parts[0] != "tmp"  # the temp folder: precompiled headers, not the program
+        and path.is_file()
+        and path.stat().st_mtime >= since
     ]
+
     size = sum(path.stat().st_size for path in found)
     if size > MAX_CODE_BYTES:
         return {"files": len(found), "bytes": size, "kept": False}

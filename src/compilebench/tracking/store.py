@@ -227,10 +227,13 @@ def ui_url(configured_uri: str, base: str) -> str:
         mlflow_client = client(configured_uri)
         experiment = experiment_id(mlflow_client, EXPERIMENT)
         search = newest_filter(mlflow_client, experiment)
-    # sorted by name (model first), not by start time: MLflow then lists the runs found flat, not under their parent
-    state = {"searchFilter": search, "orderByKey": "tags.`mlflow.runName`", "orderByAsc": "true"}
-    query = f"?{urllib.parse.urlencode(state, quote_via=urllib.parse.quote)}" if search else ""
-    return f"{base.rstrip('/')}/#/experiments/{experiment}/runs{query}"
+    # sorted by name (model first), not by start time: MLflow then lists the runs found flat, not under their parent;
+    # workflowType: MLflow 3 opens in its GenAI mode (traces, judges) unless the address asks for machine learning
+    state = {"workflowType": "machine_learning"}
+    if search:
+        state.update(searchFilter=search, orderByKey="tags.`mlflow.runName`", orderByAsc="true")
+    query = urllib.parse.urlencode(state, quote_via=urllib.parse.quote)
+    return f"{base.rstrip('/')}/#/experiments/{experiment}/runs?{query}"
 
 
 def find_run(mlflow_client: MlflowClient, experiment_id: str, tag: str, value: str, role: str = "") -> str | None:
