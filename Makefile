@@ -52,8 +52,8 @@ bisect: $(STAMP) .dvc/config  ## make bisect TORCH="2.0.1 2.15.0" | TRANSFORMERS
 
 # Why it changed: one profiled process per side for each compiled cell the last comparison found changed (or CELL),
 # A beside B by kernel category, the compile-time table, what the compiler made (compilebench/explain.py).
-explain: $(STAMP) .dvc/config  ## make explain [B=NAME] [CELL="microsoft/resnet-50 1 default"]: why the last comparison's cells changed
-	$(ONE_PIPELINE); python -m compilebench.explain $(if $(B),--b $(B)) $(if $(CELL),--cell "$(CELL)") 9>&-
+explain: $(STAMP) .dvc/config  ## make explain [B=NAME] [CELL="microsoft/resnet-50 1 default"] [AA=1]: why the last comparison's cells changed
+	$(ONE_PIPELINE); python -m compilebench.explain $(if $(B),--b $(B)) $(if $(CELL),--cell "$(CELL)") $(if $(AA),--aa) 9>&-
 
 FORECAST_SET = $(if $(TORCH),--set 'compare=[$(TORCH_SERIES)]',$(if $(B),--set 'compare=[$(A)$(comma)$(B)]'))
 forecast: $(STAMP)  ## make forecast [B=torch-2.14.1] [A=current] | [TORCH="2.0.1 2.15.0"]: before spending, what that comparison (params.yaml without B) costs here and can resolve

@@ -111,3 +111,25 @@ def test_the_report_lays_a_beside_b_and_says_what_moved():
     assert "| torch | 2.0.1 | 2.15.0 |" in text and "Profiled call against the timing blocks' latency" in text
     failed = report([(target, {"torch-2.0.1": a, "torch-2.15.0": {"status": "crashed", "error": "boom"}}, {})], 0.1)
     assert "torch-2.15.0's profiled process ended `crashed`: boom" in failed
+
+
+def test_with_an_aa_a_move_no_larger_than_b_s_two_processes_differ_is_not_called_one():
+    from compilebench.explain import Target
+
+    a = explain.side_of("A", profile(10_000, 20_000, 35.0, seed=1))
+    b = explain.side_of("B", profile(13_000, 20_000, 38.0, seed=3))  # +3 ms of generated kernels
+    loud = explain.side_of("B again", profile(16_500, 20_000, 41.5, seed=5))  # B's second process: +3.5 ms
+    quiet = explain.side_of("B again", profile(13_000, 20_000, 38.0, seed=6))
+    assert next(s for s in explain.shifts(a, b, 0.1) if s.category == "generated kernels").moved
+    aa = {shift.category: shift for shift in explain.shifts(b, loud, 0.1)}
+    assert not next(
+        s for s in explain.within_aa(explain.shifts(a, b, 0.1), aa) if s.category == "generated kernels"
+    ).moved
+    target = Target("m", "M", 1, "default", "A", "B", ())
+    text = report([(target, {"A": a, "B": b, "B again": quiet}, {})], 0.1)
+    assert "| per call, ms | A | B | B − A [95% CI] | B again − B | moved |" in text
+    assert (
+        "A/A, two processes of B: no category moved, as an A/A should." in text and "Moved: generated kernels." in text
+    )
+    text = report([(target, {"A": a, "B": b, "B again": {"status": "crashed", "error": "x"}}, {})], 0.1)
+    assert "B again's profiled process ended `crashed`" in text and "Moved: generated kernels." in text

@@ -3,14 +3,16 @@
     python -m compilebench.explain                       # every changed compiled cell of the last comparison
     python -m compilebench.explain --b torch-2.14.1      # only its steps against that environment
     python -m compilebench.explain --cell "microsoft/resnet-50 1 default"   # this cell, changed or not (repeatable)
-    make explain [B=NAME] [CELL="microsoft/resnet-50 1 default"]           # the same, under the pipeline lock
+    python -m compilebench.explain --aa                  # B profiled twice: an A/A beside each A/B
+    make explain [B=NAME] [CELL="microsoft/resnet-50 1 default"] [AA=1]    # the same, under the pipeline lock
 
 Reads the last comparison (paths.comparison, paths.results, paths.selection) and runs, after and apart from its
 timing blocks, a paired trial per side (A, then B) with `--profile` (harness/profiling.py) in that environment's own
 interpreter, on an empty inductor cache: inductor's kernel profiling on, the compiled call profiled in rounds,
 dynamo's compile-time table and the generated code kept. A cell is explained where its compiled latency, speedup or
 cold or warm compile got a direction word (faster, slower), for each step that did: against the baseline, and in a
-series against the environment before it. Nothing changed: nothing runs.
+series against the environment before it. Nothing changed: nothing runs. With --aa, B runs a second profiled process:
+a category that moved no further from A than B's two processes differ is not called moved.
 
 Writes paths.explain: per cell and side `trace.json` (Chrome trace format: Perfetto, chrome://tracing), `profile.json`
 and `code/`, and `report.md` (analysis/explain.py's categories A | B | B - A, the kernels that moved most, the
@@ -40,6 +42,7 @@ from compilebench.report.explain import report
 from compilebench.run_info import RunInfo
 
 LOGGER = logging.getLogger(__name__)
+AGAIN = " again"  # a second profiled process of B (--aa): the A/A the categories' moves are judged beside
 EXPLAINED = ("compiled_latency", "speedup", "compile_cold", "compile_warm")  # a direction here: the cell is explained
 DIRECTIONS = ("faster", "slower", "more", "less", "higher", "lower")
 
@@ -154,12 +157,21 @@ def run_side(spec: TrialSpec, python: str, folder: Path, timeout_s: float) -> di
         return row
 
 
-def measured_latency(rows: list[dict], label: str, target: Target) -> float | None:
-    """The cell's compiled latency (median, ms) in the comparison's runs."""
+def _run_of(rows: list[dict], label: str, target: Target) -> dict:
     for row in rows:
         if (row["environment"], row["model_id"], int(row["batch_size"]), row["variant"]) == (label, *target.cell):
-            return row.get("latency_ms_median")
-    return None
+            return row
+    return {}
+
+
+def measured_latency(rows: list[dict], label: str, target: Target) -> float | None:
+    """The cell's compiled latency (median, ms) in the comparison's runs."""
+    return _run_of(rows, label.removesuffix(AGAIN), target).get("latency_ms_median")
+
+
+def run_uid(rows: list[dict], label: str, target: Target) -> str | None:
+    """The uid of the cell's run in `label`: what finds it in MLflow."""
+    return _run_of(rows, label, target).get("run_uid")
 
 
 def attach(config: Config, run_uids: dict[str, str | None], folders: dict[str, Path]) -> None:
@@ -194,6 +206,7 @@ def main() -> None:
         metavar="'MODEL BATCH VARIANT'",
         help="explain this compiled cell against the baseline, changed or not (repeatable)",
     )
+    parser.add_argument("--aa", action="store_true", help="profile B twice: an A/A beside each A/B (one process more)")
     args = parser.parse_args()
     config = stage_config(compiles=True)
     paths = config.paths
@@ -228,26 +241,16 @@ def main() -> None:
     explained = []
     for target in chosen:
         sides, uids, folders = {}, {}, {}
-        for label in (target.baseline, target.candidate):
-            folder = out / target.slug / label
-            row = run_side(
-                profiled_spec(trials, target, label), stacks[label].python, folder, config.runner.trial_timeout_s
-            )
-            folders[label] = folder
-            uids[label] = next(
-                (
-                    r.get("run_uid")
-                    for r in rows
-                    if (r["environment"], r["model_id"], int(r["batch_size"]), r["variant"]) == (label, *target.cell)
-                ),
-                None,
-            )
+        runs = [(target.baseline, target.baseline), (target.candidate, target.candidate)]
+        runs += [(f"{target.candidate}{AGAIN}", target.candidate)] if args.aa else []
+        for side, label in runs:
+            folder = out / target.slug / side.replace(" ", "-")
+            spec = profiled_spec(trials, target, label)
+            row = run_side(spec, stacks[label].python, folder, config.runner.trial_timeout_s)
+            folders[side], uids[side] = folder, run_uid(rows, label, target)
             profile = folder / "profile.json"
-            sides[label] = (
-                explain.side_of(label, read_json(profile), row.get("compile_s"))
-                if row["status"] == STATUS_OK and profile.exists()
-                else row
-            )
+            ok = row["status"] == STATUS_OK and profile.exists()
+            sides[side] = explain.side_of(side, read_json(profile), row.get("compile_s")) if ok else row
         explained.append((target, sides, {label: measured_latency(rows, label, target) for label in sides}))
         attach(config, uids, folders)
     text = report(explained, config.margin)

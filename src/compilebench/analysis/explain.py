@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 import re
 import statistics
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from compilebench.analysis import stats
@@ -200,6 +200,17 @@ def shifts(a: Side, b: Side, margin: float) -> list[Shift]:
         beyond = abs(b_ms - a_ms) > margin * max(abs(a_ms), abs(b_ms)) and abs(b_ms - a_ms) >= MIN_SHARE * a.call_ms
         found.append(Shift(category, a_ms, b_ms, low, high, beyond and (low > 0 or high < 0)))
     return found
+
+
+def within_aa(found: list[Shift], aa: dict[str, Shift]) -> list[Shift]:
+    """`found` (A against B) with a move no larger than B's two processes differ by in that category (`aa`: B
+    against B again) not called one."""
+    return [
+        replace(shift, moved=False)
+        if shift.moved and shift.category in aa and abs(shift.delta_ms) <= abs(aa[shift.category].delta_ms)
+        else shift
+        for shift in found
+    ]
 
 
 def moved_events(a: Side, b: Side, count: int = 6) -> list[tuple[str, str, float, float]]:

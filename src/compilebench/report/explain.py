@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from compilebench.analysis import explain
+from compilebench.harness import profiling
 
 HOW = (
     "One profiled process per side, after and apart from the comparison's timing blocks, on an empty inductor cache "
@@ -26,32 +27,44 @@ def _side_failed(label: str, row: dict[str, Any]) -> str:
     return f"{label}'s profiled process ended `{row.get('status')}`: {str(row.get('error') or '')[:300]}"
 
 
-def _categories(a: explain.Side, b: explain.Side, margin: float, latency: dict[str, float | None]) -> list[str]:
-    lines = [f"| per call, ms | {a.label} | {b.label} | B − A [95% CI] | moved |", "|---|---|---|---|---|"]
-    shifts = explain.shifts(a, b, margin)
+def _categories(
+    a: explain.Side, b: explain.Side, margin: float, latency: dict[str, float | None], again: explain.Side | None
+) -> list[str]:
+    aa = {shift.category: shift for shift in explain.shifts(b, again, margin)} if again else {}
+    columns = ["per call, ms", a.label, b.label, "B − A [95% CI]", *([f"{again.label} − B"] if again else []), "moved"]
+    lines = ["| " + " | ".join(columns) + " |", "|---" * len(columns) + "|"]
+    shifts = explain.within_aa(explain.shifts(a, b, margin), aa)
     for shift in shifts:
         if shift.a_ms == 0 and shift.b_ms == 0:
             continue
-        interval = f"{shift.delta_ms:+.2f} [{shift.low_ms:+.2f}, {shift.high_ms:+.2f}]"
-        lines.append(
-            f"| {shift.category} | {shift.a_ms:.2f} | {shift.b_ms:.2f} | {interval} | "
-            f"{'**moved**' if shift.moved else ''} |"
-        )
-    lines.append(
-        f"| **profiled call** (the sum) | {a.call_ms:.2f} | {b.call_ms:.2f} | {b.call_ms - a.call_ms:+.2f} | |"
-    )
+        cells = [
+            shift.category,
+            f"{shift.a_ms:.2f}",
+            f"{shift.b_ms:.2f}",
+            f"{shift.delta_ms:+.2f} [{shift.low_ms:+.2f}, {shift.high_ms:+.2f}]",
+        ]
+        cells += [f"{aa[shift.category].delta_ms:+.2f}"] if again else []
+        lines.append("| " + " | ".join([*cells, "**moved**" if shift.moved else ""]) + " |")
+    total = ["**profiled call** (the sum)", f"{a.call_ms:.2f}", f"{b.call_ms:.2f}", f"{b.call_ms - a.call_ms:+.2f}"]
+    total += [f"{again.call_ms - b.call_ms:+.2f}"] if again else []
     measured_a, measured_b = latency.get(a.label), latency.get(b.label)
-    lines.append(f"| compiled latency, timing blocks (median) | {_ms(measured_a)} | {_ms(measured_b)} | | |")
-    lines.append("")
+    measured = ["compiled latency, timing blocks (median)", _ms(measured_a), _ms(measured_b), ""]
+    measured += [""] if again else []
+    lines += ["| " + " | ".join([*total, ""]) + " |", "| " + " | ".join([*measured, ""]) + " |", ""]
     off = [
-        f"{side.label} {side.call_ms / measured - 1:+.1%}"
-        for side, measured in ((a, measured_a), (b, measured_b))
-        if measured
+        f"{side.label} {side.call_ms / value - 1:+.1%}" for side, value in ((a, measured_a), (b, measured_b)) if value
     ]
     if off:
         lines.append(f"Profiled call against the timing blocks' latency: {', '.join(off)}.")
     moved = [shift.category for shift in shifts if shift.moved]
     lines.append(f"Moved: {', '.join(moved)}." if moved else "No category moved beyond its own spread and the margin.")
+    if again:
+        aa_moved = [shift.category for shift in aa.values() if shift.moved]
+        lines.append(
+            f"A/A, two processes of {b.label}: "
+            + (f"moved: {', '.join(aa_moved)}." if aa_moved else "no category moved, as an A/A should.")
+            + " A move no larger than this difference is not called one."
+        )
     return lines
 
 
@@ -115,21 +128,23 @@ def _made(a: explain.Side, b: explain.Side) -> list[str]:
 
 def report(explained: list[tuple[Any, dict[str, Any], dict[str, float | None]]], margin: float) -> str:
     """The report of every explained target: (Target, {label: Side or a failed result row}, {label: latency})."""
-    lines = ["# Why it changed", "", HOW.format(chunks=5, margin=margin, share=explain.MIN_SHARE), ""]
+    lines = ["# Why it changed", "", HOW.format(chunks=profiling.CHUNKS, margin=margin, share=explain.MIN_SHARE), ""]
     if not explained:
         lines.append("No compiled cell changed: nothing to explain.")
     for target, sides, latency in explained:
         a, b = sides[target.baseline], sides[target.candidate]
+        again = sides.get(f"{target.candidate} again")
         lines += [
             f"## {target.label} bs{target.batch_size} {target.variant}: {target.baseline} → {target.candidate}",
             "",
         ]
         lines += [f"Changed: {'; '.join(target.why)}." if target.why else "Asked for (no word moved).", ""]
         failed = [_side_failed(label, side) for label, side in sides.items() if not isinstance(side, explain.Side)]
-        if failed:
-            lines += [*failed, ""]
+        lines += [*failed, ""] if failed else []
+        if not isinstance(a, explain.Side) or not isinstance(b, explain.Side):
             continue
-        lines += [*_categories(a, b, margin, latency), "", *_events(a, b), ""]
+        again = again if isinstance(again, explain.Side) else None
+        lines += [*_categories(a, b, margin, latency, again), "", *_events(a, b), ""]
         lines += [*_phases(a, b), "", *_made(a, b), ""]
         lines += [
             f"Files: `{target.slug}/{a.label}/` and `{target.slug}/{b.label}/` (trace.json, profile.json, code/).",
