@@ -133,3 +133,22 @@ def test_with_an_aa_a_move_no_larger_than_b_s_two_processes_differ_is_not_called
     )
     text = report([(target, {"A": a, "B": b, "B again": {"status": "crashed", "error": "x"}}, {})], 0.1)
     assert "B again's profiled process ended `crashed`" in text and "Moved: generated kernels." in text
+
+
+def test_a_series_is_explained_step_by_step_and_an_asked_cell_against_the_baseline():
+    import pandas as pd
+    from conftest import ROOT
+
+    from compilebench.analysis import compare
+    from compilebench.explain import ExplainError, targets
+
+    table = pd.read_csv(ROOT / "benchmarks/results/2026-12-04-epyc17-bisect/round-1/comparison.csv")
+    compared = [compare.Comparison.read(row) for row in table.to_dict("records")]
+    labels = ["torch-2.0.1", "torch-2.7.1", "torch-2.15.0"]
+    found = {(t.model_id, t.variant, t.baseline, t.candidate) for t in targets(compared, None, [], labels)}
+    assert ("microsoft/resnet-50", "default", "torch-2.0.1", "torch-2.7.1") in found
+    assert all((a, b) in {("torch-2.0.1", "torch-2.7.1"), ("torch-2.7.1", "torch-2.15.0")} for _, _, a, b in found)
+    asked = targets(compared, "torch-2.15.0", [("microsoft/resnet-50", 1, "default")], labels)
+    assert [(t.baseline, t.candidate) for t in asked] == [("torch-2.0.1", "torch-2.15.0")]
+    with pytest.raises(ExplainError, match="no compiled cell"):
+        targets(compared, None, [("microsoft/resnet-50", 1, "nope")], labels)

@@ -10,18 +10,20 @@ Reads the last comparison (paths.comparison, paths.results, paths.selection) and
 timing blocks, a paired trial per side (A, then B) with `--profile` (harness/profiling.py) in that environment's own
 interpreter, on an empty inductor cache: inductor's kernel profiling on, the compiled call profiled in rounds,
 dynamo's compile-time table and the generated code kept. A cell is explained where its compiled latency, speedup or
-cold or warm compile got a direction word (faster, slower), for each step that did: against the baseline, and in a
-series against the environment before it. Nothing changed: nothing runs. With --aa, B runs a second profiled process:
-a category that moved no further from A than B's two processes differ is not called moved.
+cold or warm compile got a direction word (faster, slower), for each step that did: B against A, and in a series each
+step (the first stack against the baseline, every later one against the one before). Nothing changed: nothing
+runs. With --aa, B runs a second profiled process: a category that moved no further from A than B's two processes
+differ is not called moved.
 
-Writes paths.explain: per cell and side `trace.json` (Chrome trace format: Perfetto, chrome://tracing), `profile.json`
-and `code/`, and `report.md` (analysis/explain.py's categories A | B | B - A, the kernels that moved most, the
-compile-time table, what the compiler made), each side's folder attached to its run in MLflow (`explain/`).
+Writes paths.explain: per cell and side `trace.json` (Chrome trace format: Perfetto, chrome://tracing), `profile.json`,
+`result.json` and `code/`, and `report.md` (report/explain.py: the categories A | B | B - A, the kernels that moved
+most, the compile-time table, what the compiler made); each side's folder goes to its run in MLflow (`explain/`).
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import logging
 import shutil
 import sys
@@ -33,7 +35,7 @@ from pathlib import Path
 from compilebench import environments, recording, tracking
 from compilebench.analysis import compare, explain
 from compilebench.config import Config, ConfigError, stage_config
-from compilebench.harness import trial_process
+from compilebench.harness import groups, trial_process
 from compilebench.harness.files import write_atomic, write_json
 from compilebench.harness.names import trial_stem
 from compilebench.harness.reading import read_json, read_jsonl
@@ -88,9 +90,12 @@ def targets(
     """What to explain: the asked cells (each against the baseline, or `candidate`), else every compiled cell with a
     direction word in EXPLAINED, per step (of `candidate` only, where given)."""
     found: dict[tuple, Target] = {}
+    steps = set(itertools.pairwise(labels))
     for row in compared:
         if row.variant == EAGER or (candidate and row.candidate != candidate):
             continue
+        if not cells and (row.baseline, row.candidate) not in steps:
+            continue  # in a series, its steps: a change from the baseline to a later stack is made of them
         cell = (row.model_id, int(row.batch_size), row.variant)
         words = _words(row)
         if (cells and cell in cells and row.reference == compare.FIRST) or (not cells and words):
@@ -234,6 +239,7 @@ def main() -> None:
     if not chosen:
         LOGGER.info("explain: no compiled cell of the last comparison changed; nothing to explain (--cell asks)")
         return
+    groups.end_trials_on_signal()  # a stopped explain leaves no profiled trial running behind it
     trials = recording.plan_trials(config, selection, paths.image)
     stacks = environments.stacks(selection["environments"], Path.cwd(), Path(paths.environments))
     out = Path(paths.explain)
