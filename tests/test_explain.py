@@ -142,7 +142,7 @@ def test_a_series_is_explained_step_by_step_and_an_asked_cell_against_the_baseli
     from compilebench.analysis import compare
     from compilebench.explain import ExplainError, targets
 
-    table = pd.read_csv(ROOT / "benchmarks/results/2026-12-04-epyc17-bisect/round-1/comparison.csv")
+    table = pd.read_csv(ROOT / "tests/fixtures/series-comparison.csv")  # a bisect's round of three releases
     compared = [compare.Comparison.read(row) for row in table.to_dict("records")]
     labels = ["torch-2.0.1", "torch-2.7.1", "torch-2.15.0"]
     found = {(t.model_id, t.variant, t.baseline, t.candidate) for t in targets(compared, None, [], labels)}
