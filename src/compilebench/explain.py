@@ -150,8 +150,8 @@ def run_side(spec: TrialSpec, python: str, folder: Path, timeout_s: float) -> di
         LOGGER.info("explain: %s ran %.0f s: %s", spec.trial_id, time.monotonic() - began, result.status)
         if folder.exists():
             shutil.rmtree(folder)
-        profiled = work / f"{trial_stem(spec.trial_id)}-profile.out.profile"
-        if profiled.is_dir():
+        profiled = next(work.glob(f"{trial_stem(spec.trial_id)}*.profile"), None)  # beside its OUT.json
+        if profiled is not None and profiled.is_dir():
             shutil.copytree(profiled, folder)
         else:
             folder.mkdir(parents=True)
