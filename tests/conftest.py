@@ -233,6 +233,12 @@ def project_env() -> dict:
     return env
 
 
+def make_dry_run(*args: str) -> str:
+    """What `make ARGS` would run in the project (`make -n`), continued lines joined."""
+    done = subprocess.run(["make", "-n", *args], cwd=ROOT, env=project_env(), capture_output=True, text=True)
+    return " ".join(done.stdout.replace("\\\n", " ").split())
+
+
 def make_project(root: Path, models: list[str], **benchmark) -> Path:
     """A copy of the project on a tiny suite of `models`, eager + default, quick timing, offline image."""
     for name in ("dvc.yaml", ".dvcignore", ".gitignore", "requirements.txt", "constraints.txt"):

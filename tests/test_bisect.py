@@ -8,7 +8,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import make_project, project_env, run_ok, set_params
+from conftest import make_dry_run, make_project, project_env, run_ok, set_params
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("bisect")]
 # The same stack four times, its processes on two threads, then on one: the change lies between 2b and 1a.
@@ -112,13 +112,5 @@ def test_bad_releases_are_refused_before_any_round(project):
 
 
 def test_bisect_is_one_make_command():
-    from conftest import ROOT
-
-    line = subprocess.run(
-        ["make", "-n", "bisect", "TORCH=2.0.1 2.15.0", "SEED=1"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        env=project_env(),
-    ).stdout
-    assert "python -m compilebench.bisect --torch 2.0.1 2.15.0 --seed 1" in " ".join(line.replace("\\\n", " ").split())
+    line = make_dry_run("bisect", "TORCH=2.0.1 2.15.0", "SEED=1")
+    assert "python -m compilebench.bisect --torch 2.0.1 2.15.0 --seed 1" in line

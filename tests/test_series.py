@@ -9,7 +9,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import OTHER, ROOT, make_project, project_env, run_ok, set_params
+from conftest import OTHER, make_dry_run, make_project, project_env, run_ok, set_params
 
 from compilebench import environments
 
@@ -82,21 +82,9 @@ def test_the_report_names_each_step_and_what_else_it_changes(series_project):
 
 def test_a_series_of_releases_is_one_make_command():
     """`make series TORCH=...` asks DVC for the releases as one series (the command line, not run)."""
-    line = subprocess.run(
-        ["make", "-n", "series", "TORCH=2.0.1 2.6.0 2.15.0"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        env=project_env(),
-    ).stdout
+    line = make_dry_run("series", "TORCH=2.0.1 2.6.0 2.15.0")
     assert "-S 'compare=[torch-2.0.1,torch-2.6.0,torch-2.15.0]'" in line and "benchmark.seed" not in line
-    again = subprocess.run(
-        ["make", "-n", "series", "TORCH=2.0.1 2.15.0", "SEED=1"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        env=project_env(),
-    ).stdout
+    again = make_dry_run("series", "TORCH=2.0.1 2.15.0", "SEED=1")
     assert "-S 'compare=[torch-2.0.1,torch-2.15.0]' -S benchmark.seed=1" in again
 
 
