@@ -28,7 +28,7 @@ from typing import Any
 
 from tqdm import tqdm
 
-from compilebench import environments, executors, forecast, journal, recording, tracking
+from compilebench import environments, executors, forecast, journal, package_index, recording, tracking
 from compilebench.analysis import adaptive, noise_record, run_record
 from compilebench.config import Config, ConfigError, stage_config
 from compilebench.harness import fingerprint, groups, results_folder, trial_process
@@ -81,6 +81,15 @@ def measure_adaptively(
 def measure(config: Config, selection: dict, manifest: list[dict], image_meta: dict, fresh: bool) -> None:
     """Build or find the environments, run every trial (resuming a journal), log runs, write results."""
     trials = recording.plan_trials(config, selection, config.paths.image)
+    wanted = {
+        entry.get("stack") or entry["name"]: (entry["pins"], entry.get("python", ""))
+        for entry in selection["environments"]
+    }
+    problems = package_index.unreleased(
+        [(name, *value) for name, value in wanted.items()], Path.cwd(), Path(config.paths.environments)
+    )
+    if problems:  # before any environment is built
+        raise environments.StackError("; ".join(problems) + " (nothing was built)")
     stacks = environments.stacks(selection["environments"], Path.cwd(), Path(config.paths.environments))
     for label, stack in stacks.items():
         environments.check_device(stack, label, config.device)

@@ -37,7 +37,7 @@ import time
 from dataclasses import asdict, replace
 from pathlib import Path
 
-from compilebench import environments, releases
+from compilebench import package_index, releases
 from compilebench.analysis import bisection, compare
 from compilebench.analysis.bisection import COMPILE_HEADLINES, HEADLINES, Journal, RoundPlan, RoundResult, Search, Spec
 from compilebench.config import Config, ConfigError, at_home, load_config, stage_config
@@ -154,7 +154,7 @@ def with_definitions(params_text: str, fixed: dict[str, releases.Release]) -> st
 
 def index_versions(package: str) -> list[str]:
     """The releases of `package` on the package index pip is set up with; BisectError where it cannot be read."""
-    found = environments.index_versions(package)
+    found = package_index.index_versions(package)
     if found is None:
         raise BisectError(
             f"the package index's releases of {package} could not be read (`pip index versions {package}`); "

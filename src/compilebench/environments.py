@@ -305,59 +305,12 @@ def check_device(stack: Stack, label: str, device: str) -> None:
         raise StackError(problem)
 
 
-INDEX_CHECKED = ("torch", "transformers")  # what a release name pins: checked on the index before anything is built
-
-
-def index_versions(package: str) -> list[str] | None:
-    """The releases of `package` on the package index pip is set up with (`pip index versions`); None where it
-    cannot be read (offline: the build itself says what it cannot get)."""
-    try:
-        command = [sys.executable, "-m", "pip", "index", "versions", package, "--timeout", "10", "--retries", "1"]
-        done = subprocess.run(command, capture_output=True, text=True, check=False, timeout=120)
-    except subprocess.TimeoutExpired:
-        return None
-    line = next((line for line in done.stdout.splitlines() if line.startswith("Available versions:")), None)
-    if done.returncode != 0 or line is None:
-        return None
-    return [version.strip() for version in line.split(":", 1)[1].split(",")]
-
-
-def unreleased(wanted: list[tuple[str, dict[str, str], str]], root: Path, cache_root: Path, index=index_versions):
-    """Of the environments `wanted` ((name, pins, python) each), those not built yet that pin a torch or transformers
-    the package index does not have: one line each, naming the releases of that minor series it has. Nothing where the
-    index cannot be read."""
-    project = project_pins(root)
-    known: dict[str, list[str] | None] = {}
-    problems = []
-    for name, pins, python in wanted:
-        if name == CURRENT or is_built(name, pins, cache_root, python):
-            continue
-        for package in INDEX_CHECKED:
-            version = pins.get(package)
-            if version is None or version == project.get(package):
-                continue
-            if package not in known:
-                known[package] = index(package)
-            releases = known[package]
-            if releases is None or version in releases:
-                continue
-            minor = version.split("+")[0].split(".")[:2]
-            near = [v for v in releases if v.split("+")[0].split(".")[:2] == minor] or releases[:6]
-            problems.append(f"environment {name!r}: {package} {version} is not a release on the package index; "
-                            f"its releases near it: {', '.join(near[:8])}")  # fmt: skip
-    return problems
-
-
 def stacks(selected: list[dict], root: Path, cache_root: Path) -> dict[str, Stack]:
     """The interpreter of each environment (by label), built or reused; an environment that pins nothing (it only
     sets settings) takes `current`'s, built or reused as `current` is. Alone, `current` is the project's own
     interpreter (checked against its pins); compared with anything (an A/A run included), it is built by the same
     recipe as the others, a minimal venv from the project's pins, so an A/B differs only in what the user pinned
     and not in the project's own tools (mlflow, dvc, pandas) sitting in one side's process."""
-    wanted = {entry.get("stack") or entry["name"]: (entry["pins"], entry.get("python", "")) for entry in selected}
-    problems = unreleased([(name, *value) for name, value in wanted.items()], root, cache_root)
-    if problems:
-        raise StackError("; ".join(problems) + " (nothing was built)")
     built: dict[str, Stack] = {}
     by_label = {}
     compared = len(selected) > 1

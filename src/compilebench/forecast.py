@@ -26,7 +26,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from compilebench import environments, recording, reference
+from compilebench import environments, package_index, recording, reference
 from compilebench.analysis import adaptive, noise_record, plan, pricing, run_record
 from compilebench.config import Config, ConfigError, stage_config
 from compilebench.harness import fingerprint, models
@@ -223,7 +223,7 @@ def main() -> None:
     config = stage_config(overrides=args.set)
     pins = environments.resolved_pins(config, Path.cwd())
     wanted = [(name, pins[name], config.environments[name].python) for name in pins if config.environments[name].pins]
-    problems = environments.unreleased(wanted, Path.cwd(), Path(config.paths.environments))
+    problems = package_index.unreleased(wanted, Path.cwd(), Path(config.paths.environments))
     if problems:
         LOGGER.error("%s", "; ".join(problems))
         sys.exit(2)

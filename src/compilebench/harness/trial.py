@@ -242,6 +242,7 @@ def run_trial(spec: TrialSpec, profile: Path | None = None) -> TrialResult:
     import dataclasses
 
     import torch
+    import torch._dynamo  # torch 2.0 does not import it with torch: reset() below needs it
 
     timing_spec, device = spec.timing, spec.timing.device
     state: dict[str, Any] = {"phase": "load"}
