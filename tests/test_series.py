@@ -107,7 +107,9 @@ def test_explain_profiles_a_cell_on_torch_2_0_and_the_project_s_torch(series_pro
         profile = json.loads((folder / label / "profile.json").read_text())
         assert profile["torch"].startswith(release) and len(profile["rounds"]) == 5
         names = set(profile["rounds"][0]["events"])
-        assert any(name.startswith("graph_0_cpp_fused") for name in names), sorted(names)[:20]  # kernel profiling on
+        # kernel profiling on: each generated kernel records itself (torch 2.0.1: graph_0_kernel_cpp_N, later
+        # releases graph_0_cpp_fused_OPS_N)
+        assert any(name.startswith("graph_0_") and "cpp" in name for name in names), sorted(names)[:20]
         assert profile["compile_phases_s"] and profile["code"]["kept"] and profile["code"]["files"] > 0
         assert list((folder / label / "code").rglob("*.py"))  # the generated wrapper
         assert json.loads((folder / label / "trace.json").read_text())["traceEvents"]
