@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 from compilebench.environments import CURRENT, is_built, project_pins
+from compilebench.releases import version_tuple
 
 INDEX_CHECKED = ("torch", "transformers")  # what a release name pins: checked on the index before anything is built
 
@@ -31,7 +32,7 @@ def index_versions(package: str) -> list[str] | None:
     return [version.strip() for version in line.split(":", 1)[1].split(",")]
 
 
-def unreleased(wanted: list[tuple[str, dict[str, str], str]], root: Path, cache_root: Path, index=index_versions):
+def unreleased(wanted: list[tuple[str, dict[str, str], str]], root: Path, cache_root: Path) -> list[str]:
     """Of the environments `wanted` ((name, pins, python) each), those not built yet that pin a torch or transformers
     the package index does not have: one line each, naming the releases of that minor series it has. Nothing where the
     index cannot be read."""
@@ -46,12 +47,14 @@ def unreleased(wanted: list[tuple[str, dict[str, str], str]], root: Path, cache_
             if version is None or version == project.get(package):
                 continue
             if package not in known:
-                known[package] = index(package)
+                known[package] = index_versions(package)
             releases = known[package]
             if releases is None or version in releases:
                 continue
-            minor = version.split("+")[0].split(".")[:2]
-            near = [v for v in releases if v.split("+")[0].split(".")[:2] == minor] or releases[:6]
-            problems.append(f"environment {name!r}: {package} {version} is not a release on the package index; "
-                            f"its releases near it: {', '.join(near[:8])}")  # fmt: skip
+            minor = version_tuple(version)[:2]
+            near = [v for v in releases if version_tuple(v)[:2] == minor] or releases[:6]
+            problems.append(
+                f"environment {name!r}: {package} {version} is not a release on the package index; "
+                f"its releases near it: {', '.join(near[:8])}"
+            )
     return problems
