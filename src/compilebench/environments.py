@@ -225,6 +225,25 @@ STACK_PROBE = (
 )
 
 
+# What a trial process imports first, found without importing it (a few milliseconds, not torch's seconds).
+INTACT_PROBE = (
+    "import importlib.util, sys\n"
+    "print(' '.join(m for m in ('torch', 'transformers', 'numpy') if importlib.util.find_spec(m) is None))\n"
+)
+
+
+def broken(python: Path) -> str:
+    """What a built environment lacks of what every trial needs ('' when whole): its interpreter, or a package a
+    trial imports."""
+    if not python.exists():
+        return f"its interpreter {python} is gone"
+    done = subprocess.run([str(python), "-c", INTACT_PROBE], capture_output=True, text=True)
+    if done.returncode != 0:
+        return f"its interpreter {python} does not start: {(done.stderr or done.stdout).strip()[-200:]}"
+    missing = done.stdout.split()
+    return f"{', '.join(missing)} no longer installed in it" if missing else ""
+
+
 def folder_of(name: str, pins: dict[str, str], cache_root: Path, python: str = "") -> Path:
     """Where the environment for `pins` is built: its name and key (resolved pins, its Python's full version) under
     `cache_root`; `python`: the version it asks for ('' = the project's)."""
@@ -261,6 +280,11 @@ def build(name: str, pins: dict[str, str], cache_root: Path, python: str = "") -
                 )  # nothing half-built is left to be mistaken for an environment
                 raise
             marker.write_text(json.dumps({"name": name, "pins": pins, "python": version}))
+        damage = broken(python)
+        if damage:  # built once, harmed since (a file deleted): every trial of it would fail
+            raise StackError(f"environment {name!r} ({folder}) is broken: {damage}; remove it (python -m "
+                             f"compilebench.environments --remove {name}) and it is built again on first "
+                             "use")  # fmt: skip
     return Stack(name, pins, str(python), key, freeze(str(python)))
 
 
