@@ -139,14 +139,14 @@ def test_the_comparison_table_reads_b_against_a(compared):
 
 @COMPARED
 def test_two_settings_on_one_stack_are_compared_as_two_environments(compared, tmp_path_factory):
-    """An environment that only sets settings (huge pages and one thread here) runs on `current`'s interpreter, built
-    once, its processes alive beside `current`'s, each its own way; its settings are in its key and its runs, so the
-    comparison is of two environments, not an A/A."""
+    """An environment that only sets settings (huge pages, one thread, AVX2 at most) runs on `current`'s interpreter,
+    built once, its processes alive beside `current`'s, each its own way; its settings are in its key and its runs,
+    so the comparison is of two environments, not an A/A."""
     source, env, _ = compared
     root = tmp_path_factory.mktemp("settings") / "project"
     shutil.copytree(source, root, symlinks=True)
     set_params(root, compare=["current", "weighed"], **{"environments.weighed.settings": {"huge_pages": True,
-               "num_threads": 1}, "benchmark.compile_cache": "shared", "benchmark.replicates": 1,
+               "num_threads": 1, "cpu_isa": "avx2"}, "benchmark.compile_cache": "shared", "benchmark.replicates": 1,
                "benchmark.cold_replicates": 0})  # fmt: skip
     for stage in ("load_models", "benchmark", "aggregate", "plot"):
         _stage(stage, root, env)
@@ -154,9 +154,10 @@ def test_two_settings_on_one_stack_are_compared_as_two_environments(compared, tm
     by_env = {row["environment"]: row for row in rows if row["variant"] == "default"}
     assert set(by_env) == {"current", "weighed"} and all(row["status"] == "ok" for row in rows)
     current, weighed = by_env["current"], by_env["weighed"]
-    assert json.loads(weighed["environment_settings"]) == {"huge_pages": True, "num_threads": 1}
+    assert json.loads(weighed["environment_settings"]) == {"huge_pages": True, "num_threads": 1, "cpu_isa": "avx2"}
     assert json.loads(current["environment_settings"]) == {} and weighed["environment_name"] == "weighed"
     assert (weighed["num_threads"], weighed["thp_mem_alloc"], current["thp_mem_alloc"]) == (1, "1", "")
+    assert weighed["cpu_capability"] == "AVX2" and current["cpu_capability"] in ("AVX2", "AVX512")  # as torch ran
     assert weighed["environment_freeze"] == current["environment_freeze"]  # one interpreter
     assert weighed["environment_pins"] == current["environment_pins"]
     assert weighed["environment_key"] != current["environment_key"]
@@ -168,7 +169,7 @@ def test_two_settings_on_one_stack_are_compared_as_two_environments(compared, tm
     assert record["invocations"] and not any(entry["aa"] for entry in record["invocations"].values())
     report = (root / "data/report/report.md").read_text()
     assert "| field | current | weighed |" in report  # the invocation's order, the baseline first
-    assert '| environment_settings | {} | {"huge_pages": true, "num_threads": 1} |' in report
+    assert '| environment_settings | {} | {"huge_pages": true, "num_threads": 1, "cpu_isa": "avx2"} |' in report
 
 
 @COMPARED
@@ -331,6 +332,29 @@ def test_an_environment_that_cannot_be_built_fails_before_any_work(tmp_path):
     )
     assert "Traceback" not in done.stderr
     assert not (root / "data/results").exists() and not (root / "mlruns").exists()
+
+
+def test_a_built_environment_harmed_since_is_refused_with_how_to_mend_it(tmp_path):
+    """Issue 89, item 3: a venv marked built whose torch (or interpreter) was deleted since is refused before any
+    trial, in one line naming what it lacks and how to have it built again; nothing of it is removed or rebuilt."""
+    (tmp_path / "project").mkdir()
+    root, cache = make_project(tmp_path / "project", ["microsoft/resnet-50"]), tmp_path / "environments"
+    set_params(root, **{"paths.environments": str(cache), "environments.harmed": {"pins": {"torch": "2.4.1"}}})
+    pins = environments.resolve(environments.project_pins(root), {"torch": "2.4.1"})
+    folder = environments.folder_of("harmed", pins, cache)
+    run_ok([sys.executable, "-m", "venv", "--without-pip", str(folder)], tmp_path, project_env())  # no torch in it
+    (folder / environments.READY_MARKER).write_text(json.dumps({"name": "harmed", "pins": pins, "python": "3.11"}))
+    made = subprocess.run([sys.executable, "-m", "compilebench.environments", "harmed"], cwd=root, env=project_env(),
+                          capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert made.returncode == 2 and "Traceback" not in made.stderr, made.stderr[-2000:]
+    assert (
+        "environment 'harmed'" in made.stderr and "torch, transformers, numpy no longer installed in it" in made.stderr
+    )
+    assert "python -m compilebench.environments --remove harmed" in made.stderr
+    (folder / "bin" / "python").unlink()
+    with pytest.raises(environments.StackError, match=r"is broken: its interpreter .*bin/python is gone"):
+        environments.build("harmed", pins, cache)
+    assert (folder / environments.READY_MARKER).exists() and not (folder / "build.log").exists()  # nothing rebuilt
 
 
 def test_built_environments_are_listed_with_their_size_and_the_unused_ones_removed(tmp_path, repo_root):
