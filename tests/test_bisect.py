@@ -1,5 +1,6 @@
 """A bisect end to end on real stacks at test scale: four environments in order, the first two and the last two alike
-and a real change between them (one thread against two), each round a real `dvc exp run` of the pipeline on
+and a real change between them (torch's and oneDNN's kernels capped at SSE4.1 against all the machine has, each
+process on one thread, so a loaded machine slows both alike), each round a real `dvc exp run` of the pipeline on
 ResNet-50 eager. Stopped after its first round and run again, it resumes from its journal; a bisect whose ends are
 alike measures no middle."""
 
@@ -11,14 +12,14 @@ import pytest
 from conftest import make_dry_run, make_project, project_env, run_ok, set_params
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("bisect")]
-# The same stack four times, its processes on two threads, then on one: the change lies between 2b and 1a.
-ENVIRONMENTS = {
-    "threads-2a": {"settings": {"num_threads": 2}},
-    "threads-2b": {"settings": {"num_threads": 2}},
-    "threads-1a": {"settings": {"num_threads": 1}},
-    "threads-1b": {"settings": {"num_threads": 1}},
-}
-ALIKE = {"threads-2c": {"settings": {"num_threads": 2}}}  # a third alike, for a bisect that finds nothing
+# The same stack four times, its kernels on the machine's widest vector instructions, then on SSE4.1 (about half as
+# fast): the change lies between wide-b and sse-a. One thread each: a process's speed then hangs on its instructions,
+# not on how many cores the machine's other work leaves it.
+WIDE, SSE = {"num_threads": 1}, {"num_threads": 1, "cpu_isa": "sse41"}
+ENVIRONMENTS = {"wide-a": {"settings": WIDE}, "wide-b": {"settings": WIDE}, "sse-a": {"settings": SSE},
+                "sse-b": {"settings": SSE}}  # fmt: skip
+ALIKE = {"wide-c": {"settings": WIDE}}  # a third alike, for a bisect that finds nothing
+FOLDER = "data/bisect/environments-wide-a-sse-b"
 
 
 def bisect(root, env, *args):
@@ -49,8 +50,8 @@ def project(tmp_path_factory):
     before = (root / "params.yaml").read_text()
     first = bisect(root, env, "--environments", *ENVIRONMENTS, "--max-rounds", "1")
     assert first.returncode == 0, first.stderr[-4000:]
-    journal = json.loads((root / "data/bisect/environments-threads-2a-threads-1b/journal.json").read_text())
-    so_far = (root / "data/bisect/environments-threads-2a-threads-1b/report.md").read_text()
+    journal = json.loads((root / FOLDER / "journal.json").read_text())
+    so_far = (root / FOLDER / "report.md").read_text()
     assert "Stopped after 1 round(s): run the same command again to resume" in so_far
     assert (root / "params.yaml").read_text() == before
     again = bisect(root, env, "--environments", *ENVIRONMENTS)
@@ -61,10 +62,10 @@ def project(tmp_path_factory):
 def test_a_stopped_bisect_resumes_with_the_round_it_had_not_run(project):
     root, _, before, journal, again = project
     assert len(journal["rounds"]) == 1 and journal["rounds"][0]["plan"]["positions"] == [0, 3]
-    folder = root / "data/bisect/environments-threads-2a-threads-1b"
+    folder = root / FOLDER
     resumed = json.loads((folder / "journal.json").read_text())
     assert resumed["rounds"][0] == journal["rounds"][0]  # kept, not measured again
-    assert "resuming bisect environments-threads-2a-threads-1b after 1 round(s)" in again.stderr
+    assert "resuming bisect environments-wide-a-sse-b after 1 round(s)" in again.stderr
     assert (root / "params.yaml").read_text() == before  # as it was
     experiments = subprocess.run(
         ["dvc", "exp", "ls", "--name-only"], cwd=root, env=project_env(), capture_output=True, text=True
@@ -72,28 +73,28 @@ def test_a_stopped_bisect_resumes_with_the_round_it_had_not_run(project):
     assert {entry["experiment"] for entry in resumed["rounds"]} <= set(experiments)  # each round a DVC experiment
 
 
-def test_the_change_is_pinned_to_the_step_where_the_threads_change(project):
+def test_the_change_is_pinned_to_the_step_where_the_instructions_change(project):
     root, _, _, _, again = project
-    folder = root / "data/bisect/environments-threads-2a-threads-1b"
+    folder = root / FOLDER
     answer = json.loads((folder / "bisect.json").read_text())
     rounds = json.loads((folder / "journal.json").read_text())["rounds"]
     (search,) = [s for s in answer["searches"] if s["headline"]["metric"] == "eager_latency"]
     assert (search["low"], search["high"], search["state"], search["direction"]) == (1, 2, "pinned", "slower")
     assert rounds[0]["plan"]["positions"] == [0, 3] and all(len(r["plan"]["positions"]) <= 3 for r in rounds)
     last = next(s for h, s in rounds[-1]["steps"] if (s["low"], s["high"]) == (1, 2))
-    assert last["verdict"] == "slower" and last["ci_low"] > 1.3  # one thread against two, measured across the step
+    assert last["verdict"] == "slower" and last["ci_low"] > 1.2  # SSE4.1 against the widest, measured across the step
     report = (folder / "report.md").read_text()
-    assert "| ResNet bs1 eager | eager latency | threads-2b → threads-1a | slower" in report
-    assert "threads-2a (" in report and "threads-1a (" in report  # the releases measured, with their values
+    assert "| ResNet bs1 eager | eager latency | wide-b → sse-a | slower" in report
+    assert "wide-a (" in report and "sse-a (" in report  # the releases measured, with their values
     assert "![bisect](bisect.png)" in report and (folder / "bisect.png").stat().st_size > 10_000
-    assert "bisect: ResNet bs1 eager eager latency slower: threads-2b → threads-1a, pinned" in again.stderr
+    assert "bisect: ResNet bs1 eager eager latency slower: wide-b → sse-a, pinned" in again.stderr
 
 
 def test_a_bisect_whose_ends_are_alike_measures_no_middle(project):
     root, env, before, _, _ = project
-    done = bisect(root, env, "--environments", "threads-2a", "threads-2b", "threads-2c", "--aa")
+    done = bisect(root, env, "--environments", "wide-a", "wide-b", "wide-c", "--aa")
     assert done.returncode == 0, done.stderr[-4000:]
-    folder = root / "data/bisect/environments-threads-2a-threads-2c"
+    folder = root / "data/bisect/environments-wide-a-wide-c"
     rounds = json.loads((folder / "journal.json").read_text())["rounds"]
     assert len(rounds) == 1 and rounds[0]["plan"]["positions"] == [0, 2, 2]  # the ends, the newer twice: no middle
     words = {s["verdict"] for h, s in rounds[0]["steps"]}
@@ -105,9 +106,9 @@ def test_a_bisect_whose_ends_are_alike_measures_no_middle(project):
 
 def test_bad_releases_are_refused_before_any_round(project):
     root, env, _, _, _ = project
-    done = bisect(root, env, "--environments", "threads-2a", "no-such-env")
+    done = bisect(root, env, "--environments", "wide-a", "no-such-env")
     assert done.returncode == 2 and "unknown environment 'no-such-env'" in done.stderr
-    done = bisect(root, env, "--environments", "threads-2a")
+    done = bisect(root, env, "--environments", "wide-a")
     assert done.returncode == 2 and "name at least two environments" in done.stderr
 
 

@@ -32,6 +32,7 @@ BAD_PARAMS = [
     ({"settings.malloc": "mimalloc"}, "`settings.malloc` must be one of"),
     ({"settings.float32_matmul_precision": "low"}, "`settings.float32_matmul_precision` must be one of"),
     ({"settings.num_threads": -2}, "`settings.num_threads` must be >= 0"),
+    ({"settings.cpu_isa": "avx"}, "`settings.cpu_isa` must be one of ('sse41', 'avx2', 'avx512') or null"),
     ({"suites.paper.models": ["doc", "microsoft/resnet-50"]}, "lists a model twice"),  # doc holds it already
     ({"runner.trial_timeout_s": 0}, "runner.trial_timeout_s"),
     ({"suite": "nope"}, "suite"),

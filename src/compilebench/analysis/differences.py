@@ -16,8 +16,12 @@ BESIDE_FIELDS = {
     "thp_mem_alloc": "huge pages at allocation", "num_threads": "threads",
     "float32_matmul_precision": "float32 matmul precision", "matmul_allow_tf32": "TF32 matmul",
     "cudnn_version": "cuDNN", "cudnn_allow_tf32": "cuDNN TF32", "cudnn_benchmark": "cuDNN benchmark",
+    "cpu_capability": "CPU vector instructions",
 }  # fmt: skip
-SETTING_FIELDS = {"huge_pages": ("transparent_hugepages", "thp_mem_alloc")}  # a setting -> the fields it sets
+SETTING_FIELDS = {
+    "huge_pages": ("transparent_hugepages", "thp_mem_alloc"),
+    "cpu_isa": ("cpu_capability",),
+}  # a setting -> the fields it sets
 
 
 def _asked_fields(a: dict[str, Any], b: dict[str, Any]) -> set[str]:
@@ -38,6 +42,8 @@ def _asked_fields(a: dict[str, Any], b: dict[str, Any]) -> set[str]:
             if package == "torch" and ("+" in str(pins_a.get(package)) + str(pins_b.get(package))
                                        or (_cuda(a) and _cuda(b))):  # fmt: skip
                 asked.add("cuda_version")  # a release's own CUDA build (cu121 -> cu124) comes with the release
+            if package == "torch":
+                asked.add("cpu_capability")  # which CPU kernels torch picks on this machine comes with its release
     settings_a, settings_b = parsed(a, "environment_settings"), parsed(b, "environment_settings")
     for setting in set(settings_a) | set(settings_b):
         if settings_a.get(setting) != settings_b.get(setting):

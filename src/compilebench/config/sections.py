@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from compilebench.harness.invocation import LoopSettings, Validity
-from compilebench.harness.records import CURRENT, MALLOC_LIBRARIES
+from compilebench.harness.records import CPU_ISAS, CURRENT, MALLOC_LIBRARIES
 
 COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 DTYPES = ("float32", "bfloat16", "float16")
@@ -179,6 +179,8 @@ class Settings:
     float32_matmul_precision: str | None = None  # highest (null: no TF32, torch's default) | high (TF32) | medium
     cudnn_allow_tf32: bool | None = None  # TF32 in cuDNN convolutions (null: torch's default, true)
     cudnn_benchmark: bool | None = None  # cuDNN autotuning of convolution algorithms (null: torch's default, off)
+    cpu_isa: str | None = None  # CPU: sse41 | avx2 | avx512, the widest vector instructions torch's and oneDNN's
+    #                             kernels may use (null: all the machine has); what AVX-512 buys a model, on one stack
 
     def given(self) -> dict[str, Any]:
         """The settings this section sets, by name."""
@@ -190,6 +192,9 @@ class Settings:
                 f"`{where}.num_threads` must be >= 0, got {self.num_threads}")  # fmt: skip
         require(self.malloc is None or self.malloc in MALLOCS,
                 f"`{where}.malloc` must be one of {MALLOCS}, got {self.malloc!r}")  # fmt: skip
+        require(self.cpu_isa is None or self.cpu_isa in CPU_ISAS,
+                f"`{where}.cpu_isa` must be one of {tuple(CPU_ISAS)} or null (all the machine has), got "
+                f"{self.cpu_isa!r}")  # fmt: skip
         require(self.float32_matmul_precision is None or self.float32_matmul_precision in MATMUL_PRECISIONS,
                 f"`{where}.float32_matmul_precision` must be one of {MATMUL_PRECISIONS}, got "
                 f"{self.float32_matmul_precision!r}")  # fmt: skip

@@ -31,7 +31,7 @@ RUN_FIELDS = (
     "device", "device_name", "machine_fingerprint", "cpu_model", "memory_gib", "hostname", "torch_version",
     "transformers_version", "python_version", "cuda_version", "cudnn_version", "gpu_driver", "gpu_memory_mib",
     "gpu_power_limit_w", "gpu_max_sm_clock_mhz", "platform", "float32_matmul_precision", "matmul_allow_tf32",
-    "cudnn_allow_tf32", "cudnn_benchmark", "transparent_hugepages", "thp_mem_alloc", "malloc",
+    "cudnn_allow_tf32", "cudnn_benchmark", "transparent_hugepages", "thp_mem_alloc", "malloc", "cpu_capability",
 )  # fmt: skip
 # With the hardware fingerprint, what one run's processes must share: the software stack that ran them.
 STACK_FIELDS = ("torch_version", "transformers_version", "python_version", "cuda_version", "cudnn_version")
@@ -126,15 +126,30 @@ def library_versions() -> dict[str, str]:
 
 
 def numerics() -> dict[str, str]:
-    """The float32 settings in effect: TF32 for matmuls and cuDNN, matmul precision, cuDNN autotuning."""
+    """The float32 settings in effect: TF32 for matmuls and cuDNN, matmul precision, cuDNN autotuning; the vector
+    instructions torch's CPU kernels run (`cpu_capability`)."""
     import torch
 
     return {
+        "cpu_capability": cpu_capability(torch),
         "float32_matmul_precision": torch.get_float32_matmul_precision(),
         "matmul_allow_tf32": str(torch.backends.cuda.matmul.allow_tf32),
         "cudnn_allow_tf32": str(torch.backends.cudnn.allow_tf32),
         "cudnn_benchmark": str(torch.backends.cudnn.benchmark),
     }
+
+
+def cpu_capability(torch: Any) -> str:
+    """The vector instructions torch's own CPU kernels run: AVX512, AVX2, DEFAULT (none), as torch names them (before
+    torch.backends.cpu, 2.0: from its build summary, where `NO AVX` is DEFAULT)."""
+    backends = getattr(torch.backends, "cpu", None)
+    if backends is not None and hasattr(backends, "get_cpu_capability"):
+        return backends.get_cpu_capability()
+    for line in torch.__config__.show().splitlines():
+        if "CPU capability usage:" in line:
+            word = line.split(":", 1)[1].strip()
+            return "DEFAULT" if word == "NO AVX" else word
+    return "unknown"
 
 
 def transparent_hugepages() -> str:

@@ -147,6 +147,10 @@ class VariantSpec:
 # settings.malloc: each malloc library a trial process can run on in place of the C library's (`libc`), with the
 # name the dynamic linker knows it by and the Debian/Ubuntu package that has it
 MALLOC_LIBRARIES = {"jemalloc": ("jemalloc", "libjemalloc2"), "tcmalloc": ("tcmalloc_minimal", "libtcmalloc-minimal4")}
+# settings.cpu_isa -> what torch's own CPU kernels (and inductor's generated C++) may use, what oneDNN may use: the
+# widest vector instructions a process's CPU code runs, capped below what the machine has (ATEN_CPU_CAPABILITY,
+# DNNL_MAX_CPU_ISA and its newer name ONEDNN_MAX_CPU_ISA, read when the libraries start).
+CPU_ISAS = {"sse41": ("default", "SSE41"), "avx2": ("avx2", "AVX2"), "avx512": ("avx512", "AVX512_CORE_BF16")}
 
 
 @dataclass(frozen=True)
@@ -172,6 +176,7 @@ class TimingSpec:
     #                         before it ran them one after the other
     huge_pages: bool = False  # CPU: torch's allocator asks for transparent huge pages (THP_MEM_ALLOC_ENABLE=1)
     malloc: str = "libc"  # CPU: the C library's malloc, or jemalloc / tcmalloc preloaded (LD_PRELOAD)
+    cpu_isa: str = ""  # CPU: the widest vector instructions torch's and oneDNN's kernels may use (CPU_ISAS); "" = all
 
     @classmethod
     def from_dict(cls, raw: dict[str, Any]) -> TimingSpec:

@@ -25,13 +25,15 @@ from pathlib import Path
 from compilebench.harness import turns
 from compilebench.harness.groups import LIVE, check_stopping, end_group, track
 from compilebench.harness.names import DEPLOY_DIR_ENV, LAUNCHER_PID, trial_stem
-from compilebench.harness.records import MALLOC_LIBRARIES, TrialResult, TrialSpec
+from compilebench.harness.records import CPU_ISAS, MALLOC_LIBRARIES, TrialResult, TrialSpec
 
 SRC_ROOT = Path(__file__).resolve().parents[2]  # the folder that holds the compilebench package
 LOG_TAIL_LINES = 8
 HUGE_PAGES_ENV = "THP_MEM_ALLOC_ENABLE"  # read by torch's CPU allocator when it starts (settings.huge_pages)
 MEMORY_POLL_S = 0.25  # how often a capped trial's resident memory is read
 PRELOAD_ENV = "LD_PRELOAD"
+ATEN_ISA_ENV = "ATEN_CPU_CAPABILITY"  # torch's CPU kernels, and inductor's C++ where it reads it (settings.cpu_isa)
+ONEDNN_ISA_ENVS = ("DNNL_MAX_CPU_ISA", "ONEDNN_MAX_CPU_ISA")  # oneDNN's, under its old and new names
 
 
 class MallocMissing(RuntimeError):
@@ -188,6 +190,9 @@ def start_trial_process(
     env = trial_environment(cache_dir, deploy_dir, slot)
     if first.timing.huge_pages:  # torch's CPU allocator: large blocks 2 MiB-aligned, madvise(MADV_HUGEPAGE)
         env[HUGE_PAGES_ENV] = "1"
+    if first.timing.cpu_isa:
+        aten, onednn = CPU_ISAS[first.timing.cpu_isa]
+        env.update({ATEN_ISA_ENV: aten, **dict.fromkeys(ONEDNN_ISA_ENVS, onednn)})
     library = malloc_to_preload(first.timing.malloc)
     if library is not None:  # every process of the trial's group (compile workers, the C++ compiler) loads it too
         env[PRELOAD_ENV] = f"{library} {env[PRELOAD_ENV]}" if env.get(PRELOAD_ENV) else library
