@@ -73,6 +73,7 @@ TOP_LEVEL = ("budget_min", "device")  # of what make_project takes, params.yaml'
 # The xdist groups (each runs whole on one worker), costliest first, in the order they are handed out (pyproject turns
 # off xdist's reordering); the other tests follow, a few seconds each. `make test`'s --durations says what each costs.
 HAND_OUT_ORDER = (
+    "bisect",  # three bisects of real rounds, each a dvc experiment of the pipeline
     "compared_project",  # builds the transformers 4.57.6 environment on a fresh clone
     "series_project",  # builds torch 2.0.1 on Python 3.10 (a CUDA build from PyPI), then three stacks in a series
     "test_reliability",

@@ -1,5 +1,5 @@
-"""A bisect end to end on real stacks at test scale: four environments in order, the first two and the last two alike
-and a real change between them (torch's and oneDNN's kernels capped at SSE4.1 against all the machine has, each
+"""A bisect end to end on real stacks at test scale: three environments in order, the first two alike and a real
+change between the second and the third (torch's and oneDNN's kernels capped at SSE4.1 against all the machine has, each
 process on one thread, so a loaded machine slows both alike), each round a real `dvc exp run` of the pipeline on
 ResNet-50 eager. Stopped after its first round and run again, it resumes from its journal; a bisect whose ends are
 alike measures no middle."""
@@ -12,14 +12,13 @@ import pytest
 from conftest import make_dry_run, make_project, project_env, run_ok, set_params
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("bisect")]
-# The same stack four times, its kernels on the machine's widest vector instructions, then on SSE4.1 (about half as
-# fast): the change lies between wide-b and sse-a. One thread each: a process's speed then hangs on its instructions,
+# The same stack three times, its kernels on the machine's widest vector instructions, then on SSE4.1 (about half as
+# fast): the change lies between wide-b and sse. One thread each: a process's speed then hangs on its instructions,
 # not on how many cores the machine's other work leaves it.
 WIDE, SSE = {"num_threads": 1}, {"num_threads": 1, "cpu_isa": "sse41"}
-ENVIRONMENTS = {"wide-a": {"settings": WIDE}, "wide-b": {"settings": WIDE}, "sse-a": {"settings": SSE},
-                "sse-b": {"settings": SSE}}  # fmt: skip
+ENVIRONMENTS = {"wide-a": {"settings": WIDE}, "wide-b": {"settings": WIDE}, "sse": {"settings": SSE}}
 ALIKE = {"wide-c": {"settings": WIDE}}  # a third alike, for a bisect that finds nothing
-FOLDER = "data/bisect/environments-wide-a-sse-b"
+FOLDER = "data/bisect/environments-wide-a-sse"
 
 
 def bisect(root, env, *args):
@@ -61,11 +60,11 @@ def project(tmp_path_factory):
 
 def test_a_stopped_bisect_resumes_with_the_round_it_had_not_run(project):
     root, _, before, journal, again = project
-    assert len(journal["rounds"]) == 1 and journal["rounds"][0]["plan"]["positions"] == [0, 3]
+    assert len(journal["rounds"]) == 1 and journal["rounds"][0]["plan"]["positions"] == [0, 2]
     folder = root / FOLDER
     resumed = json.loads((folder / "journal.json").read_text())
     assert resumed["rounds"][0] == journal["rounds"][0]  # kept, not measured again
-    assert "resuming bisect environments-wide-a-sse-b after 1 round(s)" in again.stderr
+    assert "resuming bisect environments-wide-a-sse after 1 round(s)" in again.stderr
     assert (root / "params.yaml").read_text() == before  # as it was
     experiments = subprocess.run(
         ["dvc", "exp", "ls", "--name-only"], cwd=root, env=project_env(), capture_output=True, text=True
@@ -80,14 +79,14 @@ def test_the_change_is_pinned_to_the_step_where_the_instructions_change(project)
     rounds = json.loads((folder / "journal.json").read_text())["rounds"]
     (search,) = [s for s in answer["searches"] if s["headline"]["metric"] == "eager_latency"]
     assert (search["low"], search["high"], search["state"], search["direction"]) == (1, 2, "pinned", "slower")
-    assert rounds[0]["plan"]["positions"] == [0, 3] and all(len(r["plan"]["positions"]) <= 3 for r in rounds)
+    assert rounds[0]["plan"]["positions"] == [0, 2] and all(len(r["plan"]["positions"]) <= 3 for r in rounds)
     last = next(s for h, s in rounds[-1]["steps"] if (s["low"], s["high"]) == (1, 2))
     assert last["verdict"] == "slower" and last["ci_low"] > 1.2  # SSE4.1 against the widest, measured across the step
     report = (folder / "report.md").read_text()
-    assert "| ResNet bs1 eager | eager latency | wide-b → sse-a | slower" in report
-    assert "wide-a (" in report and "sse-a (" in report  # the releases measured, with their values
+    assert "| ResNet bs1 eager | eager latency | wide-b → sse | slower" in report
+    assert "wide-a (" in report and "sse (" in report  # the releases measured, with their values
     assert "![bisect](bisect.png)" in report and (folder / "bisect.png").stat().st_size > 10_000
-    assert "bisect: ResNet bs1 eager eager latency slower: wide-b → sse-a, pinned" in again.stderr
+    assert "bisect: ResNet bs1 eager eager latency slower: wide-b → sse, pinned" in again.stderr
 
 
 def test_a_bisect_whose_ends_are_alike_measures_no_middle(project):
