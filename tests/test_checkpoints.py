@@ -64,6 +64,12 @@ def _cut_weights(folder):
     os.truncate(weights, weights.stat().st_size // 2)  # a download cut short: the header's offsets run past the end
 
 
+def _foreign_weights(folder):
+    from safetensors.numpy import save_file
+
+    save_file({"encoder.other.weight": __import__("numpy").zeros(2, "float32")}, str(folder / "model.safetensors"))
+
+
 BAD = [  # (how the Swin folder is spoiled, what the error says)
     (lambda folder: (folder / "config.json").unlink(), "has no config.json"),
     (lambda folder: (folder / "preprocessor_config.json").unlink(), "has no preprocessor_config.json"),
@@ -84,6 +90,7 @@ BAD = [  # (how the Swin folder is spoiled, what the error says)
         "readable safetensors file (SafetensorError: Error while deserializing header: header too large)",
     ),
     (_cut_weights, "incomplete metadata, file not fully covered"),
+    (_foreign_weights, "its .safetensors files hold 1 tensor(s), none of them one of SwinForImageClassification's"),
 ]
 
 

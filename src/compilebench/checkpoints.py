@@ -127,6 +127,42 @@ def weights_problem(folder: Path, model_id: str) -> str | None:
     return f"{model_id}: {folder} holds no *.safetensors weights"
 
 
+def weight_names(folder: Path) -> set[str]:
+    """The names of the tensors the folder's .safetensors files hold (read from their headers, not loaded)."""
+    from safetensors import safe_open
+
+    held: set[str] = set()
+    for path in sorted(folder.glob("*.safetensors")):
+        with safe_open(str(path), framework="numpy") as weights:
+            held.update(weights.keys())
+    return held
+
+
+def foreign_weights_problem(folder: Path, model_id: str, model_class: str) -> str | None:
+    """Why the folder's weights are not this architecture's: none of the tensors its files hold is one of the
+    model's parameters or buffers (by name, the base model's prefix on either side or not, as transformers matches
+    them), so every weight would be initialised at random without a word; or None. The model is built on the meta
+    device: no memory, no weights."""
+    import torch
+    from transformers import AutoConfig
+
+    from compilebench.harness.models import transformers_class
+
+    cls = transformers_class(model_class)
+    with torch.device("meta"):
+        wanted = set(cls(AutoConfig.from_pretrained(folder)).state_dict())
+    prefix = f"{getattr(cls, 'base_model_prefix', '')}."
+    bare = lambda names: {name[len(prefix) :] if name.startswith(prefix) else name for name in names}  # noqa: E731
+    held = weight_names(folder)
+    if not wanted or bare(wanted) & bare(held):
+        return None
+    return (
+        f"{model_id}: its .safetensors files hold {len(held)} tensor(s), none of them one of {model_class}'s "
+        f"{len(wanted)} (it wants e.g. {sorted(wanted)[0]!r}, the files hold e.g. {sorted(held)[0]!r}): every weight "
+        "would be random; save the checkpoint with model.save_pretrained(folder)"
+    )
+
+
 def inspect(folder: Path, model_id: str, need_weights: bool = True) -> CheckpointInfo:
     """What the benchmark runs from `folder`, or a CheckpointError naming `model_id` and what is allowed."""
     import transformers
@@ -182,6 +218,8 @@ def inspect(folder: Path, model_id: str, need_weights: bool = True) -> Checkpoin
     if need_weights and (problem := weights_problem(folder, model_id)):
         raise CheckpointError(problem)
     model_class, task = supported[0]
+    if need_weights and (problem := foreign_weights_problem(folder, model_id, model_class)):
+        raise CheckpointError(problem)
     return CheckpointInfo(
         task=task,
         model_class=model_class,
