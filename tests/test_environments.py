@@ -397,6 +397,42 @@ def test_built_environments_are_listed_with_their_size_and_the_unused_ones_remov
     assert (cache / "half-built-0123456789ab").exists() and (elsewhere / f"{old.name}.whl-file").exists()
 
 
+def test_a_venv_a_benchmark_runs_on_is_not_removed_from_another_project(tmp_path, repo_root):
+    """Issue 89, item 6: two projects share one folder of environments; while one's benchmark holds a venv
+    (environments.stacks, in a process of its own), `--remove` from the other is refused in one line, nothing
+    removed; once that process has ended, the venv goes."""
+    import site
+
+    cache = tmp_path / "shared-environments"
+    pins = environments.resolve(environments.project_pins(repo_root), {"torch": "2.4.1"})
+    folder = environments.folder_of("torch-2.4.1", pins, cache)
+    run_ok([sys.executable, "-m", "venv", "--without-pip", str(folder)], tmp_path, project_env())
+    [packages] = folder.glob("lib/python*/site-packages")  # torch and the rest: the project's, seen through a .pth
+    (packages / "project.pth").write_text(site.getsitepackages()[0] + "\n")
+    (folder / environments.READY_MARKER).write_text(json.dumps({"name": "torch-2.4.1", "pins": pins, "python": "3"}))
+    selected = [{"name": "torch-2.4.1", "label": "torch-2.4.1", "pins": pins}]
+    holder = (
+        "import sys, time\nfrom pathlib import Path\nfrom compilebench import environments\n"
+        f"environments.stacks({selected!r}, Path('.'), Path({str(cache)!r}))\nprint('holding', flush=True)\n"
+        "time.sleep(120)\n"
+    )
+    benchmark = subprocess.Popen([sys.executable, "-c", holder], cwd=tmp_path, env=project_env(),
+                                 stdout=subprocess.PIPE, text=True)  # fmt: skip
+    try:
+        assert benchmark.stdout.readline().strip() == "holding"
+        other = tmp_path / "other-project"  # not a DVC project: its own pipeline lock is not what stops it
+        other.mkdir()
+        built = environments.built_environments(cache, set())
+        with pytest.raises(environments.StackError, match=r"\['torch-2.4.1'\] in use by a running benchmark"):
+            environments.remove(built, ["torch-2.4.1"], False, other / ".dvc" / "tmp" / "pipeline.lock")
+        assert (folder / environments.READY_MARKER).exists()
+    finally:
+        benchmark.kill()  # the process this test started, by its handle
+        benchmark.wait(timeout=30)
+    gone = environments.remove(built, ["torch-2.4.1"], False, other / ".dvc" / "tmp" / "pipeline.lock")
+    assert [entry.folder for entry in gone] == [folder] and not folder.exists()
+
+
 def test_the_venvs_the_last_run_ran_on_stay_in_use(tmp_path):
     """A series names releases on the command line only (`make series`): params.yaml does not hold them, yet the
     venvs its last run measured stay in use until another run replaces it; a cut-short line is skipped."""

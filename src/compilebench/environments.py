@@ -16,6 +16,7 @@ before any timing.
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import hashlib
 import json
@@ -343,8 +344,24 @@ def stacks(selected: list[dict], root: Path, cache_root: Path) -> dict[str, Stac
         if name not in built:
             own = name == CURRENT and not compared
             built[name] = current(root) if own else build(name, entry["pins"], cache_root, entry.get("python", ""))
+            if not own:
+                hold_in_use(Path(built[name].python).parent.parent)
         by_label[entry["label"]] = built[name]
     return by_label
+
+
+IN_USE_SUFFIX = ".in-use"  # beside a venv: held shared by every process that runs trials on it (`remove` asks)
+_HELD: dict[Path, Any] = {}  # venv folder -> its open in-use file, held until this process ends
+
+
+def hold_in_use(folder: Path) -> None:
+    """Say, until this process ends, that it runs trials on the venv in `folder`: a shared lock on the file beside
+    it, which `remove` (from this project or another sharing `paths.environments`) finds held and then refuses."""
+    if folder in _HELD:
+        return
+    handle = open(folder.with_name(folder.name + IN_USE_SUFFIX), "a")  # noqa: SIM115 (held for the process's life)
+    fcntl.flock(handle, fcntl.LOCK_SH)
+    _HELD[folder] = handle
 
 
 @dataclass(frozen=True)
@@ -457,9 +474,22 @@ def remove(built: list[Built], names: list[str], unused: bool, lock: Path) -> li
         except BlockingIOError:
             raise StackError(f"a make run, compare or gpu runs in this project (it holds {lock}): nothing removed, "
                              "since it may be using them") from None  # fmt: skip
-        for entry in chosen:
-            shutil.rmtree(entry.folder)
-            entry.folder.with_name(entry.folder.name + ".lock").unlink(missing_ok=True)
+        with contextlib.ExitStack() as users:
+            busy = []
+            for entry in chosen:
+                user = users.enter_context(open(entry.folder.with_name(entry.folder.name + IN_USE_SUFFIX), "a"))
+                try:
+                    fcntl.flock(user, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    busy.append(entry.name)
+            if busy:  # a benchmark runs on it, maybe another project's sharing this folder of environments
+                raise StackError(f"environment(s) {busy} in use by a running benchmark (of this project or another "
+                                 f"whose paths.environments is {chosen[0].folder.parent}): nothing removed; remove "
+                                 "them once it has ended")  # fmt: skip
+            for entry in chosen:
+                shutil.rmtree(entry.folder)
+                for suffix in (".lock", IN_USE_SUFFIX):
+                    entry.folder.with_name(entry.folder.name + suffix).unlink(missing_ok=True)
     return chosen
 
 
