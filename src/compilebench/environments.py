@@ -36,14 +36,11 @@ from compilebench import installer
 from compilebench.harness import groups
 from compilebench.harness.fingerprint import freeze
 from compilebench.harness.records import CURRENT
+from compilebench.pins import TRIAL_PACKAGES, environment_key, mismatches, normalize, project_pins, resolve
 
 LOGGER = logging.getLogger(__name__)
 
-# What a trial process imports, directly or through transformers' model and processor classes.
-# setuptools: inductor's C++ builds import it in older torch (2.6 among them), and a venv uv makes has none.
-TRIAL_PACKAGES = ("torch", "transformers", "safetensors", "pillow", "numpy", "scipy", "pyyaml", "setuptools")
 READY_MARKER = "compilebench-environment.json"
-_PIN = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)\s*==\s*([^\s;#]+)")
 
 
 class StackError(RuntimeError):
@@ -59,45 +56,6 @@ class Stack:
     python: str
     key: str
     freeze: tuple[str, ...]
-
-
-def normalize(package: str) -> str:
-    """A package name as pip compares them (PEP 503)."""
-    return re.sub(r"[-_.]+", "-", package).lower()
-
-
-def read_pins(*files: Path) -> dict[str, str]:
-    """`name==version` lines of requirements or constraints files (later files win), by normalized name."""
-    pins = {}
-    for path in files:
-        for line in path.read_text().splitlines():
-            match = _PIN.match(line)
-            if match:
-                pins[normalize(match.group(1))] = match.group(2)
-    return pins
-
-
-def project_pins(root: Path) -> dict[str, str]:
-    """The project's own pins of the packages a trial needs (constraints.txt pins torch, requirements.txt the rest)."""
-    pins = read_pins(root / "requirements.txt", root / "constraints.txt")
-    return {name: pins[name] for name in map(normalize, TRIAL_PACKAGES) if name in pins}
-
-
-def resolve(project: dict[str, str], overrides: dict[str, str]) -> dict[str, str]:
-    """The environment's pins: the project's, then its own over them."""
-    return {**project, **{normalize(name): str(version) for name, version in overrides.items()}}
-
-
-def resolved_pins(config: Any, root: Path) -> dict[str, dict[str, str]]:
-    """Every compared environment's pins, by name: the project's (at `root`), then the environment's over them."""
-    project = project_pins(root)
-    return {name: resolve(project, config.environments[name].pins) for name in dict.fromkeys(config.compare)}
-
-
-def environment_key(pins: dict[str, str], python_version: str) -> str:
-    """What identifies a built environment: its resolved pins and Python version."""
-    payload = json.dumps({"pins": pins, "python": python_version, "packages": TRIAL_PACKAGES}, sort_keys=True)
-    return hashlib.sha256(payload.encode()).hexdigest()[:12]
 
 
 def _install(python: Path, args: list[str], log: Path, name: str, released: dict[str, str] | None = None) -> None:
@@ -123,18 +81,6 @@ def installed_versions(python: str, packages: list[str]) -> dict[str, str]:
     if done.returncode != 0:
         raise StackError(f"{python}: cannot read package versions: {done.stderr.strip()[-300:]}")
     return {normalize(name): version for name, version in json.loads(done.stdout).items()}
-
-
-def mismatches(pins: dict[str, str], versions: dict[str, str]) -> list[str]:
-    """Pins an environment does not hold (a local version label such as +cpu satisfies its public version)."""
-    from packaging.specifiers import SpecifierSet
-
-    wrong = []
-    for name, version in pins.items():
-        have = versions.get(name)
-        if have is None or not SpecifierSet(f"=={version}").contains(have, prereleases=True):
-            wrong.append(f"{name} {have or 'missing'} (pinned {version})")
-    return wrong
 
 
 def current(root: Path) -> Stack:

@@ -24,7 +24,7 @@ from dataclasses import replace
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from compilebench import environments, journal, recording, reference, runner, tracking
+from compilebench import journal, recording, reference, runner, tracking
 from compilebench.analysis import adaptive, plan, run_record
 from compilebench.config import Config, ConfigError
 from compilebench.harness import models, results_folder
@@ -44,6 +44,7 @@ from compilebench.harness.records import (
     TrialSpec,
     processes,
 )
+from compilebench.pins import resolved_pins
 
 LOGGER = logging.getLogger(__name__)
 
@@ -255,7 +256,7 @@ def export_plan(config: Config, runner_sha256: str = "") -> tuple[Plan, dict, li
         else:
             raise FileNotFoundError(f"{model_id} has no card, so the plan must carry its checkpoint: run "
                                     "`dvc repro load_models` first")  # fmt: skip
-    selection = plan.selection(config, specs, environments.resolved_pins(config, Path.cwd()), cells)
+    selection = plan.selection(config, specs, resolved_pins(config, Path.cwd()), cells)
     trials = recording.plan_trials(config, selection, "image.jpg")
     recipes = [models.recipe(models.get_card(model_id), suite.scale, config.models.seed, paths[model_id])
                for model_id in carded]  # fmt: skip

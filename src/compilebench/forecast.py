@@ -33,6 +33,7 @@ from compilebench.harness import fingerprint, models
 from compilebench.harness.invocation import LoopSettings
 from compilebench.harness.reading import read_json
 from compilebench.harness.records import KIND_COLD, ModelSpec, RecordError, TrialSpec
+from compilebench.pins import resolved_pins
 
 LOGGER = logging.getLogger(__name__)
 UNITS_SHOWN = 4  # unpriced units named in the log line; the rest counted
@@ -175,7 +176,7 @@ def forecast(config: Config) -> None:
     """Plan the invocation of `config`, then log its environments, its cost here and what it can resolve."""
     specs = model_specs(config)
     root, cache_root = Path.cwd(), Path(config.paths.environments)
-    pins = environments.resolved_pins(config, root)
+    pins = resolved_pins(config, root)
     selection = plan.selection(config, specs, pins, reference.selected_cells(config))
     trials = recording.plan_trials(config, selection, config.paths.image)
     labels = [entry["label"] for entry in selection["environments"]]
@@ -221,7 +222,7 @@ def main() -> None:
                         help="a params value, as `dvc exp run -S` sets it: 'compare=[A,B]'")  # fmt: skip
     args = parser.parse_args()
     config = stage_config(overrides=args.set)
-    pins = environments.resolved_pins(config, Path.cwd())
+    pins = resolved_pins(config, Path.cwd())
     wanted = [(name, pins[name], config.environments[name].python) for name in pins if config.environments[name].pins]
     problems = package_index.unreleased(wanted, Path.cwd(), Path(config.paths.environments))
     if problems:

@@ -35,13 +35,14 @@ from typing import Any
 
 from tqdm import tqdm
 
-from compilebench import checkpoints, environments, reference
+from compilebench import checkpoints, reference
 from compilebench.analysis import plan
 from compilebench.config import ConfigError, stage_config
 from compilebench.harness import models
 from compilebench.harness.files import write_json
 from compilebench.harness.names import is_local
 from compilebench.harness.records import ModelSpec
+from compilebench.pins import resolved_pins
 
 LOGGER = logging.getLogger(__name__)
 
@@ -319,7 +320,7 @@ def main() -> None:
         if folder.is_dir() and folder.name not in kept:
             shutil.rmtree(folder)  # a model no longer selected
     write_json(config.paths.manifest, manifest)
-    pins = environments.resolved_pins(config, Path.cwd())
+    pins = resolved_pins(config, Path.cwd())
     write_json(config.paths.selection, plan.selection(config, specs, pins, cells))
 
 

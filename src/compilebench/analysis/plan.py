@@ -365,7 +365,7 @@ def selection(
     (for a suite with `cells: published`) the (model id, batch size, variant) cells measured.
 
     `config` is the params (config.Config), `specs` each selected model with its checkpoint folder, `pins` each
-    environment's resolved pins by name (environments.resolved_pins), `cells` reference.published_cells's or None.
+    environment's resolved pins by name (pins.resolved_pins), `cells` reference.published_cells's or None.
     """
     suite = config.selected
     return {
