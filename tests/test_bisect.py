@@ -82,6 +82,9 @@ def test_the_change_is_pinned_to_the_step_where_the_instructions_change(project)
     assert rounds[0]["plan"]["positions"] == [0, 2] and all(len(r["plan"]["positions"]) <= 3 for r in rounds)
     last = next(s for h, s in rounds[-1]["steps"] if (s["low"], s["high"]) == (1, 2))
     assert last["verdict"] == "slower" and last["ci_low"] > 1.2  # SSE4.1 against the widest, measured across the step
+    rows = [json.loads(line) for line in (root / "data/results/runs.jsonl").read_text().splitlines()]  # the last round
+    capability = {row["environment"]: row["cpu_capability"] for row in rows}
+    assert capability["sse"] == "DEFAULT" and capability["wide-b"] in ("AVX2", "AVX512"), capability  # as torch ran
     report = (folder / "report.md").read_text()
     assert "| ResNet bs1 eager | eager latency | wide-b → sse | slower" in report
     assert "wide-a (" in report and "sse (" in report  # the releases measured, with their values
