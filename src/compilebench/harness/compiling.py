@@ -442,7 +442,7 @@ def start_inductor(device: str) -> float:
     """Compile and call a small network (startup_network), so the process's one-time inductor start-up (imports,
     its code caches, the compiler's probes, the first lowering of each kind of operation) is paid before any arm
     compiles, and each arm's compile time is its own, whatever its position (a one-line function paid too little:
-    benchmarks/compile_position.py measures both). Seconds it took."""
+    findings 2026-11-27, compile position). Seconds it took."""
     import torch
 
     started = time.perf_counter()
