@@ -192,9 +192,10 @@ class Settings:
                 f"`{where}.num_threads` must be >= 0, got {self.num_threads}")  # fmt: skip
         require(self.malloc is None or self.malloc in MALLOCS,
                 f"`{where}.malloc` must be one of {MALLOCS}, got {self.malloc!r}")  # fmt: skip
-        require(self.cpu_isa is None or self.cpu_isa in CPU_ISAS,
-                f"`{where}.cpu_isa` must be one of {tuple(CPU_ISAS)} or null (all the machine has), got "
-                f"{self.cpu_isa!r}")  # fmt: skip
+        require(
+            self.cpu_isa is None or self.cpu_isa in CPU_ISAS,
+            f"`{where}.cpu_isa` must be one of {tuple(CPU_ISAS)} or null (all the machine has), got {self.cpu_isa!r}",
+        )
         require(self.float32_matmul_precision is None or self.float32_matmul_precision in MATMUL_PRECISIONS,
                 f"`{where}.float32_matmul_precision` must be one of {MATMUL_PRECISIONS}, got "
                 f"{self.float32_matmul_precision!r}")  # fmt: skip
