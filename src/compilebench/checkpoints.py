@@ -138,20 +138,24 @@ def weight_names(folder: Path) -> set[str]:
     return held
 
 
-def foreign_weights_problem(folder: Path, model_id: str, model_class: str) -> str | None:
-    """Why the folder's weights are not this architecture's: none of the tensors its files hold is one of the
-    model's parameters or buffers (by name, the base model's prefix on either side or not, as transformers matches
-    them), so every weight would be initialised at random without a word; or None. The model is built on the meta
-    device: no memory, no weights."""
+def meta_model(model_class: str, folder: Path) -> Any:
+    """The checkpoint's architecture built from its config on the meta device: no memory, no weights."""
     import torch
     from transformers import AutoConfig
 
     from compilebench.harness.models import transformers_class
 
-    cls = transformers_class(model_class)
     with torch.device("meta"):
-        wanted = set(cls(AutoConfig.from_pretrained(folder)).state_dict())
-    prefix = f"{getattr(cls, 'base_model_prefix', '')}."
+        return transformers_class(model_class)(AutoConfig.from_pretrained(folder))
+
+
+def foreign_weights_problem(folder: Path, model_id: str, model_class: str) -> str | None:
+    """Why the folder's weights are not this architecture's: none of the tensors its files hold is one of the
+    model's parameters or buffers (by name, the base model's prefix on either side or not, as transformers matches
+    them), so every weight would be initialised at random without a word; or None."""
+    model = meta_model(model_class, folder)
+    wanted = set(model.state_dict())
+    prefix = f"{getattr(model, 'base_model_prefix', '')}."
     bare = lambda names: {name[len(prefix) :] if name.startswith(prefix) else name for name in names}  # noqa: E731
     held = weight_names(folder)
     if not wanted or bare(wanted) & bare(held):

@@ -227,11 +227,11 @@ def build(name: str, pins: dict[str, str], cache_root: Path, python: str = "") -
                 )  # nothing half-built is left to be mistaken for an environment
                 raise
             marker.write_text(json.dumps({"name": name, "pins": pins, "python": version}))
-        damage = broken(python)
-        if damage:  # built once, harmed since (a file deleted): every trial of it would fail
-            raise StackError(f"environment {name!r} ({folder}) is broken: {damage}; remove it (python -m "
-                             f"compilebench.environments --remove {name}) and it is built again on first "
-                             "use")  # fmt: skip
+        elif damage := broken(python):  # built before, harmed since (a file deleted): every trial of it would fail
+            raise StackError(
+                f"environment {name!r} ({folder}) is broken: {damage}; remove it (python -m compilebench.environments "
+                f"--remove {name}) and it is built again on first use"
+            )
     return Stack(name, pins, str(python), key, freeze(str(python)))
 
 
@@ -429,9 +429,10 @@ def remove(built: list[Built], names: list[str], unused: bool, lock: Path) -> li
                 except BlockingIOError:
                     busy.append(entry.name)
             if busy:  # a benchmark runs on it, maybe another project's sharing this folder of environments
-                raise StackError(f"environment(s) {busy} in use by a running benchmark (of this project or another "
-                                 f"whose paths.environments is {chosen[0].folder.parent}): nothing removed; remove "
-                                 "them once it has ended")  # fmt: skip
+                raise StackError(
+                    f"environment(s) {busy} in use by a running benchmark (of this project or another whose "
+                    f"paths.environments is {chosen[0].folder.parent}): nothing removed; remove them once it has ended"
+                )
             for entry in chosen:
                 shutil.rmtree(entry.folder)
                 for suffix in (".lock", IN_USE_SUFFIX):

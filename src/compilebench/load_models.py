@@ -244,12 +244,7 @@ def hub_snapshot(model_id: str, online: bool) -> tuple[Path, checkpoints.Checkpo
 
 def count_params_meta(model_class_name: str, folder: Path) -> int:
     """Parameter count of a checkpoint's architecture, built on the meta device (no memory, no weights)."""
-    import torch
-    from transformers import AutoConfig
-
-    config = AutoConfig.from_pretrained(folder)
-    with torch.device("meta"):
-        return models.count_params(models.transformers_class(model_class_name)(config))
+    return models.count_params(checkpoints.meta_model(model_class_name, folder))
 
 
 def uncarded_spec(entry: dict[str, Any], text_queries: list[str]) -> ModelSpec:

@@ -39,11 +39,10 @@ def _asked_fields(a: dict[str, Any], b: dict[str, Any]) -> set[str]:
     for package in ("torch", "transformers"):
         if pins_a.get(package) != pins_b.get(package):
             asked.add(f"{package}_version")
-            if package == "torch" and ("+" in str(pins_a.get(package)) + str(pins_b.get(package))
-                                       or (_cuda(a) and _cuda(b))):  # fmt: skip
-                asked.add("cuda_version")  # a release's own CUDA build (cu121 -> cu124) comes with the release
             if package == "torch":
                 asked.add("cpu_capability")  # which CPU kernels torch picks on this machine comes with its release
+                if "+" in str(pins_a.get(package)) + str(pins_b.get(package)) or (_cuda(a) and _cuda(b)):
+                    asked.add("cuda_version")  # a release's own CUDA build (cu121 -> cu124) comes with the release
     settings_a, settings_b = parsed(a, "environment_settings"), parsed(b, "environment_settings")
     for setting in set(settings_a) | set(settings_b):
         if settings_a.get(setting) != settings_b.get(setting):
