@@ -6,7 +6,7 @@
 Synthetic comparisons with a known answer, judged by compilebench's own verdict code (`compare.comparison_rows`: paired
 blocks, the machine's pooled noise, the F-test, equivalence against the margin, Holm across cells) and extended by its
 own stop rule (`adaptive.widths`: a block more to every cell whose 95% CI is wider than its target, widest first, while
-`--budget-min` minutes of `--trial-s` processes per stack and `--max-blocks` allow). Per block, A and B of a cell share
+`--budget-min` minutes of blocks' wall time per stack and `--max-blocks` allow). Per block, A and B of a cell share
 a drift of the machine (sd `--drift`, which pairing must cancel) and each process adds its own noise: the per-block log
 difference has sd `sigma` (per metric kind), times a cell's own factor where `--spread` makes cells differ (the factors'
 logs evenly spaced normal quantiles of sd `spread`: at 0.5 the noisiest of 6 cells has 4.0 times the quietest one's sd).
@@ -27,9 +27,10 @@ suite's verdict (`suite.summary`: the geometric mean over the cells, one per inv
 `fpr=<largest per-verdict false-flag rate (with --spread, the noisiest cell's too)> power10=<smallest power of
 speedup, compile time and latency>`.
 
-Priced at what processes really took: `--runs data/results/runs.jsonl` (a comparison's results) sets the seconds of a
-timing process (speedup, latency: the median over its timing processes of what each cost the machine, its wall time
-less its waits for turns when its block ran together) and of a cold process (compile time), instead of `--trial-s`.
+Priced at what blocks really took: `--runs data/results/runs.jsonl` (a comparison's results) sets the seconds of a
+timing block (speedup, latency) and of a cold block (compile time), each the median over its kind's blocks of their
+wall time, which the budget counts (a block run together as long as its longest process), instead of two processes of
+`--trial-s` one after the other.
 """
 
 from __future__ import annotations
@@ -55,23 +56,33 @@ TARGET = {"speedup": 0.05, "compile": 0.05, "latency": 0.10}  # params.yaml's be
 FLAGS = ("slower", "faster", "higher", "lower")
 
 
-def process_costs(runs: Path) -> dict[str, float]:
-    """Per metric kind, the median seconds one process of the kind that measures it took in a results file: timing
-    processes for speedup and latency, cold processes for compile time (each process once; its own time, not its
-    waits for turns)."""
-    timing, cold = {}, {}
+def block_costs(runs: Path) -> dict[str, float]:
+    """Per metric kind, the median wall time of a block of the kind that measures it in a results file (timing blocks
+    for speedup and latency, cold blocks for compile time): from its first process's start to its last one's end,
+    never more than its processes one after another, as the adaptive loop's budget counts it (adaptive.block_walls)."""
+    spans: dict[tuple, list[float]] = {}  # (kind, model, batch size, block) -> [first start, last end, sum of walls]
+    seen = set()
     for line in runs.read_text().splitlines():
-        for process in json.loads(line).get("process_results", []):
-            own = process["wall_s"] - (process.get("turn_wait_s") or 0.0)
-            if process.get("kind") == "cold":
-                cold[process["trial_id"]] = own
-            else:
-                timing[process.get("process_id") or process["trial_id"]] = own
+        row = json.loads(line)
+        for process in row.get("process_results", []):
+            name = process.get("process_id") or process["trial_id"]
+            if name in seen:  # a timing process is listed by each of its arms' runs
+                continue
+            seen.add(name)
+            kind = "cold" if process.get("kind") == "cold" else "timing"
+            key = (kind, row.get("model_id"), row.get("batch_size"), process.get("block") or name)
+            start = process.get("started_at") or 0.0
+            end = start + process["wall_s"] if start else math.inf
+            span = spans.setdefault(key, [math.inf, -math.inf, 0.0])
+            span[0], span[1], span[2] = min(span[0], start), max(span[1], end), span[2] + process["wall_s"]
+    walls: dict[str, list[float]] = {}
+    for (kind, *_), (first, last, summed) in spans.items():
+        walls.setdefault(kind, []).append(min(last - first, summed))
     found = {}
-    if timing:
-        found["speedup"] = found["latency"] = statistics.median(timing.values())
-    if cold:
-        found["compile"] = statistics.median(cold.values())
+    if walls.get("timing"):
+        found["speedup"] = found["latency"] = statistics.median(walls["timing"])
+    if walls.get("cold"):
+        found["compile"] = statistics.median(walls["cold"])
     return found
 
 
@@ -123,7 +134,7 @@ def rows(
 
 
 def one_comparison(
-    rng, args, kind: str, sigma: float, truth: float, trial: int, trial_s: float
+    rng, args, kind: str, sigma: float, truth: float, trial: int, block_s: float
 ) -> tuple[list[compare.Comparison], list[int]]:
     """An A/A run for the machine's noise, then an adaptive comparison; its rows and the blocks each cell used."""
     metric = KIND_METRIC[kind]
@@ -140,7 +151,6 @@ def one_comparison(
     noise = noise_record.machine_noise(record)
     seed = int(rng.integers(1 << 31))
     blocks = [first] * args.cells
-    block_s = 2 * trial_s  # a block: one process per stack
     budget_s, spent_s = 2 * args.budget_min * 60, args.cells * first * block_s
     while True:
         made = rows(seed, blocks, metric, sigmas, args.drift, truth, f"ab{trial}")
@@ -175,7 +185,7 @@ def main() -> None:
     parser.add_argument("--budget-min", type=float, default=Config.budget_min,
                         help="budget_min (per environment; each kind is given all of it)")  # fmt: skip
     parser.add_argument("--trial-s", type=float, default=20.0, help="seconds a trial process takes")
-    parser.add_argument("--runs", type=Path, help="price processes at what those of this runs.jsonl took, per kind")
+    parser.add_argument("--runs", type=Path, help="price blocks at what those of this runs.jsonl took, per kind")
     parser.add_argument("--drift", type=float, default=0.15, help="sd of the machine's drift per block (log scale)")
     parser.add_argument("--margin", type=float, default=Config.margin, help="margin (the config schema's default)")
     parser.add_argument("--trials", type=int, default=300, help="comparisons simulated per kind and truth")
@@ -184,7 +194,7 @@ def main() -> None:
     parser.add_argument("--spread", type=float, default=0.0, help="sd of the log of the cells' sigma factors")
     args = parser.parse_args()
     measured = {} if args.sigma else measured_sigma(args.calibration)
-    costs = process_costs(args.runs) if args.runs else {}
+    costs = block_costs(args.runs) if args.runs else {}
     rng = np.random.default_rng(args.seed)
     fprs, powers = [], []
     for kind in ("speedup", "compile", "latency"):
@@ -196,7 +206,7 @@ def main() -> None:
             verdicts, headlines, used, noisiest, suite_words = [], [], [], [], []
             last = f"m{args.cells - 1}"
             for trial in range(args.trials):
-                compared, blocks = one_comparison(rng, args, kind, sigma, truth, trial, costs.get(kind, args.trial_s))
+                compared, blocks = one_comparison(rng, args, kind, sigma, truth, trial, costs.get(kind, 2 * args.trial_s))
                 verdicts += [row.judged[metric].verdict for row in compared]
                 noisiest += [row.judged[metric].verdict for row in compared if row.model_id == last]
                 headlines.append(any(row.verdict in FLAGS for row in compared))
@@ -214,7 +224,7 @@ def main() -> None:
               f"A/A flags {fpr:.3f} per verdict ({fpr_noisiest:.3f} in the noisiest cell), {headline}, "
               f"equivalent {sum(v == stats.EQUIVALENT for v in aa[0]) / len(aa[0]):.2f}; "
               f"+10% flagged {power:.3f}; blocks per cell {statistics.mean(aa[2]):.1f} "
-              f"(max {max(aa[2] + real[2])}; {costs.get(kind, args.trial_s):.0f} s a process); over the suite: "
+              f"(max {max(aa[2] + real[2])}; {costs.get(kind, 2 * args.trial_s):.0f} s a block); over the suite: "
               f"A/A flags {sum(v in FLAGS for v in aa[4]) / len(aa[4]):.3f}, equivalent "
               f"{sum(v == stats.EQUIVALENT for v in aa[4]) / len(aa[4]):.2f}, +10% flagged "
               f"{sum(v in ('slower', 'higher') for v in real[4]) / len(real[4]):.3f}")  # fmt: skip

@@ -79,6 +79,23 @@ def test_more_blocks_go_to_the_widest_cell_first_and_stop_at_the_budget():
     assert adaptive.extend(trials, results, records, ["A", "B"], _bench(budget_min=40 / 60), None) == []
 
 
+def test_a_block_run_together_counts_its_wall_time_against_the_budget_not_its_processes_seconds():
+    """The budget is the user's wait: a block whose A and B overlap costs from the first start to the last end. The
+    same 8 processes of 10 s, counted one after another, leave no room in 80 s; run together (12 s a block), they
+    leave room for a block of each model."""
+    trials, results, records = _state({"narrow": 0.03, "wild": 0.2})
+    assert adaptive.extend(trials, results, records, ["A", "B"], _bench(budget_min=40 / 60), None) == []
+    for index, spec in enumerate(trials):  # block i starts at 100 i; B two seconds after A
+        start = 1000.0 + 100 * (index // 2) + 2 * (spec.environment == "B")
+        results[spec.trial_id] = replace(results[spec.trial_id], started_at=start)
+    walls = adaptive.block_walls(results, trials)
+    assert sorted(walls.values()) == [12.0] * 4
+    added = adaptive.extend(trials, results, records, ["A", "B"], _bench(budget_min=40 / 60), None)
+    assert [spec.model.model_id for spec in added] == ["wild", "wild", "narrow", "narrow"]  # 48 s + 2 x 12 s <= 80 s
+    resumed = {**results, trials[1].trial_id: replace(results[trials[1].trial_id], started_at=9000.0)}
+    assert sorted(adaptive.block_walls(resumed, trials).values()) == [12.0, 12.0, 12.0, 20.0]  # never past the sum
+
+
 def test_the_cap_and_a_met_target_end_the_loop():
     trials, results, records = _state({"wild": 0.2}, blocks=5)
     assert adaptive.extend(trials, results, records, ["A", "B"], _bench(max_replicates=5), None) == []
@@ -163,7 +180,7 @@ def test_a_process_made_busy_on_purpose_is_recorded_as_disturbed(tiny_resnet, tm
 @pytest.mark.xdist_group("adaptive-repro")  # a group of one: handed out early (conftest)
 @pytest.mark.slow
 def test_dvc_repro_adds_blocks_until_the_cap_and_reports_what_it_reached(tmp_path):
-    root = make_project(tmp_path, ["microsoft/resnet-50"], replicates=2, max_replicates=3, budget_min=30,
+    root = make_project(tmp_path, ["microsoft/resnet-50"], replicates=1, max_replicates=2, budget_min=30,
                         cold_replicates=1, compile_cache="cold")  # fmt: skip
     set_params(root, **{"benchmark.target.speedup": 0.001, "benchmark.target.compile": 0.0,
                         "benchmark.target.latency": 0.0})  # fmt: skip
@@ -174,20 +191,19 @@ def test_dvc_repro_adds_blocks_until_the_cap_and_reports_what_it_reached(tmp_pat
     assert "adaptive: 2 more trial(s)" in done.stdout + done.stderr  # a timing process: eager and default
     rows = [json.loads(line) for line in (root / "data/results/runs.jsonl").read_text().splitlines()]
     compiled = next(row for row in rows if row["variant"] == "default")
-    processes = compiled["process_results"]  # a cold one; two timing ones planned, one added, the cap
+    processes = compiled["process_results"]  # a cold one; a timing one planned, one added, the cap
     assert [(p["kind"], p["replicate"], p["cache"]) for p in processes] == [
         ("cold", 0, "cold"),
         ("arm", 0, "warm"),
         ("arm", 1, "warm"),
-        ("arm", 2, "warm"),
     ]
     info = json.loads((root / "data/results/run_info.json").read_text())
-    assert (info["planned_trials"], info["trials"], info["planned_processes"], info["processes"]) == (5, 7, 3, 4)
+    assert (info["planned_trials"], info["trials"], info["planned_processes"], info["processes"]) == (3, 5, 2, 3)
     [reached] = info["targets"]
-    assert reached["blocks"] == 3 and not reached["met"] and reached["metric"] == "speedup"  # one stack: timing only
+    assert reached["blocks"] == 2 and not reached["met"] and reached["metric"] == "speedup"  # one stack: timing only
     report = (root / "data/report/report.md").read_text()
     assert "## Precision reached" in report and "| speedup (±0.1%) | reached |" in report
-    assert "each run timed in 3 fresh processes, each compiled variant's cold compile in 1 (" in report
+    assert "each run timed in 2 fresh processes, each compiled variant's cold compile in 1 (" in report
     assert subprocess.run(["dvc", "status"], cwd=root, env=env, capture_output=True, text=True).returncode == 0
 
 
@@ -337,12 +353,14 @@ def test_a_plan_is_priced_at_this_machines_own_process_times_against_the_budget(
     spent = pricing.spend(trials, ["A", "B"], _bench(budget_min=1.0), prices)
     assert spent.by_kind == {"paired": 8} and spent.planned_s == 100.0 and spent.priced == 4  # m's; n's unpriced
     assert spent.unpriced == (("paired", "n", 1, "default"),) and spent.budget_s == 120.0
-    assert spent.round_s == {"paired": 50.0}
+    # the wall, which the budget counts: a process's share of its block (10, 20, 20, 20: median 20) over its own
+    # seconds' median (25), 0.8, so a round of two processes of 25 s takes 40 s of wall
+    assert spent.round_s == {"paired": 40.0} and spent.wall_s == 80.0
     assert pricing.spend(trials, ["A", "B"], _bench(budget_min=3.0), prices).rounds("paired") == 0  # n not known
     mine = [spec for spec in trials if spec.model.model_id == "m"]
-    spent = pricing.spend(mine, ["A", "B"], _bench(budget_min=1.0), prices)
-    assert spent.rounds("paired") == 0  # 20 s left: not a round of 50 s
-    assert pricing.spend(mine, ["A", "B"], _bench(budget_min=3.0), prices).rounds("paired") == 5  # 260 s left
+    spent = pricing.spend(mine, ["A", "B"], _bench(budget_min=50 / 60), prices)
+    assert spent.rounds("paired") == 0  # 20 s of wall left: not a round of 40 s
+    assert pricing.spend(mine, ["A", "B"], _bench(budget_min=3.0), prices).rounds("paired") == 7  # 280 s left
     assert spent.rounds("cold") == 0  # no unit of that kind
 
 

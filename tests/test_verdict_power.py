@@ -8,10 +8,15 @@ import sys
 
 
 def test_the_error_rate_script_ends_with_its_two_numbers(repo_root, tmp_path):
-    runs = tmp_path / "runs.jsonl"  # priced at these processes: a timing one of a block run together, a cold one
-    processes = [{"trial_id": "a/m/bs1/eager/r0", "process_id": "a/m/bs1/r0", "kind": "arm", "wall_s": 26.0,
-                  "turn_wait_s": 14.0},
-                 {"trial_id": "a/m/bs1/default/c0", "process_id": "", "kind": "cold", "wall_s": 10.0}]  # fmt: skip
+    runs = tmp_path / "runs.jsonl"  # priced at these blocks: a timing one run together (A and B overlap), a cold one
+    processes = [{"trial_id": "a/m/bs1/eager/r0", "process_id": "a/m/bs1/r0", "kind": "arm", "block": "r0",
+                  "started_at": 100.0, "wall_s": 26.0, "turn_wait_s": 14.0},
+                 {"trial_id": "b/m/bs1/eager/r0", "process_id": "b/m/bs1/r0", "kind": "arm", "block": "r0",
+                  "started_at": 101.0, "wall_s": 25.0, "turn_wait_s": 13.0},
+                 {"trial_id": "a/m/bs1/default/c0", "process_id": "", "kind": "cold", "block": "default/c0",
+                  "wall_s": 10.0},
+                 {"trial_id": "b/m/bs1/default/c0", "process_id": "", "kind": "cold", "block": "default/c0",
+                  "wall_s": 10.0}]  # fmt: skip
     runs.write_text(json.dumps({"process_results": processes}) + "\n")
     done = subprocess.run(
         [sys.executable, str(repo_root / "benchmarks" / "verdict_power.py"), "--trials", "40", "--sigma", "0.07",
@@ -30,8 +35,8 @@ def test_the_error_rate_script_ends_with_its_two_numbers(repo_root, tmp_path):
     # +10% latency change found about half the time, which power10 now says
     assert fpr <= 0.12 and powers["speedup"] >= 0.6 and powers["compile"] >= 0.6, done.stdout
     assert "A/A flags" in done.stdout and "+10% flagged" in done.stdout
-    assert "12 s a process" in lines["speedup"] and "12 s a process" in lines["latency"]  # its own time, not its waits
-    assert "10 s a process" in lines["compile"]
+    assert "26 s a block" in lines["speedup"] and "26 s a block" in lines["latency"]  # its wall, not 51 s of processes
+    assert "20 s a block" in lines["compile"]  # no start times: its processes one after the other
 
 
 def test_cells_of_different_noise_are_spread_as_the_script_says(repo_root):

@@ -9,8 +9,9 @@ suite, `compare`, `benchmark.replicates` and `cold_replicates`) and says:
 - which compared environments are built already, and which the benchmark would build first;
 - the planned processes by kind, and what they cost here: each unit's processes priced at the median own time of
   this machine's processes of that unit in the last results (paths.results: `make run` leaves the default suite's),
-  against `budget_min`, and how many more blocks of every unit the budget leaves room for (the adaptive
-  loop gives them to the widest intervals first);
+  and the blocks' wall time at each process's share of its block's (what the budget counts), against `budget_min`,
+  and how many more blocks of every unit the budget leaves room for (the adaptive loop gives them to the widest
+  intervals first);
 - per targeted metric, the smallest change a comparison finds with 80% power after the planned blocks, after those
   the budget leaves room for and at `max_replicates`, from this machine's noise record (paths.calibration); or that
   the machine has none yet (an A/A, `make compare B=current`, starts it).
@@ -152,9 +153,9 @@ def say_spend(spent: pricing.Spend, prices: pricing.Prices, labels: list[str], b
                     "not known", priced_by, results, spent.priced, planned, minutes(spent.planned_s),
                     len(spent.unpriced), shown, more, budget)  # fmt: skip
         return
-    LOGGER.info("priced at this machine's %d earlier processes (%s): the planned blocks take about %s of wall time "
-                "(a block run together lasts about as long as its longest process: their set-up and compiles "
-                "overlap) and %s of the processes' own time, which the budget counts", priced_by, results,
+    LOGGER.info("priced at this machine's %d earlier processes (%s): the planned blocks take about %s of wall time, "
+                "which the budget counts (a block run together lasts about as long as its longest process: their "
+                "set-up and compiles overlap; %s of the processes' own time)", priced_by, results,
                 minutes(spent.wall_s), minutes(spent.planned_s))  # fmt: skip
     if together and prices.alone:
         LOGGER.info("%d of those processes ran alone, and this plan's blocks run together: on our records such "

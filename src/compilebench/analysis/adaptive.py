@@ -4,17 +4,18 @@ A block is one fresh process per compared environment, in a balanced order (`pla
 processes alive together, taking turns: harness/turns.py), in one of three units: a *timing* block of (model, batch
 size) is a timing process per environment (eager and every compiled arm, warm); a *cold* block of (model, batch size,
 variant) is a cold process per environment (compiled on an empty cache, then timed); a *paired* block of a variant
-measured alone (a deploy way, served sizes) is a paired trial per environment, cold or warm. Once the planned blocks are
-done, `extend` asks of every run how far each 95% interval is from its target (`benchmark.target`: speedup, compile
-time, latency; B/A when stacks are compared, the run's own interval otherwise), gives each metric to the unit that
-measures it (cold compile time to a cold block, the rest to a timing block), and adds a block to each unit short of its
-target, furthest first, while the blocks fit in `budget_min` (minutes of trial processes per compared
-environment, the planned ones included) and a unit has fewer than `benchmark.max_replicates` blocks. A unit with fewer
-undisturbed blocks than planned gets one first, budget or not (up to the cap): a disturbed process is re-run, never
-silently dropped (the planned blocks always run). It stops on width, never on significance, so the error rates measured
-by benchmarks/verdict_power.py hold. Every decision is a pure function of the results so far (the budget counts the
-processes' own wall time), so a resumed invocation takes the same ones. `shortfalls` tells the report, per run and
-targeted interval, what it reached and about how many more blocks it needs."""
+measured alone (a deploy way, served sizes) is a paired trial per environment, cold or warm. Once the planned blocks
+are done, `extend` asks of every run how far each 95% interval is from its target (`benchmark.target`: speedup,
+compile time, latency; B/A when stacks are compared, the run's own interval otherwise), gives each metric to the unit
+that measures it (cold compile time to a cold block, the rest to a timing block), and adds a block to each unit short
+of its target, furthest first, while the blocks fit in `budget_min` (minutes of the blocks' wall time per compared
+environment, the planned ones included: what the user waits for, a block run together as long as its longest process)
+and a unit has fewer than `benchmark.max_replicates` blocks. A unit with fewer undisturbed blocks than planned gets
+one first, budget or not (up to the cap): a disturbed process is re-run, never silently dropped (the planned blocks
+always run). It stops on width, never on significance, so the error rates measured by benchmarks/verdict_power.py
+hold. Every decision is a pure function of the results so far (the budget counts the blocks' wall times as their
+processes' results give them), so a resumed invocation takes the same ones. `shortfalls` tells the report, per run
+and targeted interval, what it reached and about how many more blocks it needs."""
 
 from __future__ import annotations
 
@@ -182,24 +183,36 @@ def units_of(width: Width, trials: list[TrialSpec]) -> list[Unit]:
     return [("paired", model, batch, variant)]
 
 
-def _process_walls(results: dict[str, TrialResult], trials: list[TrialSpec]) -> dict[str, float]:
-    """Each process's time once (a timing process's arms all carry it), by process: its wall time, less what it
-    waited for turns where its block ran together (TrialResult.own_s), so a block costs its wall time once."""
-    walls = {}
+Block = tuple[Unit, int, bool]  # a unit's block: (unit, replicate, cold)
+
+
+def block_of(spec: TrialSpec) -> Block:
+    return unit_of(spec), spec.replicate, spec.cache == CACHE_COLD
+
+
+def block_walls(results: dict[str, TrialResult], trials: list[TrialSpec]) -> dict[Block, float]:
+    """Each block's wall time, what the user waits for: from its first process's start to its last one's end (a block
+    run together lasts about as long as its longest process), never more than its processes one after another (a
+    block resumed in a later invocation, or one without start times: the sum of its processes' walls)."""
+    spans: dict[Block, tuple[float, float, float]] = {}  # block -> (first start, last end, sum of walls)
+    seen: set[str] = set()
     for spec in trials:
         result = results.get(spec.trial_id)
-        if result is not None:
-            walls[spec.process] = result.own_s
-    return walls
+        if result is None or spec.process in seen:  # a timing process's arms all carry the same process
+            continue
+        seen.add(spec.process)
+        start, end = (result.started_at, result.started_at + result.wall_s) if result.started_at else (0.0, math.inf)
+        first, last, summed = spans.get(block_of(spec), (math.inf, -math.inf, 0.0))
+        spans[block_of(spec)] = (min(first, start), max(last, end), summed + result.wall_s)
+    return {block: min(last - first, summed) for block, (first, last, summed) in spans.items()}
 
 
 def _block_cost_s(trials: list[TrialSpec], results: dict[str, TrialResult], unit: Unit, cold: bool) -> float:
-    """What a new block of `unit` costs per environment, in seconds of processes: the median wall time of its
-    processes of the same kind (cold or warm, for a paired unit) where there is one."""
-    mine = [spec for spec in trials if unit_of(spec) == unit and spec.trial_id in results]
-    walls = _process_walls(results, mine)
-    kind = [walls[s.process] for s in mine if (s.cache == CACHE_COLD) == cold]
-    kind = [wall for wall in kind if wall] or [wall for wall in walls.values() if wall]
+    """What a new block of `unit` costs, in seconds of wall time: the median wall of its blocks of the same kind (cold
+    or warm, for a paired unit) where there is one."""
+    walls = {block: wall for block, wall in block_walls(results, trials).items() if block[0] == unit}
+    kind = [wall for block, wall in walls.items() if block[2] == cold and wall]
+    kind = kind or [wall for wall in walls.values() if wall]
     return statistics.median(kind) if kind else 0.0
 
 
@@ -283,7 +296,7 @@ def extend(
     rerun = [unit for unit in units if clean.get(unit, 0) < _planned(unit, bench)]
     ranked = rerun + sorted((u for u in short_of if u not in rerun), key=lambda u: -short_of[u][0])
     budget_s = bench.budget_min * 60 * len(labels)
-    spent_s = sum(_process_walls(results, trials).values())
+    spent_s = sum(block_walls(results, trials).values())
     added: list[TrialSpec] = []
     for unit in ranked:
         specs = [spec for spec in trials if unit_of(spec) == unit]
@@ -293,7 +306,7 @@ def extend(
         if max(spec.replicate for spec in specs) + 1 >= bench.max_replicates:
             continue
         cold = unit[0] == "cold" or short_of.get(unit, (0.0, False))[1]
-        cost = _block_cost_s(trials, results, unit, cold) * len(labels)
+        cost = _block_cost_s(trials, results, unit, cold)
         if spent_s + cost > budget_s and unit not in rerun:  # a planned block always runs, a disturbed one again
             continue
         spent_s += cost

@@ -1,5 +1,5 @@
 """What a planned invocation costs on this machine, before it runs: each unit's processes priced at this machine's
-earlier ones (their own seconds, what the adaptive loop's budget counts, and their share of their block's wall time),
+earlier ones (their own seconds, and their share of their block's wall time, what the adaptive loop's budget counts),
 and the room the budget leaves. What `forecast` says and `adaptive.forecast` counts blocks with."""
 
 from __future__ import annotations
@@ -101,18 +101,19 @@ class Spend:
     the room the budget leaves the loop."""
 
     by_kind: dict[str, int]  # planned processes by kind of unit (timing, cold, paired), every environment's
-    planned_s: float  # the priced ones' own seconds, one after another: what the budget counts
+    planned_s: float  # the priced ones' own seconds, one after another
     priced: int  # planned processes priced
     unpriced: tuple[Unit, ...]  # units no earlier process of this machine prices: left out of planned_s
     budget_s: float  # budget_min for every environment
-    round_s: dict[str, float]  # by kind of unit: one more block of every priced unit of that kind
-    wall_s: float = 0.0  # the priced ones' wall time: a block run together takes its longest process's (Prices.wall_of)
+    round_s: dict[str, float]  # by kind of unit: one more block of every priced unit of that kind, in wall time
+    wall_s: float = 0.0  # the priced ones' wall time, what the budget counts: a block run together takes its longest
+    #                      process's (Prices.wall_of)
 
     def rounds(self, kind: str) -> int:
         """How many more blocks of every unit of `kind` fit in what the planned blocks leave of the budget, were it
         spent on them alone (the loop shares it out, widest intervals first, to the units short of their targets);
         0 while any planned process is unpriced (what it leaves is not known)."""
-        room_s, round_s = self.budget_s - self.planned_s, self.round_s.get(kind, 0.0)
+        room_s, round_s = self.budget_s - self.wall_s, self.round_s.get(kind, 0.0)
         return int(room_s // round_s) if round_s > 0 and room_s > 0 and not self.unpriced else 0
 
 
@@ -130,7 +131,7 @@ def spend(trials: list[TrialSpec], labels: list[str], bench: LoopSettings, price
             unpriced.append(unit)
     round_s: dict[str, float] = {}
     for spec in {unit_of(spec): spec for spec in trials}.values():  # a unit's last process: what a block repeats
-        price = prices.of(spec)
-        if price is not None:
-            round_s[unit_of(spec)[0]] = round_s.get(unit_of(spec)[0], 0.0) + price * len(labels)
+        wall = prices.wall_of(spec)
+        if wall is not None:
+            round_s[unit_of(spec)[0]] = round_s.get(unit_of(spec)[0], 0.0) + wall * len(labels)
     return Spend(counts, planned_s, priced, tuple(unpriced), bench.budget_min * 60 * len(labels), round_s, wall_s)

@@ -71,8 +71,8 @@ class Config:
     compare: list[str] = field(default_factory=lambda: [CURRENT])  # environments measured, interleaved
     margin: float = 0.10  # a B/A change within +-margin does not matter (`equivalent`); judged, not measured
     device: str = "cpu"  # cpu | cuda | cuda:N
-    budget_min: float = 10.0  # minutes of trial processes per compared environment: the first `replicates` blocks
-    #                            always run, more (widest CIs first) only while they fit
+    budget_min: float = 10.0  # minutes of the blocks' wall time per compared environment: the first `replicates`
+    #                            blocks always run, more (widest CIs first) only while they fit
     paths: Paths = field(default_factory=Paths)
     image: Image = field(default_factory=Image)
     models: Models = field(default_factory=Models)

@@ -333,7 +333,7 @@ class TrialResult:
     @property
     def own_s(self) -> float:
         """The machine's time this process took: its wall time less what it waited while its block's other processes
-        took their turns (their time, counted in theirs). What a budget counts."""
+        took their turns (their time, counted in theirs)."""
         return self.wall_s - (self.turn_wait_s or 0.0)
 
     def to_dict(self) -> dict[str, Any]:
