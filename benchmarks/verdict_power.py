@@ -206,7 +206,9 @@ def main() -> None:
             verdicts, headlines, used, noisiest, suite_words = [], [], [], [], []
             last = f"m{args.cells - 1}"
             for trial in range(args.trials):
-                compared, blocks = one_comparison(rng, args, kind, sigma, truth, trial, costs.get(kind, 2 * args.trial_s))
+                compared, blocks = one_comparison(
+                    rng, args, kind, sigma, truth, trial, costs.get(kind, 2 * args.trial_s)
+                )
                 verdicts += [row.judged[metric].verdict for row in compared]
                 noisiest += [row.judged[metric].verdict for row in compared if row.model_id == last]
                 headlines.append(any(row.verdict in FLAGS for row in compared))
