@@ -45,3 +45,11 @@ def _unresolved(path: Path) -> list[str]:
 def test_every_compilebench_name_used_exists():
     missing = {str(path.relative_to(ROOT)): names for path in _files() if (names := _unresolved(path))}
     assert not missing, missing
+
+
+def test_no_test_reads_a_dated_record():
+    """Records under benchmarks/results are data that may be pruned: a test reads a frozen copy under tests/fixtures
+    (its README says which record each came from), never the record itself."""
+    tests = [path for path in sorted((ROOT / "tests").glob("*.py")) if path != Path(__file__).resolve()]
+    readers = [path.name for path in tests if "benchmarks/results" in path.read_text()]
+    assert readers == [], readers

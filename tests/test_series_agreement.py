@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-RECORD = "benchmarks/results/2026-12-02-xeon167-series"  # a real series of seven stacks, 63 runs
+RECORD = "tests/fixtures/series-2026-12-02"  # a real series of seven stacks, 63 runs (a frozen copy)
 
 
 @pytest.fixture
