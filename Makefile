@@ -85,7 +85,7 @@ ui: $(STAMP)  ## the MLflow UI on this project's store, bound to 127.0.0.1; prin
 		--host $(HOST) --port $(PORT)
 
 # A shared tracking server for several machines (each sets MLFLOW_TRACKING_URI=http://HOST:PORT).
-# STORE: SQLite by default, or e.g. postgresql+psycopg://user@db/compilebench (pip install 'psycopg[binary]').
+# STORE: SQLite by default, or e.g. postgresql+psycopg://user@db/compilebench (psycopg is in the venv).
 # ARTIFACTS: a folder or an object-store URI (s3://bucket/path). Add --app-name basic-auth for users and passwords.
 STORE     ?= sqlite:///mlruns/server/mlflow.db
 ARTIFACTS ?= mlruns/server/artifacts

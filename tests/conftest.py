@@ -13,11 +13,14 @@ import io
 import json
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
 import tempfile
 import threading
+import time
+import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -81,6 +84,7 @@ HAND_OUT_ORDER = (
     "executors",
     "queue",
     "own_checkpoints",
+    "postgres",  # PostgreSQL and an MLflow server on it, three invocations logging at once
     "adaptive-repro",
     "deploy",
     "dynamic-batch",
@@ -271,6 +275,36 @@ def set_params(root: Path, **changes) -> None:
             tree = tree.setdefault(key, {})
         tree[leaf] = value
     path.write_text(yaml.safe_dump(params, sort_keys=False))
+
+
+class MlflowServer:
+    """A real `mlflow server` on 127.0.0.1 (SQLite in `folder` unless another backend store is given), stoppable and
+    restartable on the same store; ended by the process group it was started in."""
+
+    def __init__(self, folder: Path, backend: str = ""):
+        self.folder, self.port, self.process = folder, closed_port(), None
+        self.backend = backend or f"sqlite:///{folder}/server.db"
+        self.uri = f"http://127.0.0.1:{self.port}"
+
+    def start(self) -> None:
+        env = {**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
+        command = [sys.executable, "-m", "mlflow", "server", "--host", "127.0.0.1", "--port", str(self.port),
+                   "--workers", "1", "--backend-store-uri", self.backend,
+                   "--artifacts-destination", str(self.folder / "artifacts")]  # fmt: skip
+        self.process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                        start_new_session=True)  # fmt: skip
+        deadline = time.time() + 120
+        while time.time() < deadline:
+            try:
+                urllib.request.urlopen(self.uri + "/health", timeout=2)
+                return
+            except OSError:
+                time.sleep(0.5)
+        raise RuntimeError("mlflow server did not answer /health within 120 s")
+
+    def stop(self) -> None:
+        os.killpg(self.process.pid, signal.SIGTERM)  # the server and its workers: the group we started
+        self.process.wait(timeout=60)
 
 
 @contextmanager

@@ -12,13 +12,12 @@ import signal
 import subprocess
 import sys
 import time
-import urllib.request
 from pathlib import Path
 
 import mlflow
 import pandas as pd
 import pytest
-from conftest import closed_port, descendants, make_project, project_env, run_ok, running, set_params
+from conftest import MlflowServer, descendants, make_project, project_env, run_ok, running, set_params
 
 pytestmark = pytest.mark.slow
 # The tests on the module's shared project and server are one xdist group (its fixtures run once, on one worker); a
@@ -50,37 +49,9 @@ def loaded(tmp_path_factory):
     return root, env
 
 
-class Server:
-    """A real `mlflow server` on 127.0.0.1 with a SQLite backend, stoppable and restartable on the same store."""
-
-    def __init__(self, folder: Path):
-        self.folder, self.port, self.process = folder, closed_port(), None
-        self.uri = f"http://127.0.0.1:{self.port}"
-
-    def start(self) -> None:
-        env = {**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
-        command = [sys.executable, "-m", "mlflow", "server", "--host", "127.0.0.1", "--port", str(self.port),
-                   "--workers", "1", "--backend-store-uri", f"sqlite:///{self.folder}/server.db",
-                   "--artifacts-destination", str(self.folder / "artifacts")]  # fmt: skip
-        self.process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                        start_new_session=True)  # fmt: skip
-        deadline = time.time() + 120
-        while time.time() < deadline:
-            try:
-                urllib.request.urlopen(self.uri + "/health", timeout=2)
-                return
-            except OSError:
-                time.sleep(0.5)
-        raise RuntimeError("mlflow server did not answer /health within 120 s")
-
-    def stop(self) -> None:
-        os.killpg(self.process.pid, signal.SIGTERM)  # the server and its workers: the group we started
-        self.process.wait(timeout=60)
-
-
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
-    server = Server(tmp_path_factory.mktemp("server"))
+    server = MlflowServer(tmp_path_factory.mktemp("server"))
     server.start()
     yield server
     if server.process.poll() is None:
@@ -329,7 +300,7 @@ def test_a_run_half_logged_while_the_artifact_store_failed_is_completed_by_sync(
     and metrics logged, its artifacts refused. Repaired, `sync` completes those runs (FINISHED, with their samples),
     and a second `sync` changes nothing."""
     root, env = loaded
-    server = Server(tmp_path)
+    server = MlflowServer(tmp_path)
     server.start()
     artifacts = tmp_path / "artifacts"
     try:

@@ -9,6 +9,7 @@ machine is written and logged exactly as a run measured here.
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +20,7 @@ from compilebench.harness import fingerprint
 from compilebench.harness.files import write_json, write_jsonl
 from compilebench.harness.invocation import Context
 from compilebench.harness.records import STATUS_OK, UNSUPPORTED, ModelSpec, TrialResult, TrialSpec, VariantSpec
+from compilebench.logs import redact
 from compilebench.run_info import RunInfo
 
 LOGGER = logging.getLogger(__name__)
@@ -124,10 +126,14 @@ def finish(config: Config, records: list[run_record.RunRecord], invocation_id: s
     crashed = any(record.status in tracking.CRASHED for record in records)  # measured nothing: the parent FAILED
     run_info = RunInfo(invocation_id, tracking.EXPERIMENT, failed_runs=tuple(failed), crashed=crashed, parent=parent,
                        **extra)  # fmt: skip
-    write_json(config.paths.run_info, run_info.to_dict())
+    write_json(config.paths.run_info, run_info.to_dict())  # before the last call to the store: sync needs it
     if tracker is None:
         return
     tracker.log_parent(finish_failed=crashed, note=failures_note(tracker.parent_name, failed, len(records)))
+    waited = replace(run_info, store_s=round(tracker.store_s, 3), store_calls=tracker.store_calls)
+    write_json(config.paths.run_info, waited.to_dict())
+    LOGGER.info("MLflow store %s: this invocation waited %.1f s on it, over %d logging call(s)",
+                redact(tracker.uri), tracker.store_s, tracker.store_calls)  # fmt: skip
     if failed:
         LOGGER.warning("%d of %d runs did not end ok (recorded in the tables and MLflow): %s", len(failed),
                        len(records), failed)  # fmt: skip

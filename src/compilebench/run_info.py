@@ -34,6 +34,8 @@ class RunInfo:
     trials_missing: int = 0  # of an ingested plan, trials without a result
     processes_not_run: int = 0  # of an ingested plan ended by `runner.pyz --end`
     not_logged: str = ""  # why none of the invocation's results go to MLflow (an exported plan not finished)
+    store_s: float = 0.0  # seconds the benchmark waited on the MLflow store, every logging call's wall time
+    store_calls: int = 0  # its logging calls (a run, a comparison, the parent's files)
 
     @property
     def failed(self) -> bool:

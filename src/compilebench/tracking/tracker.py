@@ -8,6 +8,8 @@ import json
 import logging
 import os
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -142,6 +144,7 @@ class Tracker:
         self.client = client(configured_uri)
         self.parent_id: str | None = None
         self.failures: list[str] = []
+        self.store_s, self.store_calls = 0.0, 0  # what this invocation waited on the store: seconds, logging calls
         experiment = os.environ.get("DVC_EXP_NAME")  # set by DVC for `dvc exp run`, queued or in a temporary copy
         self.common_tags = {EXPERIMENT_NAME_TAG: experiment} if experiment else {}
         self.parent_tags = {**self.parent_tags, **self.common_tags}
@@ -153,6 +156,16 @@ class Tracker:
         parent = run_info.parent
         return cls(configured_uri, run_info.invocation_id, parent.get("name") or "", parent.get("params"),
                    parent.get("tags"))  # fmt: skip
+
+    @contextmanager
+    def _waited(self) -> Iterator[None]:
+        """Count a logging call's wall time in `store_s`: on a shared store under load, what the invocation waited."""
+        started = time.monotonic()
+        try:
+            yield
+        finally:
+            self.store_s += time.monotonic() - started
+            self.store_calls += 1
 
     def _warn(self, what: str, error: Exception) -> None:
         self.failures.append(what)
@@ -174,8 +187,9 @@ class Tracker:
         tag, so that a search for it (the parent's description gives it) lists one comparison's runs only."""
         try:
             tags = {**tags, **self.common_tags, INVOCATION_TAG: self.invocation_id}
-            return log_child(self.client, self.parent(), name, params, metrics, tags, artifacts, failed, uid, table,
-                             image, window_ms)  # fmt: skip
+            with self._waited():
+                return log_child(self.client, self.parent(), name, params, metrics, tags, artifacts, failed, uid,
+                                 table, image, window_ms)  # fmt: skip
         except Exception as error:  # any store failure (connection, HTTP, database) must not lose the run
             self._warn(f"run {uid}", error)
             return None
@@ -189,15 +203,16 @@ class Tracker:
             if not uid:
                 continue
             try:
-                experiment = experiment or experiment_id(self.client, EXPERIMENT)
-                run_id = find_run(self.client, experiment, RUN_UID_TAG, uid)
-                if run_id is None:
-                    raise LookupError(f"no run {uid} in the store yet")
-                log_metrics(self.client, run_id, comparison_metrics(row))
-                self.client.log_batch(run_id, tags=_tags(comparison_tags(row)))
-                if row.reference == compare.FIRST:  # its headline word in its name, against the baseline
-                    name = run_name(row.label, row.batch_size, row.variant, row.candidate, row.verdict)
-                    self.client.update_run(run_id, name=name)
+                with self._waited():
+                    experiment = experiment or experiment_id(self.client, EXPERIMENT)
+                    run_id = find_run(self.client, experiment, RUN_UID_TAG, uid)
+                    if run_id is None:
+                        raise LookupError(f"no run {uid} in the store yet")
+                    log_metrics(self.client, run_id, comparison_metrics(row))
+                    self.client.log_batch(run_id, tags=_tags(comparison_tags(row)))
+                    if row.reference == compare.FIRST:  # its headline word in its name, against the baseline
+                        name = run_name(row.label, row.batch_size, row.variant, row.candidate, row.verdict)
+                        self.client.update_run(run_id, name=name)
             except Exception as error:  # any store failure: the table is on disk, `sync` logs it later
                 self._warn(f"comparison of run {uid}", error)
 
@@ -207,14 +222,15 @@ class Tracker:
         """Attach files, metrics and a description (`note`: markdown the UI shows as the run's description) to the
         parent run (and optionally close it); False when the store fails."""
         try:
-            parent = self.parent()
-            log_files(self.client, parent, list(files), artifact_dir)
-            if note:
-                self.client.set_tag(parent, NOTE_TAG, redact(note))
-            if metrics:
-                log_metrics(self.client, parent, metrics)
-            if finish_failed is not None:
-                finish(self.client, parent, failed=finish_failed)
+            with self._waited():
+                parent = self.parent()
+                log_files(self.client, parent, list(files), artifact_dir)
+                if note:
+                    self.client.set_tag(parent, NOTE_TAG, redact(note))
+                if metrics:
+                    log_metrics(self.client, parent, metrics)
+                if finish_failed is not None:
+                    finish(self.client, parent, failed=finish_failed)
             return True
         except Exception as error:  # any store failure: the files are on disk, `sync` attaches them later
             self._warn(f"parent artifacts {artifact_dir or ''}".strip(), error)
