@@ -37,24 +37,31 @@ def as_postgres(command: list[str]) -> list[str]:
 
 
 class Database:
-    """A PostgreSQL cluster of its own in a fresh folder outside pytest's (whose 0700 folders the `postgres` user
-    could not enter), on 127.0.0.1 only, trusting local connections; fsync off, as a test may."""
+    """A PostgreSQL cluster of its own in a fresh folder, on 127.0.0.1 only, trusting local connections; fsync off, as
+    a test may. As root the folder is the `postgres` user's, right under /tmp: the tests' own temporary folders (and
+    TMPDIR under `make test`) are 0700 root's, which that user cannot enter."""
 
     def __init__(self) -> None:
-        self.folder = Path(tempfile.mkdtemp(prefix="compilebench-postgres-"))
-        if os.geteuid() == 0:
+        root = os.geteuid() == 0
+        self.folder = Path(tempfile.mkdtemp(prefix="compilebench-postgres-", dir="/tmp" if root else None))
+        if root:
             shutil.chown(self.folder, "postgres")
         self.port, self.process = closed_port(), None
+        self.env = {**os.environ, "TMPDIR": str(self.folder)}  # not the tests' own, which that user cannot enter
         self.uri = f"postgresql+psycopg://postgres@127.0.0.1:{self.port}/postgres"
         initdb = [postgres_tool("initdb"), "-D", str(self.folder / "data"), "-U", "postgres", "--auth=trust", "-E",
                   "UTF8", "--no-sync"]  # fmt: skip
-        run_ok(as_postgres(initdb), self.folder, dict(os.environ))
+        try:
+            run_ok(as_postgres(initdb), self.folder, self.env)
+        except BaseException:
+            shutil.rmtree(self.folder, ignore_errors=True)
+            raise
 
     def start(self) -> None:
         command = [postgres_tool("postgres"), "-D", str(self.folder / "data"), "-p", str(self.port), "-k",
                    str(self.folder), "-c", "listen_addresses=127.0.0.1", "-c", "fsync=off"]  # fmt: skip
-        self.process = subprocess.Popen(as_postgres(command), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                        start_new_session=True)  # fmt: skip
+        self.process = subprocess.Popen(as_postgres(command), env=self.env, stdout=subprocess.DEVNULL,
+                                        stderr=subprocess.DEVNULL, start_new_session=True)  # fmt: skip
         ready = [postgres_tool("pg_isready"), "-h", "127.0.0.1", "-p", str(self.port), "-q"]
         deadline = time.time() + 60
         while subprocess.run(ready).returncode != 0:
