@@ -58,9 +58,9 @@ FLAGS = ("slower", "faster", "higher", "lower")
 
 def block_costs(runs: Path) -> dict[str, float]:
     """Per metric kind, the median wall time of a block of the kind that measures it in a results file (timing blocks
-    for speedup and latency, cold blocks for compile time): from its first process's start to its last one's end,
-    never more than its processes one after another, as the adaptive loop's budget counts it (adaptive.block_walls)."""
-    spans: dict[tuple, list[float]] = {}  # (kind, model, batch size, block) -> [first start, last end, sum of walls]
+    for speedup and latency, cold blocks for compile time), as the adaptive loop's budget counts it
+    (adaptive.block_wall)."""
+    windows: dict[tuple, list[tuple[float, float]]] = {}  # (kind, model, batch size, block) -> its processes'
     seen = set()
     for line in runs.read_text().splitlines():
         row = json.loads(line)
@@ -71,13 +71,10 @@ def block_costs(runs: Path) -> dict[str, float]:
             seen.add(name)
             kind = "cold" if process.get("kind") == "cold" else "timing"
             key = (kind, row.get("model_id"), row.get("batch_size"), process.get("block") or name)
-            start = process.get("started_at") or 0.0
-            end = start + process["wall_s"] if start else math.inf
-            span = spans.setdefault(key, [math.inf, -math.inf, 0.0])
-            span[0], span[1], span[2] = min(span[0], start), max(span[1], end), span[2] + process["wall_s"]
+            windows.setdefault(key, []).append((process.get("started_at") or 0.0, process["wall_s"]))
     walls: dict[str, list[float]] = {}
-    for (kind, *_), (first, last, summed) in spans.items():
-        walls.setdefault(kind, []).append(min(last - first, summed))
+    for (kind, *_), of in windows.items():
+        walls.setdefault(kind, []).append(adaptive.block_wall(of))
     found = {}
     if walls.get("timing"):
         found["speedup"] = found["latency"] = statistics.median(walls["timing"])

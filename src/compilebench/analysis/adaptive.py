@@ -190,21 +190,27 @@ def block_of(spec: TrialSpec) -> Block:
     return unit_of(spec), spec.replicate, spec.cache == CACHE_COLD
 
 
+def block_wall(windows: list[tuple[float, float]]) -> float:
+    """A block's wall time from its processes' (start, wall seconds), what the user waits for: from the first start to
+    the last end (a block run together lasts about as long as its longest process), never more than its processes one
+    after another (a block resumed in a later invocation, or a process without a start time, 0: their walls added)."""
+    summed = sum(wall for _, wall in windows)
+    if not windows or any(not start for start, _ in windows):
+        return summed
+    return min(max(start + wall for start, wall in windows) - min(start for start, _ in windows), summed)
+
+
 def block_walls(results: dict[str, TrialResult], trials: list[TrialSpec]) -> dict[Block, float]:
-    """Each block's wall time, what the user waits for: from its first process's start to its last one's end (a block
-    run together lasts about as long as its longest process), never more than its processes one after another (a
-    block resumed in a later invocation, or one without start times: the sum of its processes' walls)."""
-    spans: dict[Block, tuple[float, float, float]] = {}  # block -> (first start, last end, sum of walls)
+    """Each block's wall time (`block_wall`), each process once (a timing process's arms all carry it)."""
+    windows: dict[Block, list[tuple[float, float]]] = {}
     seen: set[str] = set()
     for spec in trials:
         result = results.get(spec.trial_id)
-        if result is None or spec.process in seen:  # a timing process's arms all carry the same process
+        if result is None or spec.process in seen:
             continue
         seen.add(spec.process)
-        start, end = (result.started_at, result.started_at + result.wall_s) if result.started_at else (0.0, math.inf)
-        first, last, summed = spans.get(block_of(spec), (math.inf, -math.inf, 0.0))
-        spans[block_of(spec)] = (min(first, start), max(last, end), summed + result.wall_s)
-    return {block: min(last - first, summed) for block, (first, last, summed) in spans.items()}
+        windows.setdefault(block_of(spec), []).append((result.started_at, result.wall_s))
+    return {block: block_wall(of) for block, of in windows.items()}
 
 
 def _block_cost_s(trials: list[TrialSpec], results: dict[str, TrialResult], unit: Unit, cold: bool) -> float:
