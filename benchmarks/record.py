@@ -4,8 +4,8 @@
         --wall-s 1205 [--note "what else ran on the machine"]
 
 Copies PROJECT's results (every run with every process's raw samples, the tables, run_info.json where it was kept:
-DVC does not cache it), the report the pipeline wrote, its figures and the machine's noise record into the record
-folder, and writes its README.md: the command, when it ended, the wall time, the commit it measured, the machine (CPU
+DVC does not cache it) and the machine's noise record into the record folder: data only (the report and figures are
+made again from them by the aggregate and plot stages), and writes its README.md: the command, when it ended, the wall time, the commit it measured, the machine (CPU
 or GPU name and fingerprint, from the runs), the stacks and what the folder holds.
 """
 
@@ -79,8 +79,7 @@ def main() -> None:
                if not (data / part).exists()]  # fmt: skip
     if missing:
         raise SystemExit(f"not a finished run's outputs, missing: {', '.join(missing)}; nothing written")
-    for part in ("results", "report", "plots"):
-        shutil.copytree(data / part, record / part, ignore=shutil.ignore_patterns("*.tmp"))
+    shutil.copytree(data / "results", record / "results", ignore=shutil.ignore_patterns("*.tmp"))
     if (data / "calibration.json").exists():
         shutil.copyfile(data / "calibration.json", record / "calibration.json")
     rows = read_jsonl(data / "results" / "runs.jsonl")
@@ -106,9 +105,8 @@ def main() -> None:
         "Stacks: " + "; ".join(stacks(rows)) + ".",
         "",
         *([args.note, ""] if args.note else []),
-        "`report/report.md` is the report the pipeline wrote (tables in the doc's layout, the comparison, precision "
-        "reached, failures, figures); `results/` holds every run with every process's raw samples (`runs.jsonl`), "
-        "the tables and `run_info.json`; `calibration.json` is the machine's noise record after this run.",
+        "`results/` holds every run with every process's raw samples (`runs.jsonl`), the tables and `run_info.json`; "
+        "`calibration.json` is the machine's noise record after this run.",
         "",
     ]
     (record / "README.md").write_text("\n".join(lines))
