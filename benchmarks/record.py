@@ -3,10 +3,11 @@
     python benchmarks/record.py PROJECT benchmarks/results/DATE-MACHINE-WHAT --command "dvc exp run -S ..." \
         --wall-s 1205 [--note "what else ran on the machine"]
 
-Copies PROJECT's results (every run with every process's raw samples, the tables, run_info.json where it was kept:
-DVC does not cache it) and the machine's noise record into the record folder: data only (the report and figures are
-made again from them by the aggregate and plot stages), and writes its README.md: the command, when it ended, the wall time, the commit it measured, the machine (CPU
-or GPU name and fingerprint, from the runs), the stacks and what the folder holds.
+Copies PROJECT's results (every run with every process's raw samples, the tables, run_info.json where it was kept: DVC
+does not cache it) and the machine's noise record into the record folder: data only (the report and figures are made
+again from them by the aggregate and plot stages), and writes its README.md: the command, when it ended, the wall time,
+the commit it measured, the machine (CPU or GPU name and fingerprint, from the runs), the stacks and what the folder
+holds.
 """
 
 from __future__ import annotations
