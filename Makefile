@@ -25,10 +25,15 @@ run: $(STAMP) .dvc/config  ## create the environment and run `dvc repro` on para
 A ?= current
 # SEED=1: another run order (benchmark.seed), for judging a comparison or series again from a second invocation
 SEED_SET = $(if $(SEED),-S benchmark.seed=$(SEED))
-compare: $(STAMP) .dvc/config  ## make compare B=torch-2.14.1 [A=current] [SEED=1]: B against A, a DVC experiment (B=current: A/A)
+# After the comparison, each compiled cell it found changed is explained (compilebench/explain.py, on the comparison's
+# warm caches: about a minute a cell here); none changed, nothing runs. EXPLAIN=0: not at all. Its failure is said and
+# leaves the comparison's answer and exit status as they are.
+EXPLAIN_CHANGED = $(if $(filter 0,$(EXPLAIN)),true,{ python -m compilebench.explain 9>&- || \
+	echo "make: explaining the changed cells failed (above); the comparison stands: \`make explain\` tries again" >&2; })
+compare: $(STAMP) .dvc/config  ## make compare B=torch-2.14.1 [A=current] [SEED=1] [EXPLAIN=0]: B against A, a DVC experiment (B=current: A/A), its changed cells explained
 	test -n "$(B)" || { echo "usage: make compare B=ENVIRONMENT [A=current]: an environment of params.yaml"; exit 2; }
 	$(ONE_PIPELINE); dvc exp run -n "$(B)-vs-$(A)-$$(date +%m%d-%H%M%S)" -S 'compare=[$(A),$(B)]' $(SEED_SET) 9>&- && \
-	python -m compilebench.aggregate --check 9>&-  # exit 3: some run did not end ok; 4: B changed a headline
+	$(EXPLAIN_CHANGED) && python -m compilebench.aggregate --check 9>&-  # exit 3: some run did not end ok; 4: B changed a headline
 
 # A release series: each torch release with the companions it needs (compilebench/releases.py), each step against the
 # one before; the first step that changed each headline is named. A release named twice is an A/A step inside it.
@@ -52,8 +57,9 @@ bisect: $(STAMP) .dvc/config  ## make bisect TORCH="2.0.1 2.15.0" | TRANSFORMERS
 
 # Why it changed: one profiled process per side for each compiled cell the last comparison found changed (or CELL),
 # A beside B by kernel category, the compile-time table, what the compiler made (compilebench/explain.py).
-explain: $(STAMP) .dvc/config  ## make explain [B=NAME] [CELL="microsoft/resnet-50 1 default"] [AA=1]: why the last comparison's cells changed
-	$(ONE_PIPELINE); python -m compilebench.explain $(if $(B),--b $(B)) $(if $(CELL),--cell "$(CELL)") $(if $(AA),--aa) 9>&-
+explain: $(STAMP) .dvc/config  ## make explain [B=NAME] [CELL="microsoft/resnet-50 1 default"] [AA=1] [COLD=1]: why the last comparison's cells changed
+	$(ONE_PIPELINE); python -m compilebench.explain $(if $(B),--b $(B)) $(if $(CELL),--cell "$(CELL)") $(if $(AA),--aa) \
+		$(if $(COLD),--cold) 9>&-
 
 FORECAST_SET = $(if $(TORCH),--set 'compare=[$(TORCH_SERIES)]',$(if $(B),--set 'compare=[$(A)$(comma)$(B)]'))
 forecast: $(STAMP)  ## make forecast [B=torch-2.14.1] [A=current] | [TORCH="2.0.1 2.15.0"]: before spending, what that comparison (params.yaml without B) costs here and can resolve
@@ -133,4 +139,4 @@ $(RAY_STAMP): $(STAMP) pyproject.toml  # Ray, for runner.executor: ray and its t
 	$(VENV)/bin/dvc config core.analytics false
 
 clean:  ## remove pipeline outputs (not the MLflow store, the noise record or the built environments)
-	rm -rf data/image data/checkpoints data/results data/plots data/report data/selection.json data/journal
+	rm -rf data/image data/checkpoints data/results data/plots data/report data/selection.json data/journal data/warm-caches

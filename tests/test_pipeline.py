@@ -5,7 +5,9 @@ modules it imports."""
 import ast
 import contextlib
 import json
+import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import mlflow
@@ -264,3 +266,30 @@ def test_each_stage_depends_on_exactly_the_code_it_runs(repo_root):
         prefix = "src/compilebench/"
         listed = {dep.removeprefix(prefix) for dep in body["deps"] if dep.startswith(prefix) and dep.endswith(".py")}
         assert listed == seen, f"{stage}: missing {sorted(seen - listed)}, extra {sorted(listed - seen)}"
+
+
+def test_explain_profiles_on_a_copy_of_the_comparison_s_warm_cache(project, tmp_path):
+    """The benchmark keeps its warm inductor caches (without their build scratch); `make explain`'s command profiles a
+    cell on a copy of them, each generated kernel named: a warm compile, faster than the comparison's cold one."""
+    root, env, _ = project
+    kept = root / "data/warm-caches"
+    for label in ("current", OTHER):
+        cache = kept / label / "microsoft--resnet-50" / "bs1"
+        assert cache.is_dir() and any(cache.rglob("*.py")), sorted(kept.rglob("*"))[:20]
+        assert not [path for path in cache.rglob("tmp") if path.is_dir()]
+    copy = tmp_path / "project"
+    shutil.copytree(root, copy, symlinks=True)
+    run_ok([sys.executable, "-m", "compilebench.explain", "--cell", "microsoft/resnet-50 1 default"], copy, env)
+    rows = [json.loads(line) for line in (copy / "data/results/runs.jsonl").read_text().splitlines()]
+    for label in ("current", OTHER):
+        side = copy / "data/explain/microsoft--resnet-50-bs1-default" / label
+        result = json.loads((side / "result.json").read_text())
+        profile = json.loads((side / "profile.json").read_text())
+        assert result["cache"] == "warm" and result["status"] == "ok", result
+        assert profile["kernels_named"] > 0 and any(
+            name.startswith("cpp_fused") for name in profile["rounds"][0]["events"]
+        )
+        assert profile["code"]["kept"] and list((side / "code").rglob("*.py"))
+        run = next(r for r in rows if (r["environment"], r["variant"]) == (label, "default"))
+        assert result["compile_s"] < run["compile_s"], (result["compile_s"], run["compile_s"])  # the cold one
+    assert "warm cache" in (copy / "data/explain/report.md").read_text()

@@ -107,11 +107,14 @@ def test_explain_profiles_a_cell_on_torch_2_0_and_the_project_s_torch(series_pro
         profile = json.loads((folder / label / "profile.json").read_text())
         assert profile["torch"].startswith(release) and len(profile["rounds"]) == 5
         names = set(profile["rounds"][0]["events"])
-        # kernel profiling on: each generated kernel records itself (torch 2.0.1: graph_0_kernel_cpp_N, later
-        # releases graph_0_cpp_fused_OPS_N)
-        assert any(name.startswith("graph_0_") and "cpp" in name for name in names), sorted(names)[:20]
+        # each generated kernel timed by its name (torch 2.0.1: kernel_cpp_N, later releases cpp_fused_OPS_N)
+        kernels = [name for name in names if name.startswith(("kernel_cpp_", "cpp_fused_"))]
+        assert kernels and profile["kernels_named"] >= len(kernels), sorted(names)[:20]
         assert profile["compile_phases_s"] and profile["code"]["kept"] and profile["code"]["files"] > 0
         assert list((folder / label / "code").rglob("*.py"))  # the generated wrapper
+        # on the comparison's cache (this project's: the user's shared one): the program the timing blocks ran
+        result = json.loads((folder / label / "result.json").read_text())
+        assert result["cache"] == "shared" and result["status"] == "ok", result
         assert json.loads((folder / label / "trace.json").read_text())["traceEvents"]
     text = (root / "data/explain/report.md").read_text()
     assert "## ResNet bs1 default: torch-2.0.1 → current" in text and "| generated kernels |" in text

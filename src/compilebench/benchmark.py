@@ -148,7 +148,7 @@ def measure(config: Config, selection: dict, manifest: list[dict], image_meta: d
              "trials": len(recorder.trials), "planned_trials": len(trials), "processes": ran,
              "planned_processes": len(processes(trials)), "targets": tuple(reached)}  # fmt: skip
     recording.finish(config, recorder.records(), invocation_id, tracker, extra)
-    journal.close_journal(journal_dir)
+    journal.close_journal(journal_dir, Path(config.paths.warm_caches))
 
 
 def main() -> None:

@@ -4,16 +4,19 @@
     python -m compilebench.explain --b torch-2.14.1      # only its steps against that environment
     python -m compilebench.explain --cell "microsoft/resnet-50 1 default"   # this cell, changed or not (repeatable)
     python -m compilebench.explain --aa                  # B profiled twice: an A/A beside each A/B
-    make explain [B=NAME] [CELL="microsoft/resnet-50 1 default"] [AA=1]    # the same, under the pipeline lock
+    python -m compilebench.explain --cold                # on an empty cache: a cold compile's phases, A beside B
+    make explain [B=NAME] [CELL="microsoft/resnet-50 1 default"] [AA=1] [COLD=1]   # the same, under the pipeline lock
 
 Reads the last comparison (paths.comparison, paths.results, paths.selection) and runs, after and apart from its
 timing blocks, a paired trial per side (A, then B) with `--profile` (harness/profiling.py) in that environment's own
-interpreter, on an empty inductor cache: inductor's kernel profiling on, the compiled call profiled in rounds,
-dynamo's compile-time table and the generated code kept. A cell is explained where its compiled latency, speedup or
-cold or warm compile got a direction word (faster, slower), for each step that did: B against A, and in a series each
-step (the first stack against the baseline, every later one against the one before). Nothing changed: nothing
-runs. With --aa, B runs a second profiled process: a category that moved no further from A than B's two processes
-differ is not called moved.
+interpreter: briefly timed, then the compiled call profiled in rounds with each generated kernel named, dynamo's
+compile-time table and the generated code kept. It compiles on a copy of the comparison's warm inductor cache
+(paths.warm_caches, kept by the benchmark: nothing is built again) unless the cell's cold compile changed or --cold
+asks, then on an empty cache, whose compile-time table is a cold compile's. A cell is explained where its compiled
+latency, speedup or cold or warm compile got a direction word (faster, slower), for each step that did: B against A,
+and in a series each step (the first stack against the baseline, every later one against the one before). Nothing
+changed: nothing runs (`make compare` runs this after every comparison). With --aa, B runs a second profiled
+process: a category that moved no further from A than B's two processes differ is not called moved.
 
 Writes paths.explain: per cell and side `trace.json` (Chrome trace format: Perfetto, chrome://tracing), `profile.json`,
 `result.json` and `code/`, and `report.md` (report/explain.py: the categories A | B | B - A, the kernels that moved
@@ -39,13 +42,25 @@ from compilebench.harness import groups, trial_process
 from compilebench.harness.files import write_atomic, write_json
 from compilebench.harness.names import trial_stem
 from compilebench.harness.reading import read_json, read_jsonl
-from compilebench.harness.records import CACHE_COLD, EAGER, KIND_PAIRED, STATUS_OK, RecordError, TrialSpec
+from compilebench.harness.records import (
+    CACHE_COLD,
+    CACHE_SHARED,
+    CACHE_WARM,
+    EAGER,
+    KIND_PAIRED,
+    STATUS_OK,
+    RecordError,
+    TrialSpec,
+)
 from compilebench.report.explain import report
 from compilebench.run_info import RunInfo
 
 LOGGER = logging.getLogger(__name__)
 AGAIN = " again"  # a second profiled process of B (--aa): the A/A the categories' moves are judged beside
 EXPLAINED = ("compiled_latency", "speedup", "compile_cold", "compile_warm")  # a direction here: the cell is explained
+COLD = "compile cold"  # a target's word that wants its compile-time table from an empty cache
+BRIEF = {"min_iters": 3, "min_time_s": 0.5, "warmup_s": 0.5}  # the profiled trial's own timing: the comparison's
+#                                                               timing blocks measured the latency
 DIRECTIONS = ("faster", "slower", "more", "less", "higher", "lower")
 
 
@@ -114,8 +129,10 @@ def targets(
     return list(found.values())
 
 
-def profiled_spec(trials: list[TrialSpec], target: Target, label: str) -> TrialSpec:
-    """The cell's trial in `label`, as one paired trial of its own on an empty cache."""
+def profiled_spec(trials: list[TrialSpec], target: Target, label: str, cold: bool) -> tuple[TrialSpec, str]:
+    """The cell's trial in `label` as one briefly timed paired trial of its own, on an empty cache (`cold`) or the
+    comparison's warm one (a copy; a comparison on the user's shared cache: that cache); and the key of the
+    comparison's warm cache."""
     model, batch, variant = target.cell
     for spec in trials:
         if (spec.environment, spec.model.model_id, spec.batch_size, spec.variant.name) == (
@@ -124,27 +141,33 @@ def profiled_spec(trials: list[TrialSpec], target: Target, label: str) -> TrialS
             batch,
             variant,
         ):
-            return replace(
+            warm = CACHE_SHARED if spec.cache == CACHE_SHARED else CACHE_WARM  # the user's cache, or a copy of ours
+            profiled = replace(
                 spec,
                 trial_id=f"{label}/{target.slug}/explain",
                 kind=KIND_PAIRED,
                 process_id="",
                 replicate=0,
-                cache=CACHE_COLD,
+                cache=CACHE_COLD if cold else warm,
                 timed=True,
+                timing=replace(spec.timing, **BRIEF),
             )
+            return profiled, spec.warm_cache_key
     raise ExplainError(
         f"the plan has no trial of {model} bs{batch} {variant} in {label}: was params.yaml changed "
         "since the comparison ran? Run the comparison again, then explain it"
     )
 
 
-def run_side(spec: TrialSpec, python: str, folder: Path, timeout_s: float) -> dict:
-    """One profiled process; its profile folder kept as `folder` (trace.json, profile.json, code/), its result in
-    `folder`/result.json. Returns the result's row."""
+def run_side(spec: TrialSpec, python: str, folder: Path, timeout_s: float, warm: Path | None = None) -> dict:
+    """One profiled process, on a copy of the `warm` cache (None: an empty one); its profile folder kept as
+    `folder` (trace.json, profile.json, code/), its result in `folder`/result.json. Returns the result's row."""
     with tempfile.TemporaryDirectory(prefix="compilebench-explain-") as scratch:
         work, cache = Path(scratch) / "work", Path(scratch) / "cache"
-        cache.mkdir()
+        if warm is not None:
+            shutil.copytree(warm, cache, symlinks=True)
+        cache.mkdir(exist_ok=True)
+        cache = None if spec.cache == CACHE_SHARED else cache
         began = time.monotonic()
         result = trial_process.run_trial_process(spec, python, work, cache, timeout_s, "--profile")
         LOGGER.info("explain: %s ran %.0f s: %s", spec.trial_id, time.monotonic() - began, result.status)
@@ -157,7 +180,7 @@ def run_side(spec: TrialSpec, python: str, folder: Path, timeout_s: float) -> di
             folder.mkdir(parents=True)
             log = next(iter(work.glob("*.log")), None)
             (folder / "trial.log").write_text(log.read_text() if log else "")
-        row = result.to_dict()
+        row = {**result.to_dict(), "cache": spec.cache}  # what it compiled on: cold (empty) | warm (a copy)
         write_json(folder / "result.json", row)
         return row
 
@@ -212,6 +235,9 @@ def main() -> None:
         help="explain this compiled cell against the baseline, changed or not (repeatable)",
     )
     parser.add_argument("--aa", action="store_true", help="profile B twice: an A/A beside each A/B (one process more)")
+    parser.add_argument(
+        "--cold", action="store_true", help="compile on an empty cache: a cold compile's phases (minutes a side)"
+    )
     args = parser.parse_args()
     config = stage_config(compiles=True)
     paths = config.paths
@@ -249,14 +275,19 @@ def main() -> None:
         sides, uids, folders = {}, {}, {}
         runs = [(target.baseline, target.baseline), (target.candidate, target.candidate)]
         runs += [(f"{target.candidate}{AGAIN}", target.candidate)] if args.aa else []
+        cold = args.cold or any(word.startswith(COLD) for word in target.why)
         for side, label in runs:
             folder = out / target.slug / side.replace(" ", "-")
-            spec = profiled_spec(trials, target, label)
-            row = run_side(spec, stacks[label].python, folder, config.runner.trial_timeout_s)
+            spec, key = profiled_spec(trials, target, label, cold)
+            warm = None if spec.cache != CACHE_WARM else Path(paths.warm_caches) / key
+            if warm is not None and not warm.is_dir():
+                LOGGER.warning("explain: no warm cache of %s kept (%s): it compiles on an empty one", key, warm)
+                spec, warm = replace(spec, cache=CACHE_COLD), None
+            row = run_side(spec, stacks[label].python, folder, config.runner.trial_timeout_s, warm)
             folders[side], uids[side] = folder, run_uid(rows, label, target)
             profile = folder / "profile.json"
             ok = row["status"] == STATUS_OK and profile.exists()
-            sides[side] = explain.side_of(side, read_json(profile), row.get("compile_s")) if ok else row
+            sides[side] = explain.side_of(side, read_json(profile), row.get("compile_s"), spec.cache) if ok else row
         explained.append((target, sides, {label: measured_latency(rows, label, target) for label in sides}))
         attach(config, uids, folders)
     text = report(explained, config.margin)

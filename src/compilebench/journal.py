@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from compilebench.harness.files import write_json
+from compilebench.harness.launcher import WARM_CACHES
 from compilebench.harness.names import trial_stem
 from compilebench.harness.reading import check_result_row
 from compilebench.harness.records import RecordError, TrialResult
@@ -61,6 +62,15 @@ def save_process(folder: Path, name: str, results: list[TrialResult]) -> None:
     write_json(folder / RESULTS_DIR / f"{trial_stem(name)}.json", [r.to_dict() for r in results], indent=None)
 
 
-def close_journal(folder: Path) -> None:
-    """The invocation completed: nothing to resume."""
+def close_journal(folder: Path, keep_caches: Path | None = None) -> None:
+    """The invocation completed: nothing to resume. Its warm inductor caches move to `keep_caches` (replacing the last
+    invocation's) without their temp folders (build scratch), so a profiled process after it (`make explain`) runs
+    the program the timing blocks ran without compiling it again."""
+    caches = folder / WARM_CACHES
+    if keep_caches is not None and caches.is_dir():
+        shutil.rmtree(keep_caches, ignore_errors=True)
+        for scratch in [path for path in caches.rglob("tmp") if path.is_dir()]:
+            shutil.rmtree(scratch, ignore_errors=True)
+        keep_caches.parent.mkdir(parents=True, exist_ok=True)
+        shutil.move(str(caches), str(keep_caches))
     shutil.rmtree(folder, ignore_errors=True)

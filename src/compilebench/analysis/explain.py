@@ -108,7 +108,8 @@ class Side:
     phases_s: dict[str, float]
     health: dict[str, Any]
     code: dict[str, Any]
-    compile_s: float | None = None  # this process's first call (its compile, kernel profiling in)
+    compile_s: float | None = None  # this process's first call (its compile and one call)
+    cache: str = ""  # the inductor cache it compiled on: cold (empty) | warm (the comparison's)
 
     @property
     def call_ms(self) -> float:
@@ -126,8 +127,9 @@ class Side:
         return sorted(name for name in self.events if category_of(name) in LIBRARY)
 
 
-def side_of(label: str, profile: dict[str, Any], compile_s: float | None = None) -> Side:
-    """A side from a process's profile.json (harness/profiling.capture) and its trial's compile time."""
+def side_of(label: str, profile: dict[str, Any], compile_s: float | None = None, cache: str = "") -> Side:
+    """A side from a process's profile.json (harness/profiling.capture), its trial's compile time and the cache it
+    compiled on."""
     device = profile.get("device", "cpu")
     key = "self_device_us" if device.startswith("cuda") else "self_cpu_us"
     walls, per_category, events = [], {name: [] for name in ORDER}, {}
@@ -157,6 +159,7 @@ def side_of(label: str, profile: dict[str, Any], compile_s: float | None = None)
         profile.get("health", {}),
         profile.get("code", {}),
         compile_s,
+        cache,
     )
 
 

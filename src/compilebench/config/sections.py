@@ -58,6 +58,7 @@ class Paths:
     verdicts: str = "data/results/verdicts.csv"  # each compiled run against the published numbers
     comparison: str = "data/results/comparison.csv"  # environments compared in one invocation, interleaved
     calibration: str = "data/calibration.json"  # the noise record: paired blocks' noise per machine, pooled
+    warm_caches: str = "data/warm-caches"  # the last benchmark's warm inductor caches, what explain runs on (not DVC's)
     explain: str = "data/explain"  # why a compiled cell changed: profiles A beside B and their report (not DVC's)
     bisect: str = "data/bisect"  # one folder per bisect: its journal, each round's tables, the answer (not DVC's)
     store: str = "data/store"  # tables and figures read back from the MLflow store (not a DVC output)

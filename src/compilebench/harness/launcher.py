@@ -59,6 +59,7 @@ from compilebench.harness.results_folder import (
 from compilebench.harness.trial_process import cache_variables, run_together, run_trial_process
 
 LOGGER = logging.getLogger(__name__)
+WARM_CACHES = "inductor-cache"  # under the work folder: each environment, model and batch size's warm cache
 
 # A warm trial repeats its cold trial: when that one ended like this, the repeats would too, minutes each. A process
 # ended from outside says nothing of its trials: the blocks after it run (the loop measures its block again).
@@ -88,7 +89,7 @@ def trial_folders(spec: TrialSpec, workdir: Path) -> tuple[Path | None, Path]:
         cache_dir = workdir / "inductor-cache-cold" / spec.cache_key / f"c{spec.replicate}"
         shutil.rmtree(cache_dir, ignore_errors=True)
         return cache_dir, deploy_dir
-    cache_dir = workdir / "inductor-cache" / spec.cache_key
+    cache_dir = workdir / WARM_CACHES / spec.cache_key
     if spec.cache == CACHE_COLD:
         shutil.rmtree(cache_dir, ignore_errors=True)
         shutil.rmtree(deploy_dir, ignore_errors=True)
@@ -100,7 +101,7 @@ def trial_folders(spec: TrialSpec, workdir: Path) -> tuple[Path | None, Path]:
 
 def warm_cache(spec: TrialSpec, workdir: Path) -> Path:
     """The warm inductor cache of a trial's (environment, model, batch size): its timing processes' arms share it."""
-    return workdir / "inductor-cache" / spec.warm_cache_key
+    return workdir / WARM_CACHES / spec.warm_cache_key
 
 
 def merge_cold_cache(spec: TrialSpec, cache_dir: Path, workdir: Path) -> None:

@@ -2,26 +2,28 @@
 
     python -m compilebench.harness.trial SPEC.json OUT.json --profile    # a paired trial, then this; OUT.profile/
 
-Before the variant compiles, inductor's kernel profiling is switched on (`cpp.enable_kernel_profile`: each generated C++
-kernel records itself by name; on CUDA the device kernels are the profiler's own), so the profiler sees generated
-kernels beside the library calls the compiled program keeps (convolution, matmul) and whatever else runs. After the
-trial has timed the variant, `capture` profiles CHUNKS rounds of calls and writes into the folder:
+After the trial has timed the variant, `capture` wraps each generated C++ kernel of the compiled program in a
+profiler range of its own name (`time_generated_kernels`: the kernels are globals of inductor's wrapper module, looked
+up at each call, so the program runs as compiled and nothing is built again; on CUDA the device kernels are the
+profiler's own), then profiles CHUNKS rounds of calls and writes into the folder:
 
 - `trace.json`: the last round in Chrome trace format (Perfetto, chrome://tracing);
 - `profile.json`: per round, each event name's calls and self time on the calling thread (µs), the round's wall
   time and calls; dynamo's compile-time table (`compile_times`: its timed functions, seconds, nested); graphs, breaks
-  with their reasons, recompiles; the torch release;
-- `code/`: the generated code of this compile (wrapper modules and C++ kernels) from the process's inductor cache.
+  with their reasons, recompiles; how many kernels were named; the torch release;
+- `code/`: the generated code of this compile (the wrapper modules the process loaded, which hold their C++ kernels'
+  source, and what inductor wrote into the process's cache).
 
-Kernel profiling puts ATen's record_function header into every kernel's C++ build, so this compile's build phase is
-longer than a timed cold compile's: phases compare A with B under the same condition. Runs in any environment a
-comparison names (torch 2.0 on): what a release lacks is left out, not failed on.
+The process may compile on a warm cache (its comparison's: nothing built, the call as the timing blocks ran it) or an
+empty one (for the compile-time table). Runs in any environment a comparison names (torch 2.0 on): what a release
+lacks is left out, not failed on.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import time
 from pathlib import Path
@@ -34,12 +36,41 @@ CODE_SUFFIXES = (".py", ".cpp")  # what inductor writes as the compiled program'
 MAX_CODE_BYTES = 20 * 2**20  # a bigger program's code is left in the cache, said in profile.json
 
 
-def enable_kernel_profile() -> None:
-    """Have each generated C++ kernel record itself by name (before anything compiles)."""
-    from torch._inductor import config
+KERNEL_NAME = re.compile(r"^(cpp_fused|kernel_cpp_|cpp_kernel)")  # inductor's generated C++ kernels, all releases
 
-    if hasattr(config, "cpp") and hasattr(config.cpp, "enable_kernel_profile"):
-        config.cpp.enable_kernel_profile = True
+
+def wrapper_modules() -> list[Any]:
+    """The wrapper modules of the programs inductor loaded in this process (each holds its kernels as globals and a
+    `call`), whatever the release keeps them in."""
+    from torch._inductor.codecache import PyCodeCache
+
+    found = list(getattr(PyCodeCache, "modules", []))  # torch 2.1 on
+    found += list(getattr(PyCodeCache, "modules_no_attr", {}).values())
+    found += list(getattr(PyCodeCache, "cache", {}).values())  # torch 2.0
+    return [module for module in dict.fromkeys(found) if callable(getattr(module, "call", None))]
+
+
+def _named(kernel: Any, name: str) -> Any:
+    from torch.profiler import record_function
+
+    def call(*args: Any, **kwargs: Any) -> Any:
+        with record_function(name):
+            return kernel(*args, **kwargs)
+
+    call.__wrapped__ = kernel
+    return call
+
+
+def time_generated_kernels(modules: list[Any]) -> int:
+    """Wrap each generated C++ kernel of `modules` in a profiler range of its name; how many were wrapped. The
+    wrapper's `call` looks its kernels up at each call, so the compiled program runs as it was compiled."""
+    wrapped = 0
+    for module in modules:
+        for name, kernel in list(vars(module).items()):
+            if KERNEL_NAME.match(name) and callable(kernel) and not hasattr(kernel, "__wrapped__"):
+                setattr(module, name, _named(kernel, name))
+                wrapped += 1
+    return wrapped
 
 
 def compile_phases() -> dict[str, float]:
@@ -100,22 +131,30 @@ def _calls_per_round(call: Any, device: str) -> int:
     return max(MIN_CHUNK_CALLS, int(MIN_CHUNK_S / one_s) + 1)
 
 
-def generated_code(cache_dir: Path, since: float, folder: Path) -> dict[str, Any]:
-    """The generated source written into the process's inductor cache since `since`, copied under `folder`."""
-    found = [
-        path
-        for path in cache_dir.rglob("*")
-        if path.suffix in CODE_SUFFIXES
-        and path.relative_to(cache_dir).parts[0] != "tmp"  # the temp folder: precompiled headers, not the program
-        and path.is_file()
-        and path.stat().st_mtime >= since
-    ]
-
+def generated_code(cache_dir: Path | None, since: float, modules: list[Any], folder: Path) -> dict[str, Any]:
+    """The compiled program's source copied under `folder`: the wrapper modules this process loaded (their C++
+    kernels' source is in them) and what inductor wrote into its cache since `since` (an empty cache: the kernels'
+    own files)."""
+    found: dict[Path, Path] = {}  # source -> its name under folder
+    for module in modules:
+        path = Path(getattr(module, "__file__", "") or "")
+        if path.is_file():
+            found[path] = Path(path.parent.name) / path.name
+    if cache_dir is not None and cache_dir.is_dir():
+        for path in cache_dir.rglob("*"):
+            relative = path.relative_to(cache_dir)
+            if (
+                path.suffix in CODE_SUFFIXES
+                and relative.parts[0] != "tmp"  # the temp folder: precompiled headers, not the program
+                and path.is_file()
+                and path.stat().st_mtime >= since
+            ):
+                found.setdefault(path, relative)
     size = sum(path.stat().st_size for path in found)
     if size > MAX_CODE_BYTES:
         return {"files": len(found), "bytes": size, "kept": False}
-    for path in found:
-        target = folder / path.relative_to(cache_dir)
+    for path, name in found.items():
+        target = folder / name
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(path, target)
     return {"files": len(found), "bytes": size, "kept": True}
@@ -126,10 +165,12 @@ def capture(call: Any, device: str, folder: Path, since: float, health: dict[str
     import torch
 
     folder.mkdir(parents=True, exist_ok=True)
+    modules = wrapper_modules()
+    kernels = time_generated_kernels(modules)
     calls = _calls_per_round(call, device)
     rounds = [_round(call, calls, device, folder / "trace.json" if i == CHUNKS - 1 else None) for i in range(CHUNKS)]
     cache = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
-    code = generated_code(Path(cache), since, folder / "code") if cache else {"files": 0, "bytes": 0, "kept": False}
+    code = generated_code(Path(cache) if cache else None, since, modules, folder / "code")
     payload = {
         "torch": torch.__version__,
         "device": device,
@@ -137,6 +178,7 @@ def capture(call: Any, device: str, folder: Path, since: float, health: dict[str
         "compile_phases_s": compile_phases(),
         "health": health,
         "code": code,
+        "kernels_named": kernels,  # generated C++ kernels timed by name (0: none, or a release that hid them)
     }
     tmp = folder / "profile.json.tmp"
     tmp.write_text(json.dumps(payload))

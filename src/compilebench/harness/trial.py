@@ -237,8 +237,8 @@ def failed_variant(spec: TrialSpec, error: Exception, state: dict) -> tuple[str,
 def run_trial(spec: TrialSpec, profile: Path | None = None) -> TrialResult:
     """A paired trial: eager against one variant in this process (compiled on a cold or warm cache, then both timed
     in alternating rounds); a failure anywhere is a status with its error, never an exception. With `profile`, the
-    variant compiles with inductor's kernel profiling and its call is profiled after the timing (profiling.capture);
-    a profile that fails is logged, and the trial's result stands."""
+    variant's call is profiled after the timing, each generated kernel by name (profiling.capture); a profile that
+    fails is logged, and the trial's result stands."""
     import dataclasses
 
     import torch
@@ -254,8 +254,6 @@ def run_trial(spec: TrialSpec, profile: Path | None = None) -> TrialResult:
             if spec.variant.compile:
                 try:
                     torch._dynamo.reset()
-                    if profile is not None:
-                        profiling.enable_kernel_profile()
                     since = time.time()
                     compiled = compiling.compile_variant(spec, loaded, reference, state)
                     graphs = compiling.graphs_so_far()

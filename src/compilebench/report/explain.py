@@ -9,8 +9,9 @@ from compilebench.analysis import explain
 from compilebench.harness import profiling
 
 HOW = (
-    "One profiled process per side, after and apart from the comparison's timing blocks, on an empty inductor cache "
-    "with inductor's kernel profiling on (each generated kernel records itself by name). Per call, ms: each event's "
+    "One profiled process per side, after and apart from the comparison's timing blocks, on a copy of the "
+    "comparison's warm inductor cache (the program its timing blocks ran), or an empty one where the cold compile "
+    "changed; each generated kernel timed by its name. Per call, ms: each event's "
     "self time on the calling thread, by category; `unrecorded` is the rest of the call's wall time (Python glue), "
     "so a side's categories sum to its profiled call. B − A with its 95% interval over {chunks} rounds of calls; "
     "*moved*: the interval leaves out zero, the change is beyond the margin (±{margin:.0%}) of the category and at "
@@ -84,9 +85,10 @@ def _phases(a: explain.Side, b: explain.Side) -> list[str]:
     rows = explain.phase_rows(a, b)
     if not rows:
         return ["Compile: neither release's dynamo gave its compile-time table."]
+    caches = " and ".join(dict.fromkeys(side.cache for side in (a, b) if side.cache)) or "an unrecorded"
     lines = [
-        "Compile, s (dynamo's timed functions, nested: a phase includes those it calls; this process's build also "
-        "compiled the kernels' profiling in):",
+        f"Compile, s (dynamo's timed functions, nested: a phase includes those it calls; on the {caches} cache: "
+        "an empty one times a cold compile, a warm one what reading the cache costs):",
         "",
         f"| function | phase | {a.label} | {b.label} | B − A |",
         "|---|---|---|---|---|",
