@@ -23,6 +23,9 @@ run: $(STAMP) .dvc/config  ## create the environment and run `dvc repro` on para
 	python -m compilebench.aggregate --check 9>&-  # exit 3: some run did not end ok; 4: a compared environment changed a headline
 
 A ?= current
+# After `dvc exp run -n NAME`: params.yaml as the experiment ran it; where DVC failed only at its end (a plain
+# `dvc exp run` started beside it), the experiment saved from the workspace (compilebench/config/guard.py)
+SAVED = python -m compilebench.config.guard
 # SEED=1: another run order (benchmark.seed), for judging a comparison or series again from a second invocation
 SEED_SET = $(if $(SEED),-S benchmark.seed=$(SEED))
 # After the comparison, each compiled cell it found changed is explained (compilebench/explain.py, on the comparison's
@@ -32,7 +35,8 @@ EXPLAIN_CHANGED = $(if $(filter 0,$(EXPLAIN)),true,{ python -m compilebench.expl
 	echo "make: explaining the changed cells failed (above); the comparison stands: \`make explain\` tries again" >&2; })
 compare: $(STAMP) .dvc/config  ## make compare B=torch-2.14.1 [A=current] [SEED=1] [EXPLAIN=0]: B against A, a DVC experiment (B=current: A/A), its changed cells explained
 	test -n "$(B)" || { echo "usage: make compare B=ENVIRONMENT [A=current]: an environment of params.yaml"; exit 2; }
-	$(ONE_PIPELINE); dvc exp run -n "$(B)-vs-$(A)-$$(date +%m%d-%H%M%S)" -S 'compare=[$(A),$(B)]' $(SEED_SET) 9>&- && \
+	$(ONE_PIPELINE); name="$(B)-vs-$(A)-$$(date +%m%d-%H%M%S)"; \
+	dvc exp run -n "$$name" -S 'compare=[$(A),$(B)]' $(SEED_SET) 9>&-; $(SAVED) "$$name" $$? 9>&- && \
 	$(EXPLAIN_CHANGED) && python -m compilebench.aggregate --check 9>&-  # exit 3: some run did not end ok; 4: B changed a headline
 
 # A release series: each torch release with the companions it needs (compilebench/releases.py), each step against the
@@ -44,8 +48,9 @@ OLDEST_FIRST = printf '%s\n' $(TORCH) | sort -V -C || { echo "make: TORCH lists 
 series: $(STAMP) .dvc/config  ## make series TORCH="2.0.1 2.6.0 2.15.0" [SEED=1]: those torch releases as a series, a DVC experiment
 	test -n "$(TORCH)" || { echo "usage: make series TORCH=\"2.0.1 2.6.0 2.15.0\" (torch releases, oldest first)"; exit 2; }
 	@$(OLDEST_FIRST)
-	$(ONE_PIPELINE); dvc exp run -n "series-$(word 1,$(TORCH))-$(lastword $(TORCH))-$$(date +%m%d-%H%M%S)" \
-		-S 'compare=[$(TORCH_SERIES)]' $(SEED_SET) 9>&- && python -m compilebench.aggregate --check 9>&-  # exit 3 / 4 as compare
+	$(ONE_PIPELINE); name="series-$(word 1,$(TORCH))-$(lastword $(TORCH))-$$(date +%m%d-%H%M%S)"; \
+	dvc exp run -n "$$name" -S 'compare=[$(TORCH_SERIES)]' $(SEED_SET) 9>&-; $(SAVED) "$$name" $$? 9>&- && \
+	python -m compilebench.aggregate --check 9>&-  # exit 3 / 4 as compare
 
 # Where it changed: the ends measured, then the release in the middle of each changed headline's span, until each
 # change is pinned to one step between adjacent releases (compilebench/bisect.py). Each round a DVC experiment.

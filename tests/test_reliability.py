@@ -17,7 +17,17 @@ from pathlib import Path
 import mlflow
 import pandas as pd
 import pytest
-from conftest import MlflowServer, descendants, make_project, project_env, run_ok, running, set_params
+import yaml
+from conftest import (
+    MlflowServer,
+    descendants,
+    make_dry_run,
+    make_project,
+    project_env,
+    run_ok,
+    running,
+    set_params,
+)
 
 pytestmark = pytest.mark.slow
 # The tests on the module's shared project and server are one xdist group (its fixtures run once, on one worker); a
@@ -412,3 +422,43 @@ def test_queued_experiments_log_into_the_projects_store_tagged_with_their_names(
     assert runs.groupby("tags.dvc.exp_name")["params.invocation_id"].nunique().to_dict() == dict.fromkeys(names, 1)
     shown = json.loads(run_ok(["dvc", "exp", "show", "--json"], root, env).stdout)
     assert len(json.dumps(shown).split('"seed-')) >= 3  # both experiments are DVC's, with their own results
+
+
+@pytest.mark.xdist_group("exp-race")
+def test_a_plain_dvc_exp_run_beside_make_compare_loses_nothing(tmp_path):
+    """`make compare`'s commands (`dvc exp run -n NAME`, then config.guard) with a plain `dvc exp run -S` started
+    while its benchmark runs: the second is refused, and the first's experiment is saved under its name with its own
+    params and metrics, params.yaml as it ran. (On 26ab17f the first ended "'NoneType' object is not subscriptable",
+    no experiment, and params.yaml kept the second's seed.)"""
+    root = make_project(tmp_path, MODELS)
+    env = project_env()
+    run_ok(["git", "init", "-q"], root, env)
+    run_ok(["dvc", "init", "-q"], root, env)
+    run_ok(["git", "add", "-A"], root, env)
+    run_ok(["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "init"], root, env)
+    recipe = 'dvc exp run -n first -S benchmark.min_time_s=1; python -m compilebench.config.guard first "$?"'
+    assert 'python -m compilebench.config.guard "$name" $?' in make_dry_run("compare", "B=current")  # the same
+    first = subprocess.Popen(["bash", "-c", recipe], cwd=root, env=env, stdout=subprocess.PIPE,
+                             stderr=subprocess.STDOUT, text=True, start_new_session=True)  # fmt: skip
+    try:
+        deadline = time.time() + 300
+        while not (root / "data/journal/invocation.json").exists() and first.poll() is None:
+            assert time.time() < deadline, "the first experiment's benchmark never started"
+            time.sleep(0.2)
+        second = subprocess.run(["dvc", "exp", "run", "-S", "benchmark.seed=7"], cwd=root, env=env,
+                                capture_output=True, text=True, timeout=600)  # fmt: skip
+        output, _ = first.communicate(timeout=600)
+    finally:
+        if first.poll() is None:
+            os.killpg(first.pid, signal.SIGKILL)  # the group we started: its bash, dvc and stages
+    assert second.returncode != 0, second.stdout[-2000:] + second.stderr[-2000:]
+    assert first.returncode == 0, output[-4000:]
+    params = yaml.safe_load((root / "params.yaml").read_text())
+    assert params["benchmark"]["seed"] == 0 and params["benchmark"]["min_time_s"] == 1, params["benchmark"]
+    shown = json.loads(run_ok(["dvc", "exp", "show", "--json"], root, env).stdout)
+    runs = [rev for base in shown for exp in base.get("experiments") or [] for rev in exp["revs"]]
+    saved = [rev for rev in runs if rev.get("name") == "first"]
+    assert saved, [rev.get("name") for rev in runs]
+    data = saved[0]["data"]
+    assert data["params"]["params.yaml"]["data"]["benchmark"]["seed"] == 0
+    assert "data/results/metrics.json" in (data.get("metrics") or {}), sorted(data.get("metrics") or {})

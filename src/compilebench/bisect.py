@@ -40,7 +40,7 @@ from pathlib import Path
 from compilebench import package_index, releases
 from compilebench.analysis import bisection, compare
 from compilebench.analysis.bisection import COMPILE_HEADLINES, HEADLINES, Journal, RoundPlan, RoundResult, Search, Spec
-from compilebench.config import Config, ConfigError, at_home, load_config, stage_config
+from compilebench.config import Config, ConfigError, at_home, guard, load_config, stage_config
 from compilebench.harness.files import write_atomic, write_json
 from compilebench.harness.reading import read_json, read_jsonl
 from compilebench.harness.records import EAGER
@@ -95,10 +95,11 @@ def run_round(spec: Spec, plan: RoundPlan, number: int, config: Config, folder: 
     )
     began = time.monotonic()
     done = subprocess.run(command, check=False)
+    returncode = guard.after(name, done.returncode)  # a plain `dvc exp run` beside it: params put back, round saved
     wall_s = time.monotonic() - began
-    if done.returncode != 0:
+    if returncode != 0:
         raise BisectError(
-            f"round {number} ({' '.join(command)}) exited {done.returncode}: fix what it said, then "
+            f"round {number} ({' '.join(command)}) exited {returncode}: fix what it said, then "
             f"run the bisect again (it resumes with this round)"
         )
     paths = config.paths

@@ -308,6 +308,9 @@ def stage_config(overrides: list[str] | None = None, compiles: bool = False) -> 
     params.yaml (and, for the stages that compile, the selected variants' inductor options); a bad params file is
     one clear error and exit 2, before any work."""
     logs.configure()
+    from compilebench.config import guard  # here: `python -m compilebench.config.guard` runs it as a script
+
+    guard.guard_stage()  # under DVC: params.yaml as this pipeline's; another pipeline's running here: exit 2
     try:
         config = at_home(load_config(overrides=overrides))
         if compiles:
