@@ -10,7 +10,7 @@ export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 export DVC_NO_ANALYTICS := 1
 export PYTHONUNBUFFERED := 1
 
-.PHONY: run compare series bisect forecast experiments gpu test test-fast ui server sync ingest models lint clean
+.PHONY: run compare series bisect forecast experiments gpu gpu-plan test test-fast ui server sync ingest models lint clean
 
 # One pipeline at a time in a project: a second `make run`, `compare` or `gpu` says so and exits 75 before DVC starts
 # (DVC refuses a second pipeline, and the first then fails at its end). The lock goes when its shell ends: the
@@ -81,6 +81,16 @@ gpu: $(STAMP) .dvc/config  ## on a CUDA machine with network: the doc's GPU tabl
 	$(ONE_PIPELINE); dvc exp run -S suite=$(SUITE) -S device=cuda -S ++benchmark.min_time_s=2 9>&- && \
 	python -m compilebench.aggregate --check 9>&-  # exit 3: some run did not end ok. min_time_s 2: ms calls, hundreds of rounds
 
+# A GPU lent briefly: the doc's published cells (batch 1, 4 and 16) exported as windows of at most MIN estimated
+# minutes, the window that judges most cells a minute first; each window's README says how to run it there
+DIR ?= gpu-paper
+MIN ?= 11
+gpu-plan: $(STAMP) .dvc/config  ## make gpu-plan [DIR=gpu-paper] [MIN=11]: the doc's GPU cells as windows for a GPU lent briefly, most judged a minute first
+	$(ONE_PIPELINE); dvc repro fetch_image 9>&- && python -m compilebench.benchmark --export $(DIR) --window-min $(MIN) \
+		--prime 8 --set suite=paper --set suites.paper.cells=published --set device=cuda \
+		--set benchmark.compile_cache=shared --set benchmark.replicates=4 --set budget_min=0 \
+		--set benchmark.min_iters=100 --set benchmark.min_time_s=4 9>&-
+
 RAY_STAMP := $(VENV)/.installed-ray
 # Three workers on two cores: with two, the cores idled while tests waited on servers, queues and turns (measured:
 # docs/findings.md, 2026-11-29); tests/conftest.py hands out the costliest first.
@@ -144,4 +154,4 @@ $(RAY_STAMP): $(STAMP) pyproject.toml  # Ray, for runner.executor: ray and its t
 	$(VENV)/bin/dvc config core.analytics false
 
 clean:  ## remove pipeline outputs (not the MLflow store, the noise record or the built environments)
-	rm -rf data/image data/checkpoints data/results data/plots data/report data/selection.json data/journal data/warm-caches
+	rm -rf data/image data/checkpoints data/results data/plots data/report data/selection.json data/journal

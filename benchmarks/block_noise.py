@@ -49,8 +49,10 @@ def design_of(text: str) -> tuple[bool, float, bool, str]:
     mallocs = [flag for flag in flags if flag in MALLOC_LIBRARIES]
     unknown = set(flags) - {"thp", *MALLOC_LIBRARIES}
     if kind not in ("sequential", "together") or not seconds or unknown or len(mallocs) > 1:
-        raise SystemExit(f"a design is sequential:SECONDS or together:SECONDS, then :thp for huge pages and one of "
-                         f":jemalloc or :tcmalloc for that malloc, got {text!r}")  # fmt: skip
+        raise SystemExit(
+            f"a design is sequential:SECONDS or together:SECONDS, then :thp for huge pages and one of "
+            f":jemalloc or :tcmalloc for that malloc, got {text!r}"
+        )
     return kind == "together", float(seconds), "thp" in flags, mallocs[0] if mallocs else "libc"
 
 
@@ -78,13 +80,32 @@ def by_turn_logs(a: dict, b: dict) -> dict[str, float]:
     (compare.by_turn_differences), from A's and B's result lines; empty where the rounds have no turns recorded."""
     runs = []
     for side, line in (("a", a), ("b", b)):
-        process = ProcessRecord.from_dict({"trial_id": side, "block": "default/r0", "eager_ms": line["eager_ms"],
-                                           "compiled_ms": line.get("compiled_ms", ()),
-                                           "round_turns": line.get("round_turns", ())})  # fmt: skip
-        runs.append(compare.ComparedRun(
-            model_id="m", label="m", task="t", batch_size=1, variant="default", environment=side,
-            environment_key=side, run_uid=None, invocation_id="block", status=STATUS_OK, compile=True,
-            values=compare.process_values([process]), turns=compare.process_turns([process])))  # fmt: skip
+        process = ProcessRecord.from_dict(
+            {
+                "trial_id": side,
+                "block": "default/r0",
+                "eager_ms": line["eager_ms"],
+                "compiled_ms": line.get("compiled_ms", ()),
+                "round_turns": line.get("round_turns", ()),
+            }
+        )
+        runs.append(
+            compare.ComparedRun(
+                model_id="m",
+                label="m",
+                task="t",
+                batch_size=1,
+                variant="default",
+                environment=side,
+                environment_key=side,
+                run_uid=None,
+                invocation_id="block",
+                status=STATUS_OK,
+                compile=True,
+                values=compare.process_values([process]),
+                turns=compare.process_turns([process]),
+            )
+        )
     found = {}
     for metric, name in BY_TURN.items():
         differences = compare.by_turn_differences(*runs, metric)
@@ -168,8 +189,11 @@ def pooled_table(files: list[str]) -> list[str]:
                 mean = statistics.mean(values)
                 deviations.setdefault(key, {}).setdefault(metric, []).extend(v - mean for v in values)
                 deviations[key].setdefault(f"{metric}_dof", []).append(len(values) - 1)
-    lines = ["| model | design | blocks | sd log B/A eager | compiled | speedup | by turn: eager | compiled | speedup "
-             "| block wall s |", "|---" * 10 + "|"]  # fmt: skip
+    lines = [
+        "| model | design | blocks | sd log B/A eager | compiled | speedup | by turn: eager | compiled | speedup "
+        "| block wall s |",
+        "|---" * 10 + "|",
+    ]
     for (model, design), metrics in sorted(deviations.items()):
         dof = sum(metrics["eager_dof"])
         sds = []
@@ -207,9 +231,10 @@ def main() -> None:
     project = environments.project_pins(root)
     pythons = {
         "current": environments.build("current", project, cache_root).python,
-        args.b: environments.build(args.b, environments.resolve(project, config.environments[args.b].pins),
-                                   cache_root).python,
-    }  # fmt: skip
+        args.b: environments.build(
+            args.b, environments.resolve(project, config.environments[args.b].pins), cache_root
+        ).python,
+    }
     labels = list(pythons)
     timing = config.timing()
     work = Path(tempfile.mkdtemp(prefix="compilebench-blocks-"))
@@ -220,27 +245,44 @@ def main() -> None:
     with args.out.open("w") as out:
         for model_id in args.models:
             model = models.random_checkpoint(model_id, args.scale, work / "checkpoints")
-            specs = plan.trials([model], [1], ARMS, labels, len(designs) * args.blocks, 1, False, str(image), timing,
-                                seed=0)  # fmt: skip
-            specs = [replace(spec, timing=replace(spec.timing, together=together, min_time_s=seconds, huge_pages=thp,
-                                                  malloc=malloc))
-                     for spec in specs
-                     for together, seconds, thp, malloc in [
-                         designs[spec.replicate % len(designs)] if spec.kind == "arm"
-                         else (False, timing.min_time_s, False, "libc")]]  # fmt: skip
+            specs = plan.trials(
+                [model], [1], ARMS, labels, len(designs) * args.blocks, 1, False, str(image), timing, seed=0
+            )
+            specs = [
+                replace(
+                    spec,
+                    timing=replace(spec.timing, together=together, min_time_s=seconds, huge_pages=thp, malloc=malloc),
+                )
+                for spec in specs
+                for together, seconds, thp, malloc in [
+                    designs[spec.replicate % len(designs)]
+                    if spec.kind == "arm"
+                    else (False, timing.min_time_s, False, "libc")
+                ]
+            ]
             results: dict[str, TrialResult] = {}
 
-            def keep(group: list[TrialSpec], ended: list[TrialResult], resumed: bool, model_id: str = model_id,
-                     results: dict[str, TrialResult] = results) -> None:  # fmt: skip
+            def keep(
+                group: list[TrialSpec],
+                ended: list[TrialResult],
+                resumed: bool,
+                model_id: str = model_id,
+                results: dict[str, TrialResult] = results,
+            ) -> None:
                 for spec, result in zip(group, ended, strict=True):
                     results[spec.trial_id] = result
                     design = args.designs[spec.replicate % len(designs)] if spec.kind == "arm" else "cold"
-                    out.write(json.dumps({"model": model_id, "design": design, "label": spec.environment,
-                                          **result.to_dict()}) + "\n")  # fmt: skip
+                    out.write(
+                        json.dumps({"model": model_id, "design": design, "label": spec.environment, **result.to_dict()})
+                        + "\n"
+                    )
                 out.flush()
                 first = ended[0]
-                print(f"{group[0].process}: {first.status} eager {median(first.eager_ms) if first.eager_ms else 0:.1f}"
-                      f" ms, {first.wall_s:.0f} s", flush=True)  # fmt: skip
+                print(
+                    f"{group[0].process}: {first.status} eager {median(first.eager_ms) if first.eager_ms else 0:.1f}"
+                    f" ms, {first.wall_s:.0f} s",
+                    flush=True,
+                )
 
             launcher.run_trials(specs, pythons, work / "run", 1800.0, on_process=keep)
             for replicate in range(len(designs) * args.blocks):
@@ -253,16 +295,24 @@ def main() -> None:
                 walls = {spec.process: results[spec.trial_id].wall_s for spec in block}
                 together = designs[replicate % len(designs)][0]
                 first_a, first_b = (results[per_env[label][0].trial_id] for label in labels)
-                compiled = [results[spec.trial_id].to_dict() for label in labels for spec in per_env[label]
-                            if spec.variant.compile]  # fmt: skip
-                rows.append({"model": model_id, "design": args.designs[replicate % len(designs)],
-                             "replicate": replicate,
-                             "log_ratio": {key: math.log(b[key] / a[key]) for key in a if key in b},
-                             "wall_s": max(walls.values()) if together else sum(walls.values()),
-                             "values": {"a": a, "b": b},  # each process's medians: whether a design moves the level
-                             "log_ratio_by_turn": by_turn_logs(*compiled),  # rounds paired by turn, as compare does
-                             "round_correlation": round_correlation(first_a, first_b) if together
-                             else None})  # fmt: skip
+                compiled = [
+                    results[spec.trial_id].to_dict()
+                    for label in labels
+                    for spec in per_env[label]
+                    if spec.variant.compile
+                ]
+                rows.append(
+                    {
+                        "model": model_id,
+                        "design": args.designs[replicate % len(designs)],
+                        "replicate": replicate,
+                        "log_ratio": {key: math.log(b[key] / a[key]) for key in a if key in b},
+                        "wall_s": max(walls.values()) if together else sum(walls.values()),
+                        "values": {"a": a, "b": b},  # each process's medians: whether a design moves the level
+                        "log_ratio_by_turn": by_turn_logs(*compiled),  # rounds paired by turn, as compare does
+                        "round_correlation": round_correlation(first_a, first_b) if together else None,
+                    }
+                )
     totals: dict[str, list[float]] = {design: [] for design in args.designs}
     for model_id in args.models:
         for design in args.designs:

@@ -84,8 +84,10 @@ def from_results(paths: list[Path]) -> dict[str, list[Processes]]:
         for run in read_jsonl(path):
             if not run.get("compile") or run.get("status") != "ok":
                 continue
-            cell = (f"{run['label']} bs{run['batch_size']} {run['variant']} "
-                    f"[{run['environment_key'][:8]} on {run['machine_fingerprint']}]")  # fmt: skip
+            cell = (
+                f"{run['label']} bs{run['batch_size']} {run['variant']} "
+                f"[{run['environment_key'][:8]} on {run['machine_fingerprint']}]"
+            )
             cells[cell].append([(p["eager_ms"], p["compiled_ms"]) for p in run["process_results"]])
     return {cell: invocations for cell, invocations in cells.items() if len(invocations) >= 3}
 
@@ -102,15 +104,27 @@ def live(args: argparse.Namespace) -> dict[str, list[Processes]]:
     for invocation in range(args.invocations):
         processes = []
         for replicate in range(args.replicates):
-            trial = TrialSpec(f"i{invocation}/r{replicate}", "current", spec, 1, VARIANTS[args.variant], replicate,
-                              "warm", str(image), timing)  # fmt: skip
+            trial = TrialSpec(
+                f"i{invocation}/r{replicate}",
+                "current",
+                spec,
+                1,
+                VARIANTS[args.variant],
+                replicate,
+                "warm",
+                str(image),
+                timing,
+            )
             result = trial_process.run_trial_process(trial, sys.executable, work / "trials", cache, 1800)
             if result.status != "ok":
                 raise SystemExit(f"{trial.trial_id}: {result.status}: {result.error}")
             processes.append((list(result.eager_ms), list(result.compiled_ms)))
         estimate = stats.speedup_estimate(processes)
-        print(f"invocation {invocation}: speedup {estimate.value:.3f} [{estimate.low:.3f}, {estimate.high:.3f}] "
-              f"({time.time() - started:.0f} s)", flush=True)  # fmt: skip
+        print(
+            f"invocation {invocation}: speedup {estimate.value:.3f} [{estimate.low:.3f}, {estimate.high:.3f}] "
+            f"({time.time() - started:.0f} s)",
+            flush=True,
+        )
         invocations.append(processes)
     return {f"{spec.label} bs1 {args.variant}": invocations}
 
@@ -131,9 +145,11 @@ def main() -> None:
         raise SystemExit("no cell has three or more invocations in these results")
     cells = {cell: score(runs) for cell, runs in invocations.items()}
     for cell, scored in cells.items():
-        print(f"{cell}: {scored['invocations']} invocations, pooled speedup {scored['pooled_speedup']:.3f}, "
-              f"covered {sum(scored['speedup_covered'])}/{scored['invocations']}, "
-              f"within-process {sum(scored['within_process_covered'])}/{scored['invocations']}")  # fmt: skip
+        print(
+            f"{cell}: {scored['invocations']} invocations, pooled speedup {scored['pooled_speedup']:.3f}, "
+            f"covered {sum(scored['speedup_covered'])}/{scored['invocations']}, "
+            f"within-process {sum(scored['within_process_covered'])}/{scored['invocations']}"
+        )
     summary = summarize(cells)
     print(json.dumps(summary, indent=1))
     if args.out:

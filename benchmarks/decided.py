@@ -63,10 +63,23 @@ def count(compared: list[compare.Comparison]) -> list[Count]:
     for entry in suite.summary(rows):
         metric = compare.METRIC_BY_NAME[entry["metric"]]
         cells = suite.counted_cells([row for row in rows if row.candidate == entry["candidate"]], metric)
-        single = sum(row.judged[metric.name].ratio.method == stats.SINGLE
-                     and row.judged[metric.name].verdict == stats.INCONCLUSIVE for row in cells)  # fmt: skip
-        counts.append(Count(entry["candidate"], metric.name, entry["cells"], entry["changed"], entry["equivalent"],
-                            entry["inconclusive"], single, entry["verdict"]))  # fmt: skip
+        single = sum(
+            row.judged[metric.name].ratio.method == stats.SINGLE
+            and row.judged[metric.name].verdict == stats.INCONCLUSIVE
+            for row in cells
+        )
+        counts.append(
+            Count(
+                entry["candidate"],
+                metric.name,
+                entry["cells"],
+                entry["changed"],
+                entry["equivalent"],
+                entry["inconclusive"],
+                single,
+                entry["verdict"],
+            )
+        )
     return counts
 
 
@@ -85,8 +98,11 @@ def without_cold_timing(run: compare.ComparedRun) -> compare.ComparedRun:
         return {block: value for block, value in by_block.items() if not TrialSpec.is_cold_block(block)}
 
     timed = compare.BY_TURN_METRICS
-    return replace(run, values={m: timing_only(v) if m in timed else v for m, v in run.values.items()},
-                   turns={m: timing_only(v) for m, v in run.turns.items()})  # fmt: skip
+    return replace(
+        run,
+        values={m: timing_only(v) if m in timed else v for m, v in run.values.items()},
+        turns={m: timing_only(v) for m, v in run.turns.items()},
+    )
 
 
 def rejudged(table: Path, statistic: str, margin: float | None = None) -> list[compare.Comparison]:
@@ -95,8 +111,11 @@ def rejudged(table: Path, statistic: str, margin: float | None = None) -> list[c
     blocks' latency and speedup), against the noise record beside them (`calibration.json`, the record's or the
     project's) less this invocation's own entry, at `margin` (the table's where None)."""
     frame = pd.read_csv(table)
-    runs = [compare.ComparedRun.of(RunRecord.from_dict(json.loads(line)))
-            for line in (table.parent / "runs.jsonl").read_text().splitlines() if line.strip()]  # fmt: skip
+    runs = [
+        compare.ComparedRun.of(RunRecord.from_dict(json.loads(line)))
+        for line in (table.parent / "runs.jsonl").read_text().splitlines()
+        if line.strip()
+    ]
     if statistic == "medians":
         runs = [replace(run, turns={}) for run in runs]
     elif statistic == "timing-blocks":
@@ -109,12 +128,17 @@ def rejudged(table: Path, statistic: str, margin: float | None = None) -> list[c
 
 def lines(name: str, counts: list[Count]) -> list[str]:
     """The table of one comparison, with the totals over all metrics and over the headline ones."""
-    out = [f"{name}", f"  {'B':14s} {'metric':17s} {'verdicts':>8s} {'decided':>7s} {'direction':>9s} {'equiv':>5s} "
-           f"{'inconcl':>7s} {'one process':>11s}  over the suite"]  # fmt: skip
+    out = [
+        f"{name}",
+        f"  {'B':14s} {'metric':17s} {'verdicts':>8s} {'decided':>7s} {'direction':>9s} {'equiv':>5s} "
+        f"{'inconcl':>7s} {'one process':>11s}  over the suite",
+    ]
     for item in counts:
-        out.append(f"  {item.candidate[:14]:14s} {item.metric:17s} {item.verdicts:8d} {item.decided:7d} "
-                   f"{item.directions:9d} {item.equivalent:5d} {item.inconclusive:7d} {item.single:11d}  "
-                   f"{item.suite}")  # fmt: skip
+        out.append(
+            f"  {item.candidate[:14]:14s} {item.metric:17s} {item.verdicts:8d} {item.decided:7d} "
+            f"{item.directions:9d} {item.equivalent:5d} {item.inconclusive:7d} {item.single:11d}  "
+            f"{item.suite}"
+        )
     for label, chosen in (("all", counts), ("headline", [c for c in counts if c.metric in HEADLINES])):
         verdicts, decided = sum(c.verdicts for c in chosen), sum(c.decided for c in chosen)
         single = sum(c.single for c in chosen)
@@ -134,16 +158,19 @@ def main() -> None:
     if args.margin is not None and not (args.rejudge and 0 < args.margin < 1):
         parser.error(f"--margin {args.margin}: a fraction between 0 and 1 (0.10 = +-10%), with --rejudge")
     paths = [table_path(folder) for folder in args.folders]  # every argument checked before any output
-    lacking = [str(folder) for folder, path in zip(args.folders, paths, strict=True)
-               if args.rejudge and not (path.parent / "runs.jsonl").exists()]  # fmt: skip
+    lacking = [
+        str(folder)
+        for folder, path in zip(args.folders, paths, strict=True)
+        if args.rejudge and not (path.parent / "runs.jsonl").exists()
+    ]
     if lacking:
-        raise SystemExit(f"--rejudge needs the runs beside the comparison table (results/runs.jsonl); not in: "
-                         f"{', '.join(lacking)}")  # fmt: skip
+        raise SystemExit(
+            f"--rejudge needs the runs beside the comparison table (results/runs.jsonl); not in: {', '.join(lacking)}"
+        )
     for folder, path in zip(args.folders, paths, strict=True):
         compared = rejudged(path, args.rejudge, args.margin) if args.rejudge else read_comparisons(pd.read_csv(path))
         again = f" (judged again: {args.rejudge}" + (f", margin ±{args.margin:.0%})" if args.margin else ")")
-        print("\n".join(lines(f"{folder}" + (again if args.rejudge else ""),
-                               count(compared))))  # fmt: skip
+        print("\n".join(lines(f"{folder}" + (again if args.rejudge else ""), count(compared))))
 
 
 if __name__ == "__main__":

@@ -42,9 +42,15 @@ def phases_s(arms: list[TrialResult]) -> dict[str, float]:
             phases[moment], before = age_s - before, age_s
         return {**phases, "exit": first.wall_s - before}
     compiles = [arm.compile_s for arm in arms if arm.compile_s is not None]
-    parts = {"started": first.startup_s, "loaded": first.load_s, "eager first call": first.eager_first_call_s,
-             "inductor started": first.inductor_startup_s, "compiled": sum(compiles) if compiles else None,
-             "warmed up": first.warmup_s, "timed": first.timed_s}  # fmt: skip
+    parts = {
+        "started": first.startup_s,
+        "loaded": first.load_s,
+        "eager first call": first.eager_first_call_s,
+        "inductor started": first.inductor_startup_s,
+        "compiled": sum(compiles) if compiles else None,
+        "warmed up": first.warmup_s,
+        "timed": first.timed_s,
+    }
     measured = {name: seconds for name, seconds in parts.items() if seconds is not None}
     return {**measured, "not accounted": first.wall_s - sum(measured.values())}
 
@@ -108,8 +114,14 @@ def run_processes(path: Path) -> list[tuple[ProcessRecord, str]]:
 
 def as_result(process: ProcessRecord) -> TrialResult:
     """A run's process as the launcher's result line the table reads: its id, status, timeline and wall time."""
-    return TrialResult(process.trial_id, process.status, started_at=process.started_at, wall_s=process.wall_s,
-                       timeline_s=process.timeline_s, turn_wait_s=process.turn_wait_s)  # fmt: skip
+    return TrialResult(
+        process.trial_id,
+        process.status,
+        started_at=process.started_at,
+        wall_s=process.wall_s,
+        timeline_s=process.timeline_s,
+        turn_wait_s=process.turn_wait_s,
+    )
 
 
 def read_record(folder: Path, kind: str | None) -> list[TrialResult]:

@@ -31,8 +31,9 @@ def machine(rows: list[dict]) -> str:
 
 def processes(rows: list[dict]) -> int:
     """How many fresh processes measured the runs (a timing process serves every run of its arms)."""
-    return len({process.get("process_id") or process["trial_id"] for row in rows
-                for process in row.get("process_results", [])})  # fmt: skip
+    return len(
+        {process.get("process_id") or process["trial_id"] for row in rows for process in row.get("process_results", [])}
+    )
 
 
 def stacks(rows: list[dict]) -> list[str]:
@@ -42,8 +43,9 @@ def stacks(rows: list[dict]) -> list[str]:
     for row in rows:
         settings = json.loads(row.get("environment_settings") or "{}")
         way = f", run with {settings_text(settings)}" if settings else ""
-        seen.setdefault(row["environment"], f"torch {row.get('torch_version')}, transformers "
-                                               f"{row.get('transformers_version')}{way}")  # fmt: skip
+        seen.setdefault(
+            row["environment"], f"torch {row.get('torch_version')}, transformers {row.get('transformers_version')}{way}"
+        )
     return [f"`{label}`: {versions}" for label, versions in seen.items()]
 
 
@@ -59,8 +61,10 @@ def planned(info: dict, measured: int) -> str:
 
 def last_end(rows: list[dict]) -> datetime:
     """When the last of the runs' processes ended: what `ended` says where run_info.json was not kept."""
-    return datetime.fromtimestamp(max(process["started_at"] + process["wall_s"] for row in rows
-                                      for process in row.get("process_results", [])), UTC)  # fmt: skip
+    return datetime.fromtimestamp(
+        max(process["started_at"] + process["wall_s"] for row in rows for process in row.get("process_results", [])),
+        UTC,
+    )
 
 
 def main() -> None:
@@ -76,8 +80,9 @@ def main() -> None:
     if record.exists():
         raise SystemExit(f"{record} exists: a record is written once")
     data = args.data or args.project / "data"
-    missing = [str(data / part) for part in ("results", "report", "plots", "results/runs.jsonl")
-               if not (data / part).exists()]  # fmt: skip
+    missing = [
+        str(data / part) for part in ("results", "report", "plots", "results/runs.jsonl") if not (data / part).exists()
+    ]
     if missing:
         raise SystemExit(f"not a finished run's outputs, missing: {', '.join(missing)}; nothing written")
     shutil.copytree(data / "results", record / "results", ignore=shutil.ignore_patterns("*.tmp"))
@@ -86,8 +91,9 @@ def main() -> None:
     rows = read_jsonl(data / "results" / "runs.jsonl")
     run_info = data / "results" / "run_info.json"  # DVC does not cache it: an experiment run after takes its place
     info = json.loads(run_info.read_text()) if run_info.exists() else {}
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=args.project, capture_output=True,
-                            text=True).stdout.strip()  # fmt: skip
+    commit = subprocess.run(
+        ["git", "rev-parse", "--short", "HEAD"], cwd=args.project, capture_output=True, text=True
+    ).stdout.strip()
     ended = datetime.fromtimestamp(run_info.stat().st_mtime, UTC) if run_info.exists() else last_end(rows)
     minutes, seconds = divmod(int(args.wall_s), 60)
     measured = processes(rows)

@@ -105,15 +105,18 @@ def main() -> None:
         raise SystemExit(f"--series {labels} is not the stacks the invocations ran: {sorted(stacks[0])}")
     for folder, records in zip((args.first, args.second), invocations, strict=True):
         machine = records[0].environment_fields
-        print(f"{folder}: invocation {records[0].invocation_id}, {len(records)} runs, machine "
-              f"{machine.get('machine_fingerprint')} ({machine.get('cpu_model')})")  # fmt: skip
+        print(
+            f"{folder}: invocation {records[0].invocation_id}, {len(records)} runs, machine "
+            f"{machine.get('machine_fingerprint')} ({machine.get('cpu_model')})"
+        )
     print(f"series: {' -> '.join(labels)}; margin +-{args.margin:.0%}")
     first, second = (steps_of(records, labels, args.margin) for records in invocations)
     found = agreement(first, second)
     for kind, title in (("contradict", "CONTRADICT"), ("both", "changed in both"), ("one", "a direction in one")):
         for key in found[kind]:
-            print(f"{title:>18}: {key[0]} bs{key[1]} {key[2]} {key[3]} {key[4]}: {said(first[key])} | "
-                  f"{said(second[key])}")  # fmt: skip
+            print(
+                f"{title:>18}: {key[0]} bs{key[1]} {key[2]} {key[3]} {key[4]}: {said(first[key])} | {said(second[key])}"
+            )
     changed = [sum(step["changed"] for step in side.values()) for side in (first, second)]
     print(
         f"{len(first.keys() & second.keys())} (cell, headline, step) judged in both: {len(found['contradict'])} "
@@ -122,8 +125,10 @@ def main() -> None:
     )
     words = {(key[3], first[key]["verdict"], second[key]["verdict"]) for key in found["quiet"]}
     quiet = {word for _, a, b in words for word in (a, b)}
-    print(f"words where neither gave a direction: {sorted(quiet - {stats.EQUIVALENT, stats.INCONCLUSIVE}) or 'none'}"
-          " beside equivalent and inconclusive")  # fmt: skip
+    print(
+        f"words where neither gave a direction: {sorted(quiet - {stats.EQUIVALENT, stats.INCONCLUSIVE}) or 'none'}"
+        " beside equivalent and inconclusive"
+    )
     sys.exit(1 if found["contradict"] else 0)
 
 

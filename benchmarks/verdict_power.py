@@ -123,10 +123,22 @@ def rows(
             values_a[f"default/r{block}"] = math.exp(shared + rng.normal(0, sigma / math.sqrt(2)))
             values_b[f"default/r{block}"] = truth * math.exp(shared + rng.normal(0, sigma / math.sqrt(2)))
         for label, key, values in (("A", "k", values_a), ("B", "k2", values_b)):
-            made.append(compare.ComparedRun(
-                model_id=f"m{cell}", label=f"M{cell}", task="t", batch_size=1, variant="default", environment=label,
-                environment_key=key, run_uid=None, invocation_id=invocation, status="ok", compile=True,
-                values={metric: values}))  # fmt: skip
+            made.append(
+                compare.ComparedRun(
+                    model_id=f"m{cell}",
+                    label=f"M{cell}",
+                    task="t",
+                    batch_size=1,
+                    variant="default",
+                    environment=label,
+                    environment_key=key,
+                    run_uid=None,
+                    invocation_id=invocation,
+                    status="ok",
+                    compile=True,
+                    values={metric: values},
+                )
+            )
     return made
 
 
@@ -141,8 +153,9 @@ def one_comparison(
     sigmas = [sigma * factor for factor in cell_factors(args.cells, args.spread)]
     record = None
     for earlier in range(args.history):  # the machine's noise record: earlier invocations of the same cells
-        aa_rows = rows(int(rng.integers(1 << 31)), [first] * args.cells, metric, sigmas, args.drift, 1.0,
-                       f"aa{trial}-{earlier}")  # fmt: skip
+        aa_rows = rows(
+            int(rng.integers(1 << 31)), [first] * args.cells, metric, sigmas, args.drift, 1.0, f"aa{trial}-{earlier}"
+        )
         measured = compare.noise_measured(compare.comparison_rows(aa_rows, None, ["A", "B"], args.margin))
         record = noise_record.record_noise(record, f"aa{trial}-{earlier}", measured, {})
     noise = noise_record.machine_noise(record)
@@ -168,19 +181,30 @@ def main() -> None:
     parser.add_argument("--sigma", type=float, help="sd of a per-block log difference, every kind (default: measured)")
     parser.add_argument("--calibration", type=Path, default=Path("data/calibration.json"))
     parser.add_argument("--cells", type=int, default=6, help="cells per comparison (the default suite: 6)")
-    parser.add_argument("--blocks", type=int, default=DEFAULTS.replicates,
-                        help="first timing blocks a cell (benchmark.replicates): speedup's, latency's")  # fmt: skip
-    parser.add_argument("--cold-blocks", type=int, default=DEFAULTS.cold_replicates,
-                        help="first cold blocks per cell (benchmark.cold_replicates): compile time's, and speedup's "
-                             "and latency's")  # fmt: skip
+    parser.add_argument(
+        "--blocks",
+        type=int,
+        default=DEFAULTS.replicates,
+        help="first timing blocks a cell (benchmark.replicates): speedup's, latency's",
+    )
+    parser.add_argument(
+        "--cold-blocks",
+        type=int,
+        default=DEFAULTS.cold_replicates,
+        help="first cold blocks per cell (benchmark.cold_replicates): compile time's, and speedup's and latency's",
+    )
     parser.add_argument(
         "--cold-untimed",
         action="store_true",
         help="cold blocks give compile time only (the design before cold processes timed)",
     )
     parser.add_argument("--max-blocks", type=int, default=DEFAULTS.max_replicates, help="benchmark.max_replicates")
-    parser.add_argument("--budget-min", type=float, default=Config.budget_min,
-                        help="budget_min (per environment; each kind is given all of it)")  # fmt: skip
+    parser.add_argument(
+        "--budget-min",
+        type=float,
+        default=Config.budget_min,
+        help="budget_min (per environment; each kind is given all of it)",
+    )
     parser.add_argument("--trial-s", type=float, default=20.0, help="seconds a trial process takes")
     parser.add_argument("--runs", type=Path, help="price blocks at what those of this runs.jsonl took, per kind")
     parser.add_argument("--drift", type=float, default=0.15, help="sd of the machine's drift per block (log scale)")
@@ -219,14 +243,16 @@ def main() -> None:
         if metric == "compiled_latency":
             headline = f"headline {sum(aa[1]) / len(aa[1]):.3f} per invocation"
         power = sum(v in ("slower", "higher") for v in real[0]) / len(real[0])
-        print(f"{kind:8s} ({metric}, sigma {sigma:.3f}: {source}, target +-{TARGET[kind]:.0%}): "
-              f"A/A flags {fpr:.3f} per verdict ({fpr_noisiest:.3f} in the noisiest cell), {headline}, "
-              f"equivalent {sum(v == stats.EQUIVALENT for v in aa[0]) / len(aa[0]):.2f}; "
-              f"+10% flagged {power:.3f}; blocks per cell {statistics.mean(aa[2]):.1f} "
-              f"(max {max(aa[2] + real[2])}; {costs.get(kind, 2 * args.trial_s):.0f} s a block); over the suite: "
-              f"A/A flags {sum(v in FLAGS for v in aa[4]) / len(aa[4]):.3f}, equivalent "
-              f"{sum(v == stats.EQUIVALENT for v in aa[4]) / len(aa[4]):.2f}, +10% flagged "
-              f"{sum(v in ('slower', 'higher') for v in real[4]) / len(real[4]):.3f}")  # fmt: skip
+        print(
+            f"{kind:8s} ({metric}, sigma {sigma:.3f}: {source}, target +-{TARGET[kind]:.0%}): "
+            f"A/A flags {fpr:.3f} per verdict ({fpr_noisiest:.3f} in the noisiest cell), {headline}, "
+            f"equivalent {sum(v == stats.EQUIVALENT for v in aa[0]) / len(aa[0]):.2f}; "
+            f"+10% flagged {power:.3f}; blocks per cell {statistics.mean(aa[2]):.1f} "
+            f"(max {max(aa[2] + real[2])}; {costs.get(kind, 2 * args.trial_s):.0f} s a block); over the suite: "
+            f"A/A flags {sum(v in FLAGS for v in aa[4]) / len(aa[4]):.3f}, equivalent "
+            f"{sum(v == stats.EQUIVALENT for v in aa[4]) / len(aa[4]):.2f}, +10% flagged "
+            f"{sum(v in ('slower', 'higher') for v in real[4]) / len(real[4]):.3f}"
+        )
         fprs.append(max(fpr, fpr_noisiest) if args.spread else fpr)
         powers.append(power)
     print(f"fpr={max(fprs):.3f} power10={min(powers):.3f}")

@@ -174,8 +174,9 @@ def main() -> None:
     args = parser.parse_args()
     bad = [window for window in args.window_s if not (window > 0 and math.isfinite(window))]
     if bad or args.min_iters < 1:
-        parser.error(f"--window-s takes positive seconds and --min-iters a positive count, got {args.window_s}, "
-                     f"{args.min_iters}")  # fmt: skip
+        parser.error(
+            f"--window-s takes positive seconds and --min-iters a positive count, got {args.window_s}, {args.min_iters}"
+        )
     every = [read_rows(record) for record in args.records]
     if args.per_cell:
         print("\n".join(per_cell_lines(every)))
@@ -194,8 +195,11 @@ def main() -> None:
         found[window] = {"noise": noise, "cost_s": statistics.median(costs)}
     longest = found[windows[0]]
     print(f"{len(args.records)} record(s); per-block sd of log B/A by turn, pooled over cells (degrees of freedom)")
-    print(f"{'window s':>8s} {'process s':>9s} " + " ".join(f"{metric:>22s}" for metric in METRICS)
-          + "  variance x seconds, relative")  # fmt: skip
+    print(
+        f"{'window s':>8s} {'process s':>9s} "
+        + " ".join(f"{metric:>22s}" for metric in METRICS)
+        + "  variance x seconds, relative"
+    )
     for window in windows:
         entry = found[window]
         cells = []
@@ -207,12 +211,19 @@ def main() -> None:
             base = longest["noise"][metric]
             if noise.dof and base.dof:
                 relative.append((noise.ss / noise.dof * entry["cost_s"]) / (base.ss / base.dof * longest["cost_s"]))
-        print(f"{window:8.1f} {entry['cost_s']:9.1f} " + " ".join(cells) + "  "
-              + " ".join(f"{value:.2f}" for value in relative))  # fmt: skip
+        print(
+            f"{window:8.1f} {entry['cost_s']:9.1f} "
+            + " ".join(cells)
+            + "  "
+            + " ".join(f"{value:.2f}" for value in relative)
+        )
     overhead_s = longest["cost_s"] - windows[0]
     for metric in METRICS:
-        variances = [found[w]["noise"][metric].ss / found[w]["noise"][metric].dof for w in windows
-                     if found[w]["noise"][metric].dof]  # fmt: skip
+        variances = [
+            found[w]["noise"][metric].ss / found[w]["noise"][metric].dof
+            for w in windows
+            if found[w]["noise"][metric].dof
+        ]
         best = optimum_s(windows[: len(variances)], variances, overhead_s)
         text = f"{best:.1f} s" if best is not None else "no fit (the variance does not fall as 1/T over these windows)"
         print(f"Kalibera-Jones optimum for {metric}: {text} (overhead {overhead_s:.1f} s a process)")

@@ -41,8 +41,9 @@ def newest_invocation(configured_uri: str) -> tuple[str, object, list]:
     """The newest invocation's parent run and its measurement runs, as the store holds them."""
     mlflow_client = tracking.client(configured_uri)
     experiment = tracking.experiment_id(mlflow_client, tracking.EXPERIMENT)
-    parents = mlflow_client.search_runs([experiment], "tags.role = 'pipeline'", order_by=["attributes.start_time DESC"],
-                                        max_results=1)  # fmt: skip
+    parents = mlflow_client.search_runs(
+        [experiment], "tags.role = 'pipeline'", order_by=["attributes.start_time DESC"], max_results=1
+    )
     if not parents:
         raise SystemExit("the store holds no compilebench invocation: run `make run` or `make compare B=...` first")
     parent = parents[0]
@@ -87,8 +88,9 @@ def follow_readme(page, base: str, runs_url: str, parent, children: list, out: P
     if candidates and any(run.data.tags[VERDICT_TAG].split()[0] not in run.info.run_name for run in candidates):
         problems.append("first screen: a B run's name does not carry its headline word")
     if took_s > FIRST_SCREEN_S:
-        problems.append(f"first screen: the answer took {took_s:.1f} s of the check's own time (at most "
-                        f"{FIRST_SCREEN_S:.0f} s)")  # fmt: skip
+        problems.append(
+            f"first screen: the answer took {took_s:.1f} s of the check's own time (at most {FIRST_SCREEN_S:.0f} s)"
+        )
     others = [run.info.run_name for run in children if run not in shown and run.info.run_name in text]
     if candidates and others:
         problems.append(f"first screen: A runs listed beside the B runs ({others[:2]})")
@@ -121,11 +123,23 @@ def main() -> None:
     invocation, parent, children = newest_invocation(config.paths.tracking_uri)
     port = free_port()
     server = subprocess.Popen(
-        [sys.executable, "-m", "mlflow", "ui", "--backend-store-uri", tracking.tracking_uri(config.paths.tracking_uri),
-         "--host", "127.0.0.1", "--port", str(port)],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+        [
+            sys.executable,
+            "-m",
+            "mlflow",
+            "ui",
+            "--backend-store-uri",
+            tracking.tracking_uri(config.paths.tracking_uri),
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
         env={**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"},
-    )  # fmt: skip
+    )
     args.out.mkdir(parents=True, exist_ok=True)
     try:
         base = f"http://127.0.0.1:{port}"

@@ -65,9 +65,21 @@ _CXX_COUNTS = pytest.StashKey[dict]()
 ROOT = Path(__file__).resolve().parents[1]
 # Timing settings that keep tiny models quick. Validity is off (max_cv, max_halves_diff): it has tests of its own,
 # and on 2 cores a parallel test run stalls a 1 ms call for 200 ms now and then; here the plumbing is tested.
-QUICK = {"min_iters": 3, "min_time_s": 0.2, "max_time_s": 5.0, "warmup_iters": 1, "warmup_s": 0.0, "memory_iters": 1,
-         "max_cv": 1e6, "max_halves_diff": 0, "replicates": 1, "cold_replicates": 0, "compile_cache": "shared",
-         "budget_min": 0, "disturbed_cores": 0}  # fmt: skip
+QUICK = {
+    "min_iters": 3,
+    "min_time_s": 0.2,
+    "max_time_s": 5.0,
+    "warmup_iters": 1,
+    "warmup_s": 0.0,
+    "memory_iters": 1,
+    "max_cv": 1e6,
+    "max_halves_diff": 0,
+    "replicates": 1,
+    "cold_replicates": 0,
+    "compile_cache": "shared",
+    "budget_min": 0,
+    "disturbed_cores": 0,
+}
 # budget_min 0: no blocks beyond `replicates`; disturbed_cores 0: the other xdist workers' trials do not count as
 # disturbance (the tests of the adaptive loop and of disturbance set their own)
 TOP_LEVEL = ("budget_min", "device")  # of what make_project takes, params.yaml's top-level keys
@@ -124,8 +136,10 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
     if _CXX_COUNTS in config.stash:
         found = config.stash[_CXX_COUNTS]
         compiler = Path(os.environ["CXX"]).name
-        terminalreporter.write_line(f"compiler cache (tests/cxx_cache.py): {found['miss']} compiles by {compiler}, "
-                                    f"{found['hit']} byte-identical ones reused")  # fmt: skip
+        terminalreporter.write_line(
+            f"compiler cache (tests/cxx_cache.py): {found['miss']} compiles by {compiler}, "
+            f"{found['hit']} byte-identical ones reused"
+        )
 
 
 @pytest.fixture(scope="session")
@@ -162,25 +176,47 @@ def write_own_checkpoints(root: Path) -> dict[str, Path]:
     # layer is compile time.
     built = {
         "swin-tiny-cls": (
-            tf.SwinForImageClassification(tf.SwinConfig(image_size=64, patch_size=4, embed_dim=16, depths=[1],
-                                                        num_heads=[2], window_size=4, num_labels=10)),
+            tf.SwinForImageClassification(
+                tf.SwinConfig(
+                    image_size=64, patch_size=4, embed_dim=16, depths=[1], num_heads=[2], window_size=4, num_labels=10
+                )
+            ),
             tf.ViTImageProcessor(size={"height": 64, "width": 64}),
         ),
         "yolos-tiny-det": (
-            tf.YolosForObjectDetection(tf.YolosConfig(hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
-                                                      intermediate_size=64, image_size=[64, 96],
-                                                      num_detection_tokens=10, num_labels=5)),
+            tf.YolosForObjectDetection(
+                tf.YolosConfig(
+                    hidden_size=32,
+                    num_hidden_layers=1,
+                    num_attention_heads=2,
+                    intermediate_size=64,
+                    image_size=[64, 96],
+                    num_detection_tokens=10,
+                    num_labels=5,
+                )
+            ),
             tf.YolosImageProcessor(size={"shortest_edge": 64, "longest_edge": 96}),
         ),
         "dpt-tiny-seg": (
-            tf.DPTForSemanticSegmentation(tf.DPTConfig(hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
-                                                       intermediate_size=32, image_size=64, patch_size=16,
-                                                       neck_hidden_sizes=[8], reassemble_factors=[4],
-                                                       fusion_hidden_size=8, backbone_out_indices=[0],
-                                                       use_auxiliary_head=False, num_labels=6)),
+            tf.DPTForSemanticSegmentation(
+                tf.DPTConfig(
+                    hidden_size=16,
+                    num_hidden_layers=1,
+                    num_attention_heads=2,
+                    intermediate_size=32,
+                    image_size=64,
+                    patch_size=16,
+                    neck_hidden_sizes=[8],
+                    reassemble_factors=[4],
+                    fusion_hidden_size=8,
+                    backbone_out_indices=[0],
+                    use_auxiliary_head=False,
+                    num_labels=6,
+                )
+            ),
             tf.DPTImageProcessor(size={"height": 64, "width": 64}),
         ),
-    }  # fmt: skip
+    }
     folders = {}
     for name, (model, processor) in built.items():
         folders[name] = root / name
@@ -288,11 +324,25 @@ class MlflowServer:
 
     def start(self) -> None:
         env = {**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
-        command = [sys.executable, "-m", "mlflow", "server", "--host", "127.0.0.1", "--port", str(self.port),
-                   "--workers", "1", "--backend-store-uri", self.backend,
-                   "--artifacts-destination", str(self.folder / "artifacts")]  # fmt: skip
-        self.process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                        start_new_session=True)  # fmt: skip
+        command = [
+            sys.executable,
+            "-m",
+            "mlflow",
+            "server",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(self.port),
+            "--workers",
+            "1",
+            "--backend-store-uri",
+            self.backend,
+            "--artifacts-destination",
+            str(self.folder / "artifacts"),
+        ]
+        self.process = subprocess.Popen(
+            command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
+        )
         deadline = time.time() + 120
         while time.time() < deadline:
             try:

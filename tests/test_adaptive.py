@@ -17,8 +17,16 @@ from compilebench.harness import trial_process
 from compilebench.harness.invocation import Context, LoopSettings, Validity
 from compilebench.harness.records import CompileHealth, ModelSpec, TimingSpec, TrialResult, TrialSpec, VariantSpec
 
-CONTEXT = Context("inv", "s", "full", "vm", "abc", "embedded-fallback", "00",
-                       Validity(min_iters=3, min_time_s=0.1, max_cv=1e6, disturbed_cores=0.5))  # fmt: skip
+CONTEXT = Context(
+    "inv",
+    "s",
+    "full",
+    "vm",
+    "abc",
+    "embedded-fallback",
+    "00",
+    Validity(min_iters=3, min_time_s=0.1, max_cv=1e6, disturbed_cores=0.5),
+)
 ENVIRONMENTS = {label: run_record.EnvironmentInfo(label, "current", "k", {}, ()) for label in ("A", "B")}
 
 
@@ -40,15 +48,37 @@ def _bench(target=None, **changes):
 
 def _spec(label, model, replicate, cache="warm"):
     spec_model = ModelSpec(model, model.upper(), "image-classification", "X", "ckpt")
-    return TrialSpec(f"{label}/{model}/bs1/default/r{replicate}", label, spec_model, 1, VariantSpec("default"),
-                     replicate, cache, "i.jpg", TimingSpec())  # fmt: skip
+    return TrialSpec(
+        f"{label}/{model}/bs1/default/r{replicate}",
+        label,
+        spec_model,
+        1,
+        VariantSpec("default"),
+        replicate,
+        cache,
+        "i.jpg",
+        TimingSpec(),
+    )
 
 
 def _result(spec, compiled_ms, compile_s=3.0, wall_s=10.0, **extra):
-    return TrialResult(spec.trial_id, "ok", environment={"device": "cpu", "machine_fingerprint": "f"},
-                       eager_ms=(10.0,) * 5, compiled_ms=(compiled_ms,) * 5, compile_s=compile_s, timed_s=1.0,
-                       eager_first_call_s=0.1, peak_mem_mib=1.0, health=CompileHealth(graph_count=1), wall_s=wall_s,
-                       max_abs_diff=0.0, max_rel_diff=0.0, task_agreement=1.0, **extra)  # fmt: skip
+    return TrialResult(
+        spec.trial_id,
+        "ok",
+        environment={"device": "cpu", "machine_fingerprint": "f"},
+        eager_ms=(10.0,) * 5,
+        compiled_ms=(compiled_ms,) * 5,
+        compile_s=compile_s,
+        timed_s=1.0,
+        eager_first_call_s=0.1,
+        peak_mem_mib=1.0,
+        health=CompileHealth(graph_count=1),
+        wall_s=wall_s,
+        max_abs_diff=0.0,
+        max_rel_diff=0.0,
+        task_agreement=1.0,
+        **extra,
+    )
 
 
 def _state(spreads, blocks=2, **per_trial):
@@ -150,8 +180,17 @@ def test_a_cold_block_where_cold_compile_is_the_widest():
     target = SimpleNamespace(speedup=0.05, compile=0.05, latency=0.0)
     added = adaptive.extend(trials, results, records, ["A", "B"], _bench(target=target), None)
     assert added and all(spec.cache == "cold" for spec in added)
-    assert all(spec.cache == "warm" for spec in adaptive.extend(trials, results, records, ["A", "B"], _bench(
-        target=SimpleNamespace(speedup=0.05, compile=0.0, latency=0.10)), None))  # fmt: skip
+    assert all(
+        spec.cache == "warm"
+        for spec in adaptive.extend(
+            trials,
+            results,
+            records,
+            ["A", "B"],
+            _bench(target=SimpleNamespace(speedup=0.05, compile=0.0, latency=0.10)),
+            None,
+        )
+    )
 
 
 @pytest.mark.slow
@@ -160,8 +199,9 @@ def test_a_process_made_busy_on_purpose_is_recorded_as_disturbed(tiny_resnet, tm
     the other processes' CPU, and the run leaves the process out."""
     model, image = tiny_resnet
     timing = TimingSpec(min_iters=5, min_time_s=1.5, max_time_s=5.0, warmup_iters=1, memory_iters=1, num_threads=1)
-    spec = TrialSpec("current/tiny/bs2/default/r0", "current", model, 2, VariantSpec("default"), 0, "shared", image,
-                     timing)  # fmt: skip
+    spec = TrialSpec(
+        "current/tiny/bs2/default/r0", "current", model, 2, VariantSpec("default"), 0, "shared", image, timing
+    )
     busy = subprocess.Popen([sys.executable, "-c", "while True: pass"])
     try:
         result = trial_process.run_trial_process(spec, sys.executable, tmp_path, None, 600.0)
@@ -180,10 +220,18 @@ def test_a_process_made_busy_on_purpose_is_recorded_as_disturbed(tiny_resnet, tm
 @pytest.mark.xdist_group("adaptive-repro")  # a group of one: handed out early (conftest)
 @pytest.mark.slow
 def test_dvc_repro_adds_blocks_until_the_cap_and_reports_what_it_reached(tmp_path):
-    root = make_project(tmp_path, ["microsoft/resnet-50"], replicates=1, max_replicates=2, budget_min=30,
-                        cold_replicates=1, compile_cache="cold")  # fmt: skip
-    set_params(root, **{"benchmark.target.speedup": 0.001, "benchmark.target.compile": 0.0,
-                        "benchmark.target.latency": 0.0})  # fmt: skip
+    root = make_project(
+        tmp_path,
+        ["microsoft/resnet-50"],
+        replicates=1,
+        max_replicates=2,
+        budget_min=30,
+        cold_replicates=1,
+        compile_cache="cold",
+    )
+    set_params(
+        root, **{"benchmark.target.speedup": 0.001, "benchmark.target.compile": 0.0, "benchmark.target.latency": 0.0}
+    )
     env = project_env()
     run_ok(["git", "init", "-q"], root, env)
     run_ok(["dvc", "init", "-q"], root, env)
@@ -225,8 +273,11 @@ def _cell_state(cold_spread=0.0, speedup_spread=0.0, blocks=2, wall_s=10.0):
     from compilebench.analysis import plan
 
     model = ModelSpec("m", "M", "image-classification", "X", "ckpt")
-    variants = [VariantSpec("eager", compile=False), VariantSpec("default"),
-                VariantSpec("freezing", inductor={"freezing": True})]  # fmt: skip
+    variants = [
+        VariantSpec("eager", compile=False),
+        VariantSpec("default"),
+        VariantSpec("freezing", inductor={"freezing": True}),
+    ]
     trials = plan.trials([model], [1], variants, ["A", "B"], blocks, 1, False, "i.jpg", TimingSpec(), 0)
     results = {}
     for spec in trials:
@@ -236,9 +287,15 @@ def _cell_state(cold_spread=0.0, speedup_spread=0.0, blocks=2, wall_s=10.0):
             cold = _result(spec, 5.0, compile_s=20.0 * (1 + cold_spread * wobble), wall_s=wall_s)
             results[spec.trial_id] = replace(cold, eager_ms=(), compiled_ms=(), timed_s=None)
         elif not spec.variant.compile:
-            results[spec.trial_id] = TrialResult(spec.trial_id, "ok", environment={"device": "cpu"},
-                                                 eager_ms=(10.0,) * 5, timed_s=1.0, eager_first_call_s=0.1,
-                                                 wall_s=wall_s)  # fmt: skip
+            results[spec.trial_id] = TrialResult(
+                spec.trial_id,
+                "ok",
+                environment={"device": "cpu"},
+                eager_ms=(10.0,) * 5,
+                timed_s=1.0,
+                eager_first_call_s=0.1,
+                wall_s=wall_s,
+            )
         else:
             factor = 1 + speedup_spread * wobble if spec.variant.name == "freezing" else 1.0
             results[spec.trial_id] = _result(spec, 5.0 * factor, wall_s=wall_s)
@@ -254,9 +311,12 @@ def test_an_environment_of_settings_runs_every_process_its_way_the_added_blocks_
     variants = [VariantSpec("eager", compile=False), VariantSpec("default")]
     settings = {"B": {"malloc": "tcmalloc", "num_threads": 1}}
     trials = plan.trials([model], [1], variants, ["A", "B"], 2, 1, False, "i.jpg", TimingSpec(), 0, None, settings)
-    results = {spec.trial_id: replace(_result(spec, 5.0, compile_s=20.0), eager_ms=(), compiled_ms=(), timed_s=None)
-               if spec.kind == "cold" else _result(spec, 5.0 * (1 + 0.2 * (spec.environment == "B") * (
-                   spec.replicate % 2 * 2 - 1))) for spec in trials}  # fmt: skip
+    results = {
+        spec.trial_id: replace(_result(spec, 5.0, compile_s=20.0), eager_ms=(), compiled_ms=(), timed_s=None)
+        if spec.kind == "cold"
+        else _result(spec, 5.0 * (1 + 0.2 * (spec.environment == "B") * (spec.replicate % 2 * 2 - 1)))
+        for spec in trials
+    }
     added = adaptive.extend(trials, results, _records(trials, results), ["A", "B"], _bench(budget_min=60), None)
     assert added and {spec.environment for spec in added} == {"A", "B"}
     for spec in trials + added:
@@ -270,7 +330,8 @@ def test_a_timing_block_adds_a_whole_timing_process_per_environment_and_its_wall
     added = adaptive.extend(trials, results, records, ["A", "B"], _bench(budget_min=50 / 60), None)  # 100 s
     assert {spec.kind for spec in added} == {"arm"} and {spec.replicate for spec in added} == {2}
     assert sorted((s.environment, s.variant.name) for s in added) == sorted(
-        (label, name) for label in "AB" for name in ("eager", "default", "freezing"))  # fmt: skip
+        (label, name) for label in "AB" for name in ("eager", "default", "freezing")
+    )
     assert len({spec.process_id for spec in added}) == 2
     assert adaptive.extend(trials, results, records, ["A", "B"], _bench(budget_min=45 / 60), None) == []
 
@@ -280,8 +341,12 @@ def test_cold_compile_time_gets_a_cold_block():
     target = SimpleNamespace(speedup=0.05, compile=0.05, latency=0.0)
     added = adaptive.extend(trials, results, records, ["A", "B"], _bench(target=target, cold_replicates=1), None)
     assert {(s.kind, s.cache, s.replicate) for s in added} == {("cold", "cold", 1)}
-    assert {(s.environment, s.variant.name) for s in added} == {("A", "default"), ("B", "default"), ("A",
-                                                                "freezing"), ("B", "freezing")}  # fmt: skip
+    assert {(s.environment, s.variant.name) for s in added} == {
+        ("A", "default"),
+        ("B", "default"),
+        ("A", "freezing"),
+        ("B", "freezing"),
+    }
 
 
 def test_a_cold_process_disturbed_while_compiling_is_re_run():
@@ -299,8 +364,9 @@ def test_a_cold_process_that_will_time_is_priced_with_its_timing_from_cold_proce
     kind, a comparison's cold process costs its warm-up and timed seconds more, and the reverse less."""
     trials, results, _ = _cell_state()  # A and B; its cold processes made without samples, as one stack's are
     for spec in trials:
-        results[spec.trial_id] = replace(results[spec.trial_id], environment={"device": "cpu",
-                                                                             "machine_fingerprint": "f"})  # fmt: skip
+        results[spec.trial_id] = replace(
+            results[spec.trial_id], environment={"device": "cpu", "machine_fingerprint": "f"}
+        )
     prices = pricing.process_prices(_records(trials, results), "f", "cpu")
     cold_unit = ("cold", "m", 1, "default")
     assert prices.seconds[cold_unit] == 10.0 and cold_unit in prices.untimed
@@ -312,7 +378,8 @@ def test_a_cold_process_that_will_time_is_priced_with_its_timing_from_cold_proce
     assert prices.of(timing) == prices.seconds[adaptive.unit_of(timing)]  # a timing process: its price as it is
     timed_prices = replace(prices, untimed=frozenset())  # priced by cold processes that timed
     assert timed_prices.of(timed) == 10.0 and timed_prices.of(replace(timed, timed=False)) == pytest.approx(
-        10.0 - extra)  # fmt: skip
+        10.0 - extra
+    )
 
 
 def test_a_block_run_together_is_priced_at_its_longest_process():
@@ -324,8 +391,12 @@ def test_a_block_run_together_is_priced_at_its_longest_process():
     def process(block, wall_s, wait_s):
         return ProcessRecord(trial_id=f"{block}-{wall_s}", block=block, wall_s=wall_s, turn_wait_s=wait_s)
 
-    together = [process("default/r0", 300.0, 200.0), process("default/r0", 290.0, 150.0),
-                process("default/r1", 320.0, 180.0), process("default/r1", 310.0, 170.0)]  # fmt: skip
+    together = [
+        process("default/r0", 300.0, 200.0),
+        process("default/r0", 290.0, 150.0),
+        process("default/r1", 320.0, 180.0),
+        process("default/r1", 310.0, 170.0),
+    ]
     assert pricing.block_overlap(together) == pytest.approx(155.0 / 140.0)  # shares 150, 150, 160, 160; own 100-140
     alone = [process("default/r0", 100.0, None), process("default/r1", 120.0, None)]
     assert pricing.block_overlap(alone) == pytest.approx(1.0)
@@ -384,9 +455,12 @@ def test_the_forecast_says_what_the_planned_blocks_and_the_cap_can_find():
         "m|bs1|default": {"speedup": stats.Noise(0.04**2 * 8, 8), "compiled_latency": stats.Noise(0.1**2 * 8, 8)},
         "n|bs1|default": {"speedup": stats.Noise(0.08**2 * 8, 8), "compiled_latency": stats.Noise(0.3, 1)},
     }
-    found = {entry["metric"]: entry for entry in adaptive.forecast(noise, ["m|bs1|default", "n|bs1|default"],
-                                                                    _bench(SimpleNamespace(speedup=0.05, compile=0.05,
-                                                                                           latency=0.1)))}  # fmt: skip
+    found = {
+        entry["metric"]: entry
+        for entry in adaptive.forecast(
+            noise, ["m|bs1|default", "n|bs1|default"], _bench(SimpleNamespace(speedup=0.05, compile=0.05, latency=0.1))
+        )
+    }
     assert set(found) == {"speedup", "compiled_latency"}  # no record of the others; latency of n: 1 dof, left out
     planned, most = found["speedup"]["planned"], found["speedup"]["most"]
     assert planned.blocks == 2 and most.blocks == 5 and found["speedup"]["cells"] == 2
@@ -397,8 +471,10 @@ def test_the_forecast_says_what_the_planned_blocks_and_the_cap_can_find():
     )  # ResNet-like, noisier
     assert most.change[0] < planned.change[0] and most.change[1] < planned.change[1]  # more blocks find smaller changes
     # with no change: the cells expected `equivalent`, each cell's chance summed; more after more blocks
-    chances = [stats.equivalence_chance(stats.expected_halfwidth(n, 2), n.dof + 1, 0.10)
-               for n in (quiet, stats.Noise(0.08**2 * 8, 8))]  # fmt: skip
+    chances = [
+        stats.equivalence_chance(stats.expected_halfwidth(n, 2), n.dof + 1, 0.10)
+        for n in (quiet, stats.Noise(0.08**2 * 8, 8))
+    ]
     assert planned.equivalent == pytest.approx(sum(chances)) and chances[1] < chances[0]  # the noisy cell less often
     assert planned.equivalent < most.equivalent <= 2
     [alone] = adaptive.forecast(noise, ["m|bs1|default"], _bench())
@@ -416,6 +492,10 @@ def test_the_forecast_says_what_the_planned_blocks_and_the_cap_can_find():
     assert (timed["planned"].blocks, timed["budget"].blocks, timed["most"].blocks) == (3, 4, 6)  # + the cold block
     assert adaptive.forecast({}, ["m|bs1|default"], _bench()) == []  # no record yet: nothing to say
     by_turn = {"m|bs1|default": {"speedup@turns": stats.Noise(0.02**2 * 8, 8), **noise["m|bs1|default"]}}
-    [speedup] = [e for e in adaptive.forecast(by_turn, ["m|bs1|default"], _bench(SimpleNamespace(
-        speedup=0.05, compile=0.0, latency=0.0)), by_turn=True)]  # fmt: skip
+    [speedup] = [
+        e
+        for e in adaptive.forecast(
+            by_turn, ["m|bs1|default"], _bench(SimpleNamespace(speedup=0.05, compile=0.0, latency=0.0)), by_turn=True
+        )
+    ]
     assert speedup["planned"].change[0] < planned.change[0]  # blocks run together: the record paired by turn (quieter)

@@ -10,21 +10,56 @@ from made_runs import run_record, runs_of
 from compilebench import aggregate, tracking
 from compilebench.analysis import compare, noise_record, stats
 
-KEYS = {"environment": "current", "model_id": "m", "label": "M", "task": "t", "batch_size": 1, "device": "cpu",
-        "device_name": "x", "torch_version": "2.13", "transformers_version": "5"}  # fmt: skip
+KEYS = {
+    "environment": "current",
+    "model_id": "m",
+    "label": "M",
+    "task": "t",
+    "batch_size": 1,
+    "device": "cpu",
+    "device_name": "x",
+    "torch_version": "2.13",
+    "transformers_version": "5",
+}
 
 
 def test_summary_joins_compiled_with_eager_and_metrics_count_only_ok():
     results = pd.DataFrame(
         [
-            {**KEYS, "variant": "eager", "compile": False, "status": "ok", "latency_ms_mean": 10.0,
-             "peak_mem_mib": 100.0},
-            {**KEYS, "variant": "a", "compile": True, "status": "ok", "latency_ms_mean": 5.0, "speedup": 2.0,
-             "speedup_ci_low": 1.9, "speedup_ci_high": 2.1, "eager_latency_ms_mean": 10.2, "compile_s": 3.0},
-            {**KEYS, "variant": "b", "compile": True, "status": "invalid", "latency_ms_mean": 4.0, "speedup": 2.5,
-             "speedup_ci_low": 2.0, "speedup_ci_high": 3.0, "eager_latency_ms_mean": 10.0, "compile_s": 3.0},
+            {
+                **KEYS,
+                "variant": "eager",
+                "compile": False,
+                "status": "ok",
+                "latency_ms_mean": 10.0,
+                "peak_mem_mib": 100.0,
+            },
+            {
+                **KEYS,
+                "variant": "a",
+                "compile": True,
+                "status": "ok",
+                "latency_ms_mean": 5.0,
+                "speedup": 2.0,
+                "speedup_ci_low": 1.9,
+                "speedup_ci_high": 2.1,
+                "eager_latency_ms_mean": 10.2,
+                "compile_s": 3.0,
+            },
+            {
+                **KEYS,
+                "variant": "b",
+                "compile": True,
+                "status": "invalid",
+                "latency_ms_mean": 4.0,
+                "speedup": 2.5,
+                "speedup_ci_low": 2.0,
+                "speedup_ci_high": 3.0,
+                "eager_latency_ms_mean": 10.0,
+                "compile_s": 3.0,
+            },
         ]
-    )  # fmt: skip
+    )
     table = aggregate.summarize(results)
     assert list(table["variant"]) == ["a", "b"] and list(table["eager_peak_mem_mib"]) == [100.0, 100.0]
     metrics = aggregate.headline_metrics(table, [])
@@ -34,11 +69,26 @@ def test_summary_joins_compiled_with_eager_and_metrics_count_only_ok():
 
 
 def _store_row(torch_version, invocation, medians, start):
-    return {"model_id": "m", "label": "M", "task": "t", "batch_size": 1, "variant": "default", "compile": True,
-            "fullgraph": False, "status": "ok", "environment": "current", "environment_key": torch_version,
-            "torch_version": torch_version, "transformers_version": "5.0", "device_name": "cpu-x", "device": "cpu",
-            "machine_fingerprint": "f", "invocation_id": invocation, "start_time": start,
-            "process_values": {"compiled_latency": medians, "eager_latency": [10.0, 10.1, 9.9]}}  # fmt: skip
+    return {
+        "model_id": "m",
+        "label": "M",
+        "task": "t",
+        "batch_size": 1,
+        "variant": "default",
+        "compile": True,
+        "fullgraph": False,
+        "status": "ok",
+        "environment": "current",
+        "environment_key": torch_version,
+        "torch_version": torch_version,
+        "transformers_version": "5.0",
+        "device_name": "cpu-x",
+        "device": "cpu",
+        "machine_fingerprint": "f",
+        "invocation_id": invocation,
+        "start_time": start,
+        "process_values": {"compiled_latency": medians, "eager_latency": [10.0, 10.1, 9.9]},
+    }
     # an older store's unpaired lists: across invocations nothing pairs anyway
 
 
@@ -54,7 +104,9 @@ def test_versions_across_invocations_are_ordered_by_version_and_not_interleaved(
     versions = aggregate.version_rows(oldest_first, calibrations={"f|cpu": record}, margin=0.05)
     versions = [comparison.row() for comparison in versions]  # versions.csv's lines
     assert [(r["baseline_versions"].split()[1], r["candidate_versions"].split()[1]) for r in versions] == [
-        ("2.9.1", "2.13.0+cpu"), ("2.13.0+cpu", "2.14.0")]  # fmt: skip
+        ("2.9.1", "2.13.0+cpu"),
+        ("2.13.0+cpu", "2.14.0"),
+    ]
     assert (
         versions[0]["compiled_latency_verdict"] == "equivalent" and versions[1]["compiled_latency_verdict"] == "slower"
     )
@@ -64,18 +116,35 @@ def test_versions_across_invocations_are_ordered_by_version_and_not_interleaved(
 
 def test_each_invocation_adds_its_blocks_to_the_machines_noise_and_later_ones_use_it(tmp_path):
     def row(environment, key, compiled, invocation):
-        processes = [{"eager_ms": [10.0] * 3, "compiled_ms": [c] * 3, "compile_s": 2.0, "cache": "warm",
-                      "peak_mem_mib": 50.0, "block": f"default/r{i}"} for i, c in enumerate(compiled)]  # fmt: skip
+        processes = [
+            {
+                "eager_ms": [10.0] * 3,
+                "compiled_ms": [c] * 3,
+                "compile_s": 2.0,
+                "cache": "warm",
+                "peak_mem_mib": 50.0,
+                "block": f"default/r{i}",
+            }
+            for i, c in enumerate(compiled)
+        ]
         identity = {"environment": environment, "environment_key": key, "variant": "default", "compile": True}
-        return {**KEYS, **identity, "status": "ok", "machine_fingerprint": "f", "invocation_id": invocation,
-                "process_results": processes}  # fmt: skip
+        return {
+            **KEYS,
+            **identity,
+            "status": "ok",
+            "machine_fingerprint": "f",
+            "invocation_id": invocation,
+            "process_results": processes,
+        }
 
     calibration = tmp_path / "calibration.json"
     aa = runs_of([row("current", "k", [5.0, 5.1, 4.9], "i1"), row("current#2", "k", [5.1, 5.0, 5.2], "i1")])
     compared, record = aggregate.comparison(aa, ["current", "current#2"], calibration, margin=0.05)
     assert record is not None and not compared[0].calibrated
-    assert record["invocations"]["i1"]["aa"] and record["invocations"]["i1"]["noise"]["m|bs1|default"][
-        "compiled_latency"][1] == 2  # fmt: skip
+    assert (
+        record["invocations"]["i1"]["aa"]
+        and record["invocations"]["i1"]["noise"]["m|bs1|default"]["compiled_latency"][1] == 2
+    )
     calibration.write_text(json.dumps({"f|cpu": record}))
     ab = runs_of([row("current", "k", [5.0, 5.1, 4.9], "i2"), row("new", "k2", [5.6, 5.7, 5.5], "i2")])
     compared, record = aggregate.comparison(ab, ["current", "new"], calibration, margin=0.05)
@@ -92,14 +161,31 @@ def test_process_values_survive_the_mlflow_round_trip(tmp_path, monkeypatch):
     uri = f"sqlite:///{tmp_path}/mlflow.db"
     client = tracking.client(uri)
     parent = tracking.start_parent(client, tracking.EXPERIMENT, "p", {}, {})
-    processes = [{"eager_ms": [10.0, 10.2], "compiled_ms": [5.0, 5.2], "compile_s": 3.0, "cache": "cold",
-                  "peak_mem_mib": 60.0, "trial_id": "t"}]  # fmt: skip
-    row = {**KEYS, "variant": "default", "compile": True, "status": "ok", "run_uid": "u", "fullgraph": False,
-           "process_results": processes, "environment_freeze": ["torch==2.13.0"]}  # fmt: skip
+    processes = [
+        {
+            "eager_ms": [10.0, 10.2],
+            "compiled_ms": [5.0, 5.2],
+            "compile_s": 3.0,
+            "cache": "cold",
+            "peak_mem_mib": 60.0,
+            "trial_id": "t",
+        }
+    ]
+    row = {
+        **KEYS,
+        "variant": "default",
+        "compile": True,
+        "status": "ok",
+        "run_uid": "u",
+        "fullgraph": False,
+        "process_results": processes,
+        "environment_freeze": ["torch==2.13.0"],
+    }
     tracking.log_child(client, parent, **tracking.run_payload(run_record(row)))
     [read] = tracking.store_rows(tracking.search_children(uri, tracking.EXPERIMENT))
     assert read["process_values"]["compiled_latency"] == {"p0": 5.1} and read["process_values"]["compile_cold"] == {
-        "p0": 3.0}  # fmt: skip
+        "p0": 3.0
+    }
     assert read["batch_size"] == 1 and read["compile"] is True
     assert pytest.approx(read["process_values"]["speedup"]["p0"]) == 10.1 / 5.1
 
@@ -110,9 +196,20 @@ def test_the_parent_metrics_of_an_a_a_run_reach_the_store(tmp_path, monkeypatch,
     from compilebench.harness.records import environment_labels
 
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
-    rows = [{**KEYS, "environment": label, "variant": variant, "compile": variant != "eager", "status": "ok",
-             "latency_ms_mean": 5.0, "speedup": 2.0, "compile_s": 3.0}
-            for label in environment_labels(compared) for variant in ("eager", "default")]  # fmt: skip
+    rows = [
+        {
+            **KEYS,
+            "environment": label,
+            "variant": variant,
+            "compile": variant != "eager",
+            "status": "ok",
+            "latency_ms_mean": 5.0,
+            "speedup": 2.0,
+            "compile_s": 3.0,
+        }
+        for label in environment_labels(compared)
+        for variant in ("eager", "default")
+    ]
     metrics = aggregate.headline_metrics(aggregate.summarize(pd.DataFrame(rows)), [])
     expected = {"current_default_speedup_geomean", "current_2_default_speedup_geomean"}
     assert expected | ({"current_3_default_speedup_geomean"} if len(compared) == 3 else set()) <= set(metrics)
@@ -129,17 +226,35 @@ def test_the_parent_metrics_of_an_a_a_run_reach_the_store(tmp_path, monkeypatch,
 def test_cells_json_holds_each_compared_cells_ratio_ci_and_verdict_code_for_dvc():
     """`dvc metrics diff` between two experiments compares every (stack, cell, metric): B/A, its CI and the verdict
     code; a metric not compared (an eager cell's speedup) or a bound that is NaN is no key; series steps stay out."""
-    row = {"reference": "first", "candidate": "current#2", "baseline": "current", "label": "ResNet", "batch_size": 1,
-           "variant": "default", "compiled_latency_ratio": 1.2, "compiled_latency_ci_low": 1.1,
-           "compiled_latency_ci_high": float("nan"), "compiled_latency_verdict": "slower",
-           "peak_memory_ratio": 1.0, "peak_memory_ci_low": 0.99, "peak_memory_ci_high": 1.01,
-           "peak_memory_verdict": "equivalent", "speedup_verdict": float("nan"), "headline": "compiled_latency",
-           "verdict": "slower"}  # fmt: skip
+    row = {
+        "reference": "first",
+        "candidate": "current#2",
+        "baseline": "current",
+        "label": "ResNet",
+        "batch_size": 1,
+        "variant": "default",
+        "compiled_latency_ratio": 1.2,
+        "compiled_latency_ci_low": 1.1,
+        "compiled_latency_ci_high": float("nan"),
+        "compiled_latency_verdict": "slower",
+        "peak_memory_ratio": 1.0,
+        "peak_memory_ci_low": 0.99,
+        "peak_memory_ci_high": 1.01,
+        "peak_memory_verdict": "equivalent",
+        "speedup_verdict": float("nan"),
+        "headline": "compiled_latency",
+        "verdict": "slower",
+    }
     rows = [row, {**row, "reference": "previous", "candidate": "current#3"}]  # comparison.csv's lines
     cells = aggregate.cell_metrics([compare.Comparison.read(line) for line in rows])
-    assert cells == {"current_2_vs_current": {"ResNet bs1 default": {
-        "compiled_latency": {"ratio": 1.2, "ci_low": 1.1, "verdict_code": 1},
-        "peak_memory": {"ratio": 1.0, "ci_low": 0.99, "ci_high": 1.01, "verdict_code": 0}}}}  # fmt: skip
+    assert cells == {
+        "current_2_vs_current": {
+            "ResNet bs1 default": {
+                "compiled_latency": {"ratio": 1.2, "ci_low": 1.1, "verdict_code": 1},
+                "peak_memory": {"ratio": 1.0, "ci_low": 0.99, "ci_high": 1.01, "verdict_code": 0},
+            }
+        }
+    }
     json.dumps(cells, allow_nan=False)  # what DVC reads: no NaN
 
 
@@ -157,13 +272,30 @@ def test_the_store_lists_a_comparison_repeated_in_separate_invocations_and_flags
         rows = []
         for (environment, key), compiled in zip(environments, ([5.0, 5.1, 4.9], compiled_b), strict=True):
             for variant in ("default", "eager"):  # a compiled cell and the eager cell, from the same processes
-                processes = [{"eager_ms": [10.0] * 3, "compiled_ms": [c] * 3 if variant == "default" else [],
-                              "compile_s": 2.0 if variant == "default" else None, "cache": "warm", "peak_mem_mib": 50.0,
-                              "block": f"default/r{i}"} for i, c in enumerate(compiled)]  # fmt: skip
-                rows.append({"environment": environment, "environment_key": key, "invocation_id": name,
-                             "run_uid": f"{name}/{environment}/{variant}", "process_results": processes,
-                             "variant": variant, "compile": variant == "default", "machine_fingerprint": "f",
-                             "device_name": "cpu"})  # fmt: skip
+                processes = [
+                    {
+                        "eager_ms": [10.0] * 3,
+                        "compiled_ms": [c] * 3 if variant == "default" else [],
+                        "compile_s": 2.0 if variant == "default" else None,
+                        "cache": "warm",
+                        "peak_mem_mib": 50.0,
+                        "block": f"default/r{i}",
+                    }
+                    for i, c in enumerate(compiled)
+                ]
+                rows.append(
+                    {
+                        "environment": environment,
+                        "environment_key": key,
+                        "invocation_id": name,
+                        "run_uid": f"{name}/{environment}/{variant}",
+                        "process_results": processes,
+                        "variant": variant,
+                        "compile": variant == "default",
+                        "machine_fingerprint": "f",
+                        "device_name": "cpu",
+                    }
+                )
         for row in rows:
             tracking.log_child(client, parent, **tracking.run_payload(run_record(row)))
         compared = compare.comparison_rows(runs_of(rows), noise=None)
@@ -184,8 +316,10 @@ def test_the_store_lists_a_comparison_repeated_in_separate_invocations_and_flags
     repeats = pd.DataFrame([repeat.row() for repeat in found], columns=aggregate.REPEAT_COLUMNS)
     latency = repeats[repeats["metric"] == "compiled_latency"].iloc[0]
     assert latency["invocations"] == 2 and latency["verdicts"] == "slower; faster" and latency["contradict"]
-    assert latency["ratios"] == f"{first.judged['compiled_latency'].ratio.value:.3f}; " \
-                                f"{second.judged['compiled_latency'].ratio.value:.3f}"  # fmt: skip
+    assert (
+        latency["ratios"] == f"{first.judged['compiled_latency'].ratio.value:.3f}; "
+        f"{second.judged['compiled_latency'].ratio.value:.3f}"
+    )
     assert (latency["baseline_key"], latency["candidate_key"]) == ("k1", "k2") and latency["model_id"] == "org/m"
     memory = repeats[repeats["metric"] == "peak_memory"].iloc[0]
     assert not memory["contradict"]  # the same memory both times: agreed

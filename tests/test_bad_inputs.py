@@ -47,8 +47,14 @@ CASES = [
 
 
 def _run(root, stage, env, *args):
-    return subprocess.run([sys.executable, "-m", f"compilebench.{stage}", *args], cwd=root, env=env,
-                          capture_output=True, text=True, timeout=300)  # fmt: skip
+    return subprocess.run(
+        [sys.executable, "-m", f"compilebench.{stage}", *args],
+        cwd=root,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
 def _main(monkeypatch, caplog, root, stage, env, *args) -> tuple[int, str]:
@@ -144,12 +150,15 @@ def test_a_read_only_database_is_refused_before_any_work(tmp_path, prepared):
     assert not (root / "data" / "results").exists()
 
 
-@pytest.mark.parametrize(("probe", "device", "needle"), [
-    ({"version": "2.13.0+cpu", "built": False, "available": False, "count": 0}, "cuda", "built without CUDA"),
-    ({"version": "2.14.1", "built": True, "available": False, "count": 0}, "cuda", "sees no GPU"),
-    ({"version": "2.14.1", "built": True, "available": True, "count": 1}, "cuda:3", "use cuda:0 .. cuda:0"),
-    ({"version": "2.14.1", "built": True, "available": True, "count": 2}, "cuda:1", None),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("probe", "device", "needle"),
+    [
+        ({"version": "2.13.0+cpu", "built": False, "available": False, "count": 0}, "cuda", "built without CUDA"),
+        ({"version": "2.14.1", "built": True, "available": False, "count": 0}, "cuda", "sees no GPU"),
+        ({"version": "2.14.1", "built": True, "available": True, "count": 1}, "cuda:3", "use cuda:0 .. cuda:0"),
+        ({"version": "2.14.1", "built": True, "available": True, "count": 2}, "cuda:1", None),
+    ],
+)
 def test_device_problems_name_the_key(probe, device, needle):
     problem = environments.device_problem(probe, "current", device)
     assert problem is None if needle is None else (needle in problem and "`device`" in problem)
@@ -196,10 +205,16 @@ def test_a_store_that_cannot_be_reached_is_one_line_without_its_password(tmp_pat
     (root / "data" / "results").mkdir(parents=True)
     (root / "data" / "results" / "run_info.json").write_text('{"invocation_id": "i"}')  # sync has something to sync
     (root / "data" / "results" / "runs.jsonl").write_text("")
-    env = {**project_env(), "MLFLOW_TRACKING_URI": f"http://bench:pwSECRET77@127.0.0.1:{closed_port()}",
-           "MLFLOW_HTTP_REQUEST_MAX_RETRIES": "0"}  # fmt: skip
-    for stage, args, code in (("aggregate", ("--from-mlflow",), 2), ("sync", (), 1),
-                              ("tracking", ("--ui-url", "http://127.0.0.1:5000"), 2)):  # fmt: skip
+    env = {
+        **project_env(),
+        "MLFLOW_TRACKING_URI": f"http://bench:pwSECRET77@127.0.0.1:{closed_port()}",
+        "MLFLOW_HTTP_REQUEST_MAX_RETRIES": "0",
+    }
+    for stage, args, code in (
+        ("aggregate", ("--from-mlflow",), 2),
+        ("sync", (), 1),
+        ("tracking", ("--ui-url", "http://127.0.0.1:5000"), 2),
+    ):
         done = _run(root, stage, env, *args)
         assert done.returncode == code, (stage, done.stderr[-2000:])
         output = done.stdout + done.stderr
@@ -215,8 +230,9 @@ def test_make_ui_on_a_port_another_program_holds_says_so_and_exits_2(tmp_path):
     create = (
         "from compilebench import tracking as t; t.client('sqlite:///mlruns/mlflow.db').create_experiment(t.EXPERIMENT)"
     )
-    subprocess.run([sys.executable, "-c", create], cwd=root, env=project_env(), check=True, capture_output=True,
-                   timeout=300)  # fmt: skip
+    subprocess.run(
+        [sys.executable, "-c", create], cwd=root, env=project_env(), check=True, capture_output=True, timeout=300
+    )
     with socket.socket() as holder:
         holder.bind(("127.0.0.1", 0))
         holder.listen()
@@ -277,8 +293,11 @@ def test_a_noise_record_that_cannot_be_read_stops_before_any_work_and_is_kept(tm
     from compilebench.harness.records import RecordError
 
     calibration = tmp_path / "calibration.json"
-    for content, why in (('{"abc|cpu": {"version": 2, "invoc', "not JSON"), ("[]", "a JSON object by machine"),
-                         ('{"abc|cpu": {"invocations": []}}', "not an object with `invocations`")):  # fmt: skip
+    for content, why in (
+        ('{"abc|cpu": {"version": 2, "invoc', "not JSON"),
+        ("[]", "a JSON object by machine"),
+        ('{"abc|cpu": {"invocations": []}}', "not an object with `invocations`"),
+    ):
         calibration.write_text(content)
         with pytest.raises(RecordError, match=why):
             noise_record.load_calibrations(calibration)
@@ -299,8 +318,12 @@ def test_an_overlay_of_a_missing_wheel_or_into_a_used_folder_is_refused_and_writ
     """`harness.overlay` (a second stack from carried wheels): a path that is not a wheel, or a folder that holds
     something else, is named, exit 2, before any venv is made; the folder is left as it was."""
     command = [sys.executable, "-m", "compilebench.harness.overlay"]
-    missing = subprocess.run([*command, str(tmp_path / "new"), str(tmp_path / "transformers.whl")],
-                             capture_output=True, text=True, timeout=60)  # fmt: skip
+    missing = subprocess.run(
+        [*command, str(tmp_path / "new"), str(tmp_path / "transformers.whl")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert missing.returncode == 2 and "not a wheel file" in missing.stderr and "transformers.whl" in missing.stderr
     assert not (tmp_path / "new").exists()
     used = tmp_path / "used"
@@ -324,8 +347,12 @@ def test_an_overlay_of_a_wheel_with_an_entry_outside_its_folder_is_refused_and_w
         archive.writestr("evil/__init__.py", "")
         archive.writestr(entry, "print('planted')")
     target = tmp_path / "deep" / "er" / "overlay"
-    refused = subprocess.run([sys.executable, "-m", "compilebench.harness.overlay", str(target), str(wheel)],
-                             capture_output=True, text=True, timeout=60)  # fmt: skip
+    refused = subprocess.run(
+        [sys.executable, "-m", "compilebench.harness.overlay", str(target), str(wheel)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert refused.returncode == 2 and "outside the overlay's site-packages" in refused.stderr, refused.stderr
     assert repr(entry) in refused.stderr and "Traceback" not in refused.stderr
     assert not outside.exists() and not (tmp_path / "deep").exists()
@@ -352,8 +379,9 @@ def test_releases_typed_newest_first_are_refused_with_the_order_to_type(tmp_path
     root = _makefile_project(tmp_path, repo_root)
     with open(root / ".dvc" / "tmp" / "pipeline.lock", "w") as held:
         fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        done = subprocess.run(["make", target, "TORCH=2.14.1 2.0.1 2.13.0"], cwd=root, capture_output=True, text=True,
-                              timeout=60)  # fmt: skip
+        done = subprocess.run(
+            ["make", target, "TORCH=2.14.1 2.0.1 2.13.0"], cwd=root, capture_output=True, text=True, timeout=60
+        )
     assert done.returncode == 2 and "Error 2" in done.stderr, done.stdout + done.stderr
     assert (
         "TORCH lists torch releases oldest first" in done.stderr and 'type them as "2.0.1 2.13.0 2.14.1"' in done.stderr
@@ -378,8 +406,10 @@ def test_a_release_the_index_does_not_have_is_refused_before_anything_is_built(t
     index has, exit 2, nothing built. Against the real package index; skipped where it cannot be read."""
     if package_index.index_versions("torch") is None:
         pytest.skip("the package index cannot be read from here (`pip index versions torch`)")
-    selected = [{"name": name, "label": name, "pins": {**environments.project_pins(repo_root), "torch": version}}
-                for name, version in (("torch-2.14.1", "2.14.1"), ("torch-2.14.9", "2.14.9"))]  # fmt: skip
+    selected = [
+        {"name": name, "label": name, "pins": {**environments.project_pins(repo_root), "torch": version}}
+        for name, version in (("torch-2.14.1", "2.14.1"), ("torch-2.14.9", "2.14.9"))
+    ]
     wanted = [("current", {}, ""), *((entry["name"], entry["pins"], "") for entry in selected)]
     said = "; ".join(package_index.unreleased(wanted, repo_root, tmp_path))
     assert "environment 'torch-2.14.9': torch 2.14.9 is not a release on the package index" in said

@@ -141,8 +141,9 @@ def test_a_round_is_an_eager_only_comparison_of_settings_on_one_interpreter(proj
     assert "## Environments compared" in report and "| field | wide-a | wide-c |" in report
     settings = next(line for line in report.splitlines() if line.startswith("| environment_settings |"))
     assert '"huge_pages": true' in settings
-    checked = subprocess.run([sys.executable, "-m", "compilebench.aggregate", "--check"], cwd=root, env=env,
-                             capture_output=True, text=True)  # fmt: skip
+    checked = subprocess.run(
+        [sys.executable, "-m", "compilebench.aggregate", "--check"], cwd=root, env=env, capture_output=True, text=True
+    )
     assert checked.returncode == 0, checked.stderr[-2000:]
     assert "Traceback" not in checked.stderr
 

@@ -131,10 +131,23 @@ def test_random_init_and_tiny_scale_need_a_card(tmp_path, own, repo_root):
 
 def test_a_zero_shot_detector_without_a_card_needs_its_tokenizer(tmp_path):
     folder = tmp_path / "owlv2-tiny"
-    config = tf.Owlv2Config(text_config={"hidden_size": 16, "intermediate_size": 32, "num_hidden_layers": 1,
-                                         "num_attention_heads": 2, "max_position_embeddings": 16},
-                            vision_config={"hidden_size": 16, "intermediate_size": 32, "num_hidden_layers": 1,
-                                           "num_attention_heads": 2, "image_size": 32, "patch_size": 16})  # fmt: skip
+    config = tf.Owlv2Config(
+        text_config={
+            "hidden_size": 16,
+            "intermediate_size": 32,
+            "num_hidden_layers": 1,
+            "num_attention_heads": 2,
+            "max_position_embeddings": 16,
+        },
+        vision_config={
+            "hidden_size": 16,
+            "intermediate_size": 32,
+            "num_hidden_layers": 1,
+            "num_attention_heads": 2,
+            "image_size": 32,
+            "patch_size": 16,
+        },
+    )
     tf.Owlv2ForObjectDetection(config).save_pretrained(folder)
     tf.Owlv2ImageProcessor(size={"height": 32, "width": 32}).save_pretrained(folder)
     entry = load_models.materialise_uncarded(str(folder), tmp_path / "checkpoints", "auto", online=False)
@@ -151,12 +164,13 @@ def test_a_hub_id_without_a_card_loads_from_the_hf_cache_offline(tmp_path, own):
     shutil.copytree(own["swin-tiny-cls"], repo / "snapshots" / commit)
     (repo / "refs").mkdir()
     (repo / "refs" / "main").write_text(commit)
-    code = ("import json, sys; from pathlib import Path; from compilebench import load_models\n"
-            "print(json.dumps(load_models.materialise_uncarded('acme/swin-finetuned', Path(sys.argv[1]), 'auto', "
-            "False)))")  # fmt: skip
+    code = (
+        "import json, sys; from pathlib import Path; from compilebench import load_models\n"
+        "print(json.dumps(load_models.materialise_uncarded('acme/swin-finetuned', Path(sys.argv[1]), 'auto', "
+        "False)))"
+    )
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_HUB_CACHE": str(tmp_path / "hf" / "hub")}
-    done = subprocess.run([sys.executable, "-c", code, str(tmp_path / "ckpt")], env=env, capture_output=True,
-                          text=True)  # fmt: skip
+    done = subprocess.run([sys.executable, "-c", code, str(tmp_path / "ckpt")], env=env, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr[-2000:]
     entry = json.loads(done.stdout.strip().splitlines()[-1])
     assert entry["weights_source"] == "hub" and entry["resolved_revision"] == commit

@@ -15,23 +15,58 @@ from compilebench.report import tables
 def _row(environment, eager, compiled, key="k1", status="ok", breaks=0, invocation="inv", **extra):
     caches = zip(eager, compiled, (20.0, 3.0, 3.2), ("cold", "warm", "warm"), strict=False)
     processes = [
-        {"eager_ms": [e] * 5, "compiled_ms": [c] * 5, "compile_s": cs, "cache": cache, "peak_mem_mib": 100.0,
-         "block": f"default/r{i}"}
+        {
+            "eager_ms": [e] * 5,
+            "compiled_ms": [c] * 5,
+            "compile_s": cs,
+            "cache": cache,
+            "peak_mem_mib": 100.0,
+            "block": f"default/r{i}",
+        }
         for i, (e, c, cs, cache) in enumerate(caches)
-    ]  # fmt: skip
-    return {"model_id": "org/m", "label": "M", "task": "t", "batch_size": 1, "variant": "default", "compile": True,
-            "environment": environment, "environment_key": key, "status": status, "graph_break_count": breaks,
-            "invocation_id": invocation, "process_results": processes, **extra}  # fmt: skip
+    ]
+    return {
+        "model_id": "org/m",
+        "label": "M",
+        "task": "t",
+        "batch_size": 1,
+        "variant": "default",
+        "compile": True,
+        "environment": environment,
+        "environment_key": key,
+        "status": status,
+        "graph_break_count": breaks,
+        "invocation_id": invocation,
+        "process_results": processes,
+        **extra,
+    }
 
 
 def _comparison(label, variant, judged):
     """A comparison made by hand: B against A in one cell of model `label`, its metrics `judged`."""
     return compare.Comparison(
-        model_id=f"org/{label}", label=label, task="t", batch_size=1, variant=variant, baseline="A", candidate="B",
-        baseline_run_uid=None, candidate_run_uid=None, reference="first", baseline_versions="", candidate_versions="",
-        baseline_status="ok", candidate_status="ok", health_change="", interleaved=True, calibrated=False, margin=0.05,
-        judged=judged, headline=next(iter(judged)), verdict=next(iter(judged.values())).verdict,
-    )  # fmt: skip
+        model_id=f"org/{label}",
+        label=label,
+        task="t",
+        batch_size=1,
+        variant=variant,
+        baseline="A",
+        candidate="B",
+        baseline_run_uid=None,
+        candidate_run_uid=None,
+        reference="first",
+        baseline_versions="",
+        candidate_versions="",
+        baseline_status="ok",
+        candidate_status="ok",
+        health_change="",
+        interleaved=True,
+        calibrated=False,
+        margin=0.05,
+        judged=judged,
+        headline=next(iter(judged)),
+        verdict=next(iter(judged.values())).verdict,
+    )
 
 
 def test_b_slower_than_a_is_flagged_with_its_ratio():
@@ -65,8 +100,11 @@ def test_the_headline_is_holm_adjusted_across_cells():
     for index in range(10):
         shift = (1.10, 1.12, 1.14) if index == 0 else (1.0, 1.0, 1.0)
         a = {**_row("current", [10.0] * 3, [5.0, 5.1, 4.9]), "label": f"M{index}", "model_id": f"org/m{index}"}
-        b = {**_row("new", [10.0] * 3, [5.0 * shift[0], 5.1 * shift[1], 4.9 * shift[2]], key="k2"),
-             "label": f"M{index}", "model_id": f"org/m{index}"}  # fmt: skip
+        b = {
+            **_row("new", [10.0] * 3, [5.0 * shift[0], 5.1 * shift[1], 4.9 * shift[2]], key="k2"),
+            "label": f"M{index}",
+            "model_id": f"org/m{index}",
+        }
         rows += [a, b]
     compared = compare.comparison_rows(runs_of(rows), noise=None)
     first = next(row for row in compared if row.label == "M0")
@@ -103,8 +141,11 @@ def test_a_series_step_is_judged_for_the_family_of_its_metric():
             {**_row("c", [10.0] * 3, [5.0 * shift[0], 5.1 * shift[1], 4.9 * shift[2]], key="k3"), **cell},
         ]
     compared = compare.comparison_rows(runs_of(runs), noise=None, labels=["a", "b", "c"])
-    [first] = [e for e in suite.series_steps(compared, ["a", "b", "c"])
-               if e["label"] == "M0" and e["metric"] == "compiled_latency"]  # fmt: skip
+    [first] = [
+        e
+        for e in suite.series_steps(compared, ["a", "b", "c"])
+        if e["label"] == "M0" and e["metric"] == "compiled_latency"
+    ]
     step = first["steps"][1]
     row = next(r for r in compared if r.label == "M0" and r.baseline == "b" and r.candidate == "c")
     assert row.judged["compiled_latency"].ratio.p_value < 0.05 and row.judged["compiled_latency"].verdict == "slower"
@@ -168,8 +209,9 @@ def test_the_machines_noise_record_accumulates_per_cell_and_never_counts_an_invo
     record = noise_record.record_noise(record, "inv2", {cell: measured}, {"aa": False})
     record = noise_record.record_noise(record, "inv2", {cell: measured}, {"aa": False})  # judged again: replaced
     pooled = noise_record.machine_noise(record)[cell]
-    assert pooled["eager_latency"].dof == 4 and pooled["eager_latency"].ss == pytest.approx(2 * measured[
-        "eager_latency"].ss)  # fmt: skip
+    assert pooled["eager_latency"].dof == 4 and pooled["eager_latency"].ss == pytest.approx(
+        2 * measured["eager_latency"].ss
+    )
     assert noise_record.machine_noise(record, leave_out="inv2")[cell]["eager_latency"].dof == 2
     assert noise_record.pooled_by_metric(noise_record.machine_noise(record))["eager_latency"].dof == 4
     assert noise_record.machine_noise({"deltas": {"speedup": 0.1}}) == {}  # a version-1 margin holds no variance
@@ -190,12 +232,29 @@ def _together(environment, slowdown, turns, key="k1", turns_of_block=None):
         mine = (turns_of_block or {}).get(block, turns)
         state = [1.3 if turn <= 5 else 1.0 for turn in mine for _ in range(2)]
         factor = slowdown * (1 + 0.01 * block) if slowdown != 1 else 1.0
-        processes.append({"eager_ms": [10.0 * s for s in state], "compiled_ms": [5.0 * s * factor for s in state],
-                          "round_turns": [turn for turn in mine for _ in range(2)], "block": f"default/r{block}",
-                          "compile_s": 3.0, "cache": "warm"})  # fmt: skip
-    return {"model_id": "org/m", "label": "M", "task": "t", "batch_size": 1, "variant": "default", "compile": True,
-            "environment": environment, "environment_key": key, "status": "ok", "invocation_id": "inv",
-            "process_results": processes}  # fmt: skip
+        processes.append(
+            {
+                "eager_ms": [10.0 * s for s in state],
+                "compiled_ms": [5.0 * s * factor for s in state],
+                "round_turns": [turn for turn in mine for _ in range(2)],
+                "block": f"default/r{block}",
+                "compile_s": 3.0,
+                "cache": "warm",
+            }
+        )
+    return {
+        "model_id": "org/m",
+        "label": "M",
+        "task": "t",
+        "batch_size": 1,
+        "variant": "default",
+        "compile": True,
+        "environment": environment,
+        "environment_key": key,
+        "status": "ok",
+        "invocation_id": "inv",
+        "process_results": processes,
+    }
 
 
 def test_blocks_run_together_pair_their_rounds_by_turn():
@@ -231,8 +290,16 @@ def test_a_cell_whose_blocks_share_too_few_turns_is_paired_by_process_medians():
 
 
 def test_values_read_back_from_mlflow_are_used_as_they_are():
-    stored = {"model_id": "org/m", "batch_size": 1, "variant": "default", "environment": "A", "status": "ok",
-              "compile": True, "fullgraph": False, "fell_back_to_eager": "False"}  # fmt: skip
+    stored = {
+        "model_id": "org/m",
+        "batch_size": 1,
+        "variant": "default",
+        "environment": "A",
+        "status": "ok",
+        "compile": True,
+        "fullgraph": False,
+        "fell_back_to_eager": "False",
+    }
     run = tracking.stored_run({**stored, "process_values": {"speedup": {"default/r0": 2.0, "default/r1": 2.2}}})
     assert run.values["speedup"] == {"default/r0": 2.0, "default/r1": 2.2} and run.fell_back_to_eager is False
     older = tracking.stored_run({**stored, "process_values": {"speedup": [2.0, 2.2]}})  # before blocks: cannot pair
@@ -247,8 +314,10 @@ def _values(processes):
 def test_compile_times_go_cold_or_warm_by_what_each_process_found_in_its_cache():
     """With a shared cache (a GPU machine's plan) the process row says whether its graphs came from the cache;
     a row written before that was recorded goes by its cache: `cold` and `shared` as cold."""
-    shared = [{"eager_ms": [10.0], "compiled_ms": [5.0], "compile_s": s, "cache": "shared", "cold_compile": cold}
-              for s, cold in ((12.6, True), (3.5, False))]  # fmt: skip
+    shared = [
+        {"eager_ms": [10.0], "compiled_ms": [5.0], "compile_s": s, "cache": "shared", "cold_compile": cold}
+        for s, cold in ((12.6, True), (3.5, False))
+    ]
     assert list(_values(shared)["compile_cold"].values()) == [12.6]
     assert list(_values(shared)["compile_warm"].values()) == [3.5]
     older = [{**process, "cache": cache} for process, cache in zip(shared, ("shared", "warm"), strict=True)]
@@ -278,12 +347,24 @@ def test_the_suite_summary_counts_verdicts_and_pools_the_cells_geomean_with_its_
     t = stats.t_quantile(0.975, 5)
 
     def row(label, ratio, halfwidth, verdict, metric="compiled_latency", variant="default"):
-        interval = stats.Ratio(ratio, ratio * math.exp(-halfwidth), ratio * math.exp(halfwidth), math.nan, math.nan,
-                               math.nan, 3, 5.0, stats.PAIRED)  # fmt: skip
+        interval = stats.Ratio(
+            ratio,
+            ratio * math.exp(-halfwidth),
+            ratio * math.exp(halfwidth),
+            math.nan,
+            math.nan,
+            math.nan,
+            3,
+            5.0,
+            stats.PAIRED,
+        )
         return _comparison(label, variant, {metric: compare.Judged(interval, "", "", verdict)})
 
-    rows = [row("R", 1.1, 0.04, "slower"), row("V", 0.9, 0.02, "equivalent"), row("S", math.nan, math.inf,
-                                                                                  "inconclusive")]  # fmt: skip
+    rows = [
+        row("R", 1.1, 0.04, "slower"),
+        row("V", 0.9, 0.02, "equivalent"),
+        row("S", math.nan, math.inf, "inconclusive"),
+    ]
     [entry] = suite.summary(rows)
     assert (entry["changed"], entry["equivalent"], entry["inconclusive"], entry["cells"]) == (1, 1, 1, 3)
     assert entry["left_out"] == ["S bs1 default"] and entry["chance_flags"] == pytest.approx(0.1)
@@ -299,8 +380,11 @@ def test_the_suite_summary_counts_verdicts_and_pools_the_cells_geomean_with_its_
     assert suite.summary(tight)[0]["verdict"] == stats.EQUIVALENT  # the suite decides what no cell did
     eager = [row("R", 1.1, 0.04, "slower", "eager_latency", "eager"), row("R", 1.1, 0.04, "slower", "eager_latency")]
     assert [e["cells"] for e in suite.summary(eager) if e["metric"] == "eager_latency"] == [1]  # eager's own
-    startup = [row(label, 0.9, 0.04, "faster", "inductor_startup", variant) for label in ("R", "V")
-               for variant in ("default", "freezing")]  # fmt: skip
+    startup = [
+        row(label, 0.9, 0.04, "faster", "inductor_startup", variant)
+        for label in ("R", "V")
+        for variant in ("default", "freezing")
+    ]
     [entry] = suite.summary(startup)  # both arms of a timing process have its start-up: a model counts once
     assert (entry["cells"], entry["changed"]) == (2, 2)
     assert suite.summary([]) == []

@@ -109,8 +109,11 @@ def test_shipped_params_load(repo_root):
 def test_an_environment_of_settings_runs_with_them_over_the_top_level_ones(tmp_path, repo_root):
     """Two settings on one stack: the environment pins nothing, runs on `current`'s interpreter, and its processes
     take its settings over top-level `settings`; every other key of their timing is `benchmark`'s."""
-    change = {"compare": ["current", "tf32"], "settings.huge_pages": True,
-              "environments.tf32.settings": {"float32_matmul_precision": "high", "num_threads": 1}}  # fmt: skip
+    change = {
+        "compare": ["current", "tf32"],
+        "settings.huge_pages": True,
+        "environments.tf32.settings": {"float32_matmul_precision": "high", "num_threads": 1},
+    }
     config = load_config(_write(tmp_path, repo_root, change))
     own, base = config.timing("tf32"), config.timing()
     assert (own.float32_matmul_precision, own.num_threads, own.huge_pages) == ("high", 1, True)
@@ -118,9 +121,14 @@ def test_an_environment_of_settings_runs_with_them_over_the_top_level_ones(tmp_p
     assert replace(own, float32_matmul_precision="highest", num_threads=0) == base
     assert (base.min_time_s, base.device, base.together) == (config.benchmark.min_time_s, "cpu", True)
     selected = plan.selection(config, [], {"current": {"torch": "2.13.0"}, "tf32": {"torch": "2.13.0"}}, None)
-    assert selected["environments"][1] == {"label": "tf32", "name": "tf32", "pins": {"torch": "2.13.0"},
-                                           "settings": {"float32_matmul_precision": "high", "num_threads": 1},
-                                           "stack": "current", "python": ""}  # fmt: skip
+    assert selected["environments"][1] == {
+        "label": "tf32",
+        "name": "tf32",
+        "pins": {"torch": "2.13.0"},
+        "settings": {"float32_matmul_precision": "high", "num_threads": 1},
+        "stack": "current",
+        "python": "",
+    }
     assert selected["environments"][0]["settings"] == {} and selected["environments"][0]["stack"] == "current"
 
 
@@ -132,13 +140,18 @@ def test_dvc_set_changes_only_the_keys_lines_of_params_yaml(tmp_path, repo_root)
     path = tmp_path / "params.yaml"
     before = (repo_root / "params.yaml").read_text()
     path.write_text(before)
-    apply_overrides(path, ["compare=[current,torch-2.14.1]", "suite=gpu", "budget_min=20", "margin=0.1",
-                           "++benchmark.min_time_s=4"])  # fmt: skip
+    apply_overrides(
+        path, ["compare=[current,torch-2.14.1]", "suite=gpu", "budget_min=20", "margin=0.1", "++benchmark.min_time_s=4"]
+    )
     old, new = before.splitlines(), path.read_text().splitlines()
     changed = [line for line in new if line not in old]
     gone = [line for line in old if line not in new]
-    assert [line.split("#")[0].strip() for line in changed] == ["suite: gpu", "- torch-2.14.1", "budget_min: 20",
-                                                                "min_time_s: 4"]  # fmt: skip
+    assert [line.split("#")[0].strip() for line in changed] == [
+        "suite: gpu",
+        "- torch-2.14.1",
+        "budget_min: 20",
+        "min_time_s: 4",
+    ]
     assert [line.split(":")[0] for line in gone] == ["suite", "budget_min"]
     assert len(new) == len(old) + 2 and load_config(path).budget_min == 20
 

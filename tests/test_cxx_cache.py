@@ -64,15 +64,18 @@ def test_what_it_cannot_key_goes_to_the_compiler(tmp_path):
     assert cache_key(GXX, [str(tmp_path / "k.cpp"), "-E", "-o", "k.i"]) is None  # preprocessing
     compiler = install(tmp_path / "cxx", GXX)
     version = subprocess.run([str(compiler), "--version"], capture_output=True, text=True)
-    assert version.returncode == 0 and version.stdout == subprocess.run([GXX, "--version"], capture_output=True,
-                                                                        text=True).stdout  # fmt: skip
+    assert (
+        version.returncode == 0
+        and version.stdout == subprocess.run([GXX, "--version"], capture_output=True, text=True).stdout
+    )
 
 
 def test_a_failed_compile_fails_and_stores_nothing(tmp_path):
     compiler = install(tmp_path / "cxx", GXX)
     (tmp_path / "bad.cpp").write_text("this is not C++\n")
-    done = subprocess.run([str(compiler), str(tmp_path / "bad.cpp"), "-o", str(tmp_path / "bad.so")],
-                          capture_output=True, text=True)  # fmt: skip
+    done = subprocess.run(
+        [str(compiler), str(tmp_path / "bad.cpp"), "-o", str(tmp_path / "bad.so")], capture_output=True, text=True
+    )
     assert done.returncode != 0 and "error" in done.stderr
     assert not (tmp_path / "bad.so").exists() and not list((tmp_path / "cxx").glob("store/*/*"))
 

@@ -27,9 +27,15 @@ def test_each_cell_counts_once_and_one_process_a_side_is_told_apart(decided, rep
     one cold process a side; the counts add up, and they are the table's verdict words."""
     frame = pd.read_csv(repo_root / RECORD / "results" / "comparison.csv")
     counts = {c.metric: c for c in decided.count(read_comparisons(frame))}
-    assert {m: c.verdicts for m, c in counts.items()} == {"eager_latency": 3, "compiled_latency": 6, "speedup": 6,
-                                                          "compile_cold": 6, "compile_warm": 6, "inductor_startup": 3,
-                                                          "peak_memory": 9}  # fmt: skip
+    assert {m: c.verdicts for m, c in counts.items()} == {
+        "eager_latency": 3,
+        "compiled_latency": 6,
+        "speedup": 6,
+        "compile_cold": 6,
+        "compile_warm": 6,
+        "inductor_startup": 3,
+        "peak_memory": 9,
+    }
     assert all(c.decided + c.inconclusive == c.verdicts for c in counts.values())
     assert counts["compile_cold"].single == 6 and counts["compile_cold"].decided == 0
     words = frame[frame["variant"] != "eager"]["speedup_verdict"]
@@ -42,14 +48,18 @@ def test_the_script_prints_every_folder_and_a_folder_without_a_comparison_is_a_c
     done = subprocess.run([sys.executable, script, str(repo_root / RECORD)], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr[-2000:]
     assert "all: " in done.stdout and "headline: " in done.stdout and "with one process a side" in done.stdout
-    done = subprocess.run([sys.executable, script, str(repo_root / RECORD), str(tmp_path)], capture_output=True,
-                          text=True)  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, script, str(repo_root / RECORD), str(tmp_path)], capture_output=True, text=True
+    )
     assert done.returncode != 0 and done.stdout == ""
     assert str(tmp_path) in done.stderr and "comparison.csv" in done.stderr
     (tmp_path / "results").mkdir()
     shutil.copy(repo_root / RECORD / "results" / "comparison.csv", tmp_path / "results")  # a table, no runs
-    done = subprocess.run([sys.executable, script, "--rejudge", "medians", str(repo_root / RECORD), str(tmp_path)],
-                          capture_output=True, text=True)  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, script, "--rejudge", "medians", str(repo_root / RECORD), str(tmp_path)],
+        capture_output=True,
+        text=True,
+    )
     assert done.returncode != 0 and done.stdout == ""
     assert str(tmp_path) in done.stderr and "runs.jsonl" in done.stderr and str(RECORD) not in done.stderr
 
@@ -76,7 +86,7 @@ def test_judged_as_before_cold_processes_timed_a_record_loses_its_cold_blocks_on
             for a, b in zip(now, before, strict=True)
             if a.judged.get(metric) and a.judged[metric].ratio.blocks
         ]
-        assert lost and all(0 <= n <= fewer for n in lost) and fewer in lost, (metric, lost)  # fmt: skip
+        assert lost and all(0 <= n <= fewer for n in lost) and fewer in lost, (metric, lost)
 
 
 def test_a_wider_margin_only_turns_words_equivalent(decided, repo_root):
@@ -92,6 +102,9 @@ def test_a_wider_margin_only_turns_words_equivalent(decided, repo_root):
             assert changed[0] == changed[1] or changed[1] == "equivalent", (metric, changed)
             moved += changed[0] != changed[1]
     assert moved >= 5
-    done = subprocess.run([sys.executable, str(repo_root / "benchmarks" / "decided.py"), "--margin", "0.1",
-                           str(repo_root / COLD_TIMED)], capture_output=True, text=True)  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, str(repo_root / "benchmarks" / "decided.py"), "--margin", "0.1", str(repo_root / COLD_TIMED)],
+        capture_output=True,
+        text=True,
+    )
     assert done.returncode == 2 and "with --rejudge" in done.stderr and done.stdout == ""

@@ -22,10 +22,19 @@ DEPLOYS = {
 
 def _trials(model, image, variant, caches=("cold", "warm")):
     return [
-        TrialSpec(trial_id=f"current/tiny-resnet/bs1/{variant.name}/r{replicate}", environment="current", model=model,
-                  batch_size=1, variant=variant, replicate=replicate, cache=cache, image=image, timing=TIMING)
+        TrialSpec(
+            trial_id=f"current/tiny-resnet/bs1/{variant.name}/r{replicate}",
+            environment="current",
+            model=model,
+            batch_size=1,
+            variant=variant,
+            replicate=replicate,
+            cache=cache,
+            image=image,
+            timing=TIMING,
+        )
         for replicate, cache in enumerate(caches)
-    ]  # fmt: skip
+    ]
 
 
 @pytest.fixture(scope="module")
@@ -74,8 +83,10 @@ def test_a_cold_process_builds_its_precompiled_header_in_its_own_folder(deployed
     so does a process given portable artifacts on an empty cache, as a fresh machine would."""
     workdir, _ = deployed
     (cold_spec, cold), (warm_spec, warm) = _pair(deployed, "artifacts")
-    for cache, result in ((workdir / "inductor-cache" / cold_spec.cache_key, cold),
-                          (workdir / "inductor-cache-empty" / warm_spec.cache_key / "r1", warm)):  # fmt: skip
+    for cache, result in (
+        (workdir / "inductor-cache" / cold_spec.cache_key, cold),
+        (workdir / "inductor-cache-empty" / warm_spec.cache_key / "r1", warm),
+    ):
         headers = list((cache / "tmp").glob("torchinductor_*/precompiled_headers/*.h.[gp]ch"))
         assert headers, cache
         # built while this process ran (not found there from an earlier one): its time is inside the process's life
@@ -109,14 +120,21 @@ def test_a_way_that_cannot_work_for_a_model_is_a_recorded_status(tiny_resnet, tm
     and the error, with eager still timed in that process; never a crash."""
     _, image = tiny_resnet
     owlvit = models.random_checkpoint("google/owlvit-base-patch32", "tiny", tmp_path)
-    (result,) = launcher.run_trials(_trials(owlvit, image, DEPLOYS["regional"], caches=("cold",)),
-                                    {"current": sys.executable}, tmp_path / "work", timeout_s=600)  # fmt: skip
+    (result,) = launcher.run_trials(
+        _trials(owlvit, image, DEPLOYS["regional"], caches=("cold",)),
+        {"current": sys.executable},
+        tmp_path / "work",
+        timeout_s=600,
+    )
     assert result.status == "compile_error" and "OwlViTForObjectDetection has no repeated block" in result.error
     assert len(result.eager_ms) >= 3
 
 
 def test_repeated_blocks_are_the_models_own_layers():
-    for hub, expected in (("microsoft/resnet-50", {"ResNetStage"}), ("facebook/detr-resnet-50", {"ResNetStage"}),
-                          ("microsoft/beit-base-patch16-224-pt22k-ft22k", {"BeitLayer"})):  # fmt: skip
+    for hub, expected in (
+        ("microsoft/resnet-50", {"ResNetStage"}),
+        ("facebook/detr-resnet-50", {"ResNetStage"}),
+        ("microsoft/beit-base-patch16-224-pt22k-ft22k", {"BeitLayer"}),
+    ):
         blocks = compiling.repeated_blocks(models.random_model(models.get_card(hub), "tiny", 0))
         assert {type(block).__name__ for block in blocks} == expected, hub

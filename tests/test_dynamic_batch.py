@@ -23,9 +23,18 @@ SERVE = {
 
 
 def _spec(model, image, name, cache):
-    return TrialSpec(trial_id=f"current/tiny-resnet/bs2/{name}/r0", environment="current", model=model, batch_size=2,
-                     variant=SERVE[name], replicate=0, cache=cache, image=image, timing=TIMING,
-                     serve_batch_sizes=SIZES)  # fmt: skip
+    return TrialSpec(
+        trial_id=f"current/tiny-resnet/bs2/{name}/r0",
+        environment="current",
+        model=model,
+        batch_size=2,
+        variant=SERVE[name],
+        replicate=0,
+        cache=cache,
+        image=image,
+        timing=TIMING,
+        serve_batch_sizes=SIZES,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -125,10 +134,22 @@ def test_the_report_table_sums_a_graph_per_size_and_takes_a_serving_process_whol
     from compilebench import report
 
     def run(variant, size, compile_s, serve=None, graphs=None, recompiles=None, status="ok", error=None):
-        return {"environment": "current", "device_name": "cpu-x", "label": "ResNet", "variant": variant,
-                "batch_size": size, "latency_ms_median": 10.0 * size, "speedup": 1.5, "status": status,
-                "error": error, "compile_s": compile_s, "graph_count": 1, "serve_batch_sizes": serve,
-                "serve_graphs": graphs, "serve_recompiles": recompiles}  # fmt: skip
+        return {
+            "environment": "current",
+            "device_name": "cpu-x",
+            "label": "ResNet",
+            "variant": variant,
+            "batch_size": size,
+            "latency_ms_median": 10.0 * size,
+            "speedup": 1.5,
+            "status": status,
+            "error": error,
+            "compile_s": compile_s,
+            "graph_count": 1,
+            "serve_batch_sizes": serve,
+            "serve_graphs": graphs,
+            "serve_recompiles": recompiles,
+        }
 
     summary = pd.DataFrame(
         [run("default", size, 20.0) for size in (1, 4, 16)]

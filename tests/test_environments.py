@@ -66,8 +66,11 @@ def calibrated(compared, tmp_path_factory):
     source, env, _ = compared
     root = tmp_path_factory.mktemp("aa") / "project"
     shutil.copytree(source, root, symlinks=True)
-    set_params(root, compare=["current", "current"], **{"benchmark.compile_cache": "shared", "benchmark.replicates": 2,
-                                                          "benchmark.cold_replicates": 0})  # fmt: skip
+    set_params(
+        root,
+        compare=["current", "current"],
+        **{"benchmark.compile_cache": "shared", "benchmark.replicates": 2, "benchmark.cold_replicates": 0},
+    )
     for stage in ("load_models", "benchmark", "aggregate"):
         _stage(stage, root, env)
     return root, env
@@ -123,8 +126,13 @@ def test_the_comparison_table_reads_b_against_a(compared):
         math.log1p(row["margin"]),
         *(math.log(row[f"compiled_latency_ci90_{e}"]) for e in ("low", "high")),
     )
-    expected = "equivalent" if -bound < low and high < bound else "beyond margin" if low > bound or high < -bound else (
-        "undecided")  # fmt: skip
+    expected = (
+        "equivalent"
+        if -bound < low and high < bound
+        else "beyond margin"
+        if low > bound or high < -bound
+        else ("undecided")
+    )
     assert row["compiled_latency_relevance"] == expected and row["margin"] == 0.10  # params.yaml's default
     assert not row["calibrated"]  # the first comparison on this machine: no noise record yet
     # the same row, per metric, in the DVC metric file `dvc metrics diff` compares between experiments
@@ -196,23 +204,46 @@ def test_the_forecast_prices_a_plan_at_this_machines_processes_and_writes_nothin
     shares = [max(walls) / len(walls) for walls in blocks.values() for _ in walls]
     wall_s = planned_s * statistics.median(shares) / statistics.median(own.values())
     assert "planned: 4 processes (4 timing) for 2 environment(s)" in log, log
-    assert f"priced at this machine's 4 earlier processes (data/results/runs.jsonl): the planned blocks take about " \
-           f"{forecast.minutes(wall_s)} of wall time, which the budget counts" in log, log  # fmt: skip
+    assert (
+        f"priced at this machine's 4 earlier processes (data/results/runs.jsonl): the planned blocks take about "
+        f"{forecast.minutes(wall_s)} of wall time, which the budget counts" in log
+    ), log
     assert f"{forecast.minutes(planned_s)} of the processes' own time)" in log, log
     assert "environment current: built" in log, log
     forecast_lines = [line for line in log.splitlines() if " finds a change of " in line]
     assert all("`equivalent` (within +-10%) in about " in line for line in forecast_lines), log
     assert forecast_lines or "fewer than 2 degrees of freedom" in log, log  # a record this thin: either, as it fell
     assert "ran alone" not in log  # priced at the A/A's blocks, which ran together as the plan's will
-    unbuilt = _stage("forecast", root, env, "--set", "environments.pinned={pins: {transformers: 4.56.2}}",
-                     "--set", "compare=[current,pinned]").stderr  # fmt: skip
+    unbuilt = _stage(
+        "forecast",
+        root,
+        env,
+        "--set",
+        "environments.pinned={pins: {transformers: 4.56.2}}",
+        "--set",
+        "compare=[current,pinned]",
+    ).stderr
     assert "environment pinned: not built yet" in unbuilt, unbuilt
-    fresh = _stage("forecast", root, env, "--set", "compare=[current,pinned]", "--set", "paths.calibration=none.json",
-                   "--set", "environments.pinned={pins: {transformers: 4.56.2}}").stderr  # fmt: skip
+    fresh = _stage(
+        "forecast",
+        root,
+        env,
+        "--set",
+        "compare=[current,pinned]",
+        "--set",
+        "paths.calibration=none.json",
+        "--set",
+        "environments.pinned={pins: {transformers: 4.56.2}}",
+    ).stderr
     assert "no noise record of this machine" in fresh and "an A/A first (`make compare B=current`" in fresh, fresh
     assert {path: path.stat().st_mtime_ns for path in root.rglob("*") if path.is_file()} == before
-    bad = subprocess.run([sys.executable, "-m", "compilebench.forecast", "--set", "compare=[current,nosuch]"],
-                         cwd=root, env=env, capture_output=True, text=True)  # fmt: skip
+    bad = subprocess.run(
+        [sys.executable, "-m", "compilebench.forecast", "--set", "compare=[current,nosuch]"],
+        cwd=root,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
     assert bad.returncode == 2 and "unknown environment 'nosuch'" in bad.stderr, bad.stderr
 
 
@@ -259,8 +290,9 @@ def test_an_environment_that_cannot_be_built_fails_before_any_work(tmp_path):
     env = project_env()
     for stage in ("fetch_image", "load_models"):
         _stage(stage, root, env)
-    done = subprocess.run([sys.executable, "-m", "compilebench.benchmark"], cwd=root, env=env,
-                                         capture_output=True, text=True, timeout=600)  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-m", "compilebench.benchmark"], cwd=root, env=env, capture_output=True, text=True, timeout=600
+    )
     assert done.returncode == 2, done.stderr[-2000:]
     said = done.stderr  # the index refuses it first where it can be read, else the build (uv's resolver)
     assert "environment 'ancient'" in said and (
@@ -280,8 +312,14 @@ def test_a_built_environment_harmed_since_is_refused_with_how_to_mend_it(tmp_pat
     folder = environments.folder_of("harmed", pins, cache)
     run_ok([sys.executable, "-m", "venv", "--without-pip", str(folder)], tmp_path, project_env())  # no torch in it
     (folder / environments.READY_MARKER).write_text(json.dumps({"name": "harmed", "pins": pins, "python": "3.11"}))
-    made = subprocess.run([sys.executable, "-m", "compilebench.environments", "harmed"], cwd=root, env=project_env(),
-                          capture_output=True, text=True, timeout=120)  # fmt: skip
+    made = subprocess.run(
+        [sys.executable, "-m", "compilebench.environments", "harmed"],
+        cwd=root,
+        env=project_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert made.returncode == 2 and "Traceback" not in made.stderr, made.stderr[-2000:]
     assert (
         "environment 'harmed'" in made.stderr and "torch, transformers, numpy no longer installed in it" in made.stderr
@@ -310,8 +348,9 @@ def test_built_environments_are_listed_with_their_size_and_the_unused_ones_remov
         (folder / "lib" / "own.so").write_bytes(os.urandom(300_000))
         (elsewhere / f"{folder.name}.whl-file").write_bytes(os.urandom(200_000))
         os.link(elsewhere / f"{folder.name}.whl-file", folder / "lib" / "shared.so")  # as uv installs from its cache
-        (folder / environments.READY_MARKER).write_text(json.dumps({"name": folder.name.rsplit("-", 1)[0],
-                                                                    "pins": pins, "python": "3.11.7"}))  # fmt: skip
+        (folder / environments.READY_MARKER).write_text(
+            json.dumps({"name": folder.name.rsplit("-", 1)[0], "pins": pins, "python": "3.11.7"})
+        )
     (cache / "half-built-0123456789ab").mkdir()  # no marker: not an environment, never listed or removed
     built = environments.built_environments(cache, {wanted})
     assert sorted((b.name, b.wanted) for b in built) == [("current", True), ("torch-2.4.1", False)]
@@ -352,8 +391,9 @@ def test_a_venv_a_benchmark_runs_on_is_not_removed_from_another_project(tmp_path
         f"environments.stacks({selected!r}, Path('.'), Path({str(cache)!r}))\nprint('holding', flush=True)\n"
         "time.sleep(120)\n"
     )
-    benchmark = subprocess.Popen([sys.executable, "-c", holder], cwd=tmp_path, env=project_env(),
-                                 stdout=subprocess.PIPE, text=True)  # fmt: skip
+    benchmark = subprocess.Popen(
+        [sys.executable, "-c", holder], cwd=tmp_path, env=project_env(), stdout=subprocess.PIPE, text=True
+    )
     try:
         assert benchmark.stdout.readline().strip() == "holding"
         other = tmp_path / "other-project"  # not a DVC project: its own pipeline lock is not what stops it
@@ -391,11 +431,16 @@ def test_an_environment_is_built_on_the_python_it_names():
     if not environments.pyenv_versions("3.10") and not shutil.which("python3.10"):
         pytest.skip("no Python 3.10 here")
     python, version = environments.interpreter("3.10", "old")
-    assert version.startswith("3.10.") and subprocess.run([python, "-c", "import sys; assert sys.version_info[:2] == "
-                                                           "(3, 10)"]).returncode == 0  # fmt: skip
+    assert (
+        version.startswith("3.10.")
+        and subprocess.run([python, "-c", "import sys; assert sys.version_info[:2] == (3, 10)"]).returncode == 0
+    )
     assert environments.interpreter("")[0] == sys.executable
-    with pytest.raises(environments.StackError, match=r"environment 'old' asks for Python 3\.99: none found.*pyenv "
-                                                      r"install 3\.99"):  # fmt: skip
+    with pytest.raises(
+        environments.StackError,
+        match=r"environment 'old' asks for Python 3\.99: none found.*pyenv "
+        r"install 3\.99",
+    ):
         environments.interpreter("3.99", "old")
 
 
@@ -412,8 +457,13 @@ def test_a_machine_cap_on_a_pinned_package_gives_way_to_the_pin(tmp_path):
         "print(json.dumps([released, installer.install_command('/x/python', ['torch==2.15.0'], sys.executable,"
         " released)]))"
     )
-    done = subprocess.run([sys.executable, "-c", code, str(folder)], capture_output=True, text=True, check=True,
-                          env={**project_env(), "PIP_CONSTRAINT": str(caps)})  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-c", code, str(folder)],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={**project_env(), "PIP_CONSTRAINT": str(caps)},
+    )
     released, command = json.loads(done.stdout)
     copy = released[str(caps)]
     assert Path(copy).read_text() == "# lie on disk\ntorchvision<=0.29.1\n"

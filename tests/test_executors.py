@@ -40,8 +40,9 @@ def test_this_machines_slots_split_its_cores_and_name_their_gpu():
     slots = executors.local_slots([3, 5], 0)
     cores = len(os.sched_getaffinity(0))
     assert [slot["CUDA_VISIBLE_DEVICES"] for slot in slots] == ["3", "5"]
-    assert all(slot["OMP_NUM_THREADS"] == slot["TORCHINDUCTOR_COMPILE_THREADS"] == str(max(cores // 2, 1))
-               for slot in slots)  # fmt: skip
+    assert all(
+        slot["OMP_NUM_THREADS"] == slot["TORCHINDUCTOR_COMPILE_THREADS"] == str(max(cores // 2, 1)) for slot in slots
+    )
     if cores >= 2:
         first, second = ({int(c) for c in slot["COMPILEBENCH_CPUS"].split(",")} for slot in slots)
         assert first and second and not first & second  # each its own cores
@@ -59,8 +60,11 @@ def _project(tmp_path, **runner):
     """Two units (the tiny ResNet at batch 1 and 2), eager and default: two timing blocks each (the first compiles,
     the second finds its graphs in the shared cache), one environment."""
     root = make_project(tmp_path, ["microsoft/resnet-50"], replicates=2, cold_replicates=0, compile_cache="shared")
-    set_params(root, **{f"runner.{key}": value for key, value in runner.items()}, **{"runner.parallel_cpu_slots": True,
-               "suites.smoke.batch_sizes": [1, 2]})  # fmt: skip
+    set_params(
+        root,
+        **{f"runner.{key}": value for key, value in runner.items()},
+        **{"runner.parallel_cpu_slots": True, "suites.smoke.batch_sizes": [1, 2]},
+    )
     return root
 
 
@@ -110,8 +114,9 @@ def on_ray(tmp_path_factory):
     env = {**project_env(), "COMPILEBENCH_RAY_TMP": ray_tmp}
     run_ok(["git", "init", "-q"], root, env)
     run_ok(["dvc", "init", "-q"], root, env)
-    repro = subprocess.Popen(["dvc", "repro"], cwd=root, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                             text=True)  # fmt: skip
+    repro = subprocess.Popen(
+        ["dvc", "repro"], cwd=root, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
     killed, deadline = None, time.time() + 600
     while killed is None and time.time() < deadline and repro.poll() is None:
         for pid in descendants(repro.pid):
@@ -140,8 +145,9 @@ def test_on_ray_every_unit_runs_on_one_gpu_with_its_threads_and_a_killed_unit_ru
     per_unit = {}
     for unit, process in seen.values():
         per_unit.setdefault(unit, set()).add(process["slot"])
-    assert len(per_unit) == 2 and all(len(slots) == 1 and next(iter(slots)).rsplit(":", 1)[1] in ("0", "1")
-                                      for slots in per_unit.values())  # fmt: skip
+    assert len(per_unit) == 2 and all(
+        len(slots) == 1 and next(iter(slots)).rsplit(":", 1)[1] in ("0", "1") for slots in per_unit.values()
+    )
     assert all(process["omp_num_threads"] == "1" for _, process in seen.values())  # not Ray's own 1 by chance:
     windows = sorted((p["started_at"], p["started_at"] + p["wall_s"]) for _, p in seen.values())
     assert max(sum(start <= moment < end for start, end in windows) for moment, _ in windows) <= 2

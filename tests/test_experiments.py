@@ -39,9 +39,23 @@ def test_each_experiment_lists_each_metrics_word_and_suite_ratio(repo_root, tmp_
     (tmp_path / "params.yaml").write_text("which: old\n")
     run(["git", "init", "-q"], tmp_path)
     run([dvc, "init", "-q"], tmp_path)
-    run([dvc, "stage", "add", "-q", "-n", "m", "-p", "which", "-M", "metrics.json",
-         f"{sys.executable} -c \"import yaml, shutil; which = yaml.safe_load(open('params.yaml'))['which']; "
-         "shutil.copy(which + '.json', 'metrics.json')\""], tmp_path)  # fmt: skip
+    run(
+        [
+            dvc,
+            "stage",
+            "add",
+            "-q",
+            "-n",
+            "m",
+            "-p",
+            "which",
+            "-M",
+            "metrics.json",
+            f"{sys.executable} -c \"import yaml, shutil; which = yaml.safe_load(open('params.yaml'))['which']; "
+            "shutil.copy(which + '.json', 'metrics.json')\"",
+        ],
+        tmp_path,
+    )
     run(["git", "add", "-A"], tmp_path)
     run(["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "init"], tmp_path)
     run([dvc, "exp", "run", "-q", "-n", "before-words", "-S", "which=old"], tmp_path)
@@ -65,6 +79,7 @@ def test_each_experiment_lists_each_metrics_word_and_suite_ratio(repo_root, tmp_
 
 def test_without_a_dvc_project_it_says_so_and_exits_2(tmp_path, repo_root):
     shutil.copy(repo_root / "params.yaml", tmp_path / "params.yaml")
-    done = subprocess.run([sys.executable, "-m", "compilebench.experiments"], cwd=tmp_path, capture_output=True,
-                          text=True)  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-m", "compilebench.experiments"], cwd=tmp_path, capture_output=True, text=True
+    )
     assert done.returncode == 2 and "`dvc exp show` failed" in done.stderr, done.stderr

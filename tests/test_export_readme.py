@@ -14,8 +14,12 @@ from compilebench.harness.reading import read_plan
 
 
 def run(repo_root, *args):
-    return subprocess.run([sys.executable, str(repo_root / "benchmarks" / "export_readme.py"), *map(str, args)],
-                          capture_output=True, text=True, timeout=120)  # fmt: skip
+    return subprocess.run(
+        [sys.executable, str(repo_root / "benchmarks" / "export_readme.py"), *map(str, args)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 WINDOW = "tests/fixtures/h100-window"

@@ -110,18 +110,28 @@ def test_a_local_file_is_used_instead_of_the_url_and_recorded(image_files):
     assert meta["file"] == str((image_files / "cats.jpg").resolve()) and meta["sha256_pinned"] is True
 
 
-@pytest.mark.parametrize(("name", "kwargs", "needle"), [
-    ("missing.jpg", {}, "does not exist"),
-    ("a-folder", {}, "is a folder"),
-    ("text.jpg", {}, "not a readable image"),
-    ("truncated.jpg", {}, "not a readable image"),
-    ("bomb.jpg", {"max_pixels": 1_000_000}, "image.max_pixels=1000000"),
-    ("cats.jpg", {"max_bytes": 1000}, "image.max_bytes=1000"),
-    ("cats.jpg", {"sha256": "0" * 64}, "does not match image.sha256"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("name", "kwargs", "needle"),
+    [
+        ("missing.jpg", {}, "does not exist"),
+        ("a-folder", {}, "is a folder"),
+        ("text.jpg", {}, "not a readable image"),
+        ("truncated.jpg", {}, "not a readable image"),
+        ("bomb.jpg", {"max_pixels": 1_000_000}, "image.max_pixels=1000000"),
+        ("cats.jpg", {"max_bytes": 1000}, "image.max_bytes=1000"),
+        ("cats.jpg", {"sha256": "0" * 64}, "does not match image.sha256"),
+    ],
+)
 def test_bad_local_files_are_errors(image_files, name, kwargs, needle):
     args = {"sha256": None, "max_bytes": 10_000_000, "max_pixels": 40_000_000, **kwargs}
     with pytest.raises(FetchError, match=needle.replace("(", r"\(")) as error:
-        fetch(_closed_port_url(), args["sha256"], args["max_bytes"], args["max_pixels"], 5.0, True,
-              str(image_files / name))  # fmt: skip
+        fetch(
+            _closed_port_url(),
+            args["sha256"],
+            args["max_bytes"],
+            args["max_pixels"],
+            5.0,
+            True,
+            str(image_files / name),
+        )
     assert name in str(error.value)  # the message names the file

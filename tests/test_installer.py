@@ -29,12 +29,21 @@ def test_pip_sources_take_each_setting_from_its_highest_precedence_section():
 
 
 def test_uv_flags_name_every_source_and_pips_best_match_rule():
-    flags = installer.uv_flags({"find-links": ["/w"], "index-url": ["https://a/simple", "https://b/simple"],
-                                "extra-index-url": ["file:///x", "file:///y"]})  # fmt: skip
+    flags = installer.uv_flags(
+        {
+            "find-links": ["/w"],
+            "index-url": ["https://a/simple", "https://b/simple"],
+            "extra-index-url": ["file:///x", "file:///y"],
+        }
+    )
     assert flags[:3] == ["--compile-bytecode", "--index-strategy", "unsafe-best-match"]
     pairs = list(zip(flags[3::2], flags[4::2], strict=True))
-    assert pairs == [("--find-links", "/w"), ("--index-url", "https://a/simple"),
-                     ("--extra-index-url", "file:///x"), ("--extra-index-url", "file:///y")]  # fmt: skip
+    assert pairs == [
+        ("--find-links", "/w"),
+        ("--index-url", "https://a/simple"),
+        ("--extra-index-url", "file:///x"),
+        ("--extra-index-url", "file:///y"),
+    ]
 
 
 def test_pips_own_listing_of_its_variables_is_read(tmp_path):
@@ -54,7 +63,13 @@ def test_uv_beside_the_interpreter_installs_else_the_targets_own_pip(tmp_path, m
     monkeypatch.setenv("PATH", str(tmp_path / "bin"))
     assert installer.find_uv(runner) is None
     assert installer.install_command("/t/python", ["x==1"], runner=runner) == [
-        "/t/python", "-m", "pip", "install", "--quiet", "x==1"]  # fmt: skip
+        "/t/python",
+        "-m",
+        "pip",
+        "install",
+        "--quiet",
+        "x==1",
+    ]
 
 
 def test_the_script_says_how_to_call_it():

@@ -138,9 +138,10 @@ def test_cache_without_safetensors_is_refused(tmp_path):
 def test_a_link_loop_or_a_broken_link_in_a_model_folder_is_a_clear_error(tmp_path):
     """A folder of the user's whose files include a loop of symlinks, or a link to nowhere: a LoadError naming the
     file and the folder (the stage's one line, exit 2), not a RuntimeError traceback."""
-    for name, make in (("loop", lambda folder: ((folder / "a").symlink_to(folder / "b"),
-                                                (folder / "b").symlink_to(folder / "a"))),
-                       ("broken", lambda folder: (folder / "a").symlink_to(folder / "nowhere"))):  # fmt: skip
+    for name, make in (
+        ("loop", lambda folder: ((folder / "a").symlink_to(folder / "b"), (folder / "b").symlink_to(folder / "a"))),
+        ("broken", lambda folder: (folder / "a").symlink_to(folder / "nowhere")),
+    ):
         source = tmp_path / name
         source.mkdir()
         (source / "config.json").write_text("{}")

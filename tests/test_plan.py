@@ -125,17 +125,21 @@ def test_only_paired_trials_when_no_variant_can_be_an_arm_and_eager_alone_when_n
 def test_cells_leave_out_the_variants_a_cell_does_not_measure_and_the_cells_with_none():
     reduce = VariantSpec("reduce-overhead", mode="reduce-overhead")
     cells = frozenset({("org/m0", 1, "default"), ("org/m0", 1, "reduce-overhead"), ("org/m1", 1, "default")})
-    trials = plan.trials(MODELS, [1, 4], [EAGER, DEFAULT, reduce], ["current"], 5, 1, True, "image.jpg", TimingSpec(),
-                         0, cells)  # fmt: skip
-    arms = {(group[0].model.model_id, group[0].batch_size): [spec.variant.name for spec in group]
-            for group in processes(trials)}  # fmt: skip
+    trials = plan.trials(
+        MODELS, [1, 4], [EAGER, DEFAULT, reduce], ["current"], 5, 1, True, "image.jpg", TimingSpec(), 0, cells
+    )
+    arms = {
+        (group[0].model.model_id, group[0].batch_size): [spec.variant.name for spec in group]
+        for group in processes(trials)
+    }
     assert {key: sorted(names) for key, names in arms.items()} == {
         ("org/m0", 1): ["default", "eager", "reduce-overhead"],
         ("org/m1", 1): ["default", "eager"],
     }  # m2 and batch 4: nothing published, not run
     assert len(processes(trials)) == 2 * 5 and all(group[0].variant.name == "eager" for group in processes(trials))
-    everything = plan.trials(MODELS, [1, 4], [EAGER, DEFAULT, reduce], ["current"], 5, 1, True, "image.jpg",
-                             TimingSpec(), 0)  # fmt: skip
+    everything = plan.trials(
+        MODELS, [1, 4], [EAGER, DEFAULT, reduce], ["current"], 5, 1, True, "image.jpg", TimingSpec(), 0
+    )
     assert len(processes(everything)) == 6 * 5 and len(everything) == 6 * 5 * 3  # no cells: every cell, every arm
 
 
@@ -156,13 +160,27 @@ def test_a_spec_names_its_process_exactly_when_it_is_an_arm():
         TrialSpec("a/m/bs1/default/r0", "a", MODELS[0], 1, DEFAULT, 0, CACHE_WARM, "i", TimingSpec(), kind=KIND_ARM)
 
 
-COSTS = {"device": "GPU-X", "stack": "torch 9", "models": {
-    "org/m0": {"startup_s": 5.0, "load_s": 3.0, "eager_ms": {"1": 10.0}, "variants": {
-        "default": {"cold_compile_s": 20.0, "warm_compile_s": 4.0, "call_ms": {"1": 5.0}},
-        "freezing": {"cold_compile_s": 30.0, "warm_compile_s": 6.0, "call_ms": {"1": 5.0}}}},
-    "org/m1": {"startup_s": 7.0, "load_s": 5.0, "eager_ms": {"1": 30.0}, "variants": {
-        "default": {"cold_compile_s": 40.0, "warm_compile_s": 8.0, "call_ms": {"1": 15.0}}}},
-}}  # fmt: skip
+COSTS = {
+    "device": "GPU-X",
+    "stack": "torch 9",
+    "models": {
+        "org/m0": {
+            "startup_s": 5.0,
+            "load_s": 3.0,
+            "eager_ms": {"1": 10.0},
+            "variants": {
+                "default": {"cold_compile_s": 20.0, "warm_compile_s": 4.0, "call_ms": {"1": 5.0}},
+                "freezing": {"cold_compile_s": 30.0, "warm_compile_s": 6.0, "call_ms": {"1": 5.0}},
+            },
+        },
+        "org/m1": {
+            "startup_s": 7.0,
+            "load_s": 5.0,
+            "eager_ms": {"1": 30.0},
+            "variants": {"default": {"cold_compile_s": 40.0, "warm_compile_s": 8.0, "call_ms": {"1": 15.0}}},
+        },
+    },
+}
 
 
 def test_a_plan_is_estimated_from_the_costs_of_itsprocesses():
@@ -206,9 +224,12 @@ def test_a_latency_is_taken_at_its_batch_size_and_one_from_another_batch_is_name
     timing = TimingSpec(min_iters=1000, min_time_s=0.0, max_time_s=600.0, warmup_s=0.0)
     at_16 = plan.trials(MODELS[:2], [16], VARIANTS[:2], ["a"], 1, 0, False, "i.jpg", timing, 0)
     guessed = plan.estimate(at_16, COSTS)  # no latency at batch 16 in the table: batch 1's, and the output says so
-    assert guessed.borrowed == ("org/m0 default at batch 16 (latency of batch 1)", "org/m0 eager at batch 16 "
-                                "(latency of batch 1)", "org/m1 default at batch 16 (latency of batch 1)",
-                                "org/m1 eager at batch 16 (latency of batch 1)")  # fmt: skip
+    assert guessed.borrowed == (
+        "org/m0 default at batch 16 (latency of batch 1)",
+        "org/m0 eager at batch 16 (latency of batch 1)",
+        "org/m1 default at batch 16 (latency of batch 1)",
+        "org/m1 eager at batch 16 (latency of batch 1)",
+    )
     assert guessed.seconds == pytest.approx(plan.estimate([replace(s, batch_size=1) for s in at_16], COSTS).seconds)
     grown = plan.estimate(at_16, {**COSTS, "batch_ratios": {"org/m0": {"eager_ms": {"1": 1.0, "4": 1.5, "16": 4.0}}}})
     assert "org/m0 eager at batch 16 (latency of batch 1 x 4.00, the doc's growth from batch 1)" in grown.borrowed
@@ -228,8 +249,13 @@ def test_a_process_of_arms_is_estimated_with_inductors_start_up_and_the_rest_of_
     timing = TimingSpec(min_iters=100, min_time_s=4.0, max_time_s=60.0, warmup_s=1.0)
     trials = plan.trials(MODELS[:2], [1], VARIANTS[:2], ["a"], 1, 0, True, "i.jpg", timing, 0)
     older = plan.estimate(trials, COSTS)  # a table from before processes of arms: nothing added, nothing borrowed
-    costs = {**COSTS, "models": {**COSTS["models"], "org/m0": {**COSTS["models"]["org/m0"], "inductor_startup_s": 5.0,
-                                                               "other_s": 7.0}}}  # fmt: skip
+    costs = {
+        **COSTS,
+        "models": {
+            **COSTS["models"],
+            "org/m0": {**COSTS["models"]["org/m0"], "inductor_startup_s": 5.0, "other_s": 7.0},
+        },
+    }
     found = plan.estimate(trials, costs)
     assert found.seconds == pytest.approx(older.seconds + 2 * (5 + 7))  # m1 borrows m0's, the only measured
     assert older.borrowed == () and found.borrowed == ("org/m1 (process of arms)",)
@@ -239,9 +265,14 @@ def _sized(sizes: list[float], labels=("a", "b")) -> tuple[list[TrialSpec], dict
     """A plan of one eager timing process per model and label, and a cost table in which model i's process takes
     sizes[i] minutes."""
     models = [ModelSpec(f"org/w{i}", f"W{i}", "image-classification", "X", f"ckpt/w{i}") for i in range(len(sizes))]
-    table = {"device": "GPU-X", "stack": "torch 9", "models": {
-        model.model_id: {"startup_s": 60.0 * size, "load_s": 0.0, "eager_ms": {"1": 0.0}}
-        for model, size in zip(models, sizes, strict=True)}}  # fmt: skip
+    table = {
+        "device": "GPU-X",
+        "stack": "torch 9",
+        "models": {
+            model.model_id: {"startup_s": 60.0 * size, "load_s": 0.0, "eager_ms": {"1": 0.0}}
+            for model, size in zip(models, sizes, strict=True)
+        },
+    }
     timing = TimingSpec(min_iters=1, min_time_s=0.0, max_time_s=60.0, warmup_s=0.0)
     return plan.trials(models, [1], [EAGER], list(labels), 1, 0, False, "i.jpg", timing, 0), table
 

@@ -16,14 +16,36 @@ LINE = {"headline": "eager_latency", "verdict": "inconclusive"}  # what every li
 
 
 def test_an_interval_wider_than_the_axis_is_cut_at_the_edge_and_marked():
-    compared = pd.DataFrame([
-        {"label": "M", "batch_size": 1, "variant": "default", "baseline": "a", "candidate": "b", "margin": 0.05,
-         "speedup_ratio": 1.7, "speedup_ci_low": 0.4, "speedup_ci_high": 7.27, **LINE,
-         "speedup_verdict": "inconclusive"},
-        {"label": "N", "batch_size": 1, "variant": "default", "baseline": "a", "candidate": "b", "margin": 0.05,
-         "speedup_ratio": 1.02, "speedup_ci_low": 0.99, "speedup_ci_high": 1.05, **LINE,
-         "speedup_verdict": "equivalent"},
-    ])  # fmt: skip
+    compared = pd.DataFrame(
+        [
+            {
+                "label": "M",
+                "batch_size": 1,
+                "variant": "default",
+                "baseline": "a",
+                "candidate": "b",
+                "margin": 0.05,
+                "speedup_ratio": 1.7,
+                "speedup_ci_low": 0.4,
+                "speedup_ci_high": 7.27,
+                **LINE,
+                "speedup_verdict": "inconclusive",
+            },
+            {
+                "label": "N",
+                "batch_size": 1,
+                "variant": "default",
+                "baseline": "a",
+                "candidate": "b",
+                "margin": 0.05,
+                "speedup_ratio": 1.02,
+                "speedup_ci_low": 0.99,
+                "speedup_ci_high": 1.05,
+                **LINE,
+                "speedup_verdict": "equivalent",
+            },
+        ]
+    )
     figure = plot.comparison_figure(compared, plot.cell_names(compared), 8.0)
     [axis] = [ax for ax in figure.axes if ax.get_visible()]
     assert axis.get_xscale() == "log" and axis.get_xlim()[1] <= plot.RATIO_AXIS[1] + 1e-9
@@ -32,14 +54,36 @@ def test_an_interval_wider_than_the_axis_is_cut_at_the_edge_and_marked():
 
 
 def test_a_ratio_beyond_the_axis_sits_on_its_edge_marked():
-    compared = pd.DataFrame([
-        {"label": "M", "batch_size": 1, "variant": "default", "baseline": "a", "candidate": "b", "margin": 0.05,
-         "eager_latency_ratio": 9.0, "eager_latency_ci_low": 8.0, "eager_latency_ci_high": float("nan"), **LINE,
-         "eager_latency_verdict": "inconclusive"},
-        {"label": "N", "batch_size": 1, "variant": "default", "baseline": "a", "candidate": "b", "margin": 0.05,
-         "eager_latency_ratio": 1.0, "eager_latency_ci_low": 0.9, "eager_latency_ci_high": 1.1, **LINE,
-         "eager_latency_verdict": "equivalent"},
-    ])  # fmt: skip
+    compared = pd.DataFrame(
+        [
+            {
+                "label": "M",
+                "batch_size": 1,
+                "variant": "default",
+                "baseline": "a",
+                "candidate": "b",
+                "margin": 0.05,
+                "eager_latency_ratio": 9.0,
+                "eager_latency_ci_low": 8.0,
+                "eager_latency_ci_high": float("nan"),
+                **LINE,
+                "eager_latency_verdict": "inconclusive",
+            },
+            {
+                "label": "N",
+                "batch_size": 1,
+                "variant": "default",
+                "baseline": "a",
+                "candidate": "b",
+                "margin": 0.05,
+                "eager_latency_ratio": 1.0,
+                "eager_latency_ci_low": 0.9,
+                "eager_latency_ci_high": 1.1,
+                **LINE,
+                "eager_latency_verdict": "equivalent",
+            },
+        ]
+    )
     figure = plot.comparison_figure(compared, plot.cell_names(compared), 8.0)  # no negative error bar
     [axis] = [ax for ax in figure.axes if ax.get_visible()]
     assert any(line.get_marker() == ">" and len(line.get_xdata()) for line in axis.get_lines())

@@ -25,8 +25,19 @@ def test_a_timelines_phases_are_the_time_between_its_moments_and_exit_the_rest_o
     ok = [_arm(name, 1.0, timeline_s=timeline) for name in ("eager", "default")]
     failed = [_arm("eager", 2.0, timeline_s=timeline), _arm("default", 2.0, "compile_error", timeline_s=timeline)]
     found = process_time.processes([*ok, *failed])
-    assert found == {("org--m", "bs1"): [{"started": 2.0, "loaded": 3.0, "default compiled": 6.0, "timed": 6.5,
-                                          "measured": 0.0, "exit": 2.5, "own": 20.0}]}  # fmt: skip
+    assert found == {
+        ("org--m", "bs1"): [
+            {
+                "started": 2.0,
+                "loaded": 3.0,
+                "default compiled": 6.0,
+                "timed": 6.5,
+                "measured": 0.0,
+                "exit": 2.5,
+                "own": 20.0,
+            }
+        ]
+    }
     lines = process_time.table(found)
     assert lines[2].startswith("| org--m | bs1 | 1 | 20.0 | 20.0 | 2.00 | 3.00 | 6.00 | 6.50 | 0.00 | 2.50 |")
     assert lines[-1] == "| share of all wall time | | | | | 10% | 15% | 30% | 32% | 0% | 12% |"
@@ -40,12 +51,29 @@ def test_a_runs_processes_are_read_once_with_their_own_time_and_kind(process_tim
     from made_runs import FILLED
 
     timeline = {"its turn": 4.0, "loaded": 6.0, "default compiled": 16.0, "timed": 30.0, "measured": 30.0}
-    arm = {"trial_id": "current/org--m/bs1/default/r0", "kind": "arm", "process_id": "p0", "started_at": 1.0,
-           "wall_s": 31.0, "turn_wait_s": 11.0, "timeline_s": timeline, "eager_ms": [5.0] * 3}  # fmt: skip
-    cold = {**arm, "trial_id": "current/org--m/bs1/default/c0", "kind": "cold", "process_id": "", "started_at": 0.0,
-            "turn_wait_s": None, "wall_s": 60.0}  # fmt: skip
-    rows = [{**FILLED, "variant": "eager", "compile": False, "process_results": [{**arm, "compiled_ms": []}]},
-            {**FILLED, "process_results": [cold, {**arm, "compiled_ms": [4.0] * 3}]}]  # fmt: skip
+    arm = {
+        "trial_id": "current/org--m/bs1/default/r0",
+        "kind": "arm",
+        "process_id": "p0",
+        "started_at": 1.0,
+        "wall_s": 31.0,
+        "turn_wait_s": 11.0,
+        "timeline_s": timeline,
+        "eager_ms": [5.0] * 3,
+    }
+    cold = {
+        **arm,
+        "trial_id": "current/org--m/bs1/default/c0",
+        "kind": "cold",
+        "process_id": "",
+        "started_at": 0.0,
+        "turn_wait_s": None,
+        "wall_s": 60.0,
+    }
+    rows = [
+        {**FILLED, "variant": "eager", "compile": False, "process_results": [{**arm, "compiled_ms": []}]},
+        {**FILLED, "process_results": [cold, {**arm, "compiled_ms": [4.0] * 3}]},
+    ]
     (tmp_path / "results").mkdir()
     (tmp_path / "results" / "runs.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
     every = process_time.processes(process_time.read_record(tmp_path, None))

@@ -19,10 +19,16 @@ from compilebench.harness.records import (
 )
 
 SPEC = TrialSpec(
-    "current/org--m/bs4/freezing/r1", "current",
+    "current/org--m/bs4/freezing/r1",
+    "current",
     ModelSpec("org/m", "M", "zero-shot-object-detection", "OwlViTForObjectDetection", "ckpt", ("a cat",), ((1, 2),)),
-    4, VariantSpec("freezing", inductor={"freezing": True}), 1, "warm", "image.jpg", TimingSpec(device="cuda"),
-)  # fmt: skip
+    4,
+    VariantSpec("freezing", inductor={"freezing": True}),
+    1,
+    "warm",
+    "image.jpg",
+    TimingSpec(device="cuda"),
+)
 
 
 def test_trial_spec_round_trips_through_json():
@@ -77,7 +83,8 @@ GOOD = TrialResult("a/m/bs1/default/r0", "ok", eager_ms=(1.0,), compiled_ms=(0.5
 
 def test_result_lines_are_checked_where_they_are_read_naming_the_file_line_and_key(tmp_path):
     assert [r.trial_id for r in read_result_lines(_lines(tmp_path, [GOOD], torn='{"trial_id": "cut sh'))] == [
-        GOOD["trial_id"]]  # a torn last line (a kill mid-write) is left out, as its process runs again  # fmt: skip
+        GOOD["trial_id"]
+    ]  # a torn last line (a kill mid-write) is left out, as its process runs again
     cases = [
         ({k: v for k, v in GOOD.items() if k != "status"}, "line 2: missing keys ['status']"),
         ({k: v for k, v in GOOD.items() if k != "eager_ms"}, "line 2: missing keys ['eager_ms']"),
@@ -109,8 +116,10 @@ def test_a_format_2_line_needs_every_field_but_the_timeline_added_since(tmp_path
     format_2 = {**{k: v for k, v in GOOD.items() if k != "timeline_s"}, "format": 2}  # as the H100 windows wrote
     [result] = read_result_lines(_lines(tmp_path, [format_2]))
     assert result.timeline_s == {} and result.compile_s == 3.0
-    for bad, missing in (({k: v for k, v in format_2.items() if k != "arms"}, "arms"),
-                         ({k: v for k, v in GOOD.items() if k != "timeline_s"}, "timeline_s")):  # fmt: skip
+    for bad, missing in (
+        ({k: v for k, v in format_2.items() if k != "arms"}, "arms"),
+        ({k: v for k, v in GOOD.items() if k != "timeline_s"}, "timeline_s"),
+    ):
         with pytest.raises(RecordError, match=re.escape(f"missing keys ['{missing}']")):
             read_result_lines(_lines(tmp_path, [bad]))
 

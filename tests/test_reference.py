@@ -42,15 +42,20 @@ def test_row_counts(published):
     ],
 )
 def test_spot_values_match_the_doc(published, scenario, gpu, batch, label, eager, compiled):
-    row = published[(published["scenario"] == scenario) & (published["gpu"] == gpu)
-                    & (published["batch_size"] == batch) & (published["label"] == label)]  # fmt: skip
+    row = published[
+        (published["scenario"] == scenario)
+        & (published["gpu"] == gpu)
+        & (published["batch_size"] == batch)
+        & (published["label"] == label)
+    ]
     assert len(row) == 1
     assert row["eager_ms"].iloc[0] == eager and row["compiled_ms"].iloc[0] == compiled
 
 
 def test_oom_is_a_value_not_a_missing_row(published):
-    detr = published[(published["scenario"] == "nightly-2.1.0dev") & (published["label"] == "DETR")
-                     & (published["batch_size"] == 16)]  # fmt: skip
+    detr = published[
+        (published["scenario"] == "nightly-2.1.0dev") & (published["label"] == "DETR") & (published["batch_size"] == 16)
+    ]
     assert detr.set_index("gpu")["eager_oom"].to_dict() == {"A100": False, "T4": True, "V100": True}
     owl = published[(published["label"] == "OwlViT") & (published["batch_size"] > 1)]
     assert len(owl) == 6 and owl["eager_oom"].all() and owl["note"].str.contains("out of memory").all()
@@ -104,9 +109,19 @@ PUBLISHED = reference.with_anomalies(
 
 
 def _measured(low, high, **extra):
-    row = {"model_id": "m", "batch_size": 1, "compile_mode": "default", "inductor_options": "{}", "status": "ok",
-           "speedup": (low + high) / 2, "speedup_ci_low": low, "speedup_ci_high": high, "device_name": "AMD EPYC",
-           "eager_latency_ms_mean": 30.0, "latency_ms_mean": 15.0}  # fmt: skip
+    row = {
+        "model_id": "m",
+        "batch_size": 1,
+        "compile_mode": "default",
+        "inductor_options": "{}",
+        "status": "ok",
+        "speedup": (low + high) / 2,
+        "speedup_ci_low": low,
+        "speedup_ci_high": high,
+        "device_name": "AMD EPYC",
+        "eager_latency_ms_mean": 30.0,
+        "latency_ms_mean": 15.0,
+    }
     return pd.Series({**row, **extra})
 
 
@@ -163,17 +178,25 @@ def test_reproduced_is_not_easier_when_the_published_gpus_disagree():
 
 
 def test_published_cells_are_what_a_published_number_judges(published):
-    variants = {"eager": Variant(compile=False), "default": Variant(),
-                "reduce-overhead": Variant(mode="reduce-overhead"), "max-autotune": Variant(mode="max-autotune"),
-                "freezing": Variant(inductor={"freezing": True}), "bf16": Variant(dtype="bfloat16")}  # fmt: skip
+    variants = {
+        "eager": Variant(compile=False),
+        "default": Variant(),
+        "reduce-overhead": Variant(mode="reduce-overhead"),
+        "max-autotune": Variant(mode="max-autotune"),
+        "freezing": Variant(inductor={"freezing": True}),
+        "bf16": Variant(dtype="bfloat16"),
+    }
     models = sorted(set(published["model_id"]))
     cells = reference.published_cells(published, models, [1, 16], variants, "float32")
     by_variant = Counter(variant for _, _, variant in cells)
     assert by_variant == {"default": 12 + 11, "reduce-overhead": 4}  # OwlViT: no batch-16 row; reduce-overhead: 4
     assert ("google/owlvit-base-patch32", 16, "default") not in cells
     assert {model for model, _, variant in cells if variant == "reduce-overhead"} == {
-        "facebook/convnext-large-224", "microsoft/resnet-50", "microsoft/conditional-detr-resnet-50",
-        "google/deeplabv3_mobilenet_v2_1.0_513"}  # fmt: skip
+        "facebook/convnext-large-224",
+        "microsoft/resnet-50",
+        "microsoft/conditional-detr-resnet-50",
+        "google/deeplabv3_mobilenet_v2_1.0_513",
+    }
     assert not reference.published_cells(published, models, [1], variants, "bfloat16")  # the doc ran fp32
 
 
@@ -190,6 +213,9 @@ def test_the_docs_growth_over_batch_sizes_is_each_latency_over_batch_1s(repo_roo
     ratios = reference.batch_ratios(published)
     assert len(ratios) == 12
     detr = ratios["facebook/detr-resnet-50"]  # 34.619, 48.657, 164.382 ms eager; 19.04, 32.418, 161.902 compiled
-    assert detr["eager_ms"] == {"1": 1.0, "4": pytest.approx(48.657 / 34.619, abs=1e-4),
-                                "16": pytest.approx(164.382 / 34.619, abs=1e-4)}  # fmt: skip
+    assert detr["eager_ms"] == {
+        "1": 1.0,
+        "4": pytest.approx(48.657 / 34.619, abs=1e-4),
+        "16": pytest.approx(164.382 / 34.619, abs=1e-4),
+    }
     assert detr["call_ms"]["16"] == pytest.approx(161.902 / 19.04, abs=1e-4)

@@ -12,8 +12,10 @@ PROJECT = ("5.23.0", "3.11.7")  # the project's transformers and Python
 
 def test_releases_the_project_transformers_supports_change_torch_alone():
     resolved = releases.resolve_series(["torch-2.7.1", "torch-2.15.0"], {"current"}, *PROJECT)
-    assert resolved == {"torch-2.7.1": releases.Release({"torch": "2.7.1"}),
-                        "torch-2.15.0": releases.Release({"torch": "2.15.0"})}  # fmt: skip
+    assert resolved == {
+        "torch-2.7.1": releases.Release({"torch": "2.7.1"}),
+        "torch-2.15.0": releases.Release({"torch": "2.15.0"}),
+    }
 
 
 def test_older_releases_share_the_companions_of_the_oldest():
@@ -35,10 +37,17 @@ def test_a_defined_environment_is_not_resolved():
     assert releases.resolve_series(["huge-pages"], set(), *PROJECT) == {}
 
 
-@pytest.mark.parametrize(("transformers", "torch", "runs"), [
-    ("4.49.0", "2.0.1", True), ("4.50.0", "2.0.1", False), ("5.23.0", "2.6.0", False), ("5.23.0", "2.7.1", True),
-    ("5.14.1", "2.4.0", True), ("5.15.0", "2.4.1", False),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("transformers", "torch", "runs"),
+    [
+        ("4.49.0", "2.0.1", True),
+        ("4.50.0", "2.0.1", False),
+        ("5.23.0", "2.6.0", False),
+        ("5.23.0", "2.7.1", True),
+        ("5.14.1", "2.4.0", True),
+        ("5.15.0", "2.4.1", False),
+    ],
+)
 def test_transformers_torch_floors(transformers, torch, runs):
     assert releases.supports(transformers, torch) is runs
 

@@ -74,9 +74,13 @@ def test_kill_9_mid_benchmark_resumes_without_duplicates(loaded):
     set_params(root, **{"benchmark.replicates": 2})  # two timing processes: one done, one interrupted
     journal = root / "data" / "journal" / "results"
     process = subprocess.Popen(
-        [sys.executable, "-m", "compilebench.benchmark"], cwd=root, env=env, start_new_session=True,
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
+        [sys.executable, "-m", "compilebench.benchmark"],
+        cwd=root,
+        env=env,
+        start_new_session=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     deadline = time.time() + 600
     while time.time() < deadline and not list(journal.glob("*.json")):
         assert process.poll() is None, "benchmark ended before it could be killed"
@@ -95,8 +99,9 @@ def test_kill_9_mid_benchmark_resumes_without_duplicates(loaded):
     kept_text = done_before[0].read_text()
     elsewhere = [{**arm, "environment": {**arm["environment"], "machine_fingerprint": "0a1b2c3d4e5f"}} for arm in arms]
     done_before[0].write_text(json.dumps(elsewhere))
-    refused = subprocess.run([sys.executable, "-m", "compilebench.benchmark"], cwd=root, env=env, capture_output=True,
-                             text=True, timeout=600)  # fmt: skip
+    refused = subprocess.run(
+        [sys.executable, "-m", "compilebench.benchmark"], cwd=root, env=env, capture_output=True, text=True, timeout=600
+    )
     assert refused.returncode == 2, refused.stderr
     assert "holds results of environment 'current' measured elsewhere (1 process on " in refused.stderr  # 2 arms
     assert "(machine 0a1b2c3d4e5f)" in refused.stderr and "delete that folder to measure afresh" in refused.stderr
@@ -129,8 +134,14 @@ def test_sigterm_to_dvc_repro_ends_the_benchmark_and_leaves_its_journal(tmp_path
     for command in (["git", "init", "-q"], ["dvc", "init", "-q"]):
         run_ok(command, root, env)
     journal = root / "data" / "journal" / "results"
-    repro = subprocess.Popen(["dvc", "repro"], cwd=root, env=env, stdout=subprocess.DEVNULL,
-                             stderr=subprocess.DEVNULL, start_new_session=True)  # fmt: skip
+    repro = subprocess.Popen(
+        ["dvc", "repro"],
+        cwd=root,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     deadline = time.time() + 600
     while time.time() < deadline and not list(journal.glob("*.json")):
         assert repro.poll() is None, "dvc repro ended before the first process was journaled"
@@ -163,8 +174,9 @@ def synced(loaded, server):
         down = _stage("benchmark", root, env)  # finishes although every log call fails
         rows = [json.loads(line) for line in (root / "data/results/runs.jsonl").read_text().splitlines()]
         _stage("aggregate", root, env)  # also finishes with the store down
-        failed_sync = subprocess.run([sys.executable, "-m", "compilebench.sync"], cwd=root, env=env,
-                                     capture_output=True)  # fmt: skip
+        failed_sync = subprocess.run(
+            [sys.executable, "-m", "compilebench.sync"], cwd=root, env=env, capture_output=True
+        )
         server.start()
         syncs = [_stage("sync", root, env) for _ in range(2)]
     finally:
@@ -287,8 +299,13 @@ def test_failed_runs_leave_their_report_and_make_check_exit_nonzero(loaded):
         assert statuses == {"oom"}, statuses  # the capped trial was ended and said so (its eager run too)
         assert "benchmark.memory_limit_mib 150" in rows[0]["error"]
         _stage("aggregate", root, env)
-        check = subprocess.run([sys.executable, "-m", "compilebench.aggregate", "--check"], cwd=root, env=env,
-                               capture_output=True, text=True)  # fmt: skip
+        check = subprocess.run(
+            [sys.executable, "-m", "compilebench.aggregate", "--check"],
+            cwd=root,
+            env=env,
+            capture_output=True,
+            text=True,
+        )
         assert check.returncode == 3 and "oom" in check.stderr and "not ok" in check.stderr
         shutil.rmtree(root / "data/plots", ignore_errors=True)  # what an earlier test of this project drew
         _stage("plot", root, env)  # every run failed: the report says so, beside an empty figure folder DVC can keep
@@ -355,8 +372,13 @@ def test_stopping_the_benchmark_while_an_environment_builds_ends_the_builder(loa
     set_params(root, **{"compare": ["current", "transformers-4.57.6"], "paths.environments": str(tmp_path / "envs")})
     try:
         _stage("load_models", root, env)  # the selection names the compared environment
-        benchmark = subprocess.Popen([sys.executable, "-m", "compilebench.benchmark"], cwd=root, env=env,
-                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+        benchmark = subprocess.Popen(
+            [sys.executable, "-m", "compilebench.benchmark"],
+            cwd=root,
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         builder, deadline = None, time.time() + 300
         while builder is None and time.time() < deadline and benchmark.poll() is None:
             for pid in descendants(benchmark.pid):
@@ -438,15 +460,28 @@ def test_a_plain_dvc_exp_run_beside_make_compare_loses_nothing(tmp_path):
     run_ok(["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "init"], root, env)
     recipe = 'dvc exp run -n first -S benchmark.min_time_s=1; python -m compilebench.config.guard first "$?"'
     assert 'python -m compilebench.config.guard "$name" $?' in make_dry_run("compare", "B=current")  # the same
-    first = subprocess.Popen(["bash", "-c", recipe], cwd=root, env=env, stdout=subprocess.PIPE,
-                             stderr=subprocess.STDOUT, text=True, start_new_session=True)  # fmt: skip
+    first = subprocess.Popen(
+        ["bash", "-c", recipe],
+        cwd=root,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
     try:
         deadline = time.time() + 300
         while not (root / "data/journal/invocation.json").exists() and first.poll() is None:
             assert time.time() < deadline, "the first experiment's benchmark never started"
             time.sleep(0.2)
-        second = subprocess.run(["dvc", "exp", "run", "-S", "benchmark.seed=7"], cwd=root, env=env,
-                                capture_output=True, text=True, timeout=600)  # fmt: skip
+        second = subprocess.run(
+            ["dvc", "exp", "run", "-S", "benchmark.seed=7"],
+            cwd=root,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
         output, _ = first.communicate(timeout=600)
     finally:
         if first.poll() is None:

@@ -2,6 +2,7 @@
 bare GPU box), the pipeline's own loop adding blocks there, a second window resuming, `--ingest` logging once."""
 
 import csv
+import itertools
 import json
 import os
 import re
@@ -26,8 +27,9 @@ pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("remote")]
 def exported(tmp_path_factory):
     """A tiny one-model plan (eager and default, two blocks, an unreachable speedup target, a cap of three blocks),
     exported and run by its launcher twice: the second run is a later window finding everything done."""
-    root = make_project(tmp_path_factory.mktemp("remote"), ["microsoft/resnet-50"], replicates=2, max_replicates=3,
-                        budget_min=30)  # fmt: skip
+    root = make_project(
+        tmp_path_factory.mktemp("remote"), ["microsoft/resnet-50"], replicates=2, max_replicates=3, budget_min=30
+    )
     set_params(root, **{"benchmark.target.speedup": 0.001})
     env = project_env()
     run_ok([sys.executable, "-m", "compilebench.fetch_image"], root, env)
@@ -83,8 +85,14 @@ def test_ingest_refuses_lines_another_runner_wrote(exported, tmp_path):
     lines = (copy / "results" / "trials.jsonl").read_text().splitlines()
     lines[0] = json.dumps({**json.loads(lines[0]), "runner_sha256": "f" * 64})
     (copy / "results" / "trials.jsonl").write_text("\n".join(lines) + "\n")
-    done = subprocess.run([sys.executable, "-m", "compilebench.benchmark", "--ingest", str(copy)], cwd=root, env=env,
-                          capture_output=True, text=True, timeout=600)  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-m", "compilebench.benchmark", "--ingest", str(copy)],
+        cwd=root,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert done.returncode == 2 and "was measured by runner ffffffffffff" in done.stderr, done.stderr[-2000:]
     assert "key 'runner_sha256'" in done.stderr and "nothing ingested" in done.stderr
 
@@ -102,8 +110,9 @@ def test_a_plan_whose_launcher_has_not_finished_is_written_but_not_logged_until_
         (tree if len(keys) == 1 else tree[keys[0]])[keys[-1]] = invocation
         (copy / name).write_text(json.dumps({**tree, "plan_sha256": digest}))
     lines = (copy / "results" / "trials.jsonl").read_text().splitlines()
-    (copy / "results" / "trials.jsonl").write_text("".join(json.dumps({**json.loads(line), "plan_sha256": digest})
-                                                           + "\n" for line in lines))  # fmt: skip
+    (copy / "results" / "trials.jsonl").write_text(
+        "".join(json.dumps({**json.loads(line), "plan_sha256": digest}) + "\n" for line in lines)
+    )
     (copy / "results" / "finished.json").unlink()
     store = f"sqlite:///{root}/mlruns/mlflow.db"
     run_ok([sys.executable, "-m", "compilebench.benchmark", "--ingest", str(copy)], root, env)
@@ -117,8 +126,9 @@ def test_a_plan_whose_launcher_has_not_finished_is_written_but_not_logged_until_
     assert mlflow.search_runs(experiment_names=["compilebench"], filter_string=tagged).empty  # no parent either
     (copy / "results" / "finished.json").write_text((folder / "results" / "finished.json").read_text())
     run_ok([sys.executable, "-m", "compilebench.benchmark", "--ingest", str(copy)], root, env)
-    logged = mlflow.search_runs(experiment_names=["compilebench"],
-                                filter_string=f"tags.`compilebench.run_uid` LIKE '{invocation}/%'")  # fmt: skip
+    logged = mlflow.search_runs(
+        experiment_names=["compilebench"], filter_string=f"tags.`compilebench.run_uid` LIKE '{invocation}/%'"
+    )
     assert len(logged) == 2  # once it finished: eager and default
 
 
@@ -138,8 +148,9 @@ def test_ingest_refuses_lines_of_another_plan_a_plan_edited_since_and_a_result_w
         if trial["variant"]["name"] == "default":
             trial["variant"]["mode"] = "max-autotune"  # measured as `default`, to be logged as max-autotune
     measured = next(i for i, line in enumerate(lines) if json.loads(line)["status"] == "ok")
-    emptied = [line if i != measured else json.dumps({**json.loads(line), "eager_ms": []}) for i, line in
-               enumerate(lines)]  # fmt: skip
+    emptied = [
+        line if i != measured else json.dumps({**json.loads(line), "eager_ms": []}) for i, line in enumerate(lines)
+    ]
     cases = [
         (
             {"results/trials.jsonl": "\n".join([*lines, json.dumps(foreign)]) + "\n"},
@@ -171,15 +182,27 @@ def test_ingest_refuses_lines_of_another_plan_a_plan_edited_since_and_a_result_w
         shutil.copytree(folder, copy, ignore=shutil.ignore_patterns("work", "shared-cache", "checkpoints"))
         for name, text in changes.items():
             (copy / name).write_text(text)
-        done = subprocess.run([sys.executable, "-m", "compilebench.benchmark", "--ingest", str(copy)], cwd=root,
-                              env=env, capture_output=True, text=True, timeout=600)  # fmt: skip
+        done = subprocess.run(
+            [sys.executable, "-m", "compilebench.benchmark", "--ingest", str(copy)],
+            cwd=root,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
         assert done.returncode == 2 and needle in done.stderr and "Traceback" not in done.stderr, done.stderr[-2000:]
     assert (results.read_bytes() if results.exists() else None) == before
     assert len(mlflow.search_runs(experiment_names=["compilebench"])) == logged
 
 
-GPU_PLAN = ["device=cuda", "benchmark.compile_cache=shared", "benchmark.replicates=5",
-            "benchmark.max_replicates=10", "benchmark.min_iters=100", "benchmark.min_time_s=4"]  # fmt: skip
+GPU_PLAN = [
+    "device=cuda",
+    "benchmark.compile_cache=shared",
+    "benchmark.replicates=5",
+    "benchmark.max_replicates=10",
+    "benchmark.min_iters=100",
+    "benchmark.min_time_s=4",
+]
 
 
 def _gpu_export(exported, folder, suite: str, *sets: str) -> tuple[str, int, int, dict]:
@@ -220,8 +243,18 @@ def test_an_export_splits_paper_bs1_into_gpu_windows_that_hold_its_16_cells_each
     included, each a plan of its own; without a GPU's costs to split by, it is refused."""
     root, _, env, _, _ = exported
     sets = ["suite=paper", *PAPER_BS1, *GPU_PLAN, "budget_min=0", "benchmark.replicates=4"]
-    command = [sys.executable, "-m", "compilebench.benchmark", "--export", str(tmp_path / "bs1"), "--window-min", "11",
-               "--prime", "8", *[arg for value in sets for arg in ("--set", value)]]  # fmt: skip
+    command = [
+        sys.executable,
+        "-m",
+        "compilebench.benchmark",
+        "--export",
+        str(tmp_path / "bs1"),
+        "--window-min",
+        "11",
+        "--prime",
+        "8",
+        *[arg for value in sets for arg in ("--set", value)],
+    ]
     done = run_ok(command, root, env)
     folders = sorted(tmp_path.iterdir())
     assert [folder.name for folder in folders] == [f"bs1-w{n}" for n in range(1, len(folders) + 1)]
@@ -230,6 +263,9 @@ def test_an_export_splits_paper_bs1_into_gpu_windows_that_hold_its_16_cells_each
     in_all = [float(minutes) for minutes in re.findall(r"; ([0-9.]+) minutes in all with the prime 8", done.stderr)]
     assert len(in_all) == len(folders) == 3 and all(minutes <= 11 for minutes in in_all), done.stderr[-2000:]
     assert len({window["invocation_id"] for window in plans}) == 3
+    per_minute = [len(_compiled_cells(window)) / minutes for window, minutes in zip(plans, in_all, strict=True)]
+    # the window judging most cells a minute first (the minutes printed are rounded to a tenth)
+    assert all(first >= then * 0.98 for first, then in itertools.pairwise(per_minute)), per_minute
     for n, (folder, window) in enumerate(zip(folders, plans, strict=True), start=1):
         models = {trial["model"]["model_id"] for trial in window["trials"]}
         assert {recipe["model_id"] for recipe in window["recipes"]} == models
@@ -248,8 +284,14 @@ def test_an_export_splits_paper_bs1_into_gpu_windows_that_hold_its_16_cells_each
     again = subprocess.run(command, cwd=root, env=env, capture_output=True, text=True, timeout=600)
     assert again.returncode == 2 and "bs1-w3 holds a plan" in again.stderr  # all windows written, or none
     assert sorted(tmp_path.iterdir()) == folders[2:]
-    cpu = subprocess.run([*command[:4], str(tmp_path / "cpu"), "--window-min", "11"], cwd=root, env=env,
-                         capture_output=True, text=True, timeout=600)  # fmt: skip
+    cpu = subprocess.run(
+        [*command[:4], str(tmp_path / "cpu"), "--window-min", "11"],
+        cwd=root,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert cpu.returncode == 2 and "device cuda" in cpu.stderr and not (tmp_path / "cpu-w1").exists()
 
 
@@ -257,9 +299,23 @@ def test_an_export_splits_paper_bs1_into_gpu_windows_that_hold_its_16_cells_each
 def test_a_window_that_is_no_positive_number_of_minutes_is_refused(exported, tmp_path, minutes):
     root, _, env, _, _ = exported
     sets = ["suite=paper", *PAPER_BS1, *GPU_PLAN]
-    done = subprocess.run([sys.executable, "-m", "compilebench.benchmark", "--export", str(tmp_path / "w"),
-                           "--window-min", minutes, *[a for value in sets for a in ("--set", value)]],
-                          cwd=root, env=env, capture_output=True, text=True, timeout=600)  # fmt: skip
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "compilebench.benchmark",
+            "--export",
+            str(tmp_path / "w"),
+            "--window-min",
+            minutes,
+            *[a for value in sets for a in ("--set", value)],
+        ],
+        cwd=root,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert done.returncode == 2 and "--window-min must be a positive number of minutes" in done.stderr, done.stderr
     assert not list(tmp_path.iterdir())
 
@@ -268,10 +324,27 @@ def test_windows_shorter_than_a_unit_say_which_windows_run_over(exported, tmp_pa
     """A (model, batch size) stays whole: asked for windows of 0.01 minutes, each window holds one unit and says that
     it runs over, by how much, and what carries it over."""
     root, _, env, _, _ = exported
-    sets = ["suite=paper", "suites.paper.batch_sizes=[1]", "suites.paper.cells=published",
-            "suites.paper.models=[microsoft/resnet-50,google/vit-base-patch16-224]", *GPU_PLAN]  # fmt: skip
-    done = run_ok([sys.executable, "-m", "compilebench.benchmark", "--export", str(tmp_path / "w"), "--window-min",
-                   "0.01", *[a for value in sets for a in ("--set", value)]], root, env)  # fmt: skip
+    sets = [
+        "suite=paper",
+        "suites.paper.batch_sizes=[1]",
+        "suites.paper.cells=published",
+        "suites.paper.models=[microsoft/resnet-50,google/vit-base-patch16-224]",
+        *GPU_PLAN,
+    ]
+    done = run_ok(
+        [
+            sys.executable,
+            "-m",
+            "compilebench.benchmark",
+            "--export",
+            str(tmp_path / "w"),
+            "--window-min",
+            "0.01",
+            *[a for value in sets for a in ("--set", value)],
+        ],
+        root,
+        env,
+    )
     over = [line for line in done.stderr.splitlines() if "over --window-min 0.01" in line]
     assert len(over) == 2 == len(list(tmp_path.iterdir())) and all("a window of its own" in line for line in over)
 
@@ -282,8 +355,18 @@ def test_two_settings_on_the_other_machines_own_stack_are_two_environments_there
     environments apart (one package list, two keys: never an A/A)."""
     root, _, env, _, _ = exported
     sets = ["compare=[current,tf32]", "environments.tf32.settings.float32_matmul_precision=high", *GPU_PLAN]
-    done = run_ok([sys.executable, "-m", "compilebench.benchmark", "--export", str(tmp_path / "tf32"),
-                   *[arg for value in sets for arg in ("--set", value)]], root, env)  # fmt: skip
+    done = run_ok(
+        [
+            sys.executable,
+            "-m",
+            "compilebench.benchmark",
+            "--export",
+            str(tmp_path / "tf32"),
+            *[arg for value in sets for arg in ("--set", value)],
+        ],
+        root,
+        env,
+    )
     command = 'python runner.pyz plan.json results --python tf32="$(command -v python)"'
     readme = (tmp_path / "tf32" / "README.md").read_text()
     assert command in done.stderr and command in readme
@@ -293,8 +376,10 @@ def test_two_settings_on_the_other_machines_own_stack_are_two_environments_there
     assert precision == {("current", "highest"), ("tf32", "high")}
     selection = json.loads((tmp_path / "tf32" / "export.json").read_text())["selection"]
     freeze = ["torch==2.11.0", "transformers==5.17.0"]
-    remote = {"freeze": freeze, "environments": {label: {"python": "/usr/bin/python3", "freeze": freeze}
-                                                 for label in ("current", "tf32")}}  # fmt: skip
+    remote = {
+        "freeze": freeze,
+        "environments": {label: {"python": "/usr/bin/python3", "freeze": freeze} for label in ("current", "tf32")},
+    }
     info = exported_module.found_environments(selection, remote, "gpu-box")
     assert info["tf32"].settings == {"float32_matmul_precision": "high"} and info["current"].settings == {}
     assert info["tf32"].pins == info["current"].pins == {"torch": "2.11.0", "transformers": "5.17.0"}
@@ -308,8 +393,14 @@ def test_an_export_goes_only_into_a_new_or_empty_folder_is_written_whole_and_ing
 
     def export(target, *sets):
         command = [sys.executable, "-m", "compilebench.benchmark", "--export", str(target)]
-        return subprocess.run(command + [a for s in sets for a in ("--set", s)], cwd=root, env=env,
-                              capture_output=True, text=True, timeout=600)  # fmt: skip
+        return subprocess.run(
+            command + [a for s in sets for a in ("--set", s)],
+            cwd=root,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
 
     before = {path: path.read_bytes() for path in (folder / "plan.json", folder / "results" / "trials.jsonl")}
     again = export(folder, "suite=paper")  # a plan that has results: replacing it would orphan them
@@ -325,8 +416,14 @@ def test_an_export_goes_only_into_a_new_or_empty_folder_is_written_whole_and_ing
     assert spaced.returncode == 2 and "contains a space" in spaced.stderr and not (tmp_path / "gpu run").exists()
     moved = tmp_path / "moved here"
     shutil.copytree(folder, moved, ignore=shutil.ignore_patterns("results", "checkpoints"))
-    launched = subprocess.run([sys.executable, "runner.pyz", "plan.json", "results"], cwd=moved, env=env,
-                              capture_output=True, text=True, timeout=600)  # fmt: skip
+    launched = subprocess.run(
+        [sys.executable, "runner.pyz", "plan.json", "results"],
+        cwd=moved,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert launched.returncode == 2 and "contains a space" in launched.stderr and not (moved / "results").exists()
     shutil.rmtree(moved)
     failed = export(tmp_path / "failed", "paths.image=/no/such/image.jpg")
@@ -336,12 +433,21 @@ def test_an_export_goes_only_into_a_new_or_empty_folder_is_written_whole_and_ing
     empty.mkdir()
     assert export(empty).returncode == 0
     assert sorted(path.name for path in empty.iterdir()) == sorted(
-        path.name for path in folder.iterdir() if path.name not in ("results", "checkpoints"))  # fmt: skip
-    assert json.loads((empty / "plan.json").read_text())["invocation_id"] != json.loads(before[folder / "plan.json"])[
-        "invocation_id"]  # fmt: skip
+        path.name for path in folder.iterdir() if path.name not in ("results", "checkpoints")
+    )
+    assert (
+        json.loads((empty / "plan.json").read_text())["invocation_id"]
+        != json.loads(before[folder / "plan.json"])["invocation_id"]
+    )
     shutil.copytree(folder / "results", empty / "results", ignore=shutil.ignore_patterns("work", "shared-cache"))
-    mixed = subprocess.run([sys.executable, "-m", "compilebench.benchmark", "--ingest", str(empty)], cwd=root, env=env,
-                           capture_output=True, text=True, timeout=600)  # fmt: skip  # results of the first plan
+    mixed = subprocess.run(
+        [sys.executable, "-m", "compilebench.benchmark", "--ingest", str(empty)],
+        cwd=root,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )  # results of the first plan
     assert mixed.returncode == 2 and "holds results of another plan" in mixed.stderr, mixed.stderr
 
 
@@ -350,8 +456,9 @@ def test_a_recipe_that_cannot_be_built_costs_its_model_not_the_window(tmp_path):
     from compilebench.harness.records import CheckpointRecipe, Plan
 
     good = models.recipe(models.get_card("microsoft/resnet-50"), "tiny", 0, "checkpoints/resnet")
-    broken = CheckpointRecipe("acme/broken", "checkpoints/broken", "NoSuchModel", "NoSuchConfig", {}, "NoSuchProcessor",
-                              {}, 0)  # fmt: skip  # a transformers without these classes
+    broken = CheckpointRecipe(
+        "acme/broken", "checkpoints/broken", "NoSuchModel", "NoSuchConfig", {}, "NoSuchProcessor", {}, 0
+    )  # a transformers without these classes
     built = launcher.build_checkpoints(Plan("x", (), (broken, good), {}), tmp_path)
     by_model = {entry["model_id"]: entry for entry in built}
     assert "NoSuchConfig" in by_model["acme/broken"]["error"] and by_model["acme/broken"]["param_count"] is None
@@ -381,15 +488,18 @@ def test_a_second_stack_carried_as_wheels_is_compared_on_a_machine_with_one(tmp_
     folder = root / "gpu-run"
     run_ok([sys.executable, "-m", "compilebench.benchmark", "--export", str(folder)], root, env)
     wheels = tmp_path / "wheels"
-    run_ok([sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "-d", str(wheels), *CARRIED], tmp_path,
-           env)  # fmt: skip
+    run_ok(
+        [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "-d", str(wheels), *CARRIED], tmp_path, env
+    )
     bare = {key: value for key, value in env.items() if key not in ("VIRTUAL_ENV", "PYTHONPATH")}
-    made = run_ok([sys.executable, "runner.pyz", "--overlay", str(tmp_path / "stack-b"),
-                   *map(str, sorted(wheels.iterdir()))], folder, bare)  # fmt: skip
+    made = run_ok(
+        [sys.executable, "runner.pyz", "--overlay", str(tmp_path / "stack-b"), *map(str, sorted(wheels.iterdir()))],
+        folder,
+        bare,
+    )
     python, imports = made.stdout.strip().splitlines()[-2:]
     assert json.loads(imports)["transformers"] == "4.57.6"
-    run_ok([sys.executable, "runner.pyz", "plan.json", "results", "--python", f"{OTHER}={python}"], folder,
-           bare)  # fmt: skip
+    run_ok([sys.executable, "runner.pyz", "plan.json", "results", "--python", f"{OTHER}={python}"], folder, bare)
     found = json.loads((folder / "results" / "environment.json").read_text())["environments"]
     assert "transformers==4.57.6" in found[OTHER]["freeze"] and "transformers==4.57.6" not in found["current"]["freeze"]
     run_ok([sys.executable, "-m", "compilebench.benchmark", "--ingest", str(folder)], root, env)
@@ -399,6 +509,7 @@ def test_a_second_stack_carried_as_wheels_is_compared_on_a_machine_with_one(tmp_
     assert by_label[OTHER]["transformers_version"] == "4.57.6" != by_label["current"]["transformers_version"]
     assert json.loads(by_label[OTHER]["environment_pins"])["transformers"] == "4.57.6"
     assert by_label[OTHER]["environment_key"] != by_label["current"]["environment_key"]  # two stacks, not one
-    [compared] = [row for row in csv.DictReader((root / "data/results/comparison.csv").open())
-                  if row["variant"] == "default"]  # fmt: skip
+    [compared] = [
+        row for row in csv.DictReader((root / "data/results/comparison.csv").open()) if row["variant"] == "default"
+    ]
     assert "transformers 4.57.6" in compared["candidate_versions"] and compared["candidate"] == OTHER

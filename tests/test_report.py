@@ -63,8 +63,12 @@ def test_only_what_no_pin_or_setting_asked_for_is_beside_the_question(recorded):
     assert differences.beside_the_question(same_build, a, b) == []
     other_python = [changed(record, cuda_version="none", python_version="3.10.14") for record in records]
     assert differences.beside_the_question(other_python, a, b) == ["Python: 3.11.7 → 3.10.14"]
-    asked = [dataclasses.replace(r, environment_pins=r.environment_pins.replace('"2.14.1"', '"2.14.1+cu130"'))
-             if r.environment == b else r for r in records]  # fmt: skip
+    asked = [
+        dataclasses.replace(r, environment_pins=r.environment_pins.replace('"2.14.1"', '"2.14.1+cu130"'))
+        if r.environment == b
+        else r
+        for r in records
+    ]
     assert differences.beside_the_question(asked, a, b) == []  # a pin that names the build asks for it
 
 
@@ -73,8 +77,11 @@ def test_a_step_of_a_series_says_what_else_it_changes(recorded):
     a release's own CUDA build (12.8 -> 13.0 between two CUDA builds) comes with the release."""
     records = recorded[0]
     a, b = "current", "torch-2.14.1"
-    held = dict(line.split("==", 1) for line in next(r for r in records if r.environment == b).environment_freeze
-                if "==" in line)  # fmt: skip
+    held = dict(
+        line.split("==", 1)
+        for line in next(r for r in records if r.environment == b).environment_freeze
+        if "==" in line
+    )
 
     def older(record: RunRecord) -> RunRecord:
         if record.environment != a:
@@ -86,8 +93,10 @@ def test_a_step_of_a_series_says_what_else_it_changes(recorded):
     changed = [older(record) for record in records]
     assert differences.beside_the_question(changed, a, b) == []
     theirs = json.loads(next(r for r in records if r.environment == b).environment_pins)["transformers"]
-    assert differences.step_changes(changed, a, b) == [f"transformers 4.49.0 → {theirs}",
-                                                      f"numpy 1.26.4 → {held['numpy']}"]  # fmt: skip
+    assert differences.step_changes(changed, a, b) == [
+        f"transformers 4.49.0 → {theirs}",
+        f"numpy 1.26.4 → {held['numpy']}",
+    ]
     assert differences.step_changes(records, a, b) == [
         "torch build: CPU build → CUDA 13.0 build (torch 2.13.0+cpu → 2.14.1+cu130)"
     ]

@@ -8,9 +8,14 @@ from compilebench.run_info import RunInfo
 
 
 def test_the_labels_are_written_in_order_and_read_from_an_older_files_environments(repo_root, tmp_path):
-    info = RunInfo("inv", "compilebench", labels=("torch-2.14.1", "current"),
-                   environments={"current": {"name": "current"}, "torch-2.14.1": {"name": "torch-2.14.1"}},
-                   failed_runs=("m bs1 default [current]: oom",), crashed=False)  # fmt: skip
+    info = RunInfo(
+        "inv",
+        "compilebench",
+        labels=("torch-2.14.1", "current"),
+        environments={"current": {"name": "current"}, "torch-2.14.1": {"name": "torch-2.14.1"}},
+        failed_runs=("m bs1 default [current]: oom",),
+        crashed=False,
+    )
     path = tmp_path / "run_info.json"
     path.write_text(json.dumps(info.to_dict()))
     again = RunInfo.read(path)
@@ -24,9 +29,13 @@ def test_the_labels_are_written_in_order_and_read_from_an_older_files_environmen
 
 @pytest.mark.parametrize(
     "text, message",
-    [('{"invocation_id": "i", "enviroments": {}}', "unknown keys \\['enviroments'\\]"), ("[1]", "not a JSON object"),
-     ('{"experiment": "e"}', "no `invocation_id`"), ('{"invocation_id": ', "Expecting value")],
-)  # fmt: skip
+    [
+        ('{"invocation_id": "i", "enviroments": {}}', "unknown keys \\['enviroments'\\]"),
+        ("[1]", "not a JSON object"),
+        ('{"experiment": "e"}', "no `invocation_id`"),
+        ('{"invocation_id": ', "Expecting value"),
+    ],
+)
 def test_a_run_info_that_is_not_one_is_refused_naming_the_file_and_key(tmp_path, text, message):
     path = tmp_path / "run_info.json"
     path.write_text(text)

@@ -24,16 +24,22 @@ MODEL = ModelSpec("acme/m", "M", "image-classification", "X", "checkpoints/m")
 
 
 def _run(folder, env, *args, timeout=900):
-    return subprocess.run([sys.executable, runner.RUNNER, *args], cwd=folder, env=env, capture_output=True,
-                          text=True, timeout=timeout)  # fmt: skip
+    return subprocess.run(
+        [sys.executable, runner.RUNNER, *args], cwd=folder, env=env, capture_output=True, text=True, timeout=timeout
+    )
 
 
 @pytest.fixture(scope="module")
 def exported(tmp_path_factory):
     """A one-model tiny plan on a shared cache (eager and default, two blocks), exported with its runner; the bare
     environment of a GPU box (no project on the path: the runner brings its own code)."""
-    root = make_project(tmp_path_factory.mktemp("runner"), ["microsoft/resnet-50"], replicates=2, max_replicates=2,
-                        compile_cache="shared")  # fmt: skip
+    root = make_project(
+        tmp_path_factory.mktemp("runner"),
+        ["microsoft/resnet-50"],
+        replicates=2,
+        max_replicates=2,
+        compile_cache="shared",
+    )
     env = project_env()
     run_ok([sys.executable, "-m", "compilebench.fetch_image"], root, env)
     folder = root / "gpu-run"
@@ -125,10 +131,26 @@ def test_a_runner_stopped_while_it_primes_starts_no_further_prime_and_its_result
 ):
     folder, env = exported
     two = tmp_path / "two"  # two compiled variants: two primes, one at a time
-    run_ok([sys.executable, "-m", "compilebench.benchmark", "--export", str(two), "--set",
-            "suites.smoke.variants=[eager,default,freezing]"], folder.parent, project_env())  # fmt: skip
-    started = subprocess.Popen([sys.executable, runner.RUNNER, "plan.json", "results", "--prime", "1"], cwd=two,
-                               env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    run_ok(
+        [
+            sys.executable,
+            "-m",
+            "compilebench.benchmark",
+            "--export",
+            str(two),
+            "--set",
+            "suites.smoke.variants=[eager,default,freezing]",
+        ],
+        folder.parent,
+        project_env(),
+    )
+    started = subprocess.Popen(
+        [sys.executable, runner.RUNNER, "plan.json", "results", "--prime", "1"],
+        cwd=two,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         trial, deadline = [], time.monotonic() + 300
         while not trial and started.poll() is None and time.monotonic() < deadline:
@@ -153,12 +175,15 @@ def test_a_runner_stopped_while_it_primes_starts_no_further_prime_and_its_result
 
 def _source(*args, timeout=60):
     """The runner from the project's source tree (`python -m compilebench.runner`), as its refusals need no file."""
-    return subprocess.run([sys.executable, "-m", "compilebench.runner", *map(str, args)], capture_output=True,
-                          text=True, timeout=timeout)  # fmt: skip
+    return subprocess.run(
+        [sys.executable, "-m", "compilebench.runner", *map(str, args)], capture_output=True, text=True, timeout=timeout
+    )
 
 
-@pytest.mark.parametrize(("text", "error"), [("1-0", "is not a core or a range"), ("x", "is not a core"),
-                                              ("999999", "[999999] are not among")])  # fmt: skip
+@pytest.mark.parametrize(
+    ("text", "error"),
+    [("1-0", "is not a core or a range"), ("x", "is not a core"), ("999999", "[999999] are not among")],
+)
 def test_cores_to_pin_must_be_cores_this_process_may_use(tmp_path, text, error):
     done = _source(tmp_path / "plan.json", tmp_path / "out", "--cpus", text)
     assert done.returncode == 2 and error in done.stderr and not (tmp_path / "out").exists()
@@ -169,8 +194,11 @@ def test_core_lists_read_as_taskset_writes_them():
     from compilebench.harness.names import CPUS_ENV, thread_environment
 
     assert parse_cpus("0,2,4-6") == [0, 2, 4, 5, 6] and parse_cpus("3") == [3]
-    assert thread_environment(2, [2, 3]) == {"OMP_NUM_THREADS": "2", "TORCHINDUCTOR_COMPILE_THREADS": "2",
-                                             CPUS_ENV: "2,3"}  # fmt: skip
+    assert thread_environment(2, [2, 3]) == {
+        "OMP_NUM_THREADS": "2",
+        "TORCHINDUCTOR_COMPILE_THREADS": "2",
+        CPUS_ENV: "2,3",
+    }
 
 
 @pytest.mark.parametrize("minutes", ["0", "nan", "-1"])
@@ -181,13 +209,17 @@ def test_a_deadline_that_is_not_positive_is_refused(tmp_path, minutes):
     assert not (tmp_path / "out").exists()
 
 
-@pytest.mark.parametrize(("cache", "options", "error"), [
-    ("warm", ["--prime", "2"], "--prime needs a plan exported with benchmark.compile_cache=shared"),
-    ("shared", ["--python", "B"], "--python takes ENV=PATH"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("cache", "options", "error"),
+    [
+        ("warm", ["--prime", "2"], "--prime needs a plan exported with benchmark.compile_cache=shared"),
+        ("shared", ["--python", "B"], "--python takes ENV=PATH"),
+    ],
+)
 def test_a_plan_the_runner_cannot_run_as_asked_is_refused_before_anything_is_written(tmp_path, cache, options, error):
-    spec = TrialSpec("current/m/bs1/default/r0", "current", MODEL, 1, VariantSpec("default"), 0, cache, "i.jpg",
-                     TimingSpec())  # fmt: skip
+    spec = TrialSpec(
+        "current/m/bs1/default/r0", "current", MODEL, 1, VariantSpec("default"), 0, cache, "i.jpg", TimingSpec()
+    )
     (tmp_path / "plan.json").write_text(json.dumps(Plan("inv", (spec,), (), None).to_dict()))
     done = _source(tmp_path / "plan.json", tmp_path / "out", *options)
     assert done.returncode == 2 and error in done.stderr and not (tmp_path / "out").exists()
@@ -198,15 +230,30 @@ def test_a_plan_measured_on_another_machine_or_stack_is_not_continued_here(tmp_p
     into each run: the runner refuses before it writes anything; on the same machine, it goes on."""
     from compilebench.harness import fingerprint
 
-    specs = tuple(TrialSpec(f"current/m/bs1/default/r{r}", "current", MODEL, 1, VariantSpec("default"), r, "shared",
-                            "i.jpg", TimingSpec()) for r in (0, 1))  # fmt: skip
+    specs = tuple(
+        TrialSpec(
+            f"current/m/bs1/default/r{r}",
+            "current",
+            MODEL,
+            1,
+            VariantSpec("default"),
+            r,
+            "shared",
+            "i.jpg",
+            TimingSpec(),
+        )
+        for r in (0, 1)
+    )
     plan = Plan("inv", specs, (), None)
     (tmp_path / "plan.json").write_text(json.dumps(plan.to_dict()))
     out = tmp_path / "out"
     out.mkdir()
     here = fingerprint.collect("cpu")  # what this interpreter's trials record here
-    for environment, refused in ((here, False), ({**here, "machine_fingerprint": "0a1b2c3d4e5f"}, True),
-                                 ({**here, "torch_version": "2.11.0+cu130"}, True)):  # fmt: skip
+    for environment, refused in (
+        (here, False),
+        ({**here, "machine_fingerprint": "0a1b2c3d4e5f"}, True),
+        ({**here, "torch_version": "2.11.0+cu130"}, True),
+    ):
         row = TrialResult(specs[0].trial_id, "ok", environment=environment, eager_ms=(1.0,), compiled_ms=(0.5,))
         (out / "trials.jsonl").write_text(json.dumps(row.to_dict()) + "\n")
         problem = results_folder.machine_problem(plan, out, {"current": sys.executable})
@@ -221,8 +268,12 @@ def test_a_plan_measured_on_another_machine_or_stack_is_not_continued_here(tmp_p
 def test_a_plan_naming_an_environment_without_an_interpreter_is_refused():
     from compilebench.harness.launcher import plan_problem
 
-    specs = tuple(TrialSpec(f"{label}/m/bs1/default/r0", label, MODEL, 1, VariantSpec("default"), 0, "shared", "i.jpg",
-                            TimingSpec()) for label in ("current", "B"))  # fmt: skip
+    specs = tuple(
+        TrialSpec(
+            f"{label}/m/bs1/default/r0", label, MODEL, 1, VariantSpec("default"), 0, "shared", "i.jpg", TimingSpec()
+        )
+        for label in ("current", "B")
+    )
     plan = Plan("inv", specs, (), None)
     assert "environments ['B']; give their interpreters with --python ENV=PATH" in plan_problem(
         plan, {"current": ""}, 0
@@ -230,12 +281,15 @@ def test_a_plan_naming_an_environment_without_an_interpreter_is_refused():
     assert plan_problem(plan, {"current": "", "B": "/b/python"}, 2) is None
 
 
-@pytest.mark.parametrize(("text", "error"), [
-    (None, "no plan readable at"),
-    ("{", "not JSON"),
-    ('{"a": 1}', "not a plan written by `compilebench.benchmark --export`"),
-    ('{"invocation_id": "x", "trials": [{"trial_id": "t"}]}', "a trial or recipe lacks the key"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("text", "error"),
+    [
+        (None, "no plan readable at"),
+        ("{", "not JSON"),
+        ('{"a": 1}', "not a plan written by `compilebench.benchmark --export`"),
+        ('{"invocation_id": "x", "trials": [{"trial_id": "t"}]}', "a trial or recipe lacks the key"),
+    ],
+)
 def test_a_file_that_is_not_a_plan_is_refused_by_name(tmp_path, text, error):
     if text is not None:
         (tmp_path / "plan.json").write_text(text)

@@ -19,8 +19,9 @@ from compilebench.harness.records import (
 
 MODEL = ModelSpec("org/m", "M", "image-classification", "X", "ckpt")
 DEFAULT = VariantSpec("default")
-CONTEXT = Context("inv", "s", "full", "vm", "abc", "embedded-fallback", "00",
-                       Validity(min_iters=5, min_time_s=0.1, max_cv=0.25))  # fmt: skip
+CONTEXT = Context(
+    "inv", "s", "full", "vm", "abc", "embedded-fallback", "00", Validity(min_iters=5, min_time_s=0.1, max_cv=0.25)
+)
 ENVIRONMENT = {
     "current": run_record.EnvironmentInfo("current", "current", "k1", {"torch": "2.13.0"}, ("torch==2.13.0",))
 }
@@ -28,22 +29,44 @@ MODELS = {"org/m": run_record.ModelInfo("random-init", "card:m.yaml", 1000)}
 
 
 def _spec(replicate, cache, variant=DEFAULT):
-    return TrialSpec(f"current/org--m/bs2/{variant.name}/r{replicate}", "current", MODEL, 2, variant, replicate,
-                     cache, "i.jpg", TimingSpec())  # fmt: skip
+    return TrialSpec(
+        f"current/org--m/bs2/{variant.name}/r{replicate}",
+        "current",
+        MODEL,
+        2,
+        variant,
+        replicate,
+        cache,
+        "i.jpg",
+        TimingSpec(),
+    )
 
 
 def _result(spec, eager, compiled, compile_s, status="ok", **extra):
-    return TrialResult(spec.trial_id, status, environment={"device": "cpu", "device_name": "cpu-x",
-                       "torch_version": "2.13.0"}, eager_ms=tuple(eager), compiled_ms=tuple(compiled),
-                       compile_s=compile_s, timed_s=1.0, eager_first_call_s=0.5, peak_mem_mib=100.0 + compile_s,
-                       eager_peak_mem_mib=90.0, max_abs_diff=1e-6, max_rel_diff=1e-7, task_agreement=1.0,
-                       health=CompileHealth(graph_count=1), **extra)  # fmt: skip
+    return TrialResult(
+        spec.trial_id,
+        status,
+        environment={"device": "cpu", "device_name": "cpu-x", "torch_version": "2.13.0"},
+        eager_ms=tuple(eager),
+        compiled_ms=tuple(compiled),
+        compile_s=compile_s,
+        timed_s=1.0,
+        eager_first_call_s=0.5,
+        peak_mem_mib=100.0 + compile_s,
+        eager_peak_mem_mib=90.0,
+        max_abs_diff=1e-6,
+        max_rel_diff=1e-7,
+        task_agreement=1.0,
+        health=CompileHealth(graph_count=1),
+        **extra,
+    )
 
 
 def _records(results):
     specs = [spec for spec, _ in results]
-    return {r.variant: r for r in runs.run_records(specs, {s.trial_id: r for s, r in results}, ENVIRONMENT, MODELS,
-                                                   CONTEXT)}  # fmt: skip
+    return {
+        r.variant: r for r in runs.run_records(specs, {s.trial_id: r for s, r in results}, ENVIRONMENT, MODELS, CONTEXT)
+    }
 
 
 def _three(eager=(10.0, 12.0, 11.0)):
@@ -100,8 +123,10 @@ def test_processes_of_two_machines_or_stacks_are_not_pooled_into_one_run():
         records = _records([(s, _on(r, **(other if i == 2 else h100))) for i, (s, r) in enumerate(three)])
         for record in records.values():
             assert (record.status, record.machines) == ("invalid", 2), record.error
-            assert "2 different machines or software stacks (2 processes on NVIDIA H100 80GB HBM3 (machine " \
-                   f"5ec15378526d), torch 2.11.0; 1 process on {named})" in record.error  # fmt: skip
+            assert (
+                "2 different machines or software stacks (2 processes on NVIDIA H100 80GB HBM3 (machine "
+                f"5ec15378526d), torch 2.11.0; 1 process on {named})" in record.error
+            )
         assert records["default"].speedup is not None  # the numbers are kept; the run is not judged
 
 
@@ -147,8 +172,9 @@ def test_a_disturbed_process_is_recorded_and_left_out():
     spec, result = results[1]
     results[1] = (spec, replace(result, eager_ms=(99.0,) * 6, disturbance={"others_cores": 0.9, "steal_cores": 0.0}))
     specs = [spec for spec, _ in results]
-    records = {r.variant: r for r in runs.run_records(specs, {s.trial_id: r for s, r in results}, ENVIRONMENT,
-                                                      MODELS, context)}  # fmt: skip
+    records = {
+        r.variant: r for r in runs.run_records(specs, {s.trial_id: r for s, r in results}, ENVIRONMENT, MODELS, context)
+    }
     compiled = records["default"]
     assert compiled.processes == 2 and compiled.disturbed_processes == 1 and compiled.status == "ok"
     assert [p.disturbed for p in compiled.process_results] == [False, True, False]
@@ -162,8 +188,9 @@ def test_a_process_that_drifted_between_its_halves_makes_the_run_invalid():
     specs = [_spec(0, "cold"), _spec(1, "warm")]
     drifting = [5.0] * 6 + [6.5] * 6  # its compiled calls 30% slower in the second half; eager steady
     results = [(s, _result(s, [10.0] * 12, drifting, 1.0)) for s in specs]
-    compiled = {r.variant: r for r in runs.run_records(specs, {s.trial_id: r for s, r in results}, ENVIRONMENT,
-                                                       MODELS, context)}["default"]  # fmt: skip
+    compiled = {
+        r.variant: r for r in runs.run_records(specs, {s.trial_id: r for s, r in results}, ENVIRONMENT, MODELS, context)
+    }["default"]
     assert compiled.status == "invalid" and "benchmark.max_halves_diff" in compiled.error and "30.0%" in compiled.error
     steady = [(s, _result(s, [10.0] * 12, [5.0, 5.2] * 6, 1.0)) for s in specs]
     assert _records(steady)["default"].status == "ok"
@@ -209,8 +236,9 @@ def test_too_few_pairs_make_the_run_invalid():
 
 def test_a_compile_error_keeps_the_eager_baseline():
     spec = _spec(0, "cold")
-    failed = TrialResult(spec.trial_id, "compile_error", "boom", eager_ms=(10.0,) * 6, eager_first_call_s=0.5,
-                         timed_s=1.0)  # fmt: skip
+    failed = TrialResult(
+        spec.trial_id, "compile_error", "boom", eager_ms=(10.0,) * 6, eager_first_call_s=0.5, timed_s=1.0
+    )
     records = _records([(spec, failed)])
     assert records["default"].status == "compile_error" and records["default"].speedup is None
     assert records["eager"].status == "ok" and records["eager"].latency_ms_median == 10.0
@@ -229,26 +257,84 @@ def _cell(blocks=3, eager=(10.0, 12.0, 11.0), warm=(2.0, 1.8, 2.2)):
     freezing = VariantSpec("freezing", inductor={"freezing": True})
     results = []
     for variant, cold_s, peak in ((DEFAULT, 20.0, 120.0), (freezing, 15.0, 130.0)):
-        spec = TrialSpec(f"current/org--m/bs2/{variant.name}/c0", "current", MODEL, 2, variant, 0, "cold", "i.jpg",
-                         TimingSpec(), kind="cold")  # fmt: skip
+        spec = TrialSpec(
+            f"current/org--m/bs2/{variant.name}/c0",
+            "current",
+            MODEL,
+            2,
+            variant,
+            0,
+            "cold",
+            "i.jpg",
+            TimingSpec(),
+            kind="cold",
+        )
         health = CompileHealth(1, inductor_counters={"binary_folding": 3})
-        results.append((spec, TrialResult(spec.trial_id, "ok", compile_s=cold_s, peak_mem_mib=peak,
-                                          eager_first_call_s=0.5, eager_peak_mem_mib=90.0, max_abs_diff=0.0,
-                                          max_rel_diff=0.0, task_agreement=1.0, startup_s=2.0, load_s=1.0,
-                                          health=health)))  # fmt: skip
+        results.append(
+            (
+                spec,
+                TrialResult(
+                    spec.trial_id,
+                    "ok",
+                    compile_s=cold_s,
+                    peak_mem_mib=peak,
+                    eager_first_call_s=0.5,
+                    eager_peak_mem_mib=90.0,
+                    max_abs_diff=0.0,
+                    max_rel_diff=0.0,
+                    task_agreement=1.0,
+                    startup_s=2.0,
+                    load_s=1.0,
+                    health=health,
+                ),
+            )
+        )
     for replicate in range(blocks):
         process = f"current/org--m/bs2/r{replicate}"
         samples = (eager[replicate],) * 6
         for variant, factor in ((VariantSpec("eager", compile=False), None), (DEFAULT, 2.0), (freezing, 4.0)):
-            spec = TrialSpec(f"current/org--m/bs2/{variant.name}/r{replicate}", "current", MODEL, 2, variant,
-                             replicate, "warm", "i.jpg", TimingSpec(), kind="arm", process_id=process)  # fmt: skip
-            compiled = {} if factor is None else {"compiled_ms": tuple(x / factor for x in samples),
-                                                  "compile_s": warm[replicate], "max_abs_diff": 0.0,
-                                                  "max_rel_diff": 0.0, "task_agreement": 1.0,
-                                                  "health": CompileHealth(1)}  # fmt: skip
-            results.append((spec, TrialResult(spec.trial_id, "ok", eager_ms=samples, timed_s=1.0, startup_s=2.0,
-                                              load_s=1.0, eager_first_call_s=0.5, eager_peak_mem_mib=90.0,
-                                              inductor_startup_s=1.5, **compiled)))  # fmt: skip
+            spec = TrialSpec(
+                f"current/org--m/bs2/{variant.name}/r{replicate}",
+                "current",
+                MODEL,
+                2,
+                variant,
+                replicate,
+                "warm",
+                "i.jpg",
+                TimingSpec(),
+                kind="arm",
+                process_id=process,
+            )
+            compiled = (
+                {}
+                if factor is None
+                else {
+                    "compiled_ms": tuple(x / factor for x in samples),
+                    "compile_s": warm[replicate],
+                    "max_abs_diff": 0.0,
+                    "max_rel_diff": 0.0,
+                    "task_agreement": 1.0,
+                    "health": CompileHealth(1),
+                }
+            )
+            results.append(
+                (
+                    spec,
+                    TrialResult(
+                        spec.trial_id,
+                        "ok",
+                        eager_ms=samples,
+                        timed_s=1.0,
+                        startup_s=2.0,
+                        load_s=1.0,
+                        eager_first_call_s=0.5,
+                        eager_peak_mem_mib=90.0,
+                        inductor_startup_s=1.5,
+                        **compiled,
+                    ),
+                )
+            )
     return results
 
 
@@ -275,8 +361,9 @@ def test_a_process_disturbed_while_compiling_keeps_its_samples_and_loses_its_com
     spec, result = results[index]
     results[index] = (spec, replace(result, compile_s=99.0, compile_disturbance={"others_cores": 0.9}))
     specs = [spec for spec, _ in results]
-    records = {r.variant: r for r in runs.run_records(specs, {s.trial_id: r for s, r in results}, ENVIRONMENT,
-                                                      MODELS, context)}  # fmt: skip
+    records = {
+        r.variant: r for r in runs.run_records(specs, {s.trial_id: r for s, r in results}, ENVIRONMENT, MODELS, context)
+    }
     default = records["default"]
     assert default.processes == 3 and default.compile_s_warm == 2.1  # 99 s left out; its samples kept
     row = next(p for p in default.process_results if p.trial_id == spec.trial_id)
@@ -284,9 +371,16 @@ def test_a_process_disturbed_while_compiling_keeps_its_samples_and_loses_its_com
 
 
 def test_a_process_record_derives_its_values_and_reads_rows_of_earlier_versions():
-    record = per_process.ProcessRecord.from_dict({"trial_id": "a/m/bs1/default/r2", "cache": "warm",
-                                                  "eager_ms": [10.0] * 4 + [12.0] * 4, "compiled_ms": [5.0] * 8,
-                                                  "compile_s": 3.0, "some_field_of_the_future": 1})  # fmt: skip
+    record = per_process.ProcessRecord.from_dict(
+        {
+            "trial_id": "a/m/bs1/default/r2",
+            "cache": "warm",
+            "eager_ms": [10.0] * 4 + [12.0] * 4,
+            "compiled_ms": [5.0] * 8,
+            "compile_s": 3.0,
+            "some_field_of_the_future": 1,
+        }
+    )
     assert record.block == "default/r2" and not record.cold_compile and record.kind == "paired"
     assert record.speedup == pytest.approx(2.2) and record.speedup_of_means == pytest.approx(2.2)
     assert record.halves_ratio == pytest.approx(1.2) and record.pair_cv == pytest.approx(0.4 / 1.349 / 2.2)
@@ -307,11 +401,17 @@ def test_the_context_reads_exports_written_before_validity_was_a_record_of_its_o
 
     saved = json.loads((repo_root / "tests/fixtures/h100-window/export.json").read_text())
     older = Context.from_dict(saved["context"])
-    assert older.validity == Validity(min_iters=100, min_time_s=4.0, max_cv=0.25, disturbed_cores=0.25,
-                                      max_halves_diff=0.1)  # fmt: skip
+    assert older.validity == Validity(
+        min_iters=100, min_time_s=4.0, max_cv=0.25, disturbed_cores=0.25, max_halves_diff=0.1
+    )
     assert older.invocation_id == saved["context"]["invocation_id"]
     assert Context.from_dict(json.loads(json.dumps(older.to_dict()))) == older  # as an export now writes it
     section = Benchmark(min_iters=7, max_cv=0.5, disturbed_cores=0.3)
-    expected = {"min_iters": 7, "min_time_s": section.min_time_s, "max_cv": 0.5, "disturbed_cores": 0.3,
-                "max_halves_diff": section.max_halves_diff}  # fmt: skip
+    expected = {
+        "min_iters": 7,
+        "min_time_s": section.min_time_s,
+        "max_cv": 0.5,
+        "disturbed_cores": 0.3,
+        "max_halves_diff": section.max_halves_diff,
+    }
     assert asdict(section.validity()) == expected

@@ -22,8 +22,15 @@ def test_a_series_agrees_with_itself_and_its_order_comes_from_the_releases(agree
     version, the release named twice after its first), not the runs file's."""
     records = agreement.read_runs(repo_root / RECORD)
     labels = agreement.series_order(records)
-    assert labels == ["torch-2.0.1", "torch-2.3.1", "torch-2.6.0", "torch-2.9.1", "torch-2.12.0", "torch-2.15.0",
-                      "torch-2.15.0#2"]  # fmt: skip
+    assert labels == [
+        "torch-2.0.1",
+        "torch-2.3.1",
+        "torch-2.6.0",
+        "torch-2.9.1",
+        "torch-2.12.0",
+        "torch-2.15.0",
+        "torch-2.15.0#2",
+    ]
     steps = agreement.steps_of(records, labels, 0.10)
     found = agreement.agreement(steps, steps)
     assert found["contradict"] == [] and found["one"] == []
@@ -44,11 +51,19 @@ def test_two_stacks_swapped_contradict_and_the_script_says_so(repo_root, tmp_pat
     (tmp_path / "swapped").mkdir()
     (tmp_path / "swapped" / "runs.jsonl").write_text("\n".join(lines) + "\n")
     script = str(repo_root / "benchmarks" / "series_agreement.py")
-    done = subprocess.run([sys.executable, script, str(repo_root / RECORD), str(tmp_path / "swapped"),
-                           "--margin", "0.10"], capture_output=True, text=True, cwd=repo_root)  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, script, str(repo_root / RECORD), str(tmp_path / "swapped"), "--margin", "0.10"],
+        capture_output=True,
+        text=True,
+        cwd=repo_root,
+    )
     assert done.returncode == 1, done.stderr[-2000:]
     assert "CONTRADICT: ResNet bs1 default compiled_latency torch-2.0.1 -> torch-2.3.1: slower" in done.stdout
     assert "| faster" in done.stdout and "machine c77956ccca10" in done.stdout
-    done = subprocess.run([sys.executable, script, str(repo_root / RECORD), str(tmp_path), "--margin", "0.10"],
-                          capture_output=True, text=True, cwd=repo_root)  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, script, str(repo_root / RECORD), str(tmp_path), "--margin", "0.10"],
+        capture_output=True,
+        text=True,
+        cwd=repo_root,
+    )
     assert done.returncode != 0 and done.stdout == "" and f"{tmp_path}: no runs.jsonl" in done.stderr

@@ -103,14 +103,17 @@ def test_the_machines_noise_narrows_a_cell_and_a_much_noisier_cell_stands_alone(
     assert (stats.Noise(1.0, 2) + stats.Noise(0.5, 1)).variance == pytest.approx(0.5)
 
 
-@pytest.mark.parametrize(("interval90", "p_value", "changed", "relevant", "verdict"), [
-    ((1.10, 1.20), 0.001, "slower", stats.BEYOND_MARGIN, "slower"),
-    ((0.80, 0.90), 0.001, "faster", stats.BEYOND_MARGIN, "faster"),
-    ((0.97, 1.03), 0.50, stats.NOT_SIGNIFICANT, stats.EQUIVALENT, stats.EQUIVALENT),
-    ((1.01, 1.03), 0.01, "slower", stats.EQUIVALENT, stats.EQUIVALENT),  # real but within the margin
-    ((1.02, 1.10), 0.01, "slower", stats.UNDECIDED, "slower"),  # changed; whether it matters is open
-    ((0.93, 1.08), 0.60, stats.NOT_SIGNIFICANT, stats.UNDECIDED, stats.INCONCLUSIVE),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("interval90", "p_value", "changed", "relevant", "verdict"),
+    [
+        ((1.10, 1.20), 0.001, "slower", stats.BEYOND_MARGIN, "slower"),
+        ((0.80, 0.90), 0.001, "faster", stats.BEYOND_MARGIN, "faster"),
+        ((0.97, 1.03), 0.50, stats.NOT_SIGNIFICANT, stats.EQUIVALENT, stats.EQUIVALENT),
+        ((1.01, 1.03), 0.01, "slower", stats.EQUIVALENT, stats.EQUIVALENT),  # real but within the margin
+        ((1.02, 1.10), 0.01, "slower", stats.UNDECIDED, "slower"),  # changed; whether it matters is open
+        ((0.93, 1.08), 0.60, stats.NOT_SIGNIFICANT, stats.UNDECIDED, stats.INCONCLUSIVE),
+    ],
+)
 def test_two_questions_two_answers(interval90, p_value, changed, relevant, verdict):
     value = math.sqrt(interval90[0] * interval90[1])
     ratio = stats.Ratio(value, interval90[0] * 0.99, interval90[1] * 1.01, *interval90, p_value, 5, 4, stats.PAIRED)
@@ -151,8 +154,9 @@ def test_between_process_interval_covers_the_truth_95_percent():
     truth, trials = 1.5, 600
     covered = 0
     for _ in range(trials):
-        estimate = stats.speedup_estimate(_processes(rng, truth, between_sd=0.05, within_sd=0.03, processes=3,
-                                                     pairs=10))  # fmt: skip
+        estimate = stats.speedup_estimate(
+            _processes(rng, truth, between_sd=0.05, within_sd=0.03, processes=3, pairs=10)
+        )
         covered += estimate.low <= truth <= estimate.high
     assert 0.92 <= covered / trials <= 0.985, covered / trials
 
@@ -202,8 +206,12 @@ def test_paired_verdicts_error_rates_on_synthetic_blocks():
             a = np.exp(drift + rng.normal(0, sd, blocks))
             b = truth * np.exp(drift + rng.normal(0, sd, blocks))
             ratio = stats.paired_ratio(list(a), list(b), machine)
-            found.append((stats.verdict_of(stats.change(ratio, "slower", "faster"), stats.relevance(ratio, 0.05)),
-                          ratio.low <= truth <= ratio.high))  # fmt: skip
+            found.append(
+                (
+                    stats.verdict_of(stats.change(ratio, "slower", "faster"), stats.relevance(ratio, 0.05)),
+                    ratio.low <= truth <= ratio.high,
+                )
+            )
     aa, real = outcomes[1.0], outcomes[1.1]
     assert sum(v in ("slower", "faster") for v, _ in aa) / trials <= 0.065
     assert 0.93 <= sum(c for _, c in aa) / trials <= 0.97

@@ -49,8 +49,17 @@ class Database:
         self.port, self.process = closed_port(), None
         self.env = {**os.environ, "TMPDIR": str(self.folder)}  # not the tests' own, which that user cannot enter
         self.uri = f"postgresql+psycopg://postgres@127.0.0.1:{self.port}/postgres"
-        initdb = [postgres_tool("initdb"), "-D", str(self.folder / "data"), "-U", "postgres", "--auth=trust", "-E",
-                  "UTF8", "--no-sync"]  # fmt: skip
+        initdb = [
+            postgres_tool("initdb"),
+            "-D",
+            str(self.folder / "data"),
+            "-U",
+            "postgres",
+            "--auth=trust",
+            "-E",
+            "UTF8",
+            "--no-sync",
+        ]
         try:
             run_ok(as_postgres(initdb), self.folder, self.env)
         except BaseException:
@@ -58,10 +67,26 @@ class Database:
             raise
 
     def start(self) -> None:
-        command = [postgres_tool("postgres"), "-D", str(self.folder / "data"), "-p", str(self.port), "-k",
-                   str(self.folder), "-c", "listen_addresses=127.0.0.1", "-c", "fsync=off"]  # fmt: skip
-        self.process = subprocess.Popen(as_postgres(command), env=self.env, stdout=subprocess.DEVNULL,
-                                        stderr=subprocess.DEVNULL, start_new_session=True)  # fmt: skip
+        command = [
+            postgres_tool("postgres"),
+            "-D",
+            str(self.folder / "data"),
+            "-p",
+            str(self.port),
+            "-k",
+            str(self.folder),
+            "-c",
+            "listen_addresses=127.0.0.1",
+            "-c",
+            "fsync=off",
+        ]
+        self.process = subprocess.Popen(
+            as_postgres(command),
+            env=self.env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
         ready = [postgres_tool("pg_isready"), "-h", "127.0.0.1", "-p", str(self.port), "-q"]
         deadline = time.time() + 60
         while subprocess.run(ready).returncode != 0:
@@ -98,8 +123,15 @@ def store(tmp_path_factory):
 
 
 def benchmark(root: Path, env: dict) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "compilebench.benchmark"], cwd=root, env=env, text=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)  # fmt: skip
+    return subprocess.Popen(
+        [sys.executable, "-m", "compilebench.benchmark"],
+        cwd=root,
+        env=env,
+        text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    )
 
 
 def test_three_invocations_log_at_once_into_postgresql_each_run_once_through_a_kill_and_a_restart(

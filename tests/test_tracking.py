@@ -47,12 +47,33 @@ def test_credentials_are_redacted():
 
 
 def _row(status="ok", uid="inv/current/org/m/bs1/default"):
-    processes = [{"trial_id": f"current/org--m/bs1/default/r{i}", "block": f"default/r{i}", "kind": "arm",
-                  "replicate": i, "cache": "warm", "eager_ms": [10.0, 10.2], "compiled_ms": [5.0, 5.1],
-                  "compile_s": 2.0 + i} for i in range(3)]  # fmt: skip
-    return {"label": "M", "batch_size": 1, "variant": "default", "environment": "current", "model_id": "org/m",
-            "compile": True, "status": status, "run_uid": uid, "image_source": "embedded-fallback",
-            "image_sha256": "a5" * 32, "process_results": processes, "speedup": 2.0}  # fmt: skip
+    processes = [
+        {
+            "trial_id": f"current/org--m/bs1/default/r{i}",
+            "block": f"default/r{i}",
+            "kind": "arm",
+            "replicate": i,
+            "cache": "warm",
+            "eager_ms": [10.0, 10.2],
+            "compiled_ms": [5.0, 5.1],
+            "compile_s": 2.0 + i,
+        }
+        for i in range(3)
+    ]
+    return {
+        "label": "M",
+        "batch_size": 1,
+        "variant": "default",
+        "environment": "current",
+        "model_id": "org/m",
+        "compile": True,
+        "status": status,
+        "run_uid": uid,
+        "image_source": "embedded-fallback",
+        "image_sha256": "a5" * 32,
+        "process_results": processes,
+        "speedup": 2.0,
+    }
 
 
 def test_a_run_carries_its_processes_as_a_table_and_its_image_as_an_input(tmp_path, monkeypatch):
@@ -92,8 +113,9 @@ def test_a_half_logged_run_is_completed_not_logged_twice(tmp_path, monkeypatch):
     client = tracking.client(uri)
     parent = tracking.start_parent(client, tracking.EXPERIMENT, "p", {}, {})
     experiment = client.get_run(parent).info.experiment_id
-    half = client.create_run(experiment, tags={tracking.RUN_UID_TAG: "inv/x", tracking.PARENT_RUN_TAG: parent,
-                                               "role": "measurement"}).info.run_id  # fmt: skip
+    half = client.create_run(
+        experiment, tags={tracking.RUN_UID_TAG: "inv/x", tracking.PARENT_RUN_TAG: parent, "role": "measurement"}
+    ).info.run_id
     payload = tracking.run_payload(run_record(_row(uid="inv/x")))
     assert tracking.log_child(client, parent, **payload) == half
     done = client.get_run(half)
@@ -104,23 +126,47 @@ def test_a_half_logged_run_is_completed_not_logged_twice(tmp_path, monkeypatch):
 
 
 def test_a_comparison_row_becomes_metrics_of_the_candidate_run():
-    row = {"reference": "first", "headline": "compiled_latency", "verdict": "slower",
-           "compiled_latency_ratio": 1.2, "compiled_latency_ci_low": 1.1, "compiled_latency_ci_high": 1.3,
-           "compiled_latency_verdict": "slower", "speedup_ratio": 0.83, "speedup_ci_low": 0.8,
-           "speedup_ci_high": 0.86, "speedup_verdict": "lower", "compile_cold_ratio": 1.0,
-           "compile_cold_ci_low": 0.9, "compile_cold_ci_high": 1.1, "compile_cold_verdict": "equivalent",
-           "eager_latency_verdict": float("nan")}  # fmt: skip
-    tags = tracking.comparison_tags(compare.Comparison.read({
-        **row, "baseline": "current", "baseline_versions": "torch 2.13.0 / transformers 5",
-        "baseline_run_uid": "inv/current/org/m/bs1/default", "beside_the_question": float("nan")}))  # fmt: skip
+    row = {
+        "reference": "first",
+        "headline": "compiled_latency",
+        "verdict": "slower",
+        "compiled_latency_ratio": 1.2,
+        "compiled_latency_ci_low": 1.1,
+        "compiled_latency_ci_high": 1.3,
+        "compiled_latency_verdict": "slower",
+        "speedup_ratio": 0.83,
+        "speedup_ci_low": 0.8,
+        "speedup_ci_high": 0.86,
+        "speedup_verdict": "lower",
+        "compile_cold_ratio": 1.0,
+        "compile_cold_ci_low": 0.9,
+        "compile_cold_ci_high": 1.1,
+        "compile_cold_verdict": "equivalent",
+        "eager_latency_verdict": float("nan"),
+    }
+    tags = tracking.comparison_tags(
+        compare.Comparison.read(
+            {
+                **row,
+                "baseline": "current",
+                "baseline_versions": "torch 2.13.0 / transformers 5",
+                "baseline_run_uid": "inv/current/org/m/bs1/default",
+                "beside_the_question": float("nan"),
+            }
+        )
+    )
     assert "vs_first/beside_the_question" not in tags  # B differs in nothing it did not ask for
     assert tags["vs_first/compiled_latency"] == "slower B/A 1.200 [1.100, 1.300]"  # the word first
     assert tags["vs_first/verdict"] == "slower (compiled latency B/A 1.200 [1.100, 1.300])"
     assert tags["vs_first/against"] == "current (torch 2.13.0 / transformers 5), run inv/current/org/m/bs1/default"
     assert "vs_first/eager_latency" not in tags  # not compared: no word
     beside = "torch build: CPU build → CUDA 13.0 build"
-    assert tracking.comparison_tags(compare.Comparison.read({**row, "beside_the_question": beside}))[
-        "vs_first/beside_the_question"] == beside  # fmt: skip
+    assert (
+        tracking.comparison_tags(compare.Comparison.read({**row, "beside_the_question": beside}))[
+            "vs_first/beside_the_question"
+        ]
+        == beside
+    )
     metrics = tracking.comparison_metrics(compare.Comparison.read(row))
     assert metrics["vs_first/compiled_latency_ratio"] == 1.2 and metrics["vs_first/compiled_latency_verdict_code"] == 1
     assert metrics["vs_first/speedup_verdict_code"] == -1 and metrics["vs_first/compile_cold_verdict_code"] == 0
@@ -232,8 +278,9 @@ def test_the_ui_address_opens_on_the_newest_comparisons_candidate_runs(tmp_path,
             tags = {"compilebench.invocation": name, "environment": environment}
             if compared and environment == "B":
                 tags["vs_first/verdict"] = "equivalent (speedup B/A 1.000 [0.990, 1.010])"
-            tracking.log_child(client, parent, f"M bs1 default · {environment}", {}, {}, tags, {}, False,
-                               f"{name}/{environment}")  # fmt: skip
+            tracking.log_child(
+                client, parent, f"M bs1 default · {environment}", {}, {}, tags, {}, False, f"{name}/{environment}"
+            )
         return name
 
     def listed(url: str) -> set[tuple[str, str]]:

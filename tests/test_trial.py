@@ -25,15 +25,23 @@ TOGETHER = pytest.mark.xdist_group("trial-together")
 
 FAST = TimingSpec(min_iters=5, min_time_s=0.2, max_time_s=5.0, warmup_iters=1, memory_iters=1)
 # what every kind of trial process has done, in order, by the time eager is measured (trial.start_process)
-STARTED_MOMENTS = ("imported", "started", "model code imported", "checkpoint read", "on the device", "loaded",
-                   "eager measured")  # fmt: skip
+STARTED_MOMENTS = (
+    "imported",
+    "started",
+    "model code imported",
+    "checkpoint read",
+    "on the device",
+    "loaded",
+    "eager measured",
+)
 
 
 def _spec(tiny, variant, replicate=0, cache="shared", **timing):
     model, image = tiny
     spec = TimingSpec(**{**FAST.__dict__, **timing})
-    return TrialSpec(f"current/tiny/bs2/{variant.name}/r{replicate}", "current", model, 2, variant, replicate, cache,
-                     image, spec)  # fmt: skip
+    return TrialSpec(
+        f"current/tiny/bs2/{variant.name}/r{replicate}", "current", model, 2, variant, replicate, cache, image, spec
+    )
 
 
 def _run(tmp_path, spec, timeout_s=600.0, cache_dir=None):
@@ -224,8 +232,14 @@ def test_failed_first_trial_is_not_repeated(tiny_resnet, tmp_path):
     ]
     done = {specs[0].trial_id: TrialResult.failed(specs[0].trial_id, "timeout", "trial exceeded 1 s")}
     seen = []
-    results = launcher.run_trials(specs, {"current": "/nonexistent/python"}, tmp_path, 60, done,
-                                  lambda specs, ended, resumed: seen.append((specs[0].trial_id, resumed)))  # fmt: skip
+    results = launcher.run_trials(
+        specs,
+        {"current": "/nonexistent/python"},
+        tmp_path,
+        60,
+        done,
+        lambda specs, ended, resumed: seen.append((specs[0].trial_id, resumed)),
+    )
     assert [r.status for r in results] == ["timeout"] * 3 and "not run" in results[1].error
     assert seen == [(specs[0].trial_id, True), (specs[1].trial_id, False), (specs[2].trial_id, False)]
 
@@ -243,8 +257,10 @@ def test_oom_is_recognised_through_the_exception_chain():
     assert trial.classify_error(ValueError("bad"), "run") == "error"
 
 
-@pytest.mark.parametrize(("mode", "cudagraphs"), [("default", False), ("reduce-overhead", True), ("max-autotune", True),
-                                                  ("max-autotune-no-cudagraphs", False)])  # fmt: skip
+@pytest.mark.parametrize(
+    ("mode", "cudagraphs"),
+    [("default", False), ("reduce-overhead", True), ("max-autotune", True), ("max-autotune-no-cudagraphs", False)],
+)
 def test_cuda_graph_variants_are_marked_and_warmed_up(mode, cudagraphs):
     """max-autotune turns CUDA graphs on too; with warmup_iters 0 graph recording would be timed (CPU-checkable)."""
     variant = VariantSpec(mode, mode=mode)
@@ -294,8 +310,9 @@ def test_a_trial_does_not_outlive_its_killed_launcher(tiny_resnet, tmp_path):
     spec = _spec(tiny_resnet, VariantSpec("eager", compile=False), min_time_s=300.0, max_time_s=300.0)
     spec_path = tmp_path / "spec.json"
     spec_path.write_text(json.dumps(spec.to_dict()))
-    launching = subprocess.Popen([sys.executable, "-c", LAUNCH, str(spec_path), str(tmp_path / "work")],
-                                 start_new_session=True)  # fmt: skip
+    launching = subprocess.Popen(
+        [sys.executable, "-c", LAUNCH, str(spec_path), str(tmp_path / "work")], start_new_session=True
+    )
     children = Path(f"/proc/{launching.pid}/task/{launching.pid}/children")
     trial_pid, deadline = None, time.time() + 120
     while trial_pid is None and time.time() < deadline:
@@ -317,8 +334,11 @@ def test_a_trial_does_not_outlive_its_killed_launcher(tiny_resnet, tmp_path):
             os.kill(trial_pid, signal.SIGKILL)  # started by the launcher this test started
 
 
-VARIANTS = [VariantSpec("eager", compile=False), VariantSpec("default"),
-            VariantSpec("freezing", inductor={"freezing": True})]  # fmt: skip
+VARIANTS = [
+    VariantSpec("eager", compile=False),
+    VariantSpec("default"),
+    VariantSpec("freezing", inductor={"freezing": True}),
+]
 
 
 @pytest.fixture(scope="module")
@@ -349,9 +369,14 @@ def together(tiny_resnet, tmp_path_factory):
     lost = {spec.trial_id for spec in specs if spec.environment == "current#2" and spec.kind == "arm"}
     ran_again: list[list[str]] = []
     done = {trial_id: result for trial_id, result in first.items() if trial_id not in lost}
-    launcher.run_trials(specs, pythons, work, 600, done,
-                        lambda group, ended, resumed: ran_again.append([s.trial_id for s in group]) if not resumed
-                        else None)  # fmt: skip
+    launcher.run_trials(
+        specs,
+        pythons,
+        work,
+        600,
+        done,
+        lambda group, ended, resumed: ran_again.append([s.trial_id for s in group]) if not resumed else None,
+    )
     return specs, first, lost, ran_again
 
 
@@ -399,8 +424,15 @@ def test_a_process_killed_in_a_block_run_together_costs_that_block_which_runs_ag
 
     settings = LoopSettings(2, 0, 4, 0.0, 0.0, 0.0, 0.0, 0.0)  # no target, no budget: planned blocks and re-runs
     try:
-        trials, records, _ = adaptive.measure(specs, labels, settings, run, lambda t, r: runs.run_records(
-            t, r, environments, {model.model_id: run_record.ModelInfo("", "", None)}, context))  # fmt: skip
+        trials, records, _ = adaptive.measure(
+            specs,
+            labels,
+            settings,
+            run,
+            lambda t, r: runs.run_records(
+                t, r, environments, {model.model_id: run_record.ModelInfo("", "", None)}, context
+            ),
+        )
     finally:
         watcher.join()
     assert killed, "the victim's process was never seen running"
@@ -454,14 +486,27 @@ def test_a_cold_block_runs_together_each_compiling_alone_then_timing_in_turns(to
     first, later = sorted(cold, key=lambda r: r.timeline_s["its turn"])
     # the later one's set-up turn (load, compile) began once the first had compiled (the clocks of two processes'
     # timelines agree to a fraction of a second), so its wait covered that compile
-    assert later.timeline_s["its turn"] + later.started_at > first.timeline_s["default compiled"] + (
-        first.started_at) - 0.5 and later.timeline_s["its turn"] > first.compile_s > 1  # fmt: skip
+    assert (
+        later.timeline_s["its turn"] + later.started_at
+        > first.timeline_s["default compiled"] + (first.started_at) - 0.5
+        and later.timeline_s["its turn"] > first.compile_s > 1
+    )
     assert later.startup_s < later.timeline_s["its turn"]  # its start-up leaves that wait out
     assert all(r.compile_s > 0 and r.health.inductor_counters.get("fxgraph_cache_hit", 0) == 0 for r in cold)
-    assert all(len(r.compiled_ms) == len(r.eager_ms) == len(r.round_turns) >= 5 and r.round_turns[0] > 1
-               and r.peak_mem_mib > 0 for r in cold)  # fmt: skip
-    moments = ["its turn", *STARTED_MOMENTS, "default compiled", "compile workers stopped", "warmed up", "timed",
-               "start-up network compiled", "measured"]  # fmt: skip
+    assert all(
+        len(r.compiled_ms) == len(r.eager_ms) == len(r.round_turns) >= 5 and r.round_turns[0] > 1 and r.peak_mem_mib > 0
+        for r in cold
+    )
+    moments = [
+        "its turn",
+        *STARTED_MOMENTS,
+        "default compiled",
+        "compile workers stopped",
+        "warmed up",
+        "timed",
+        "start-up network compiled",
+        "measured",
+    ]
     assert all(list(r.timeline_s) == moments for r in cold), [list(r.timeline_s) for r in cold]
     for label in ("current", "current#2"):  # each label's warm cache: its own cold process's kernels, the start-up's
         arm = next(
@@ -489,8 +534,15 @@ def test_a_timing_process_pairs_every_arm_with_eager_and_each_arm_compiles_its_o
     assert not [reason for arm in arms for reason in arm.health.recompile_reasons]  # another arm's backend is none
     assert all(arm.replay_max_rel_diff < 1e-3 for arm in arms)  # a call after warm-up checked too
     compiled = [f"{name} compiled" for name in eager.arms[1:]]  # in the order the arms compiled
-    moments = [*STARTED_MOMENTS, "inductor started", *compiled, "compile workers stopped", "warmed up", "timed",
-               "measured"]  # fmt: skip
+    moments = [
+        *STARTED_MOMENTS,
+        "inductor started",
+        *compiled,
+        "compile workers stopped",
+        "warmed up",
+        "timed",
+        "measured",
+    ]
     assert list(eager.timeline_s) == moments and all(arm.timeline_s == eager.timeline_s for arm in arms)
     ages = list(eager.timeline_s.values())
     assert ages == sorted(ages) and ages[1] == pytest.approx(eager.startup_s, abs=0.01) and ages[-1] < eager.wall_s
@@ -518,7 +570,8 @@ def test_cold_processes_compile_alone_and_their_caches_warm_the_timing_processes
     first_timing = min(results[spec.trial_id].started_at for spec in specs if spec.kind == "arm")
     kernels = list((work / "inductor-cache" / specs[-1].warm_cache_key).rglob("*.so"))
     assert kernels and all(kernel.stat().st_mtime < first_timing for kernel in kernels), [
-        kernel.name for kernel in kernels if kernel.stat().st_mtime >= first_timing]  # fmt: skip
+        kernel.name for kernel in kernels if kernel.stat().st_mtime >= first_timing
+    ]
 
 
 @pytest.mark.slow

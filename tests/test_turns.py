@@ -42,8 +42,9 @@ def _block(tmp_path: Path, plans: list[tuple[int, int]]) -> tuple[list[subproces
         member = turns.Member()
         out = tmp_path / f"child{index}.json"
         env = {**os.environ, turns.TURNS_ENV: turns.environment_value(member)}
-        child = subprocess.Popen([sys.executable, "-c", CHILD, str(rounds), str(crash_after), str(out)], env=env,
-                                 pass_fds=member.child_fds())  # fmt: skip
+        child = subprocess.Popen(
+            [sys.executable, "-c", CHILD, str(rounds), str(crash_after), str(out)], env=env, pass_fds=member.child_fds()
+        )
         member.started(lambda child=child: child.poll() is not None)
         members.append(member)
         children.append(child)
@@ -62,8 +63,9 @@ def test_turns_alternate_never_overlap_and_each_process_stops_when_it_decides(tm
     children, outs = _block(tmp_path, [(8, -1), (12, -1)])
     assert [child.returncode for child in children] == [0, 0]
     a, b = (json.loads(out.read_text()) for out in outs)
-    spans = sorted([(begin, end, "a") for _, begin, end, _ in a["spans"]] + [(begin, end, "b") for _, begin, end, _
-                                                                              in b["spans"]])  # fmt: skip
+    spans = sorted(
+        [(begin, end, "a") for _, begin, end, _ in a["spans"]] + [(begin, end, "b") for _, begin, end, _ in b["spans"]]
+    )
     assert all(first[1] <= second[0] for first, second in itertools.pairwise(spans))  # never together
     assert len(a["spans"]) == 9 and len(b["spans"]) == 13  # each ran all it wanted: set-up and its rounds
     runs = [(owner, len(list(group))) for owner, group in itertools.groupby(owner for _, _, owner in spans)]
@@ -90,8 +92,7 @@ def test_a_process_whose_launcher_is_gone_exits_at_its_next_turn(tmp_path):
     member = turns.Member()
     env = {**os.environ, turns.TURNS_ENV: turns.environment_value(member)}
     out = tmp_path / "child.json"
-    child = subprocess.Popen([sys.executable, "-c", CHILD, "3", "-1", str(out)], env=env,
-                             pass_fds=member.child_fds())  # fmt: skip
+    child = subprocess.Popen([sys.executable, "-c", CHILD, "3", "-1", str(out)], env=env, pass_fds=member.child_fds())
     member.started(lambda: child.poll() is not None)
     member.close()  # the launcher's ends: as its death closes them
     assert child.wait(timeout=60) == 1 and not out.exists()

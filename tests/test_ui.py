@@ -14,13 +14,21 @@ from conftest import OTHER, ROOT
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("compared_project")]
 
 
-@pytest.mark.skipif(not Path("/usr/bin/chromium").exists() or importlib.util.find_spec("playwright") is None,
-                    reason="Chromium or Playwright is not installed (apt-get install -y chromium; pip install "
-                    "playwright): the UI check is skipped")  # fmt: skip
+@pytest.mark.skipif(
+    not Path("/usr/bin/chromium").exists() or importlib.util.find_spec("playwright") is None,
+    reason="Chromium or Playwright is not installed (apt-get install -y chromium; pip install "
+    "playwright): the UI check is skipped",
+)
 def test_the_readmes_route_through_the_mlflow_ui_shows_what_changed(compared_project, tmp_path):
     root, env, _, _ = compared_project
-    done = subprocess.run([sys.executable, str(ROOT / "scripts" / "check_ui.py"), "--out", str(tmp_path)], cwd=root,
-                          env=env, capture_output=True, text=True, timeout=600)  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "check_ui.py"), "--out", str(tmp_path)],
+        cwd=root,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     for name in ("runs", "parent", "candidate"):
         assert (tmp_path / f"{name}.png").stat().st_size > 10_000, name  # a rendered page, not an empty one

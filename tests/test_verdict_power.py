@@ -9,20 +9,47 @@ import sys
 
 def test_the_error_rate_script_ends_with_its_two_numbers(repo_root, tmp_path):
     runs = tmp_path / "runs.jsonl"  # priced at these blocks: a timing one run together (A and B overlap), a cold one
-    processes = [{"trial_id": "a/m/bs1/eager/r0", "process_id": "a/m/bs1/r0", "kind": "arm", "block": "r0",
-                  "started_at": 100.0, "wall_s": 26.0, "turn_wait_s": 14.0},
-                 {"trial_id": "b/m/bs1/eager/r0", "process_id": "b/m/bs1/r0", "kind": "arm", "block": "r0",
-                  "started_at": 101.0, "wall_s": 25.0, "turn_wait_s": 13.0},
-                 {"trial_id": "a/m/bs1/default/c0", "process_id": "", "kind": "cold", "block": "default/c0",
-                  "wall_s": 10.0},
-                 {"trial_id": "b/m/bs1/default/c0", "process_id": "", "kind": "cold", "block": "default/c0",
-                  "wall_s": 10.0}]  # fmt: skip
+    processes = [
+        {
+            "trial_id": "a/m/bs1/eager/r0",
+            "process_id": "a/m/bs1/r0",
+            "kind": "arm",
+            "block": "r0",
+            "started_at": 100.0,
+            "wall_s": 26.0,
+            "turn_wait_s": 14.0,
+        },
+        {
+            "trial_id": "b/m/bs1/eager/r0",
+            "process_id": "b/m/bs1/r0",
+            "kind": "arm",
+            "block": "r0",
+            "started_at": 101.0,
+            "wall_s": 25.0,
+            "turn_wait_s": 13.0,
+        },
+        {"trial_id": "a/m/bs1/default/c0", "process_id": "", "kind": "cold", "block": "default/c0", "wall_s": 10.0},
+        {"trial_id": "b/m/bs1/default/c0", "process_id": "", "kind": "cold", "block": "default/c0", "wall_s": 10.0},
+    ]
     runs.write_text(json.dumps({"process_results": processes}) + "\n")
     done = subprocess.run(
-        [sys.executable, str(repo_root / "benchmarks" / "verdict_power.py"), "--trials", "40", "--sigma", "0.07",
-         "--calibration", str(tmp_path / "none.json"), "--runs", str(runs)],
-        capture_output=True, text=True, timeout=600, cwd=repo_root,
-    )  # fmt: skip
+        [
+            sys.executable,
+            str(repo_root / "benchmarks" / "verdict_power.py"),
+            "--trials",
+            "40",
+            "--sigma",
+            "0.07",
+            "--calibration",
+            str(tmp_path / "none.json"),
+            "--runs",
+            str(runs),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=repo_root,
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     last = done.stdout.strip().splitlines()[-1]
     match = re.fullmatch(r"fpr=(\d\.\d{3}) power10=(\d\.\d{3})", last)

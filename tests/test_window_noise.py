@@ -36,17 +36,37 @@ def _rows(shift_of_block):
             if environment == "B":
                 eager = [ms * shift_of_block(block, i) for i, ms in enumerate(eager)]
                 compiled = [ms * shift_of_block(block, i) for i, ms in enumerate(compiled)]
-            common = {"kind": "arm", "process_id": f"{environment}/r{block}", "replicate": block, "cache": "warm",
-                      "wall_s": 40.0, "turn_wait_s": 15.0, "round_turns": [2 + i // 2 for i in range(20)],
-                      "eager_ms": eager}  # fmt: skip
+            common = {
+                "kind": "arm",
+                "process_id": f"{environment}/r{block}",
+                "replicate": block,
+                "cache": "warm",
+                "wall_s": 40.0,
+                "turn_wait_s": 15.0,
+                "round_turns": [2 + i // 2 for i in range(20)],
+                "eager_ms": eager,
+            }
             for variant in processes:
-                processes[variant].append({**common, "trial_id": f"{environment}/org--m/bs1/{variant}/r{block}",
-                                           "block": f"{variant}/r{block}",
-                                           "compiled_ms": compiled if variant == "default" else []})  # fmt: skip
+                processes[variant].append(
+                    {
+                        **common,
+                        "trial_id": f"{environment}/org--m/bs1/{variant}/r{block}",
+                        "block": f"{variant}/r{block}",
+                        "compiled_ms": compiled if variant == "default" else [],
+                    }
+                )
         for variant, listed in processes.items():
-            rows.append({**FILLED, "environment": environment, "environment_name": environment, "variant": variant,
-                         "compile": variant != "eager", "run_uid": f"inv/{environment}/org/m/bs1/{variant}",
-                         "process_results": listed})  # fmt: skip
+            rows.append(
+                {
+                    **FILLED,
+                    "environment": environment,
+                    "environment_name": environment,
+                    "variant": variant,
+                    "compile": variant != "eager",
+                    "run_uid": f"inv/{environment}/org/m/bs1/{variant}",
+                    "process_results": listed,
+                }
+            )
     return rows
 
 
@@ -81,13 +101,19 @@ def test_the_command_prints_each_window_and_refuses_a_folder_without_runs(repo_r
     (tmp_path / "results").mkdir()
     rows = _rows(lambda block, i: 1 + 0.02 * block)
     (tmp_path / "results" / "runs.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
-    done = subprocess.run([sys.executable, str(script), str(tmp_path), "--window-s", "3", "1"], capture_output=True,
-                          text=True, timeout=120)  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, str(script), str(tmp_path), "--window-s", "3", "1"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr
     assert "1 record(s)" in done.stdout and "     3.0 " in done.stdout and "     1.0 " in done.stdout
-    refused = subprocess.run([sys.executable, str(script), str(tmp_path / "none")], capture_output=True, text=True,
-                             timeout=120)  # fmt: skip
+    refused = subprocess.run(
+        [sys.executable, str(script), str(tmp_path / "none")], capture_output=True, text=True, timeout=120
+    )
     assert refused.returncode == 1 and "none/results/runs.jsonl does not exist" in refused.stderr
-    bad = subprocess.run([sys.executable, str(script), str(tmp_path), "--window-s", "0"], capture_output=True,
-                         text=True, timeout=120)  # fmt: skip
+    bad = subprocess.run(
+        [sys.executable, str(script), str(tmp_path), "--window-s", "0"], capture_output=True, text=True, timeout=120
+    )
     assert bad.returncode == 2 and "positive seconds" in bad.stderr

@@ -43,19 +43,73 @@ from compilebench.run_info import RunInfo
 LOGGER = logging.getLogger(__name__)
 QUIET_VERDICTS = ("equivalent", "inconclusive")  # a headline that says nothing changed
 
-KEYS = ["environment", "model_id", "label", "task", "batch_size", "device", "device_name", "machine",
-        "torch_version", "transformers_version"]  # fmt: skip
+KEYS = [
+    "environment",
+    "model_id",
+    "label",
+    "task",
+    "batch_size",
+    "device",
+    "device_name",
+    "machine",
+    "torch_version",
+    "transformers_version",
+]
 COLUMNS = [
-    *KEYS, "variant", "compile_mode", "inductor_options", "variant_dtype", "channels_last", "status",
-    "weights_source", "image_source", "processes", "replicates", "eager_latency_ms_mean", "eager_latency_ms_median",
-    "latency_ms_mean", "latency_ms_median", "latency_ms_median_ci_low", "latency_ms_median_ci_high",
-    "latency_ms_p90", "latency_ms_std", "count", "speedup", "speedup_ci_low", "speedup_ci_high",
-    "speedup_ci_method", "speedup_verdict", "improvement_pct", "cv", "process_cv", "eager_cv", "compile_s",
-    "compile_s_warm", "break_even_calls", "break_even_calls_warm", "deploy", "first_inference_s",
-    "first_inference_s_warm", "eager_first_inference_s", "startup_s", "load_s", "peak_mem_mib", "eager_peak_mem_mib",
-    "reserved_mem_mib", "max_rel_diff", "task_agreement", "graph_count", "graph_break_count", "recompile_count",
-    "serve_batch_sizes", "serve_graphs", "serve_recompiles", "machine_fingerprint", "environment_key", "error",
-]  # fmt: skip
+    *KEYS,
+    "variant",
+    "compile_mode",
+    "inductor_options",
+    "variant_dtype",
+    "channels_last",
+    "status",
+    "weights_source",
+    "image_source",
+    "processes",
+    "replicates",
+    "eager_latency_ms_mean",
+    "eager_latency_ms_median",
+    "latency_ms_mean",
+    "latency_ms_median",
+    "latency_ms_median_ci_low",
+    "latency_ms_median_ci_high",
+    "latency_ms_p90",
+    "latency_ms_std",
+    "count",
+    "speedup",
+    "speedup_ci_low",
+    "speedup_ci_high",
+    "speedup_ci_method",
+    "speedup_verdict",
+    "improvement_pct",
+    "cv",
+    "process_cv",
+    "eager_cv",
+    "compile_s",
+    "compile_s_warm",
+    "break_even_calls",
+    "break_even_calls_warm",
+    "deploy",
+    "first_inference_s",
+    "first_inference_s_warm",
+    "eager_first_inference_s",
+    "startup_s",
+    "load_s",
+    "peak_mem_mib",
+    "eager_peak_mem_mib",
+    "reserved_mem_mib",
+    "max_rel_diff",
+    "task_agreement",
+    "graph_count",
+    "graph_break_count",
+    "recompile_count",
+    "serve_batch_sizes",
+    "serve_graphs",
+    "serve_recompiles",
+    "machine_fingerprint",
+    "environment_key",
+    "error",
+]
 
 
 def with_keys(frame: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
@@ -159,8 +213,13 @@ def comparison(
     measured = compare.noise_measured(compared)
     if not measured:
         return compared, None
-    about = {"recorded_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "aa": compare.is_aa(runs), "cells": len(compared),
-             "machine": runs[0].machine, "device_name": runs[0].device_name}  # fmt: skip
+    about = {
+        "recorded_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "aa": compare.is_aa(runs),
+        "cells": len(compared),
+        "machine": runs[0].machine,
+        "device_name": runs[0].device_name,
+    }
     return compared, noise_record.record_noise(record, invocation, measured, about)
 
 
@@ -198,8 +257,12 @@ def version_rows(
         for a, b in itertools.pairwise(ordered):
             noise = noise_record.machine_noise(calibrations.get(b.calibration_key))
             row = compare.compare_pair(a, b, noise, margin)
-            row.extra.update(device_name=b.device_name, machine=b.machine, baseline_invocation=a.invocation_id,
-                             candidate_invocation=b.invocation_id)  # fmt: skip
+            row.extra.update(
+                device_name=b.device_name,
+                machine=b.machine,
+                baseline_invocation=a.invocation_id,
+                candidate_invocation=b.invocation_id,
+            )
             compared.append(row)
     return compared
 
@@ -228,17 +291,34 @@ class Repeat:
 
     def row(self) -> dict[str, Any]:
         metric = compare.METRIC_BY_NAME[self.metric]
-        return {**dict(zip(REPEAT_KEYS, self.cell, strict=True)), "metric": self.metric, "baseline": self.baseline,
-                "candidate": self.candidate, "baseline_key": self.baseline_key, "candidate_key": self.candidate_key,
-                "invocations": len(self.codes),
-                "ratios": "; ".join(f"{r:.3f}" if isinstance(r, float) and math.isfinite(r) else "nan"
-                                    for r in self.ratios),
-                "verdicts": "; ".join(tracking.verdict_word(code, metric) for code in self.codes),
-                "contradict": self.contradict}  # fmt: skip
+        return {
+            **dict(zip(REPEAT_KEYS, self.cell, strict=True)),
+            "metric": self.metric,
+            "baseline": self.baseline,
+            "candidate": self.candidate,
+            "baseline_key": self.baseline_key,
+            "candidate_key": self.candidate_key,
+            "invocations": len(self.codes),
+            "ratios": "; ".join(
+                f"{r:.3f}" if isinstance(r, float) and math.isfinite(r) else "nan" for r in self.ratios
+            ),
+            "verdicts": "; ".join(tracking.verdict_word(code, metric) for code in self.codes),
+            "contradict": self.contradict,
+        }
 
 
-REPEAT_COLUMNS = [*REPEAT_KEYS, "metric", "baseline", "candidate", "baseline_key", "candidate_key", "invocations",
-                  "ratios", "verdicts", "contradict"]  # fmt: skip
+REPEAT_COLUMNS = [
+    *REPEAT_KEYS,
+    "metric",
+    "baseline",
+    "candidate",
+    "baseline_key",
+    "candidate_key",
+    "invocations",
+    "ratios",
+    "verdicts",
+    "contradict",
+]
 
 
 def repeats(rows: list[dict[str, Any]]) -> list[Repeat]:
@@ -277,9 +357,20 @@ def repeats(rows: list[dict[str, Any]]) -> list[Repeat]:
                 ratio = candidate.get(keys.compared_key(compare.FIRST, keys.column(metric.name, "ratio")))
                 said = (_stack(baseline), _stack(candidate), ratio, candidate[code])
                 found.setdefault(key, []).append(said)
-    return [Repeat(tuple(cell), metric, said[-1][0], said[-1][1], baseline_key, candidate_key,
-                   tuple(ratio for _, _, ratio, _ in said), tuple(int(code) for *_, code in said))
-            for (*cell, baseline_key, candidate_key, metric), said in found.items() if len(said) >= 2]  # fmt: skip
+    return [
+        Repeat(
+            tuple(cell),
+            metric,
+            said[-1][0],
+            said[-1][1],
+            baseline_key,
+            candidate_key,
+            tuple(ratio for _, _, ratio, _ in said),
+            tuple(int(code) for *_, code in said),
+        )
+        for (*cell, baseline_key, candidate_key, metric), said in found.items()
+        if len(said) >= 2
+    ]
 
 
 def _stack(row: dict[str, Any]) -> str:
@@ -303,16 +394,28 @@ def from_mlflow(config) -> None:
     judged = reference.verdicts(table, reference.read_published(config.paths.reference))
     write_csv(judged, out / "verdicts.csv")
     oldest_first = sorted(rows, key=lambda row: row.get("start_time") or 0)
-    versions = version_rows([tracking.stored_run(row) for row in oldest_first],
-                            noise_record.load_calibrations(config.paths.calibration), config.margin)  # fmt: skip
+    versions = version_rows(
+        [tracking.stored_run(row) for row in oldest_first],
+        noise_record.load_calibrations(config.paths.calibration),
+        config.margin,
+    )
     write_csv(comparison_frame(versions), out / "versions.csv")
     repeated = repeats(oldest_first)
     write_csv(pd.DataFrame([repeat.row() for repeat in repeated], columns=REPEAT_COLUMNS), out / "repeats.csv")
     counts = judged.get("verdict", pd.Series()).value_counts().to_dict()  # eager runs only: no verdict column
-    LOGGER.info("wrote %s (%d runs), %s (%s), %s (%d comparisons across invocations, not interleaved) and %s (%d "
-                "(cell, metric) comparisons repeated in separate invocations, %d of them contradicting)",
-                out / "runs.csv", len(table), out / "verdicts.csv", counts, out / "versions.csv", len(versions),
-                out / "repeats.csv", len(repeated), sum(repeat.contradict for repeat in repeated))  # fmt: skip
+    LOGGER.info(
+        "wrote %s (%d runs), %s (%s), %s (%d comparisons across invocations, not interleaved) and %s (%d "
+        "(cell, metric) comparisons repeated in separate invocations, %d of them contradicting)",
+        out / "runs.csv",
+        len(table),
+        out / "verdicts.csv",
+        counts,
+        out / "versions.csv",
+        len(versions),
+        out / "repeats.csv",
+        len(repeated),
+        sum(repeat.contradict for repeat in repeated),
+    )
 
 
 def check(config) -> None:
@@ -323,21 +426,40 @@ def check(config) -> None:
     records = [RunRecord.from_dict(row) for row in read_jsonl(config.paths.results)]
     for r in records:
         if r.status == UNSUPPORTED:
-            LOGGER.info("unsupported: %s bs%s %s [%s]: %s", r.model_id, r.batch_size, r.variant, r.environment,
-                        (r.error or "")[:300])  # fmt: skip
-    failed = [f"{r.model_id} bs{r.batch_size} {r.variant} [{r.environment}]: {r.status} {r.error or ''}"
-              for r in records if r.status not in (STATUS_OK, UNSUPPORTED)]  # fmt: skip
+            LOGGER.info(
+                "unsupported: %s bs%s %s [%s]: %s",
+                r.model_id,
+                r.batch_size,
+                r.variant,
+                r.environment,
+                (r.error or "")[:300],
+            )
+    failed = [
+        f"{r.model_id} bs{r.batch_size} {r.variant} [{r.environment}]: {r.status} {r.error or ''}"
+        for r in records
+        if r.status not in (STATUS_OK, UNSUPPORTED)
+    ]
     for line in failed:
         LOGGER.error("not ok: %s", line[:300])
     if failed:
         sys.exit(3)
     comparison_path = Path(config.paths.comparison)
     table = pd.read_csv(comparison_path) if comparison_path.exists() and comparison_path.stat().st_size else None
-    changed = [] if table is None or "verdict" not in table else [
-        row for _, row in table.iterrows() if row["verdict"] not in QUIET_VERDICTS]  # fmt: skip
+    changed = (
+        []
+        if table is None or "verdict" not in table
+        else [row for _, row in table.iterrows() if row["verdict"] not in QUIET_VERDICTS]
+    )
     for row in changed:
-        LOGGER.error("changed: %s bs%s %s: %s vs %s %s", row["label"], row["batch_size"], row["variant"],
-                     row["candidate"], row["baseline"], row["verdict"])  # fmt: skip
+        LOGGER.error(
+            "changed: %s bs%s %s: %s vs %s %s",
+            row["label"],
+            row["batch_size"],
+            row["variant"],
+            row["candidate"],
+            row["baseline"],
+            row["verdict"],
+        )
     sys.exit(4 if changed else 0)
 
 
@@ -352,18 +474,31 @@ def add_to_calibration(path: str, key: str, record: dict[str, Any]) -> None:
         write_json(path, calibrations)
     noise = noise_record.machine_noise(record)
     pooled = noise_record.pooled_by_metric(noise)
-    LOGGER.info("this machine's noise record (%s): %d cell(s) from %d invocation(s); over all cells %s", path,
-                len(noise), len(record["invocations"]),
-                {m: f"sd {n.variance ** 0.5:.3f} ({n.dof} df)" for m, n in pooled.items()})  # fmt: skip
+    LOGGER.info(
+        "this machine's noise record (%s): %d cell(s) from %d invocation(s); over all cells %s",
+        path,
+        len(noise),
+        len(record["invocations"]),
+        {m: f"sd {n.variance**0.5:.3f} ({n.dof} df)" for m, n in pooled.items()},
+    )
 
 
 def log_series(compared: list[compare.Comparison], labels: list[str]) -> None:
     """For three environments or more: per cell and headline, the first step of the series that changed it."""
     for entry in suite.series_steps(compared, labels) if len(labels) > 2 else []:
         if entry["first_step"]:
-            LOGGER.info("series: %s bs%s %s %s %s at %s: %.3f [%.3f, %.3f]", entry["label"], entry["batch_size"],
-                        entry["variant"], entry["metric"], entry["verdict"], entry["first_step"], entry["ratio"],
-                        entry["ci_low"], entry["ci_high"])  # fmt: skip
+            LOGGER.info(
+                "series: %s bs%s %s %s %s at %s: %.3f [%.3f, %.3f]",
+                entry["label"],
+                entry["batch_size"],
+                entry["variant"],
+                entry["metric"],
+                entry["verdict"],
+                entry["first_step"],
+                entry["ratio"],
+                entry["ci_low"],
+                entry["ci_high"],
+            )
 
 
 def log_tables(config: Config, run_info: RunInfo, compared: list[compare.Comparison], metrics: dict) -> None:

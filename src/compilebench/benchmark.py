@@ -71,8 +71,9 @@ def measure_adaptively(
     def records_of(trials: list[TrialSpec], results: dict[str, TrialResult]) -> list[run_record.RunRecord]:
         return recorder.records()
 
-    _, records, noise = adaptive.measure(list(recorder.trials), labels, settings, run_pending, records_of, noise_of,
-                                         added)  # fmt: skip
+    _, records, noise = adaptive.measure(
+        list(recorder.trials), labels, settings, run_pending, records_of, noise_of, added
+    )
     recorder.open = set()  # no more blocks: every run is final
     recorder.log_final()
     return adaptive.shortfalls(records, labels, settings, noise)
@@ -102,23 +103,35 @@ def measure(config: Config, selection: dict, manifest: list[dict], image_meta: d
     if resumed:
         # A copied project, a shared disk: refused, the journal kept, nothing logged or written. Not on Ray, whose
         # cells run on whichever node takes them (a run that spans two is `invalid` at analysis).
-        problem = None if config.runner.executor == "ray" else results_folder.measured_elsewhere(
-            trials, done, pythons, config.device)  # fmt: skip
+        problem = (
+            None
+            if config.runner.executor == "ray"
+            else results_folder.measured_elsewhere(trials, done, pythons, config.device)
+        )
         if problem:
-            raise RecordError(f"{journal_dir} (the journal of interrupted invocation {invocation_id}) holds {problem}. "
-                              "Resume it on that machine, or delete that folder to measure afresh here")  # fmt: skip
-        LOGGER.info("resuming interrupted invocation %s: %d of %d trials already done", invocation_id, len(done),
-                    len(trials))  # fmt: skip
+            raise RecordError(
+                f"{journal_dir} (the journal of interrupted invocation {invocation_id}) holds {problem}. "
+                "Resume it on that machine, or delete that folder to measure afresh here"
+            )
+        LOGGER.info(
+            "resuming interrupted invocation %s: %d of %d trials already done", invocation_id, len(done), len(trials)
+        )
     info = recording.environment_infos(selection, stacks)
     machine = config.runner.machine or socket.gethostname()
     run_context = recording.context(config, selection, invocation_id, image_meta, machine)
     where = fingerprint.host()  # the orchestrating machine (no torch import); each trial records where it ran
     tracker = tracking.Tracker(
-        config.paths.tracking_uri, invocation_id, recording.parent_name(selection, machine),
+        config.paths.tracking_uri,
+        invocation_id,
+        recording.parent_name(selection, machine),
         recording.parent_params(selection, config, run_context, where),
-        {"suite": selection["suite"], "machine": machine, "machine_fingerprint": where["machine_fingerprint"],
-         "environments": ",".join(info)},
-    )  # fmt: skip
+        {
+            "suite": selection["suite"],
+            "machine": machine,
+            "machine_fingerprint": where["machine_fingerprint"],
+            "environments": ",".join(info),
+        },
+    )
     LOGGER.info("invocation %s: %d trials -> MLflow %s", invocation_id, len(trials), tracking.redact(tracker.uri))
     recorder = recording.Recorder(trials, info, recording.model_infos(manifest), run_context, tracker, journal_dir)
     progress = tqdm(total=len(trials), desc="benchmark", unit="trial")
@@ -142,13 +155,19 @@ def measure(config: Config, selection: dict, manifest: list[dict], image_meta: d
         runner.close()
     progress.close()
     ran = len(processes(recorder.trials))
-    extra = {"labels": tuple(stacks),
-             "environments": {label: {"name": e.name, "key": e.key, "pins": e.pins, "settings": e.settings}
-                              for label, e in info.items()},
-             "trials": len(recorder.trials), "planned_trials": len(trials), "processes": ran,
-             "planned_processes": len(processes(trials)), "targets": tuple(reached)}  # fmt: skip
+    extra = {
+        "labels": tuple(stacks),
+        "environments": {
+            label: {"name": e.name, "key": e.key, "pins": e.pins, "settings": e.settings} for label, e in info.items()
+        },
+        "trials": len(recorder.trials),
+        "planned_trials": len(trials),
+        "processes": ran,
+        "planned_processes": len(processes(trials)),
+        "targets": tuple(reached),
+    }
     recording.finish(config, recorder.records(), invocation_id, tracker, extra)
-    journal.close_journal(journal_dir, Path(config.paths.warm_caches))
+    journal.close_journal(journal_dir, keep_caches=True)
 
 
 def main() -> None:
@@ -156,20 +175,32 @@ def main() -> None:
     parser.add_argument("--fresh", action="store_true", help="ignore an interrupted invocation's journal")
     parser.add_argument("--export", type=Path, metavar="DIR", help="write a plan for another machine; measure nothing")
     parser.add_argument("--ingest", type=Path, metavar="DIR", help="log and write the results of an exported plan")
-    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                        help="override a params value (with --export)")  # fmt: skip
-    parser.add_argument("--window-min", type=float, metavar="M",
-                        help="with --export: the plan split into windows of at most M estimated GPU minutes, each a "
-                             "plan of its own in DIR-w1, DIR-w2, ...")  # fmt: skip
-    parser.add_argument("--prime", type=int, default=1, metavar="N",
-                        help="with --window-min: the compile-only processes the window's launcher runs at once "
-                             "(its --prime N); 1 by default")  # fmt: skip
+    parser.add_argument(
+        "--set", action="append", default=[], metavar="KEY=VALUE", help="override a params value (with --export)"
+    )
+    parser.add_argument(
+        "--window-min",
+        type=float,
+        metavar="M",
+        help="with --export: the plan split into windows of at most M estimated GPU minutes, each a "
+        "plan of its own in DIR-w1, DIR-w2, ...",
+    )
+    parser.add_argument(
+        "--prime",
+        type=int,
+        default=1,
+        metavar="N",
+        help="with --window-min: the compile-only processes the window's launcher runs at once "
+        "(its --prime N); 1 by default",
+    )
     args = parser.parse_args()
     misplaced = (args.set or args.window_min is not None) and not args.export
     if misplaced or (args.prime != 1 and args.window_min is None):
         stage_config()  # logging
-        LOGGER.error("--set and --window-min only go with --export (the pipeline itself measures what params.yaml "
-                     "says), --prime only with --window-min")  # fmt: skip
+        LOGGER.error(
+            "--set and --window-min only go with --export (the pipeline itself measures what params.yaml "
+            "says), --prime only with --window-min"
+        )
         sys.exit(2)
     config = stage_config(overrides=args.set, compiles=True)
     from compilebench import (
@@ -193,8 +224,14 @@ def main() -> None:
         selection = read_json(config.paths.selection)
         manifest = read_json(config.paths.manifest)
         image_meta = read_json(config.paths.image_meta)
-    except (tracking.StoreError, OSError, json.JSONDecodeError, RecordError, ConfigError,
-            trial_process.MallocMissing) as error:  # fmt: skip
+    except (
+        tracking.StoreError,
+        OSError,
+        json.JSONDecodeError,
+        RecordError,
+        ConfigError,
+        trial_process.MallocMissing,
+    ) as error:
         LOGGER.error("%s", error)
         sys.exit(2)
     groups.end_trials_on_signal()  # a stopped benchmark leaves no trial or builder running behind it

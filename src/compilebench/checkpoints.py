@@ -58,8 +58,10 @@ def local_folder(model_id: str) -> Path:
     try:
         return names.local_folder(model_id)
     except (OSError, RuntimeError) as error:  # a loop of symbolic links: RuntimeError on Python 3.11
-        raise CheckpointError(f"{model_id}: the folder cannot be resolved ({error}): point the entry at the "
-                              "checkpoint folder itself, not at a loop of symbolic links") from None  # fmt: skip
+        raise CheckpointError(
+            f"{model_id}: the folder cannot be resolved ({error}): point the entry at the "
+            "checkpoint folder itself, not at a loop of symbolic links"
+        ) from None
 
 
 def safetensors_problem(path: Path) -> str | None:

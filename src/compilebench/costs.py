@@ -113,8 +113,13 @@ def costs(records: list[Path]) -> dict:
         entry["variants"] = dict(sorted(variants.items()))
         table[model_id] = entry
     made = date.today().isoformat()
-    return {"device": " / ".join(sorted(devices)), "stack": " / ".join(sorted(stacks)), "made": made,
-            "records": [str(record) for record in records], "models": table}  # fmt: skip
+    return {
+        "device": " / ".join(sorted(devices)),
+        "stack": " / ".join(sorted(stacks)),
+        "made": made,
+        "records": [str(record) for record in records],
+        "models": table,
+    }
 
 
 def main() -> None:

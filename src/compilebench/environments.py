@@ -108,21 +108,27 @@ def interpreter(version: str, name: str = "") -> tuple[str, str]:
     on_path = shutil.which(f"python{'.'.join(version.split('.')[:2])}")
     candidates += [on_path] if on_path else []
     for candidate in candidates:
-        done = subprocess.run([candidate, "-c", "import platform; print(platform.python_version())"],
-                              capture_output=True, text=True)  # fmt: skip
+        done = subprocess.run(
+            [candidate, "-c", "import platform; print(platform.python_version())"], capture_output=True, text=True
+        )
         full = done.stdout.strip()
         if done.returncode == 0 and (full == version or full.startswith(version + ".")):
             return candidate, full
     pyenv = Path(os.environ.get("PYENV_ROOT", Path.home() / ".pyenv")) / "versions"
-    raise StackError(f"environment {name!r} asks for Python {version}: none found under {pyenv} or as "
-                     f"python{version} on PATH (e.g. `pyenv install {version}`)")  # fmt: skip
+    raise StackError(
+        f"environment {name!r} asks for Python {version}: none found under {pyenv} or as "
+        f"python{version} on PATH (e.g. `pyenv install {version}`)"
+    )
 
 
 def pyenv_versions(version: str) -> list[Path]:
     """pyenv's interpreters of `version` ('3.10': 3.10.x; PYENV_ROOT, else ~/.pyenv), oldest first."""
     pyenv = Path(os.environ.get("PYENV_ROOT", Path.home() / ".pyenv")) / "versions"
-    found = [path for path in pyenv.glob(f"{version}*/bin/python")
-             if re.fullmatch(rf"{re.escape(version)}(\.\d+)*", path.parent.parent.name)]  # fmt: skip
+    found = [
+        path
+        for path in pyenv.glob(f"{version}*/bin/python")
+        if re.fullmatch(rf"{re.escape(version)}(\.\d+)*", path.parent.parent.name)
+    ]
     return sorted(found, key=lambda path: _numbers(path.parent.parent.name))
 
 
@@ -145,8 +151,9 @@ def _build(name: str, pins: dict[str, str], folder: Path, python: Path, base: st
         _install(python, [f"torch=={pins['torch']}"], log, name, released)
     constraints = folder / "constraints.txt"
     constraints.write_text("".join(f"{package}=={version}\n" for package, version in pins.items()))
-    requirements = [f"{package}=={pins[package]}" if package in pins else package
-                    for package in map(normalize, TRIAL_PACKAGES)]  # fmt: skip
+    requirements = [
+        f"{package}=={pins[package]}" if package in pins else package for package in map(normalize, TRIAL_PACKAGES)
+    ]
     extra = [
         f"{package}=={version}" for package, version in pins.items() if package not in map(normalize, TRIAL_PACKAGES)
     ]
@@ -156,8 +163,10 @@ def _build(name: str, pins: dict[str, str], folder: Path, python: Path, base: st
         raise StackError(f"environment {name!r}: the install gave {', '.join(wrong)}")
     problem = subprocess.run([str(python), "-c", STACK_PROBE], capture_output=True, text=True)
     if problem.returncode != 0:
-        raise StackError(f"environment {name!r}: torch and transformers do not work together: "
-                         f"{(problem.stderr or problem.stdout).strip()[-400:]}")  # fmt: skip
+        raise StackError(
+            f"environment {name!r}: torch and transformers do not work together: "
+            f"{(problem.stderr or problem.stdout).strip()[-400:]}"
+        )
 
 
 # What a built environment must do before it is kept: import torch with NumPy working under it, and transformers
@@ -379,8 +388,17 @@ def built_environments(cache_root: Path, wanted: set[Path]) -> list[Built]:
             about = {}
         folder = marker.parent.resolve()
         total, shared = disk_use(folder)
-        found.append(Built(folder, str(about.get("name", folder.name)), dict(about.get("pins") or {}),
-                           str(about.get("python", "")), total, shared, folder in wanted))  # fmt: skip
+        found.append(
+            Built(
+                folder,
+                str(about.get("name", folder.name)),
+                dict(about.get("pins") or {}),
+                str(about.get("python", "")),
+                total,
+                shared,
+                folder in wanted,
+            )
+        )
     return sorted(found, key=lambda built: -built.disk_bytes)
 
 
@@ -388,18 +406,24 @@ def listing(built: list[Built]) -> str:
     """`--list`: each built environment, its size, and whether params.yaml or the last run still uses it."""
     if not built:
         return "no environment built yet (each is built on first use)\n"
-    lines = [f"{'environment':<24}{'torch':<16}{'transformers':<14}{'Python':<9}{'on disk':>9}{'shared':>9}  "
-             "in use (params.yaml or the last run)"]  # fmt: skip
+    lines = [
+        f"{'environment':<24}{'torch':<16}{'transformers':<14}{'Python':<9}{'on disk':>9}{'shared':>9}  "
+        "in use (params.yaml or the last run)"
+    ]
     for entry in built:
-        lines.append(f"{entry.name:<24}{entry.pins.get('torch', ''):<16}{entry.pins.get('transformers', ''):<14}"
-                     f"{entry.python:<9}"
-                     f"{entry.disk_bytes / 2**30:>7.1f} G{entry.shared_bytes / 2**30:>7.1f} G  "
-                     f"{'yes' if entry.wanted else 'no: ' + entry.folder.name}")  # fmt: skip
+        lines.append(
+            f"{entry.name:<24}{entry.pins.get('torch', ''):<16}{entry.pins.get('transformers', ''):<14}"
+            f"{entry.python:<9}"
+            f"{entry.disk_bytes / 2**30:>7.1f} G{entry.shared_bytes / 2**30:>7.1f} G  "
+            f"{'yes' if entry.wanted else 'no: ' + entry.folder.name}"
+        )
     total = sum(entry.disk_bytes - entry.shared_bytes for entry in built)
     unused = sum(entry.disk_bytes - entry.shared_bytes for entry in built if not entry.wanted)
-    lines.append(f"{total / 2**30:.1f} G of their own (the rest shared with uv's wheel cache); "
-                 f"{unused / 2**30:.1f} G in ones neither params.yaml nor the last run uses "
-                 "(`--remove-unused`)")  # fmt: skip
+    lines.append(
+        f"{total / 2**30:.1f} G of their own (the rest shared with uv's wheel cache); "
+        f"{unused / 2**30:.1f} G in ones neither params.yaml nor the last run uses "
+        "(`--remove-unused`)"
+    )
     return "\n".join(lines) + "\n"
 
 
@@ -418,8 +442,10 @@ def remove(built: list[Built], names: list[str], unused: bool, lock: Path) -> li
         try:
             fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            raise StackError(f"a make run, compare or gpu runs in this project (it holds {lock}): nothing removed, "
-                             "since it may be using them") from None  # fmt: skip
+            raise StackError(
+                f"a make run, compare or gpu runs in this project (it holds {lock}): nothing removed, "
+                "since it may be using them"
+            ) from None
         with contextlib.ExitStack() as users:
             busy = []
             for entry in chosen:
@@ -456,8 +482,9 @@ def main() -> None:
     parser.add_argument("--device", help="also check that each one's torch can run on this device, e.g. cuda")
     parser.add_argument("--list", action="store_true", help="each built environment, its size, whether still used")
     parser.add_argument("--remove", nargs="+", metavar="NAME", default=[], help="remove these environments' venvs")
-    parser.add_argument("--remove-unused", action="store_true",
-                        help="remove the venvs neither params.yaml nor the last run uses")  # fmt: skip
+    parser.add_argument(
+        "--remove-unused", action="store_true", help="remove the venvs neither params.yaml nor the last run uses"
+    )
     args = parser.parse_args()
     config = stage_config()
     try:
@@ -483,8 +510,11 @@ def main() -> None:
         for name in names:
             pins, settings = config.environments[name].pins, config.environments[name].settings.given()
             python = config.environments[name].python
-            stack = current(root) if not pins else build(name, resolve(project, pins), Path(config.paths.environments),
-                                                          python)  # fmt: skip
+            stack = (
+                current(root)
+                if not pins
+                else build(name, resolve(project, pins), Path(config.paths.environments), python)
+            )
             if args.device:
                 check_device(stack, name, args.device)
             run_as = f"; settings {settings}" if settings else ""  # an environment of settings runs current's

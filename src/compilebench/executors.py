@@ -106,14 +106,20 @@ def local_slots(gpus: list[int], cpus_per_slot: int, count: int | None = None) -
     names = [str(gpu) for gpu in gpus] or [None] * (count or 1)
     share = cpus_per_slot or max(len(cores) // len(names), 1)
     host = socket.gethostname()
-    return [slot_environment(f"{host}:{name or f'cpu{i}'}", share, cores[i * share : (i + 1) * share] or None, name)
-            for i, name in enumerate(names)]  # fmt: skip
+    return [
+        slot_environment(f"{host}:{name or f'cpu{i}'}", share, cores[i * share : (i + 1) * share] or None, name)
+        for i, name in enumerate(names)
+    ]
 
 
 def run_unit(
-    unit: list[dict[str, Any]], pythons: dict[str, str], workdir: str, timeout_s: float, done: dict[str, dict],
+    unit: list[dict[str, Any]],
+    pythons: dict[str, str],
+    workdir: str,
+    timeout_s: float,
+    done: dict[str, dict],
     threads: int,
-) -> list[tuple[list[dict], list[dict], bool]]:  # fmt: skip
+) -> list[tuple[list[dict], list[dict], bool]]:
     """On a Ray worker: one unit's processes, on the GPU Ray gave this task (its CUDA_VISIBLE_DEVICES, which the
     trial processes inherit); returns (specs, results, resumed) per process, as plain data."""
     specs = [TrialSpec.from_dict(raw) for raw in unit]
@@ -161,12 +167,18 @@ class Ray:
         try:
             import ray
         except ImportError:
-            raise ExecutorError("`runner.executor: ray` needs Ray: pip install -e '.[ray]' (or use `executor: local` "
-                                "or `gpus`)") from None  # fmt: skip
+            raise ExecutorError(
+                "`runner.executor: ray` needs Ray: pip install -e '.[ray]' (or use `executor: local` or `gpus`)"
+            ) from None
         self.ray, self.pythons, self.workdir, self.timeout_s = ray, pythons, workdir, timeout_s
         if runner.ray_address == "local":  # a cluster of this machine alone, for this run (tests, one box)
-            ray.init(num_cpus=os.cpu_count(), num_gpus=len(runner.gpus), include_dashboard=False,
-                     _temp_dir=os.environ.get("COMPILEBENCH_RAY_TMP"), log_to_driver=False)  # fmt: skip
+            ray.init(
+                num_cpus=os.cpu_count(),
+                num_gpus=len(runner.gpus),
+                include_dashboard=False,
+                _temp_dir=os.environ.get("COMPILEBENCH_RAY_TMP"),
+                log_to_driver=False,
+            )
         else:
             address = os.environ.get("RAY_ADDRESS") or runner.ray_address
             problem = unreachable(address)
@@ -175,16 +187,19 @@ class Ray:
             try:
                 ray.init(address=address, log_to_driver=False)
             except (ConnectionError, RuntimeError, ValueError) as error:
-                raise ExecutorError(f"`runner.ray_address` {address!r}: no Ray cluster joined ({error}); start one "
-                                    "(`ray start --head`) or use `executor: local`") from None  # fmt: skip
+                raise ExecutorError(
+                    f"`runner.ray_address` {address!r}: no Ray cluster joined ({error}); start one "
+                    "(`ray start --head`) or use `executor: local`"
+                ) from None
         nodes = [node for node in ray.nodes() if node.get("Alive")]
         node_cpus = min(int(node["Resources"].get("CPU", 1)) for node in nodes)
         gpu = device.startswith("cuda") or (runner.ray_address == "local" and bool(runner.gpus))
         self.options = {"num_gpus": 1, "num_cpus": runner.cpus_per_slot or 1} if gpu else {"num_cpus": node_cpus}
         self.threads = runner.cpus_per_slot or (max(node_cpus // max(len(runner.gpus), 1), 1) if gpu else node_cpus)
         self.task = ray.remote(run_unit).options(max_retries=RAY_RETRIES, **self.options)
-        LOGGER.info("ray: %d node(s), a task per unit with %s, %d thread(s) per trial", len(nodes), self.options,
-                    self.threads)  # fmt: skip
+        LOGGER.info(
+            "ray: %d node(s), a task per unit with %s, %d thread(s) per trial", len(nodes), self.options, self.threads
+        )
 
     def run(self, trials: list[TrialSpec], done: dict[str, TrialResult], on_process: OnProcess) -> None:
         by_id = {spec.trial_id: spec for spec in trials}
@@ -201,11 +216,13 @@ class Ray:
                 processes = self.ray.get(ready)
             except self.ray.exceptions.RayError as error:  # the task failed after its retries: every trial says so
                 why = f"its Ray task failed after {RAY_RETRIES} retries: {str(error).splitlines()[0][:300]}"
-                processes = [([s.to_dict()], [TrialResult.failed(s.trial_id, "crashed", why).to_dict()], False)
-                             for s in unit]  # fmt: skip
+                processes = [
+                    ([s.to_dict()], [TrialResult.failed(s.trial_id, "crashed", why).to_dict()], False) for s in unit
+                ]
             for specs, ended, resumed in processes:
-                on_process([by_id[raw["trial_id"]] for raw in specs], [TrialResult.from_dict(r) for r in ended],
-                           resumed)  # fmt: skip
+                on_process(
+                    [by_id[raw["trial_id"]] for raw in specs], [TrialResult.from_dict(r) for r in ended], resumed
+                )
 
     def close(self) -> None:
         self.ray.shutdown()
@@ -231,6 +248,7 @@ def _cuda_devices() -> int:
     import subprocess
     import sys
 
-    done = subprocess.run([sys.executable, "-c", "import torch; print(torch.cuda.device_count())"],
-                          capture_output=True, text=True)  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-c", "import torch; print(torch.cuda.device_count())"], capture_output=True, text=True
+    )
     return int(done.stdout.strip() or 0) if done.returncode == 0 else 0

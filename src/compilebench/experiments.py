@@ -41,8 +41,9 @@ def read_shown(shown: list[dict[str, Any]], metrics_path: str) -> list[Experimen
             metrics = ((data.get("metrics") or {}).get(metrics_path) or {}).get("data")
             if not metrics:
                 continue
-            experiment = Experiment(row.get("name") or str(row.get("rev", ""))[:7], data.get("timestamp") or "",
-                                    metrics)  # fmt: skip
+            experiment = Experiment(
+                row.get("name") or str(row.get("rev", ""))[:7], data.get("timestamp") or "", metrics
+            )
             if row.get("rev") == "workspace":
                 workspace = experiment
             else:
@@ -54,8 +55,11 @@ def read_shown(shown: list[dict[str, Any]], metrics_path: str) -> list[Experimen
 
 def stacks(metrics: dict[str, Any]) -> list[str]:
     """The compared environments' prefixes in a metrics file (`torch-2.14.1_vs_current`), in its order."""
-    return [key.removesuffix("_changed") for key in metrics if key.endswith("_changed") and "_vs_" in key
-            and not key.endswith("_cells_changed")]  # fmt: skip
+    return [
+        key.removesuffix("_changed")
+        for key in metrics
+        if key.endswith("_changed") and "_vs_" in key and not key.endswith("_cells_changed")
+    ]
 
 
 def lines(experiment: Experiment) -> list[str]:
@@ -74,8 +78,9 @@ def lines(experiment: Experiment) -> list[str]:
                 continue
             low = experiment.metrics.get(keys.metric_key(prefix, keys.column(metric.name, "ci_low")))
             high = experiment.metrics.get(keys.metric_key(prefix, keys.column(metric.name, "ci_high")))
-            ratio = "" if value is None else f"{value:.3f} " + (f"[{low:.3f}, {high:.3f}]" if low and high else
-                                                                 "[no CI]")  # fmt: skip
+            ratio = (
+                "" if value is None else f"{value:.3f} " + (f"[{low:.3f}, {high:.3f}]" if low and high else "[no CI]")
+            )
             word = tracking.verdict_word(int(code), metric) if code is not None else "(older: no word)"
             cells = experiment.metrics.get(keys.metric_key(prefix, keys.column(metric.name, "cells")))
             changed = experiment.metrics.get(keys.metric_key(prefix, keys.column(metric.name, "cells_changed")))
@@ -94,8 +99,11 @@ def main() -> None:
     config = load_config()
     beside = Path(sys.executable).parent / "dvc"  # the project's own DVC, where the interpreter is the project's
     try:
-        done = subprocess.run([str(beside) if beside.exists() else "dvc", "exp", "show", "--json", "--no-pager"],
-                              capture_output=True, text=True)  # fmt: skip
+        done = subprocess.run(
+            [str(beside) if beside.exists() else "dvc", "exp", "show", "--json", "--no-pager"],
+            capture_output=True,
+            text=True,
+        )
     except FileNotFoundError:
         print("no `dvc` found: run `make experiments` (it uses the project's .venv)", file=sys.stderr)
         sys.exit(2)

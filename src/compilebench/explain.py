@@ -10,13 +10,13 @@
 Reads the last comparison (paths.comparison, paths.results, paths.selection) and runs, after and apart from its
 timing blocks, a paired trial per side (A, then B) with `--profile` (harness/profiling.py) in that environment's own
 interpreter: briefly timed, then the compiled call profiled in rounds with each generated kernel named, dynamo's
-compile-time table and the generated code kept. It compiles on a copy of the comparison's warm inductor cache
-(paths.warm_caches, kept by the benchmark: nothing is built again) unless the cell's cold compile changed or --cold
-asks, then on an empty cache, whose compile-time table is a cold compile's. A cell is explained where its compiled
-latency, speedup or cold or warm compile got a direction word (faster, slower), for each step that did: B against A,
-and in a series each step (the first stack against the baseline, every later one against the one before). Nothing
-changed: nothing runs (`make compare` runs this after every comparison). With --aa, B runs a second profiled
-process: a category that moved no further from A than B's two processes differ is not called moved.
+compile-time table and the generated code kept. It compiles on the comparison's warm inductor cache, where the
+benchmark left it (under paths.journal, until the next benchmark: nothing is built again), unless the cell's cold
+compile changed or --cold asks, then on an empty cache, whose compile-time table is a cold compile's. A cell is
+explained where its compiled latency, speedup or cold or warm compile got a direction word (faster, slower), for each
+step that did: B against A, and in a series each step (the first stack against the baseline, every later one against
+the one before). Nothing changed: nothing runs (`make compare` runs this after every comparison). With --aa, B runs a
+second profiled process: a category that moved no further from A than B's two processes differ is not called moved.
 
 Writes paths.explain: per cell and side `trace.json` (Chrome trace format: Perfetto, chrome://tracing), `profile.json`,
 `result.json` and `code/`, and `report.md` (report/explain.py: the categories A | B | B - A, the kernels that moved
@@ -40,6 +40,7 @@ from compilebench.analysis import compare, explain
 from compilebench.config import Config, ConfigError, stage_config
 from compilebench.harness import groups, trial_process
 from compilebench.harness.files import write_atomic, write_json
+from compilebench.harness.launcher import WARM_CACHES
 from compilebench.harness.names import trial_stem
 from compilebench.harness.reading import read_json, read_jsonl
 from compilebench.harness.records import (
@@ -131,8 +132,8 @@ def targets(
 
 def profiled_spec(trials: list[TrialSpec], target: Target, label: str, cold: bool) -> tuple[TrialSpec, str]:
     """The cell's trial in `label` as one briefly timed paired trial of its own, on an empty cache (`cold`) or the
-    comparison's warm one (a copy; a comparison on the user's shared cache: that cache); and the key of the
-    comparison's warm cache."""
+    comparison's warm one (a comparison on the user's shared cache: that cache); and the key of the comparison's warm
+    cache."""
     model, batch, variant = target.cell
     for spec in trials:
         if (spec.environment, spec.model.model_id, spec.batch_size, spec.variant.name) == (
@@ -141,7 +142,7 @@ def profiled_spec(trials: list[TrialSpec], target: Target, label: str, cold: boo
             batch,
             variant,
         ):
-            warm = CACHE_SHARED if spec.cache == CACHE_SHARED else CACHE_WARM  # the user's cache, or a copy of ours
+            warm = CACHE_SHARED if spec.cache == CACHE_SHARED else CACHE_WARM  # the user's cache, or ours
             profiled = replace(
                 spec,
                 trial_id=f"{label}/{target.slug}/explain",
@@ -160,14 +161,13 @@ def profiled_spec(trials: list[TrialSpec], target: Target, label: str, cold: boo
 
 
 def run_side(spec: TrialSpec, python: str, folder: Path, timeout_s: float, warm: Path | None = None) -> dict:
-    """One profiled process, on a copy of the `warm` cache (None: an empty one); its profile folder kept as
-    `folder` (trace.json, profile.json, code/), its result in `folder`/result.json. Returns the result's row."""
+    """One profiled process, on the `warm` cache where given (in place: inductor's keys hold its path), the user's
+    (a shared-cache spec) or an empty one; its profile folder kept as `folder` (trace.json, profile.json, code/), its
+    result in `folder`/result.json. Returns the result's row."""
     with tempfile.TemporaryDirectory(prefix="compilebench-explain-") as scratch:
-        work, cache = Path(scratch) / "work", Path(scratch) / "cache"
-        if warm is not None:
-            shutil.copytree(warm, cache, symlinks=True)
-        cache.mkdir(exist_ok=True)
-        cache = None if spec.cache == CACHE_SHARED else cache
+        work, empty = Path(scratch) / "work", Path(scratch) / "cache"
+        empty.mkdir()
+        cache = None if spec.cache == CACHE_SHARED else (warm or empty)
         began = time.monotonic()
         result = trial_process.run_trial_process(spec, python, work, cache, timeout_s, "--profile")
         LOGGER.info("explain: %s ran %.0f s: %s", spec.trial_id, time.monotonic() - began, result.status)
@@ -279,7 +279,7 @@ def main() -> None:
         for side, label in runs:
             folder = out / target.slug / side.replace(" ", "-")
             spec, key = profiled_spec(trials, target, label, cold)
-            warm = None if spec.cache != CACHE_WARM else Path(paths.warm_caches) / key
+            warm = None if spec.cache != CACHE_WARM else Path(paths.journal) / WARM_CACHES / key
             if warm is not None and not warm.is_dir():
                 LOGGER.warning("explain: no warm cache of %s kept (%s): it compiles on an empty one", key, warm)
                 spec, warm = replace(spec, cache=CACHE_COLD), None

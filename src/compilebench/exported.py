@@ -66,9 +66,11 @@ def export(config: Config, folder: Path, window_min: float | None = None, prime_
     FOLDER-w2, ...: all of them written, or none."""
     folder = folder.resolve()
     if any(character.isspace() for character in str(folder)):
-        raise ConfigError(f"--export {str(folder)!r} contains a space: the launcher compiles in that folder, and "
-                          "torch's inductor passes its paths to the C++ compiler unquoted, so every compiled trial "
-                          "would fail; export to a path without spaces")  # fmt: skip
+        raise ConfigError(
+            f"--export {str(folder)!r} contains a space: the launcher compiles in that folder, and "
+            "torch's inductor passes its paths to the C++ compiler unquoted, so every compiled trial "
+            "would fail; export to a path without spaces"
+        )
     image = Path(config.paths.image)
     if not image.exists():
         raise FileNotFoundError(f"{image} does not exist: run `dvc repro fetch_image` first (the plan carries it)")
@@ -103,8 +105,13 @@ def export(config: Config, folder: Path, window_min: float | None = None, prime_
             target.rmdir()  # empty, checked above
         partial.rename(target)
         trials = list(exported.trials)
-        LOGGER.info("exported %d trials in %d processes to %s; on the other machine: %s", len(trials),
-                    len(processes(trials)), target, launch_command(target.name, exported, chosen, prime))  # fmt: skip
+        LOGGER.info(
+            "exported %d trials in %d processes to %s; on the other machine: %s",
+            len(trials),
+            len(processes(trials)),
+            target,
+            launch_command(target.name, exported, chosen, prime),
+        )
         if window_min is not None:
             LOGGER.info("%s: %s", target.name, ", ".join(plan_units(exported)))
         LOGGER.info("%s", estimate)
@@ -119,10 +126,17 @@ def launch_command(name: str, exported: Plan, selection: dict, prime_at_once: in
     others = [label for label in used if label != CURRENT and stack.get(label) != CURRENT]
     own = [label for label in used if label != CURRENT and stack.get(label) == CURRENT]
     pythons = "".join(f' --python {label}="$(command -v python)"' for label in own) + "".join(
-        f" --python {label}=PATH" for label in others)  # fmt: skip
+        f" --python {label}=PATH" for label in others
+    )
     prime = "" if prime_at_once is None else f" --prime {prime_at_once}"
-    explained = (f" (each PATH an interpreter of that stack, e.g. one that `python {runner.RUNNER} --overlay DIR "
-                 "WHEEL...` lays over that machine's own: docs/gpu.md)") if others else ""  # fmt: skip
+    explained = (
+        (
+            f" (each PATH an interpreter of that stack, e.g. one that `python {runner.RUNNER} --overlay DIR "
+            "WHEEL...` lays over that machine's own: docs/gpu.md)"
+        )
+        if others
+        else ""
+    )
     launcher = f"cd {shlex.quote(name)} && python {runner.RUNNER} plan.json results"
     return f"{launcher}{prime}{pythons}{explained}"
 
@@ -152,8 +166,11 @@ def waiting_readme(
     writes the record's in its place, recognising this one by NOT_RUN_YET): what the plan measures, what it should
     cost, and how to run it and bring it back."""
     commit = exported.adaptive.context.git_commit[:12] if exported.adaptive else "?"  # an export always has a loop
-    cells = dict.fromkeys(f"{spec.model.label} bs{spec.batch_size} {spec.variant.name}" for spec in exported.trials
-                          if spec.variant.compile)  # fmt: skip
+    cells = dict.fromkeys(
+        f"{spec.model.label} bs{spec.batch_size} {spec.variant.name}"
+        for spec in exported.trials
+        if spec.variant.compile
+    )
     trials = list(exported.trials)
     lines = [
         f"# {name}",
@@ -182,8 +199,11 @@ def waiting_readme(
 def _refuse_used(folder: Path) -> None:
     """A plan goes into a new or empty folder only (results measured from an earlier plan would no longer match it)."""
     if folder.exists() and (not folder.is_dir() or any(folder.iterdir())):
-        held = " holds a plan (results measured from it would no longer match it)" if (
-            folder / "plan.json").exists() else " is not an empty folder"  # fmt: skip
+        held = (
+            " holds a plan (results measured from it would no longer match it)"
+            if (folder / "plan.json").exists()
+            else " is not an empty folder"
+        )
         raise FileExistsError(f"--export {folder}{held}: export into a new or empty folder")
 
 
@@ -201,27 +221,41 @@ def split_export(
     with the models, cells, recipes and carried checkpoints its trials use, its suite named `SUITE-wN`, in
     FOLDER-wN; `costs` is cost_table's."""
     if costs is None:
-        raise ConfigError(f"--window-min splits a plan by its estimated minutes, which come from "
-                          f"{config.paths.gpu_costs} (costs measured on a GPU): it needs device cuda and "
-                          "that table")  # fmt: skip
+        raise ConfigError(
+            f"--window-min splits a plan by its estimated minutes, which come from "
+            f"{config.paths.gpu_costs} (costs measured on a GPU): it needs device cuda and "
+            "that table"
+        )
     if not (math.isfinite(window_min) and window_min > 0) or prime_at_once < 1:
-        raise ConfigError(f"--window-min must be a positive number of minutes (got {window_min}) and --prime at "
-                          f"least 1 (got {prime_at_once})")  # fmt: skip
+        raise ConfigError(
+            f"--window-min must be a positive number of minutes (got {window_min}) and --prime at "
+            f"least 1 (got {prime_at_once})"
+        )
     parts = []
     split = plan.windows(list(whole.trials), costs, window_min, prime_at_once)
     for number, trials in enumerate(split, start=1):
         window_s = plan.window_seconds(plan.estimate(trials, costs), prime_at_once)
         if window_s > window_min * 60:
             units = ", ".join(dict.fromkeys(f"{spec.model.label} bs{spec.batch_size}" for spec in trials))
-            LOGGER.warning("window %d (%s) is estimated at %.1f minutes, over --window-min %g: a (model, batch size) "
-                           "stays whole, so it has a window of its own; `--stop-after-min` ends it between processes "
-                           "and the next run resumes it", number, units, window_s / 60, window_min)  # fmt: skip
+            LOGGER.warning(
+                "window %d (%s) is estimated at %.1f minutes, over --window-min %g: a (model, batch size) "
+                "stays whole, so it has a window of its own; `--stop-after-min` ends it between processes "
+                "and the next run resumes it",
+                number,
+                units,
+                window_s / 60,
+                window_min,
+            )
         models = {spec.model.model_id for spec in trials}
         batches = {(spec.model.model_id, spec.batch_size) for spec in trials}
-        chosen = {**selection, "suite": f"{selection['suite']}-w{number}",
-                  "models": [m for m in selection["models"] if m["model_id"] in models],
-                  "cells": None if selection["cells"] is None else [
-                      cell for cell in selection["cells"] if (cell[0], cell[1]) in batches]}  # fmt: skip
+        chosen = {
+            **selection,
+            "suite": f"{selection['suite']}-w{number}",
+            "models": [m for m in selection["models"] if m["model_id"] in models],
+            "cells": None
+            if selection["cells"] is None
+            else [cell for cell in selection["cells"] if (cell[0], cell[1]) in batches],
+        }
         invocation_id = uuid.uuid4().hex
         context = replace(whole.adaptive.context, invocation_id=invocation_id, suite=chosen["suite"])
         loop = replace(whole.adaptive, context=context)
@@ -245,8 +279,11 @@ def export_plan(config: Config, runner_sha256: str = "") -> tuple[Plan, dict, li
     cells = reference.selected_cells(config)
     paths = {model_id: exported_checkpoint(model_id) for model_id in suite.models}
     carded = [model_id for model_id in suite.models if model_id in models.registry()]
-    loaded = {spec["model_id"]: spec for spec in read_json(config.paths.selection)["models"]} if (
-        len(carded) < len(suite.models) and Path(config.paths.selection).exists()) else {}  # fmt: skip
+    loaded = (
+        {spec["model_id"]: spec for spec in read_json(config.paths.selection)["models"]}
+        if (len(carded) < len(suite.models) and Path(config.paths.selection).exists())
+        else {}
+    )
     specs = []
     for model_id in suite.models:
         if model_id in carded:
@@ -254,19 +291,23 @@ def export_plan(config: Config, runner_sha256: str = "") -> tuple[Plan, dict, li
         elif model_id in loaded:  # no card, so no recipe: the plan carries the checkpoint load_models made
             specs.append(replace(ModelSpec.from_dict(loaded[model_id]), checkpoint=paths[model_id]))
         else:
-            raise FileNotFoundError(f"{model_id} has no card, so the plan must carry its checkpoint: run "
-                                    "`dvc repro load_models` first")  # fmt: skip
+            raise FileNotFoundError(
+                f"{model_id} has no card, so the plan must carry its checkpoint: run `dvc repro load_models` first"
+            )
     selection = plan.selection(config, specs, resolved_pins(config, Path.cwd()), cells)
     trials = recording.plan_trials(config, selection, "image.jpg")
-    recipes = [models.recipe(models.get_card(model_id), suite.scale, config.models.seed, paths[model_id])
-               for model_id in carded]  # fmt: skip
+    recipes = [
+        models.recipe(models.get_card(model_id), suite.scale, config.models.seed, paths[model_id])
+        for model_id in carded
+    ]
     uncarded = set(suite.models) - set(carded)
     carried = [entry for entry in read_json(config.paths.manifest) if entry["model_id"] in uncarded] if uncarded else []
     invocation_id = uuid.uuid4().hex
-    run_context = replace(recording.context(config, selection, invocation_id, read_json(config.paths.image_meta),
-                                            config.runner.machine), runner_sha256=runner_sha256)  # fmt: skip
-    loop = Loop(config.loop(), run_context,
-                tuple(entry["label"] for entry in selection["environments"]))  # fmt: skip
+    run_context = replace(
+        recording.context(config, selection, invocation_id, read_json(config.paths.image_meta), config.runner.machine),
+        runner_sha256=runner_sha256,
+    )
+    loop = Loop(config.loop(), run_context, tuple(entry["label"] for entry in selection["environments"]))
     return Plan(invocation_id, tuple(trials), tuple(recipes), loop, runner_sha256), selection, carried
 
 
@@ -280,9 +321,15 @@ def write_export(
     write_json(folder / CARRIED_CHECKPOINTS, carried)
     write_json(folder / "plan.json", exported.to_dict())
     shutil.copyfile(config.paths.image, folder / "image.jpg")
-    write_json(folder / EXPORT_CONTEXT, {"context": exported.adaptive.context.to_dict(), "selection": selection,
-                                         "plan_sha256": plan_digest(folder / "plan.json"),
-                                         "runner_sha256": exported.runner_sha256})  # fmt: skip
+    write_json(
+        folder / EXPORT_CONTEXT,
+        {
+            "context": exported.adaptive.context.to_dict(),
+            "selection": selection,
+            "plan_sha256": plan_digest(folder / "plan.json"),
+            "runner_sha256": exported.runner_sha256,
+        },
+    )
     digest = runner.build(folder, content)
     if digest != exported.runner_sha256:
         raise RuntimeError(f"{folder / runner.RUNNER} is {digest[:12]}, the plan names {exported.runner_sha256[:12]}")
@@ -307,19 +354,32 @@ def estimate_line(
     if costs is None:
         return f"no estimate of the plan's time: {costs_path} holds costs measured on a GPU, for device cuda"
     found = plan.estimate(trials, costs)
-    borrowed = f"; no measured cost for {len(found.borrowed)} (model, variant): {', '.join(found.borrowed[:6])}" + (
-        " ..." if len(found.borrowed) > 6 else "") if found.borrowed else ""  # fmt: skip
+    borrowed = (
+        f"; no measured cost for {len(found.borrowed)} (model, variant): {', '.join(found.borrowed[:6])}"
+        + (" ..." if len(found.borrowed) > 6 else "")
+        if found.borrowed
+        else ""
+    )
     prime = ""
     if found.primes:
-        prime = (f"; before them `launcher --prime N` compiles the plan's {found.primes} runs, "
-                 f"{found.prime_s / 60:.0f} minutes one at a time (N at a time take less where the machine has the "
-                 "cores)")  # fmt: skip
-    window = "" if prime_at_once is None else (
-        f"; {plan.window_seconds(found, prime_at_once) / 60:.1f} minutes in all with the prime {prime_at_once} at a "
-        "time")  # fmt: skip
-    return (f"estimated {found.seconds / 60:.0f} GPU minutes on {costs['device']} for {found.processes} processes "
-            f"one after the other (from {costs_path}: {costs['stack']}{borrowed}){prime}{window}; add the machine's "
-            "start-up")  # fmt: skip
+        prime = (
+            f"; before them `launcher --prime N` compiles the plan's {found.primes} runs, "
+            f"{found.prime_s / 60:.0f} minutes one at a time (N at a time take less where the machine has the "
+            "cores)"
+        )
+    window = (
+        ""
+        if prime_at_once is None
+        else (
+            f"; {plan.window_seconds(found, prime_at_once) / 60:.1f} minutes in all with the prime "
+            f"{prime_at_once} at a time"
+        )
+    )
+    return (
+        f"estimated {found.seconds / 60:.0f} GPU minutes on {costs['device']} for {found.processes} processes "
+        f"one after the other (from {costs_path}: {costs['stack']}{borrowed}){prime}{window}; add the machine's "
+        "start-up"
+    )
 
 
 def reached(exported: Plan, recorder: recording.Recorder) -> list[dict[str, Any]]:
@@ -336,13 +396,17 @@ def plan_problem(folder: Path, saved: dict, remote: dict) -> str | None:
     from before plans had a digest cannot say, and is taken as it is)."""
     digest = plan_digest(folder / "plan.json")
     if saved.get("plan_sha256") and saved["plan_sha256"] != digest:
-        return (f"{folder / 'plan.json'} was edited after export (its digest {digest[:12]} is not the exported "
-                f"{saved['plan_sha256'][:12]}, key 'plan_sha256' of {folder / EXPORT_CONTEXT}): its trials would be "
-                "logged as what they are not; export again")  # fmt: skip
+        return (
+            f"{folder / 'plan.json'} was edited after export (its digest {digest[:12]} is not the exported "
+            f"{saved['plan_sha256'][:12]}, key 'plan_sha256' of {folder / EXPORT_CONTEXT}): its trials would be "
+            "logged as what they are not; export again"
+        )
     if remote.get("plan_sha256") and remote["plan_sha256"] != digest:
-        return (f"{folder / 'results' / results_folder.ENVIRONMENT} says the launcher ran a plan of digest "
-                f"{remote['plan_sha256'][:12]}, and {folder / 'plan.json'} is {digest[:12]}: the plan changed after "
-                "it ran")  # fmt: skip
+        return (
+            f"{folder / 'results' / results_folder.ENVIRONMENT} says the launcher ran a plan of digest "
+            f"{remote['plan_sha256'][:12]}, and {folder / 'plan.json'} is {digest[:12]}: the plan changed after "
+            "it ran"
+        )
     return None
 
 
@@ -366,8 +430,10 @@ def other_runner(exported: Plan, results: dict[str, TrialResult], path: Path) ->
         return None
     for result in results.values():
         if result.runner_sha256 and result.runner_sha256 != exported.runner_sha256:
-            return (f"{path}: trial {result.trial_id} was measured by runner {result.runner_sha256[:12]}, and the "
-                    f"plan was exported with runner {exported.runner_sha256[:12]} (key 'runner_sha256')")  # fmt: skip
+            return (
+                f"{path}: trial {result.trial_id} was measured by runner {result.runner_sha256[:12]}, and the "
+                f"plan was exported with runner {exported.runner_sha256[:12]} (key 'runner_sha256')"
+            )
     return None
 
 
@@ -378,13 +444,17 @@ def outside_the_plan(exported: Plan, results: dict[str, TrialResult], built: lis
     planned = {spec.trial_id for spec in exported.trials}
     for trial_id in results:
         if trial_id not in planned:
-            return (f"{folder / 'results' / 'trials.jsonl'}: key 'trial_id' {trial_id!r} names no trial of the plan "
-                    "(a trial id is environment/model/bsN/variant/block, as plan.json lists them)")  # fmt: skip
+            return (
+                f"{folder / 'results' / 'trials.jsonl'}: key 'trial_id' {trial_id!r} names no trial of the plan "
+                "(a trial id is environment/model/bsN/variant/block, as plan.json lists them)"
+            )
     for entry in built:
         where = PurePosixPath(str(entry.get("folder", "")))
         if where.is_absolute() or ".." in where.parts or where.parts[:1] != ("checkpoints",):
-            return (f"{folder / 'results' / 'checkpoints.json'}: model {entry.get('model_id')!r} has key 'folder' "
-                    f"{str(where)!r}; a checkpoint's folder is checkpoints/<model> inside the export")  # fmt: skip
+            return (
+                f"{folder / 'results' / 'checkpoints.json'}: model {entry.get('model_id')!r} has key 'folder' "
+                f"{str(where)!r}; a checkpoint's folder is checkpoints/<model> inside the export"
+            )
     return None
 
 
@@ -396,12 +466,16 @@ def found_environments(selection: dict, remote: dict, machine: str) -> dict[str,
     info = {}
     for entry in selection["environments"]:
         freeze = tuple((own.get(entry["label"]) or remote)["freeze"])
-        pins = {name: version for name, version in (line.split("==", 1) for line in freeze)
-                if name.lower() in ("torch", "transformers")}  # fmt: skip
+        pins = {
+            name: version
+            for name, version in (line.split("==", 1) for line in freeze)
+            if name.lower() in ("torch", "transformers")
+        }
         settings = entry.get("settings") or {}
         key = run_record.settings_key(journal.stable_hash(list(freeze)), settings)
-        info[entry["label"]] = run_record.EnvironmentInfo(entry["label"], f"{entry['name']} on {machine}", key, pins,
-                                                          freeze, settings)  # fmt: skip
+        info[entry["label"]] = run_record.EnvironmentInfo(
+            entry["label"], f"{entry['name']} on {machine}", key, pins, freeze, settings
+        )
     return info
 
 
@@ -424,9 +498,11 @@ def ingest(config: Config, folder: Path) -> None:
     results = results_folder.read_results(folder / "results" / "trials.jsonl", plan_digest(folder / "plan.json"))
     built = read_json(folder / "results" / "checkpoints.json")  # what the launcher built there, by recipe
     checkpoints = built + (read_json(folder / CARRIED_CHECKPOINTS) if (folder / CARRIED_CHECKPOINTS).exists() else [])
-    problem = (outside_the_plan(exported, results, built, folder)
-               or unmeasured(list(exported.trials), results, folder / "results" / "trials.jsonl")
-               or other_runner(exported, results, folder / "results" / "trials.jsonl"))  # fmt: skip
+    problem = (
+        outside_the_plan(exported, results, built, folder)
+        or unmeasured(list(exported.trials), results, folder / "results" / "trials.jsonl")
+        or other_runner(exported, results, folder / "results" / "trials.jsonl")
+    )
     if problem:
         raise RecordError(f"{problem}; nothing ingested")
     missing = [spec.trial_id for spec in exported.trials if spec.trial_id not in results]
@@ -437,23 +513,38 @@ def ingest(config: Config, folder: Path) -> None:
     not_run = read_json(ended).get("processes_not_run", 0) if ended.exists() else 0  # ended by `runner.pyz --end`
     if missing:
         why = "the plan was ended with `runner.pyz --end`" if not_run else "rerun the runner there to finish"
-        LOGGER.warning("%d of %d trials have no result (%s): %s", len(missing), len(exported.trials), why,
-                       missing[:5])  # fmt: skip
-    not_logged = None if finished else (
-        f"the launcher has not finished this plan ({len(exported.trials) - len(missing)} of {len(exported.trials)} "
-        f"trials have results, and its loop may still add blocks): nothing is logged to MLflow until it has; run it "
-        f"again there, bring {folder / 'results'} back and ingest again")  # fmt: skip
+        LOGGER.warning("%d of %d trials have no result (%s): %s", len(missing), len(exported.trials), why, missing[:5])
+    not_logged = (
+        None
+        if finished
+        else (
+            f"the launcher has not finished this plan ({len(exported.trials) - len(missing)} of "
+            f"{len(exported.trials)} trials have results, and its loop may still add blocks): nothing is logged to "
+            f"MLflow until it has; run it again there, bring {folder / 'results'} back and ingest again"
+        )
+    )
     selection = saved["selection"]
     first = next(result for result in results.values() if result.environment)
     machine = saved["context"]["machine"] or first.environment.get("hostname", "remote")
     run_context = replace(Context.from_dict(saved["context"]), machine=machine)
     info = found_environments(selection, remote, machine)
-    tracker = None if not_logged else tracking.Tracker(
-        config.paths.tracking_uri, exported.invocation_id, recording.parent_name(selection, machine) + " (ingested)",
-        recording.parent_params(selection, config, run_context, first.environment),
-        {"suite": selection["suite"], "machine": machine, "machine_fingerprint": first.environment.get(
-            "machine_fingerprint"), "environments": ",".join(info), "ingested_from": str(folder)},
-    )  # fmt: skip
+    tracker = (
+        None
+        if not_logged
+        else tracking.Tracker(
+            config.paths.tracking_uri,
+            exported.invocation_id,
+            recording.parent_name(selection, machine) + " (ingested)",
+            recording.parent_params(selection, config, run_context, first.environment),
+            {
+                "suite": selection["suite"],
+                "machine": machine,
+                "machine_fingerprint": first.environment.get("machine_fingerprint"),
+                "environments": ",".join(info),
+                "ingested_from": str(folder),
+            },
+        )
+    )
     measured = [spec for spec in exported.trials if spec.trial_id in results]  # the plan as far as it ran
     recorder = recording.Recorder(measured, info, recording.model_infos(checkpoints), run_context, tracker, None)
     for specs in processes(measured):
@@ -461,10 +552,17 @@ def ingest(config: Config, folder: Path) -> None:
     labels = {
         label: {"name": e.name, "key": e.key, "pins": e.pins, "settings": e.settings} for label, e in info.items()
     }
-    extra = {"ingested_from": str(folder), "trials": len(exported.trials), "trials_missing": len(missing),
-             "planned_processes": planned_processes, "labels": tuple(info), "environments": labels,
-             "targets": tuple(reached(exported, recorder)), "processes_not_run": not_run,
-             "not_logged": not_logged or ""}  # fmt: skip
+    extra = {
+        "ingested_from": str(folder),
+        "trials": len(exported.trials),
+        "trials_missing": len(missing),
+        "planned_processes": planned_processes,
+        "labels": tuple(info),
+        "environments": labels,
+        "targets": tuple(reached(exported, recorder)),
+        "processes_not_run": not_run,
+        "not_logged": not_logged or "",
+    }
     recording.finish(config, recorder.records(), exported.invocation_id, tracker, extra)
     if not_logged:
         LOGGER.warning("results written to %s; %s", config.paths.results, not_logged)

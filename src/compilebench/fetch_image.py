@@ -105,16 +105,25 @@ def read_file(path: str, max_bytes: int) -> bytes:
     """The bytes of a local image file, refusing a missing file, a folder or more than `max_bytes`."""
     file = Path(path).expanduser()
     if not file.is_file():
-        raise FetchError(f"image.file {path!r}: {'is a folder' if file.is_dir() else 'does not exist'}; "
-                         "give an image file (JPEG, PNG, ...) or null to use image.url")  # fmt: skip
+        raise FetchError(
+            f"image.file {path!r}: {'is a folder' if file.is_dir() else 'does not exist'}; "
+            "give an image file (JPEG, PNG, ...) or null to use image.url"
+        )
     size = file.stat().st_size
     if size > max_bytes:
         raise FetchError(f"image.file {path!r}: {size} bytes, more than image.max_bytes={max_bytes}")
     return file.read_bytes()
 
 
-def fetch(url: str, sha256: str | None, max_bytes: int, max_pixels: int, timeout_s: float, allow_fallback: bool,
-          file: str | None = None):  # fmt: skip
+def fetch(
+    url: str,
+    sha256: str | None,
+    max_bytes: int,
+    max_pixels: int,
+    timeout_s: float,
+    allow_fallback: bool,
+    file: str | None = None,
+):
     """The image bytes and their provenance record: a local `file` when given, else the download of `url`."""
     origin = url
     if file is not None:
@@ -155,8 +164,9 @@ def main() -> None:
     config = stage_config()
     try:
         cfg = config.image
-        data, meta = fetch(cfg.url, cfg.sha256, cfg.max_bytes, cfg.max_pixels, cfg.timeout_s, cfg.allow_fallback,
-                           cfg.file)  # fmt: skip
+        data, meta = fetch(
+            cfg.url, cfg.sha256, cfg.max_bytes, cfg.max_pixels, cfg.timeout_s, cfg.allow_fallback, cfg.file
+        )
     except FetchError as error:
         LOGGER.error("%s", error)
         sys.exit(2)

@@ -59,12 +59,17 @@ def say_forecast(
     noise = noise_record.machine_noise(record)
     found = adaptive.forecast(noise, cells, settings, by_turn, added, cold_timed)
     if not found and any(cell in noise for cell in cells):
-        LOGGER.info("this machine's noise record has these cells with fewer than %d degrees of freedom a metric: too "
-                    "few to forecast from; this comparison's blocks add to it", adaptive.FORECAST_MIN_DOF)  # fmt: skip
+        LOGGER.info(
+            "this machine's noise record has these cells with fewer than %d degrees of freedom a metric: too "
+            "few to forecast from; this comparison's blocks add to it",
+            adaptive.FORECAST_MIN_DOF,
+        )
         return True
     if not found:
-        LOGGER.info("no noise record of this machine for these cells yet: how small a change this comparison can "
-                    "find is known once it has run (its blocks start the record)")  # fmt: skip
+        LOGGER.info(
+            "no noise record of this machine for these cells yet: how small a change this comparison can "
+            "find is known once it has run (its blocks start the record)"
+        )
         return False
     for entry in found:
         planned, most = entry["planned"], entry["most"]
@@ -74,19 +79,35 @@ def say_forecast(
         if most.blocks > planned.blocks:
             capped = "budget" in entry and entry["budget"].blocks == most.blocks
             steps.append((most, " (the cap, which the budget leaves room for)" if capped else " (the cap)"))
-        changes = ", ".join(f"{_percents(r.change)} after {r.blocks}{' blocks' if i == 0 else ''}{note}"
-                            for i, (r, note) in enumerate(steps))  # fmt: skip
+        changes = ", ".join(
+            f"{_percents(r.change)} after {r.blocks}{' blocks' if i == 0 else ''}{note}"
+            for i, (r, note) in enumerate(steps)
+        )
         of_the = f" of the {entry['cells']}"
-        equivalent = ", ".join(f"{r.equivalent:.1f}{of_the if i == 0 else ''} after {r.blocks}"
-                               for i, (r, _) in enumerate(steps))  # fmt: skip
-        LOGGER.info("this machine's noise record (%d cells): %s finds a change of %s, with 80%% power; were nothing "
-                    "to change, `equivalent` (within +-%.0f%%) in about %s", entry["cells"],
-                    entry["metric"].replace("_", " "), changes, 100 * settings.margin, equivalent)  # fmt: skip
-    unknown = [name.replace("_", " ") for name in adaptive.targeted(settings)
-               if name not in {entry["metric"] for entry in found}]  # fmt: skip
+        equivalent = ", ".join(
+            f"{r.equivalent:.1f}{of_the if i == 0 else ''} after {r.blocks}" for i, (r, _) in enumerate(steps)
+        )
+        LOGGER.info(
+            "this machine's noise record (%d cells): %s finds a change of %s, with 80%% power; were nothing "
+            "to change, `equivalent` (within +-%.0f%%) in about %s",
+            entry["cells"],
+            entry["metric"].replace("_", " "),
+            changes,
+            100 * settings.margin,
+            equivalent,
+        )
+    unknown = [
+        name.replace("_", " ")
+        for name in adaptive.targeted(settings)
+        if name not in {entry["metric"] for entry in found}
+    ]
     if unknown:
-        LOGGER.info("no forecast for %s: no cell of this machine's noise record has %d degrees of freedom of it (one "
-                    "block a side gives none)", ", ".join(unknown), adaptive.FORECAST_MIN_DOF)  # fmt: skip
+        LOGGER.info(
+            "no forecast for %s: no cell of this machine's noise record has %d degrees of freedom of it (one "
+            "block a side gives none)",
+            ", ".join(unknown),
+            adaptive.FORECAST_MIN_DOF,
+        )
     return True
 
 
@@ -108,8 +129,10 @@ def model_specs(config: Config) -> list[ModelSpec]:
             folder = Path(config.paths.checkpoints) / cards[model_id].slug(config.selected.scale)
             specs.append(models.model_spec(cards[model_id], str(folder)))
         else:
-            raise ConfigError(f"{model_id}: not a registered checkpoint, and load_models has not read it yet: "
-                              "run `dvc repro load_models` (it checks the folder or Hub id) first")  # fmt: skip
+            raise ConfigError(
+                f"{model_id}: not a registered checkpoint, and load_models has not read it yet: "
+                "run `dvc repro load_models` (it checks the folder or Hub id) first"
+            )
     return specs
 
 
@@ -132,8 +155,9 @@ def unit_text(unit: adaptive.Unit) -> str:
     return f"{model_id} bs{batch_size}{' ' + variant if variant else ''} ({kind})"
 
 
-def say_spend(spent: pricing.Spend, prices: pricing.Prices, labels: list[str], budget_min: float, results: str,
-              together: bool) -> None:  # fmt: skip
+def say_spend(
+    spent: pricing.Spend, prices: pricing.Prices, labels: list[str], budget_min: float, results: str, together: bool
+) -> None:
     """Log what the planned blocks cost here and what the budget leaves (or that nothing prices them yet); where the
     plan's blocks run together and processes that ran alone price them, that a block together costs more."""
     kinds = ", ".join(f"{count} {kind}" for kind, count in spent.by_kind.items())
@@ -141,36 +165,65 @@ def say_spend(spent: pricing.Spend, prices: pricing.Prices, labels: list[str], b
     LOGGER.info("planned: %d processes (%s) for %d environment(s)", planned, kinds, len(labels))
     priced_by = prices.processes
     if not priced_by:
-        LOGGER.info("no earlier process of this machine in %s to price them: a run of the same suite here (`make "
-                    "run` for the default one) tells what a process costs", results)  # fmt: skip
+        LOGGER.info(
+            "no earlier process of this machine in %s to price them: a run of the same suite here (`make "
+            "run` for the default one) tells what a process costs",
+            results,
+        )
         return
     budget = f"budget_min {budget_min:g} min an environment, {minutes(spent.budget_s)} in all"
     if spent.unpriced:
         shown = ", ".join(unit_text(unit) for unit in spent.unpriced[:UNITS_SHOWN])
         more = f" and {len(spent.unpriced) - UNITS_SHOWN} more" if len(spent.unpriced) > UNITS_SHOWN else ""
-        LOGGER.info("priced at this machine's %d earlier processes (%s): %d of the %d planned take about %s; %d "
-                    "unit(s) have no earlier process here (%s%s), so how the plan stands against the budget (%s) is "
-                    "not known", priced_by, results, spent.priced, planned, minutes(spent.planned_s),
-                    len(spent.unpriced), shown, more, budget)  # fmt: skip
+        LOGGER.info(
+            "priced at this machine's %d earlier processes (%s): %d of the %d planned take about %s; %d "
+            "unit(s) have no earlier process here (%s%s), so how the plan stands against the budget (%s) is "
+            "not known",
+            priced_by,
+            results,
+            spent.priced,
+            planned,
+            minutes(spent.planned_s),
+            len(spent.unpriced),
+            shown,
+            more,
+            budget,
+        )
         return
-    LOGGER.info("priced at this machine's %d earlier processes (%s): the planned blocks take about %s of wall time, "
-                "which the budget counts (a block run together lasts about as long as its longest process: their "
-                "set-up and compiles overlap; %s of the processes' own time)", priced_by, results,
-                minutes(spent.wall_s), minutes(spent.planned_s))  # fmt: skip
+    LOGGER.info(
+        "priced at this machine's %d earlier processes (%s): the planned blocks take about %s of wall time, "
+        "which the budget counts (a block run together lasts about as long as its longest process: their "
+        "set-up and compiles overlap; %s of the processes' own time)",
+        priced_by,
+        results,
+        minutes(spent.wall_s),
+        minutes(spent.planned_s),
+    )
     if together and prices.alone:
-        LOGGER.info("%d of those processes ran alone, and this plan's blocks run together: on our records such "
-                    "blocks took from 8%% less to 20%% more than processes alone priced them at, as the machine's "
-                    "hour went (docs/comparing.md)", prices.alone)  # fmt: skip
+        LOGGER.info(
+            "%d of those processes ran alone, and this plan's blocks run together: on our records such "
+            "blocks took from 8%% less to 20%% more than processes alone priced them at, as the machine's "
+            "hour went (docs/comparing.md)",
+            prices.alone,
+        )
     room = {kind: spent.rounds(kind) for kind in spent.round_s}
-    rounds = "; ".join(f"{kind} blocks: {minutes(seconds)} a round, room for {room[kind]}"
-                       for kind, seconds in spent.round_s.items())  # fmt: skip
+    rounds = "; ".join(
+        f"{kind} blocks: {minutes(seconds)} a round, room for {room[kind]}" for kind, seconds in spent.round_s.items()
+    )
     if any(room.values()):
-        LOGGER.info("the budget (%s) leaves room for more blocks of every unit of a kind, were it spent on that kind "
-                    "alone (the loop gives them to the widest intervals first): %s", budget, rounds)  # fmt: skip
+        LOGGER.info(
+            "the budget (%s) leaves room for more blocks of every unit of a kind, were it spent on that kind "
+            "alone (the loop gives them to the widest intervals first): %s",
+            budget,
+            rounds,
+        )
     else:
-        LOGGER.info("the planned blocks alone use the budget (%s): the loop adds no block but to re-run a disturbed "
-                    "process. One more block of every unit: %s (`--set budget_min=...`)", budget,
-                    rounds)  # fmt: skip
+        LOGGER.info(
+            "the planned blocks alone use the budget (%s): the loop adds no block but to re-run a disturbed "
+            "process. One more block of every unit: %s (`--set budget_min=...`)",
+            budget,
+            rounds,
+        )
 
 
 def forecast(config: Config) -> None:
@@ -182,8 +235,13 @@ def forecast(config: Config) -> None:
     trials = recording.plan_trials(config, selection, config.paths.image)
     labels = [entry["label"] for entry in selection["environments"]]
     machine, device = fingerprint.host()["machine_fingerprint"], config.device
-    LOGGER.info("forecast of suite %s, %s, on machine %s (%s): nothing is built or measured", config.suite,
-                " against ".join(labels), machine, device)  # fmt: skip
+    LOGGER.info(
+        "forecast of suite %s, %s, on machine %s (%s): nothing is built or measured",
+        config.suite,
+        " against ".join(labels),
+        machine,
+        device,
+    )
     if len(labels) > 1:  # alone, `current` is the project's own interpreter
         for entry in selection["environments"]:
             name, stack, settings = entry["name"], entry["stack"], entry["settings"]
@@ -192,8 +250,12 @@ def forecast(config: Config) -> None:
             built = environments.is_built(stack, pins[name], cache_root, entry.get("python", ""))
             shared = f"`{stack}`'s interpreter run with settings {settings}; " if stack != name else ""
             venv = f"`{stack}`'s venv first, under" if shared else "it first, into its own venv under"
-            LOGGER.info("environment %s: %s%s", name, shared, "built" if built else f"not built yet: the benchmark "
-                        f"builds {venv} {config.paths.environments}")  # fmt: skip
+            LOGGER.info(
+                "environment %s: %s%s",
+                name,
+                shared,
+                "built" if built else f"not built yet: the benchmark builds {venv} {config.paths.environments}",
+            )
     settings = config.loop()
     prices = pricing.process_prices(earlier_runs(config.paths.results), machine, device)
     spent = pricing.spend(trials, labels, settings, prices)
@@ -213,14 +275,22 @@ def forecast(config: Config) -> None:
             if baseline == environments.CURRENT
             else f"make compare A={baseline} B={baseline}"
         )
-        LOGGER.info("an A/A first (`%s`: the same processes, so about the same time) starts this machine's noise "
-                    "record; forecast again after it", aa)  # fmt: skip
+        LOGGER.info(
+            "an A/A first (`%s`: the same processes, so about the same time) starts this machine's noise "
+            "record; forecast again after it",
+            aa,
+        )
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                        help="a params value, as `dvc exp run -S` sets it: 'compare=[A,B]'")  # fmt: skip
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a params value, as `dvc exp run -S` sets it: 'compare=[A,B]'",
+    )
     args = parser.parse_args()
     config = stage_config(overrides=args.set)
     pins = resolved_pins(config, Path.cwd())

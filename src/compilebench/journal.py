@@ -47,8 +47,10 @@ def open_journal(folder: Path, invocation_key: str, fresh: bool = False) -> tupl
                         result = TrialResult.from_dict(check_result_row(row))
                         done[result.trial_id] = result
                 except (json.JSONDecodeError, RecordError) as error:
-                    raise RecordError(f"{path}: {error} (the journal of an interrupted invocation; `python -m "
-                                      "compilebench.benchmark --fresh` starts afresh)") from None  # fmt: skip
+                    raise RecordError(
+                        f"{path}: {error} (the journal of an interrupted invocation; `python -m "
+                        "compilebench.benchmark --fresh` starts afresh)"
+                    ) from None
             return previous["invocation_id"], done, True
     shutil.rmtree(folder, ignore_errors=True)
     (folder / RESULTS_DIR).mkdir(parents=True)
@@ -62,15 +64,13 @@ def save_process(folder: Path, name: str, results: list[TrialResult]) -> None:
     write_json(folder / RESULTS_DIR / f"{trial_stem(name)}.json", [r.to_dict() for r in results], indent=None)
 
 
-def close_journal(folder: Path, keep_caches: Path | None = None) -> None:
-    """The invocation completed: nothing to resume. Its warm inductor caches move to `keep_caches` (replacing the last
-    invocation's) without their temp folders (build scratch), so a profiled process after it (`make explain`) runs
-    the program the timing blocks ran without compiling it again."""
-    caches = folder / WARM_CACHES
-    if keep_caches is not None and caches.is_dir():
-        shutil.rmtree(keep_caches, ignore_errors=True)
-        for scratch in [path for path in caches.rglob("tmp") if path.is_dir()]:
-            shutil.rmtree(scratch, ignore_errors=True)
-        keep_caches.parent.mkdir(parents=True, exist_ok=True)
-        shutil.move(str(caches), str(keep_caches))
-    shutil.rmtree(folder, ignore_errors=True)
+def close_journal(folder: Path, keep_caches: bool = False) -> None:
+    """The invocation completed: nothing to resume. With `keep_caches`, its warm inductor caches stay where its
+    processes used them (`WARM_CACHES`, until the next invocation opens the journal): inductor's cache keys hold those
+    paths, so a process after it (`make explain`) runs the program the timing blocks ran without building it again."""
+    if not keep_caches or not (folder / WARM_CACHES).is_dir():
+        shutil.rmtree(folder, ignore_errors=True)
+        return
+    for entry in folder.iterdir():
+        if entry.name != WARM_CACHES:
+            shutil.rmtree(entry, ignore_errors=True) if entry.is_dir() else entry.unlink()

@@ -81,8 +81,9 @@ def link_tree(source: Path, target: Path) -> None:
         try:
             real = path.resolve(strict=True)
         except (OSError, RuntimeError) as error:  # a link to nowhere, or a loop of links (RuntimeError on 3.11)
-            raise LoadError(f"{path} in the model folder {source} cannot be read ({error}): remove or mend the "
-                            "link") from None  # fmt: skip
+            raise LoadError(
+                f"{path} in the model folder {source} cannot be read ({error}): remove or mend the link"
+            ) from None
         try:
             os.link(real, destination)
         except OSError:

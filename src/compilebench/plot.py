@@ -93,8 +93,13 @@ def startup_figure(rows: pd.DataFrame, title: str, width_in: float) -> plt.Figur
     for ax, label in zip(axes[0], labels, strict=True):
         group = rows[rows["label"] == label]
         first = group.iloc[0]
-        ax.scatter([first["eager_first_inference_s"]], [first["eager_latency_ms_median"]], color="black", marker="D",
-                   label="eager")  # fmt: skip
+        ax.scatter(
+            [first["eager_first_inference_s"]],
+            [first["eager_latency_ms_median"]],
+            color="black",
+            marker="D",
+            label="eager",
+        )
         for index, (_, row) in enumerate(group.iterrows()):
             colour = colours[index % len(colours)]
             cold, warm, latency = row["first_inference_s"], row["first_inference_s_warm"], row["latency_ms_median"]
@@ -180,8 +185,11 @@ def comparison_figure(compared: pd.DataFrame, names: pd.Series, width_in: float)
     for name, row in zip(names, read, strict=True):
         first.setdefault(name, row)
     variants = list(dict.fromkeys(row.variant for row in read))
-    order = lambda cell: (first[cell].label, first[cell].batch_size, first[cell].variant != "eager",  # noqa: E731
-                          variants.index(first[cell].variant), first[cell].candidate)  # fmt: skip
+
+    def order(cell: tuple) -> tuple:
+        row = first[cell]
+        return row.label, row.batch_size, row.variant != "eager", variants.index(row.variant), row.candidate
+
     cells = sorted(first, key=order)
     metrics = [m for m in compare.METRICS if any(pd.notna(_interval(row, m)[0]) for row in read)]
     shown_cells = {m.name: [cell for cell in cells if pd.notna(_interval(first[cell], m)[0])] for m in metrics}
@@ -201,8 +209,15 @@ def comparison_figure(compared: pd.DataFrame, names: pd.Series, width_in: float)
         y = pd.Series(range(len(mine)), index=ratio.index)
         for word in dict.fromkeys(words):
             chosen = words == word
-            ax.errorbar(shown[chosen], y[chosen], xerr=[below[chosen], above[chosen]], fmt="o", capsize=3,
-                        color=VERDICT_COLOURS.get(word, "C3"), label=word)  # fmt: skip
+            ax.errorbar(
+                shown[chosen],
+                y[chosen],
+                xerr=[below[chosen], above[chosen]],
+                fmt="o",
+                capsize=3,
+                color=VERDICT_COLOURS.get(word, "C3"),
+                label=word,
+            )
         cut_left, cut_right = (low < left) | (ratio < left), (high > right) | (ratio > right)
         ax.plot(shown_low[cut_left], y[cut_left], "<", color="black", markersize=6)
         ax.plot(shown_high[cut_right], y[cut_right], ">", color="black", markersize=6)
@@ -232,8 +247,7 @@ def comparison_figure(compared: pd.DataFrame, names: pd.Series, width_in: float)
     pairs = list(dict.fromkeys(f"{row.candidate} / {row.baseline}" for row in read))
     title = f"B / A: {pairs[0]}" if len(pairs) == 1 and not names.str.contains(" / ", regex=False).any() else None
     if legend:  # none where no cell has an interval (every run of a stack failed or was unsupported)
-        fig.legend(list(legend.values()), list(legend), loc="lower center", ncol=len(legend), fontsize=8,
-                   frameon=False)  # fmt: skip
+        fig.legend(list(legend.values()), list(legend), loc="lower center", ncol=len(legend), fontsize=8, frameon=False)
     if title:
         fig.suptitle(title, fontsize=10)
     fig.tight_layout(rect=(0, 0.03, 1, 1))
@@ -283,17 +297,32 @@ def series_figure(table: pd.DataFrame, compared: pd.DataFrame, labels: list[str]
             name = f"{entry['label']} bs{entry['batch_size']} {entry['variant']}"
             colour = f"C{names.index(name) % 10}"
             offset = [position + 0.05 * (number - (len(entries) - 1) / 2) for position in range(len(labels))]
-            handle = ax.errorbar(offset, value, yerr=[below, above], fmt="o-", color=colour, capsize=2, markersize=3,
-                                 linewidth=1)  # fmt: skip
+            handle = ax.errorbar(
+                offset, value, yerr=[below, above], fmt="o-", color=colour, capsize=2, markersize=3, linewidth=1
+            )
             legend.setdefault(name, handle)
             for step in entry["steps"]:
                 after = labels.index(step["step"].split(" -> ")[1])
                 if step["changed"] and pd.notna(value[after]):
-                    ax.plot(offset[after], value[after], "o", markersize=11, markerfacecolor="none",
-                            markeredgecolor=colour, markeredgewidth=1.5)  # fmt: skip
+                    ax.plot(
+                        offset[after],
+                        value[after],
+                        "o",
+                        markersize=11,
+                        markerfacecolor="none",
+                        markeredgecolor=colour,
+                        markeredgewidth=1.5,
+                    )
             for label in entry["not_measured_in"]:  # unsupported or failed: an x at the axis
-                ax.plot(offset[labels.index(label)], 0.02, "x", color=colour, markersize=8,
-                        transform=ax.get_xaxis_transform(), clip_on=False)  # fmt: skip
+                ax.plot(
+                    offset[labels.index(label)],
+                    0.02,
+                    "x",
+                    color=colour,
+                    markersize=8,
+                    transform=ax.get_xaxis_transform(),
+                    clip_on=False,
+                )
         finite = pd.Series([_series_point(rows, e, label, metric)[0] for e in entries for label in labels], dtype=float)
         finite = finite[finite > 0]
         if not finite.empty:  # the axis spans the values (an interval past it is cut, not the values)
@@ -305,10 +334,14 @@ def series_figure(table: pd.DataFrame, compared: pd.DataFrame, labels: list[str]
     for ax in list(axes.flat)[len(metrics) :]:
         ax.set_visible(False)
     if legend:
-        fig.legend(list(legend.values()), list(legend), loc="lower center", ncol=min(len(legend), 5), fontsize=7,
-                   frameon=False)  # fmt: skip
-    fig.suptitle("Across the series (medians, 95% CIs): a ring where the step into that stack changed it, "
-                 "an x where the stack measured nothing (unsupported or failed)", fontsize=9)  # fmt: skip
+        fig.legend(
+            list(legend.values()), list(legend), loc="lower center", ncol=min(len(legend), 5), fontsize=7, frameon=False
+        )
+    fig.suptitle(
+        "Across the series (medians, 95% CIs): a ring where the step into that stack changed it, "
+        "an x where the stack measured nothing (unsupported or failed)",
+        fontsize=9,
+    )
     fig.tight_layout(rect=(0, 0.07, 1, 0.97))
     return fig
 
@@ -320,8 +353,12 @@ def _series_point(table: pd.DataFrame, entry: dict[str, Any], label: str, metric
     column, low_column, high_column, _ = SERIES_VALUES[metric]
     if table.empty:
         return (math.nan,) * 3
-    mine = table[(table["environment"] == label) & (table["model_id"] == entry["model_id"])
-                 & (table["batch_size"] == entry["batch_size"]) & (table["status"] == "ok")]  # fmt: skip
+    mine = table[
+        (table["environment"] == label)
+        & (table["model_id"] == entry["model_id"])
+        & (table["batch_size"] == entry["batch_size"])
+        & (table["status"] == "ok")
+    ]
     if metric != "eager_latency":
         mine = mine[mine["variant"] == entry["variant"]]
     mine = mine[mine[column].notna()]
@@ -336,10 +373,18 @@ def _series_point(table: pd.DataFrame, entry: dict[str, Any], label: str, metric
 def versions_figure(versions: pd.DataFrame, width_in: float) -> plt.Figure:
     """Across invocations in the store: each software stack against the previous one (not interleaved)."""
     names = (
-        versions["label"] + " bs" + versions["batch_size"].astype(str) + " " + versions["variant"] + " "
-        + versions["device_name"].astype(str) + ": " + versions["candidate_versions"] + " vs "
+        versions["label"]
+        + " bs"
+        + versions["batch_size"].astype(str)
+        + " "
+        + versions["variant"]
+        + " "
+        + versions["device_name"].astype(str)
+        + ": "
+        + versions["candidate_versions"]
+        + " vs "
         + versions["baseline_versions"]
-    )  # fmt: skip
+    )
     return comparison_figure(versions, names, width_in)
 
 
@@ -369,14 +414,29 @@ def write_figures(
         written.append(
             save_figure(duration_figure(rows, "Duration" + suffix, width), out_dir / f"duration_{stem}.png", dpi)
         )
-        written.append(save_figure(improvement_figure(rows, "Percentage improvement" + suffix, width),
-                                   out_dir / f"improvement_{stem}.png", dpi))  # fmt: skip
+        written.append(
+            save_figure(
+                improvement_figure(rows, "Percentage improvement" + suffix, width),
+                out_dir / f"improvement_{stem}.png",
+                dpi,
+            )
+        )
         if rows["first_inference_s"].notna().any():
-            written.append(save_figure(startup_figure(rows, "Start-up against steady state" + suffix, width),
-                                       out_dir / f"startup_{stem}.png", dpi))  # fmt: skip
+            written.append(
+                save_figure(
+                    startup_figure(rows, "Start-up against steady state" + suffix, width),
+                    out_dir / f"startup_{stem}.png",
+                    dpi,
+                )
+            )
     for device in sorted(verdicts.loc[verdicts["status"] == "ok", "device_name"].unique()):
-        written.append(save_figure(speedup_vs_published_figure(verdicts, device, width),
-                                   out_dir / f"speedup_vs_published_{_slug(device)}.png", dpi))  # fmt: skip
+        written.append(
+            save_figure(
+                speedup_vs_published_figure(verdicts, device, width),
+                out_dir / f"speedup_vs_published_{_slug(device)}.png",
+                dpi,
+            )
+        )
     if not compared.empty:
         figure = comparison_figure(compared, cell_names(compared), width)
         written.append(save_figure(figure, out_dir / "comparison.png", dpi))
@@ -386,13 +446,20 @@ def write_figures(
     return written
 
 
-def plot(config: Config, table: pd.DataFrame, verdicts: pd.DataFrame, compared: pd.DataFrame,
-         run_info: RunInfo, results: list[RunRecord]) -> None:  # fmt: skip
+def plot(
+    config: Config,
+    table: pd.DataFrame,
+    verdicts: pd.DataFrame,
+    compared: pd.DataFrame,
+    run_info: RunInfo,
+    results: list[RunRecord],
+) -> None:
     """The figures, their data for `dvc plots` and the report, written and logged to the parent run."""
     out_dir = Path(config.paths.plots)
     out_dir.mkdir(parents=True, exist_ok=True)  # a run where every trial failed has no figure: an empty folder
-    written = write_figures(table, verdicts, compared, out_dir, config.plot.width_in, config.plot.dpi,
-                            list(run_info.labels))  # fmt: skip
+    written = write_figures(
+        table, verdicts, compared, out_dir, config.plot.width_in, config.plot.dpi, list(run_info.labels)
+    )
     LOGGER.info("wrote %d figures to %s", len(written), out_dir)
     published = reference.read_published(config.paths.reference)
     report_path = Path(config.paths.report)
@@ -413,8 +480,9 @@ def plot_versions(config: Config, versions: pd.DataFrame) -> None:
     if versions.empty:
         LOGGER.info("the MLflow store holds one software stack per machine and cell: no versions to compare")
         return
-    path = save_figure(versions_figure(versions, config.plot.width_in), Path(config.paths.store) / "versions.png",
-                       config.plot.dpi)  # fmt: skip
+    path = save_figure(
+        versions_figure(versions, config.plot.width_in), Path(config.paths.store) / "versions.png", config.plot.dpi
+    )
     LOGGER.info("wrote %s", path)
 
 

@@ -119,24 +119,34 @@ def finish(config: Config, records: list[run_record.RunRecord], invocation_id: s
     """Write the results and run info, close the parent run, say what failed and what was not logged. Without a
     tracker (an ingest of a plan not finished: extra says why, as `not_logged`) nothing is logged."""
     write_jsonl(config.paths.results, [record.to_dict() for record in records])
-    failed = [f"{r.model_id} bs{r.batch_size} {r.variant} [{r.environment}]: {r.status}" for r in records
-              if r.status not in (STATUS_OK, UNSUPPORTED)]  # fmt: skip  # unsupported: an answer, said apart
-    parent = {"name": tracker.parent_name, "params": tracker.parent_params, "tags": tracker.parent_tags} if (
-        tracker) else {}  # fmt: skip  # for sync
+    failed = [
+        f"{r.model_id} bs{r.batch_size} {r.variant} [{r.environment}]: {r.status}"
+        for r in records
+        if r.status not in (STATUS_OK, UNSUPPORTED)
+    ]  # unsupported: an answer, said apart
+    parent = (
+        {"name": tracker.parent_name, "params": tracker.parent_params, "tags": tracker.parent_tags} if (tracker) else {}
+    )  # for sync
     crashed = any(record.status in tracking.CRASHED for record in records)  # measured nothing: the parent FAILED
-    run_info = RunInfo(invocation_id, tracking.EXPERIMENT, failed_runs=tuple(failed), crashed=crashed, parent=parent,
-                       **extra)  # fmt: skip
+    run_info = RunInfo(
+        invocation_id, tracking.EXPERIMENT, failed_runs=tuple(failed), crashed=crashed, parent=parent, **extra
+    )
     write_json(config.paths.run_info, run_info.to_dict())  # before the last call to the store: sync needs it
     if tracker is None:
         return
     tracker.log_parent(finish_failed=crashed, note=failures_note(tracker.parent_name, failed, len(records)))
     waited = replace(run_info, store_s=round(tracker.store_s, 3), store_calls=tracker.store_calls)
     write_json(config.paths.run_info, waited.to_dict())
-    LOGGER.info("MLflow store %s: this invocation waited %.1f s on it, over %d logging call(s)",
-                redact(tracker.uri), tracker.store_s, tracker.store_calls)  # fmt: skip
+    LOGGER.info(
+        "MLflow store %s: this invocation waited %.1f s on it, over %d logging call(s)",
+        redact(tracker.uri),
+        tracker.store_s,
+        tracker.store_calls,
+    )
     if failed:
-        LOGGER.warning("%d of %d runs did not end ok (recorded in the tables and MLflow): %s", len(failed),
-                       len(records), failed)  # fmt: skip
+        LOGGER.warning(
+            "%d of %d runs did not end ok (recorded in the tables and MLflow): %s", len(failed), len(records), failed
+        )
     if tracker.failures:
         LOGGER.warning(
             "%d item(s) not logged to MLflow; results are in %s. `python -m compilebench.sync` logs them later.",

@@ -35,8 +35,21 @@ SCENARIOS = {  # doc section -> (scenario, torch version, compile mode)
 }
 GPUS = ("A100", "V100", "T4")
 TOLERANCE = 0.10  # a measured speedup within +-10% of the reference (beyond its own CI) reproduces it
-COLUMNS = ["scenario", "torch_version", "compile_mode", "gpu", "batch_size", "doc_task", "label", "model_id",
-           "eager_ms", "compiled_ms", "eager_oom", "compiled_oom", "note"]  # fmt: skip
+COLUMNS = [
+    "scenario",
+    "torch_version",
+    "compile_mode",
+    "gpu",
+    "batch_size",
+    "doc_task",
+    "label",
+    "model_id",
+    "eager_ms",
+    "compiled_ms",
+    "eager_oom",
+    "compiled_oom",
+    "note",
+]
 # Models a scenario's tables omit at some batch sizes because, as the doc says in prose, they ran out of memory.
 DOC_NOTED_OOM = {
     ("torch-2.0.1", "OwlViT"): "not in the table; the doc: OwlViT runs out of memory at larger batch sizes"
@@ -87,8 +100,23 @@ def parse_doc(markdown: str) -> pd.DataFrame:
         scenario, torch_version, mode = SCENARIOS[section]
         eager_ms, eager_oom = _cell_value(eager)
         compiled_ms, compiled_oom = _cell_value(compiled)
-        rows.append([scenario, torch_version, mode, gpu, batch, doc_task, label, labels[label],
-                     eager_ms, compiled_ms, eager_oom, compiled_oom, ""])  # fmt: skip
+        rows.append(
+            [
+                scenario,
+                torch_version,
+                mode,
+                gpu,
+                batch,
+                doc_task,
+                label,
+                labels[label],
+                eager_ms,
+                compiled_ms,
+                eager_oom,
+                compiled_oom,
+                "",
+            ]
+        )
     table = pd.DataFrame(rows, columns=COLUMNS)
     table = pd.concat([table, _noted_oom_rows(table)], ignore_index=True)
     return table.astype({"eager_ms": float, "compiled_ms": float, "eager_oom": bool, "compiled_oom": bool})
@@ -101,8 +129,23 @@ def _noted_oom_rows(table: pd.DataFrame) -> pd.DataFrame:
         source = table[(table["scenario"] == scenario) & (table["label"] == label)].iloc[0]
         for (gpu, batch), group in table[table["scenario"] == scenario].groupby(["gpu", "batch_size"]):
             if label not in set(group["label"]):
-                added.append([scenario, source["torch_version"], source["compile_mode"], gpu, batch,
-                              source["doc_task"], label, source["model_id"], None, None, True, True, note])  # fmt: skip
+                added.append(
+                    [
+                        scenario,
+                        source["torch_version"],
+                        source["compile_mode"],
+                        gpu,
+                        batch,
+                        source["doc_task"],
+                        label,
+                        source["model_id"],
+                        None,
+                        None,
+                        True,
+                        True,
+                        note,
+                    ]
+                )
     return pd.DataFrame(added, columns=COLUMNS)
 
 
@@ -129,9 +172,16 @@ def anomalies(published: pd.DataFrame) -> pd.DataFrame:
         ordered = group.sort_values("batch_size")
         for (_, small), (_, large) in zip(ordered.iterrows(), ordered.iloc[1:].iterrows(), strict=False):
             if large["eager_ms"] < MIN_BATCH_DROP * small["eager_ms"]:
-                found.append((scenario, gpu, int(large["batch_size"]), model_id,
-                              f"eager {large['eager_ms']} ms at batch {large['batch_size']} < "
-                              f"{small['eager_ms']} ms at batch {small['batch_size']}"))  # fmt: skip
+                found.append(
+                    (
+                        scenario,
+                        gpu,
+                        int(large["batch_size"]),
+                        model_id,
+                        f"eager {large['eager_ms']} ms at batch {large['batch_size']} < "
+                        f"{small['eager_ms']} ms at batch {small['batch_size']}",
+                    )
+                )
     frame = pd.DataFrame(found, columns=["scenario", "gpu", "batch_size", "model_id", "anomaly"])
     return frame.groupby(["scenario", "gpu", "batch_size", "model_id"], as_index=False)["anomaly"].agg("; ".join)
 
@@ -165,7 +215,9 @@ def batch_ratios(published: pd.DataFrame) -> dict[str, dict[str, dict[str, float
                 continue
             found.setdefault(str(model_id), {})[key] = {
                 str(int(batch)): round(float(latency) / float(by_batch.loc[1, column]), 4)
-                for batch, latency in by_batch[column].items() if latency > 0}  # fmt: skip
+                for batch, latency in by_batch[column].items()
+                if latency > 0
+            }
     return found
 
 
@@ -182,8 +234,11 @@ def as_doc(no_options: bool, channels_last: bool, dtype: str | None) -> bool:
 def measured_as_doc(row: pd.Series) -> bool:
     """as_doc, of a measured run's row."""
     options, dtype = row.get("inductor_options"), row.get("variant_dtype")
-    return as_doc(pd.isna(options) or options == "{}", str(row.get("channels_last")).lower() == "true",
-                  None if pd.isna(dtype) else dtype)  # fmt: skip
+    return as_doc(
+        pd.isna(options) or options == "{}",
+        str(row.get("channels_last")).lower() == "true",
+        None if pd.isna(dtype) else dtype,
+    )
 
 
 def published_cells(
@@ -285,19 +340,39 @@ def verdict(measured: pd.Series, published: pd.DataFrame) -> dict:
     return {**result, "verdict": band_verdict(ci_low, ci_high, reference_speedup), "reason": reason}
 
 
-VERDICT_COLUMNS = ("environment", "model_id", "label", "batch_size", "variant", "compile_mode", "device", "device_name",
-                   "torch_version", "speedup", "speedup_ci_low", "speedup_ci_high", "status",
-                   *(f"published_speedup_{gpu}" for gpu in GPUS), "published_scenario", "comparison",
-                   "reference_speedup", "speedup_vs_reference", "eager_ms_vs_published", "compiled_ms_vs_published",
-                   "verdict", "reason")  # fmt: skip
+VERDICT_COLUMNS = (
+    "environment",
+    "model_id",
+    "label",
+    "batch_size",
+    "variant",
+    "compile_mode",
+    "device",
+    "device_name",
+    "torch_version",
+    "speedup",
+    "speedup_ci_low",
+    "speedup_ci_high",
+    "status",
+    *(f"published_speedup_{gpu}" for gpu in GPUS),
+    "published_scenario",
+    "comparison",
+    "reference_speedup",
+    "speedup_vs_reference",
+    "eager_ms_vs_published",
+    "compiled_ms_vs_published",
+    "verdict",
+    "reason",
+)
 MEASURED_COLUMNS = VERDICT_COLUMNS[:13]  # what a verdict row repeats of the summary's row
 
 
 def verdicts(summary: pd.DataFrame, published: pd.DataFrame) -> pd.DataFrame:
     """One verdict row per measured compiled run of the summary table; with none (an eager-only suite has no compiled
     run to judge against the doc), no row and every column."""
-    rows = [{**{key: row.get(key) for key in MEASURED_COLUMNS}, **verdict(row, published)}
-            for _, row in summary.iterrows()]  # fmt: skip
+    rows = [
+        {**{key: row.get(key) for key in MEASURED_COLUMNS}, **verdict(row, published)} for _, row in summary.iterrows()
+    ]
     return pd.DataFrame(rows) if rows else pd.DataFrame(columns=list(VERDICT_COLUMNS))
 
 

@@ -28,8 +28,14 @@ TRANSFORMERS_TORCH_FLOORS = (
     #                     (torch 2.7): on torch 2.6.0, 5.23.0 failed to compile ViT-B/16 and SegFormer-B0 (2026-12-02)
 )
 # The newest transformers release that each floor admits, and the Python it requires at least.
-NEWEST_FOR_FLOOR = {"2.0": ("4.49.0", "3.9"), "2.1": ("4.57.6", "3.9"), "2.2": ("5.0.0", "3.10"),
-                    "2.4": ("5.14.1", "3.10"), "2.5": ("5.19.0", "3.10"), "2.7": ("5.24.0", "3.11")}  # fmt: skip
+NEWEST_FOR_FLOOR = {
+    "2.0": ("4.49.0", "3.9"),
+    "2.1": ("4.57.6", "3.9"),
+    "2.2": ("5.0.0", "3.10"),
+    "2.4": ("5.14.1", "3.10"),
+    "2.5": ("5.19.0", "3.10"),
+    "2.7": ("5.24.0", "3.11"),
+}
 # The newest Python each torch release's torch.compile (dynamo) supports, by minor release; later ones: the last.
 COMPILE_PYTHON = {(2, 0): "3.10", (2, 1): "3.11", (2, 2): "3.11", (2, 3): "3.12", (2, 4): "3.12", (2, 5): "3.13"}
 NEWEST_COMPILE_PYTHON = "3.13"
@@ -120,8 +126,10 @@ def older_companions(oldest: str, project_python: str) -> Release:
     newest_python = compile_python(oldest)
     python = project_python if version_tuple(project_python)[:2] <= version_tuple(newest_python) else newest_python
     if version_tuple(python)[:2] < version_tuple(python_at_least):
-        raise ReleaseError(f"torch {oldest}: transformers {transformers} needs Python >= {python_at_least}, but "
-                           f"torch {oldest}'s torch.compile supports Python <= {newest_python}")  # fmt: skip
+        raise ReleaseError(
+            f"torch {oldest}: transformers {transformers} needs Python >= {python_at_least}, but "
+            f"torch {oldest}'s torch.compile supports Python <= {newest_python}"
+        )
     pins = {"torch": oldest, "transformers": transformers}
     if version_tuple(oldest)[:2] < NUMPY_2_FROM:
         pins["numpy"] = NUMPY_1

@@ -54,9 +54,15 @@ class RunInfo:
         if "invocation_id" not in raw:
             raise ValueError("run info: no `invocation_id`")
         environments = dict(raw.get("environments") or {})
-        return cls(**{**raw, "labels": tuple(raw.get("labels") or environments), "environments": environments,
-                      "failed_runs": tuple(raw.get("failed_runs") or ()),
-                      "targets": tuple(raw.get("targets") or ())})  # fmt: skip
+        return cls(
+            **{
+                **raw,
+                "labels": tuple(raw.get("labels") or environments),
+                "environments": environments,
+                "failed_runs": tuple(raw.get("failed_runs") or ()),
+                "targets": tuple(raw.get("targets") or ()),
+            }
+        )
 
     @classmethod
     def read(cls, path: str | Path) -> RunInfo:

@@ -124,10 +124,19 @@ def end(plan: Plan, out: Path) -> None:
     finished, total, _ = plan_progress(plan, out)
     if not finished:
         raise SystemExit(f"runner --end: no process of the plan has results in {out}: nothing to end (run it first)")
-    write_json(out / FINISHED, {"finished_at": time.time(), "trials": len(read_results(out / "trials.jsonl")),
-                                "ended": "runner --end", "processes_not_run": total - finished})  # fmt: skip
-    print(f"runner: the plan ends on {out} with {finished} of {total} processes; {total - finished} will not run "
-          "(`benchmark --ingest` logs it now)")  # fmt: skip
+    write_json(
+        out / FINISHED,
+        {
+            "finished_at": time.time(),
+            "trials": len(read_results(out / "trials.jsonl")),
+            "ended": "runner --end",
+            "processes_not_run": total - finished,
+        },
+    )
+    print(
+        f"runner: the plan ends on {out} with {finished} of {total} processes; {total - finished} will not run "
+        "(`benchmark --ingest` logs it now)"
+    )
 
 
 def arguments() -> argparse.ArgumentParser:
@@ -140,21 +149,40 @@ def arguments() -> argparse.ArgumentParser:
     parser.add_argument("plan", type=Path, help="plan.json written by `compilebench.benchmark --export`")
     parser.add_argument("out", type=Path, help="folder for trials.jsonl and checkpoints.json")
     parser.add_argument("--timeout-s", type=float, default=1800.0, help="per trial, seconds")
-    parser.add_argument("--python", action="append", default=[], metavar="ENV=PATH",
-                        help="interpreter of an environment other than `current` (this one)")  # fmt: skip
+    parser.add_argument(
+        "--python",
+        action="append",
+        default=[],
+        metavar="ENV=PATH",
+        help="interpreter of an environment other than `current` (this one)",
+    )
     parser.add_argument(
         "--prime", type=int, default=0, metavar="N", help="first compile every run, N at a time, into one shared cache"
     )
-    parser.add_argument("--budget-min", type=float, default=None, metavar="M",
-                        help="after the plan, add blocks where intervals are widest while they fit in M minutes of "
-                             "processes per environment (the plan's own budget if not given)")  # fmt: skip
+    parser.add_argument(
+        "--budget-min",
+        type=float,
+        default=None,
+        metavar="M",
+        help="after the plan, add blocks where intervals are widest while they fit in M minutes of "
+        "processes per environment (the plan's own budget if not given)",
+    )
     parser.add_argument("--plan-only", action="store_true", help="run the plan's trials only: no blocks added")
-    parser.add_argument("--cpus", default=None, metavar="LIST",
-                        help="pin every timing process to these cores (e.g. 2-9), a torch thread per core; the prime "
-                             "keeps the whole machine")  # fmt: skip
-    parser.add_argument("--stop-after-min", type=float, default=None, metavar="M",
-                        help="start no process that would end more than M minutes after the runner started (by "
-                             "the longest of its model so far); run again later to resume")  # fmt: skip
+    parser.add_argument(
+        "--cpus",
+        default=None,
+        metavar="LIST",
+        help="pin every timing process to these cores (e.g. 2-9), a torch thread per core; the prime "
+        "keeps the whole machine",
+    )
+    parser.add_argument(
+        "--stop-after-min",
+        type=float,
+        default=None,
+        metavar="M",
+        help="start no process that would end more than M minutes after the runner started (by "
+        "the longest of its model so far); run again later to resume",
+    )
     parser.add_argument("--end", action="store_true", help="end the plan as it stands: no further window runs it")
     return parser
 
@@ -185,8 +213,10 @@ def main(argv: list[str] | None = None) -> None:
         parser.error(str(error))
     mine = own_digest()
     if plan.runner_sha256 and mine and mine != plan.runner_sha256:
-        parser.error(f"{args.plan} was exported with runner {plan.runner_sha256[:12]}, and this runner is "
-                     f"{mine[:12]}: run the {RUNNER} exported beside the plan")  # fmt: skip
+        parser.error(
+            f"{args.plan} was exported with runner {plan.runner_sha256[:12]}, and this runner is "
+            f"{mine[:12]}: run the {RUNNER} exported beside the plan"
+        )
     if any("=" not in item for item in args.python):
         parser.error(f"--python takes ENV=PATH (an environment's name, its interpreter), got {args.python}")
     pythons = {CURRENT: sys.executable, **dict(item.split("=", 1) for item in args.python)}
@@ -198,15 +228,28 @@ def main(argv: list[str] | None = None) -> None:
         end(plan, out)
         return
     problem = (
-        launcher.path_problem(args.plan.resolve().parent, out) or launcher.plan_problem(plan, pythons, args.prime)
-        or problem or machine_problem(plan, out, pythons)
-    )  # fmt: skip
+        launcher.path_problem(args.plan.resolve().parent, out)
+        or launcher.plan_problem(plan, pythons, args.prime)
+        or problem
+        or machine_problem(plan, out, pythons)
+    )
     if problem:
         parser.error(problem)
     end_trials_on_signal()
     loop = None if plan.adaptive is None or args.plan_only else run_plan_adaptively
-    launcher.launch(plan, args.plan, out, pythons, pinned, args.timeout_s, args.prime, args.stop_after_min,
-                    args.budget_min, loop, mine)  # fmt: skip
+    launcher.launch(
+        plan,
+        args.plan,
+        out,
+        pythons,
+        pinned,
+        args.timeout_s,
+        args.prime,
+        args.stop_after_min,
+        args.budget_min,
+        loop,
+        mine,
+    )
 
 
 if __name__ == "__main__":

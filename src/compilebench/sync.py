@@ -42,8 +42,13 @@ def main() -> None:
         return
     invocation = run_info.invocation_id
     parent = run_info.parent  # made here if the store was down all along: as the benchmark names it
-    tracker = tracking.Tracker(config.paths.tracking_uri, invocation, parent.get("name") or f"{config.suite} (synced)",
-                               parent.get("params"), parent.get("tags"))  # fmt: skip
+    tracker = tracking.Tracker(
+        config.paths.tracking_uri,
+        invocation,
+        parent.get("name") or f"{config.suite} (synced)",
+        parent.get("params"),
+        parent.get("tags"),
+    )
     try:
         before = tracking.count_invocation_runs(config.paths.tracking_uri, invocation)
     except tracking.StoreError as error:  # the store is still down: say so, change nothing
@@ -65,8 +70,7 @@ def main() -> None:
     written = Path(paths.summary).exists() and Path(paths.summary).stat().st_size > 1
     summary = pd.read_csv(paths.summary) if written else pd.DataFrame()
     note = description(compared, summary, records, run_info) if report else None
-    tracker.log_parent(report, "report", finish_failed=run_info.failed,
-                       note=note)  # fmt: skip
+    tracker.log_parent(report, "report", finish_failed=run_info.failed, note=note)
     if tracker.failures:
         LOGGER.error("%d item(s) still not logged: %s", len(tracker.failures), tracker.failures[:5])
         sys.exit(1)

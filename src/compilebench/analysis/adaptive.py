@@ -228,9 +228,15 @@ def clean_blocks(trials: list[TrialSpec], results: dict[str, TrialResult], limit
     blocks: dict[Unit, dict[tuple[int, bool], bool]] = {}
     for spec in trials:
         result = results.get(spec.trial_id)
-        busy = result is None or result.status in ENDED_FROM_OUTSIDE or (
-            compile_disturbed(result, limit_cores) if spec.kind == KIND_COLD else timing_disturbed(result, limit_cores)
-        )  # fmt: skip
+        busy = (
+            result is None
+            or result.status in ENDED_FROM_OUTSIDE
+            or (
+                compile_disturbed(result, limit_cores)
+                if spec.kind == KIND_COLD
+                else timing_disturbed(result, limit_cores)
+            )
+        )
         per_unit = blocks.setdefault(unit_of(spec), {})
         key = (spec.replicate, spec.cache == CACHE_COLD)
         per_unit[key] = per_unit.get(key, True) and not busy
@@ -259,11 +265,15 @@ def _next_block(trials: list[TrialSpec], unit: Unit, labels: list[str], cold: bo
                 and spec.environment == label
                 and (not spec.variant.compile or statuses.get(cell_of(spec), set()) <= set(EXTENDABLE))
             ]
-            added += plan.timing_process(label, base.model, base.batch_size, arms, replicate,
-                                         base.cache == CACHE_SHARED, base.image, base.timing)  # fmt: skip
+            added += plan.timing_process(
+                label, base.model, base.batch_size, arms, replicate, base.cache == CACHE_SHARED, base.image, base.timing
+            )
         elif kind == "cold":
-            added.append(plan.cold_trial(label, base.model, base.batch_size, base.variant, replicate, base.image,
-                                         base.timing, base.timed))  # fmt: skip
+            added.append(
+                plan.cold_trial(
+                    label, base.model, base.batch_size, base.variant, replicate, base.image, base.timing, base.timed
+                )
+            )
         else:
             cache = CACHE_SHARED if base.cache == CACHE_SHARED else (CACHE_COLD if cold else CACHE_WARM)
             trial_id = f"{base.trial_id.rsplit('/', 1)[0]}/r{replicate}"
@@ -331,10 +341,19 @@ def shortfalls(
     found = widest(widths(runs, labels, bench.targets, noise, bench.margin), per_metric=True).values()
     for width in sorted(found, key=lambda width: (width.cell, order[width.metric])):
         model_id, batch, variant = width.cell
-        rows.append({"model_id": model_id, "batch_size": batch, "variant": variant, "metric": width.metric,
-                     "halfwidth_pct": 100 * math.expm1(width.halfwidth) if math.isfinite(width.halfwidth) else None,
-                     "target_pct": 100 * math.expm1(width.target), "blocks": width.blocks, "met": width.met,
-                     "more_blocks": width.more})  # fmt: skip
+        rows.append(
+            {
+                "model_id": model_id,
+                "batch_size": batch,
+                "variant": variant,
+                "metric": width.metric,
+                "halfwidth_pct": 100 * math.expm1(width.halfwidth) if math.isfinite(width.halfwidth) else None,
+                "target_pct": 100 * math.expm1(width.target),
+                "blocks": width.blocks,
+                "met": width.met,
+                "more_blocks": width.more,
+            }
+        )
     return rows
 
 
@@ -416,8 +435,11 @@ def measure(
         noise = noise_of(records)
         pending = extend(trials, results, records, labels, settings, noise)
         if pending:
-            LOGGER.info("adaptive: %d more trial(s) for %s", len(pending),
-                        sorted({f"{s.model.label} bs{s.batch_size} {s.variant.name}" for s in pending}))  # fmt: skip
+            LOGGER.info(
+                "adaptive: %d more trial(s) for %s",
+                len(pending),
+                sorted({f"{s.model.label} bs{s.batch_size} {s.variant.name}" for s in pending}),
+            )
             added(pending)
         trials += pending
     return trials, records, noise

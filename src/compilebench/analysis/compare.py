@@ -83,11 +83,26 @@ class Judged:
     def columns(self, metric: str) -> dict[str, Any]:
         """Its columns in a comparison table, `{metric}_ratio` ... `{metric}_verdict` (keys.column)."""
         r = self.ratio
-        values = {"ratio": r.value, "ci_low": r.low, "ci_high": r.high, "ci90_low": r.low90, "ci90_high": r.high90,
-                  "halfwidth": r.halfwidth, "detectable": r.detectable, "p": r.p_value, "blocks": r.blocks,
-                  "dof": r.dof, "method": r.method, "noise": r.noise, "noisy": r.noisy, "cell_ss": r.cell_noise.ss,
-                  "cell_dof": r.cell_noise.dof, "change": self.change, "relevance": self.relevance,
-                  "verdict": self.verdict}  # fmt: skip
+        values = {
+            "ratio": r.value,
+            "ci_low": r.low,
+            "ci_high": r.high,
+            "ci90_low": r.low90,
+            "ci90_high": r.high90,
+            "halfwidth": r.halfwidth,
+            "detectable": r.detectable,
+            "p": r.p_value,
+            "blocks": r.blocks,
+            "dof": r.dof,
+            "method": r.method,
+            "noise": r.noise,
+            "noisy": r.noisy,
+            "cell_ss": r.cell_noise.ss,
+            "cell_dof": r.cell_noise.dof,
+            "change": self.change,
+            "relevance": self.relevance,
+            "verdict": self.verdict,
+        }
         assert tuple(values) == keys.JUDGED_FIELDS, "keys.JUDGED_FIELDS names these columns"
         return {keys.column(metric, key): value for key, value in values.items()}
 
@@ -107,11 +122,19 @@ class Judged:
         number = {key: math.nan if v is None else float(v) for key, v in value.items()}
         noisy = cell("noisy")
         ratio = stats.Ratio(
-            number["ratio"], number["ci_low"], number["ci_high"], number["ci90_low"], number["ci90_high"],
-            number["p"], _count(number["blocks"]), number["dof"], str(cell("method")),
-            noise=str(cell("noise")), noisy=noisy is True or str(noisy) == "True",
+            number["ratio"],
+            number["ci_low"],
+            number["ci_high"],
+            number["ci90_low"],
+            number["ci90_high"],
+            number["p"],
+            _count(number["blocks"]),
+            number["dof"],
+            str(cell("method")),
+            noise=str(cell("noise")),
+            noisy=noisy is True or str(noisy) == "True",
             cell_noise=stats.Noise(number["cell_ss"], _count(number["cell_dof"])),
-        )  # fmt: skip
+        )
         return cls(ratio, str(cell("change")), str(cell("relevance")), word)
 
 
@@ -119,9 +142,21 @@ def _count(value: float) -> int:
     return int(value) if math.isfinite(value) else 0
 
 
-ABOUT = ("baseline", "candidate", "baseline_run_uid", "candidate_run_uid", "reference", "baseline_versions",
-         "candidate_versions", "baseline_status", "candidate_status", "health_change", "interleaved", "calibrated",
-         "margin")  # fmt: skip
+ABOUT = (
+    "baseline",
+    "candidate",
+    "baseline_run_uid",
+    "candidate_run_uid",
+    "reference",
+    "baseline_versions",
+    "candidate_versions",
+    "baseline_status",
+    "candidate_status",
+    "health_change",
+    "interleaved",
+    "calibrated",
+    "margin",
+)
 
 
 @dataclass
@@ -175,12 +210,21 @@ class Comparison:
         string written, comes back NaN)."""
         judged = {metric.name: found for metric in METRICS if (found := Judged.read(row, metric.name)) is not None}
         known = {*CELL, *ABOUT, "headline", "verdict", "p_adjusted"}
-        extra = {key: value for key, value in row.items()
-                 if key not in known and not any(keys.is_column_of(key, m.name) for m in METRICS)}  # fmt: skip
+        extra = {
+            key: value
+            for key, value in row.items()
+            if key not in known and not any(keys.is_column_of(key, m.name) for m in METRICS)
+        }
         about = {key: row.get(key) for key in (*CELL, *ABOUT)}
         about["health_change"] = about["health_change"] if isinstance(about["health_change"], str) else ""
-        return cls(**about, judged=judged, headline=str(row["headline"]), verdict=str(row["verdict"]),
-                   p_adjusted=row.get("p_adjusted"), extra=extra)  # fmt: skip
+        return cls(
+            **about,
+            judged=judged,
+            headline=str(row["headline"]),
+            verdict=str(row["verdict"]),
+            p_adjusted=row.get("p_adjusted"),
+            extra=extra,
+        )
 
 
 FIELD_OF = {
@@ -221,8 +265,11 @@ def process_values(processes: Sequence[ProcessRecord]) -> dict[str, dict[str, fl
     timed."""
     found = {}
     for cold, metric in ((True, "compile_cold"), (False, "compile_warm")):
-        found[metric] = {p.block: p.compile_s for p in processes if p.compile_s and p.cold_compile is cold
-                         and not p.compile_disturbed}  # fmt: skip
+        found[metric] = {
+            p.block: p.compile_s
+            for p in processes
+            if p.compile_s and p.cold_compile is cold and not p.compile_disturbed
+        }
     clean = [p for p in processes if not p.disturbed]
     measured_memory = [p for p in processes if memory_before_timing(p.kind) or not p.disturbed]
     for metric, name in FIELD_OF.items():
@@ -280,24 +327,42 @@ class ComparedRun:
         """This run's own values of `metric`, one per block: latency and speedup from its timing blocks only (a cold
         block's processes do not time the run's own level, records.times_own_level; they are blocks of B/A), every
         block's otherwise."""
-        return [value for block, value in self.values.get(metric, {}).items()
-                if metric not in BY_TURN_METRICS or not TrialSpec.is_cold_block(block)]  # fmt: skip
+        return [
+            value
+            for block, value in self.values.get(metric, {}).items()
+            if metric not in BY_TURN_METRICS or not TrialSpec.is_cold_block(block)
+        ]
 
     @classmethod
     def of(cls, record: RunRecord) -> ComparedRun:
         """A run record as a comparison reads it: its processes' values by block (`process_values`)."""
         env = record.environment_fields
         return cls(
-            model_id=record.model_id, label=record.label, task=record.task, batch_size=record.batch_size,
-            variant=record.variant, environment=record.environment, environment_key=record.environment_key,
-            run_uid=record.run_uid, invocation_id=record.invocation_id, status=record.status, compile=record.compile,
-            values=process_values(record.process_results), turns=process_turns(record.process_results),
-            fullgraph=record.fullgraph, graph_count=record.graph_count, graph_break_count=record.graph_break_count,
-            recompile_count=record.recompile_count, fell_back_to_eager=record.fell_back_to_eager,
-            torch_version=env.get("torch_version"), transformers_version=env.get("transformers_version"),
-            machine_fingerprint=env.get("machine_fingerprint"), device=env.get("device"),
-            device_name=env.get("device_name"), machine=record.machine,
-        )  # fmt: skip
+            model_id=record.model_id,
+            label=record.label,
+            task=record.task,
+            batch_size=record.batch_size,
+            variant=record.variant,
+            environment=record.environment,
+            environment_key=record.environment_key,
+            run_uid=record.run_uid,
+            invocation_id=record.invocation_id,
+            status=record.status,
+            compile=record.compile,
+            values=process_values(record.process_results),
+            turns=process_turns(record.process_results),
+            fullgraph=record.fullgraph,
+            graph_count=record.graph_count,
+            graph_break_count=record.graph_break_count,
+            recompile_count=record.recompile_count,
+            fell_back_to_eager=record.fell_back_to_eager,
+            torch_version=env.get("torch_version"),
+            transformers_version=env.get("transformers_version"),
+            machine_fingerprint=env.get("machine_fingerprint"),
+            device=env.get("device"),
+            device_name=env.get("device_name"),
+            machine=record.machine,
+        )
 
     @property
     def cell(self) -> tuple[Any, ...]:
@@ -321,8 +386,11 @@ def health_changes(a: ComparedRun, b: ComparedRun) -> list[str]:
         return changes
     if a.fullgraph and (a.status == STATUS_OK) != (b.status == STATUS_OK):
         changes.append(f"fullgraph {'passes' if b.status == STATUS_OK else 'fails'} now")
-    for key, what in (("graph_break_count", "graph breaks"), ("recompile_count", "recompiles"),
-                      ("graph_count", "graphs")):  # fmt: skip
+    for key, what in (
+        ("graph_break_count", "graph breaks"),
+        ("recompile_count", "recompiles"),
+        ("graph_count", "graphs"),
+    ):
         before, after = getattr(a, key), getattr(b, key)
         if before is not None and after is not None and before == before and after == after and before != after:
             changes.append(f"{what} {int(before)} -> {int(after)}")
@@ -435,8 +503,15 @@ def comparison_rows(
         if a in cell and b in cell
     ]
     adjust_headlines(compared)
-    compared.sort(key=lambda row: (row.health_change == "", row.reference != FIRST, row.variant == EAGER, row.label,
-                                   row.batch_size))  # fmt: skip
+    compared.sort(
+        key=lambda row: (
+            row.health_change == "",
+            row.reference != FIRST,
+            row.variant == EAGER,
+            row.label,
+            row.batch_size,
+        )
+    )
     return compared
 
 

@@ -11,13 +11,21 @@ from compilebench.analysis.run_record import RunRecord
 
 # What an environment ran with that its pins or settings need not name; said where B differs from A without asking.
 BESIDE_FIELDS = {
-    "cuda_version": "torch build", "python_version": "Python", "torch_version": "torch",
-    "transformers_version": "transformers", "malloc": "malloc", "transparent_hugepages": "transparent huge pages",
-    "thp_mem_alloc": "huge pages at allocation", "num_threads": "threads",
-    "float32_matmul_precision": "float32 matmul precision", "matmul_allow_tf32": "TF32 matmul",
-    "cudnn_version": "cuDNN", "cudnn_allow_tf32": "cuDNN TF32", "cudnn_benchmark": "cuDNN benchmark",
+    "cuda_version": "torch build",
+    "python_version": "Python",
+    "torch_version": "torch",
+    "transformers_version": "transformers",
+    "malloc": "malloc",
+    "transparent_hugepages": "transparent huge pages",
+    "thp_mem_alloc": "huge pages at allocation",
+    "num_threads": "threads",
+    "float32_matmul_precision": "float32 matmul precision",
+    "matmul_allow_tf32": "TF32 matmul",
+    "cudnn_version": "cuDNN",
+    "cudnn_allow_tf32": "cuDNN TF32",
+    "cudnn_benchmark": "cuDNN benchmark",
     "cpu_capability": "CPU vector instructions",
-}  # fmt: skip
+}
 SETTING_FIELDS = {
     "huge_pages": ("transparent_hugepages", "thp_mem_alloc"),
     "cpu_isa": ("cpu_capability",),
@@ -93,10 +101,12 @@ def step_changes(results: list[RunRecord], before: str, after: str) -> list[str]
 
     pins_a, pins_b = pins(a), pins(b)
     held_a, held_b = _held(a), _held(b)  # what an unpinned package resolved to
-    changed = [f"{package} {pins_a.get(package) or held_a.get(package, '?')} → "
-               f"{pins_b.get(package) or held_b.get(package, '?')}"
-               for package in dict.fromkeys([*pins_a, *pins_b])
-               if package != "torch" and pins_a.get(package) != pins_b.get(package)]  # fmt: skip
+    changed = [
+        f"{package} {pins_a.get(package) or held_a.get(package, '?')} → "
+        f"{pins_b.get(package) or held_b.get(package, '?')}"
+        for package in dict.fromkeys([*pins_a, *pins_b])
+        if package != "torch" and pins_a.get(package) != pins_b.get(package)
+    ]
     return changed + _beside(a, b)
 
 

@@ -19,9 +19,26 @@ EXPERIMENT_NAME_TAG = "dvc.exp_name"  # the DVC experiment an invocation ran in 
 COMPILED_VS_EAGER_TAG = "compiled_vs_eager"  # the run's speedup verdict (compiled against eager, this stack alone)
 
 # comparison.csv: per compared metric, these fields, each a column `{metric}_{field}` (compare.Judged.columns)
-JUDGED_FIELDS = ("ratio", "ci_low", "ci_high", "ci90_low", "ci90_high", "halfwidth", "detectable", "p", "blocks",
-                 "dof", "method", "noise", "noisy", "cell_ss", "cell_dof", "change", "relevance",
-                 "verdict")  # fmt: skip
+JUDGED_FIELDS = (
+    "ratio",
+    "ci_low",
+    "ci_high",
+    "ci90_low",
+    "ci90_high",
+    "halfwidth",
+    "detectable",
+    "p",
+    "blocks",
+    "dof",
+    "method",
+    "noise",
+    "noisy",
+    "cell_ss",
+    "cell_dof",
+    "change",
+    "relevance",
+    "verdict",
+)
 RATIO_FIELDS = ("ratio", "ci_low", "ci_high")  # a compared metric's B/A and its 95% CI bounds, as MLflow metrics
 
 

@@ -46,8 +46,9 @@ def load_calibrations(path: str | Path) -> dict[str, Any]:
     try:
         found = json.loads(path.read_text())
     except (UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise RecordError(f"{path}: the noise record is not JSON ({error}); mend or delete it (paths.calibration)"
-                          ) from None  # fmt: skip
+        raise RecordError(
+            f"{path}: the noise record is not JSON ({error}); mend or delete it (paths.calibration)"
+        ) from None
     problem = None
     if not isinstance(found, dict):
         problem = f"a JSON object by machine is expected, got {type(found).__name__}"
@@ -56,8 +57,11 @@ def load_calibrations(path: str | Path) -> dict[str, Any]:
             if not isinstance(record, dict) or not isinstance(record.get("invocations", {}), dict):
                 problem = f"the record of {key!r} is not an object with `invocations`"
                 break
-            bad = [name for name, entry in record.get("invocations", {}).items()
-                   if not isinstance(entry, dict) or not isinstance(entry.get("noise", {}), dict)]  # fmt: skip
+            bad = [
+                name
+                for name, entry in record.get("invocations", {}).items()
+                if not isinstance(entry, dict) or not isinstance(entry.get("noise", {}), dict)
+            ]
             if bad:
                 problem = f"the record of {key!r} has invocations without a `noise` object: {bad[:3]}"
                 break

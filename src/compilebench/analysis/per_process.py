@@ -102,16 +102,19 @@ def derived(record: ProcessRecord) -> ProcessRecord:
     """A process record with its values computed from its samples (a pure function of them)."""
     values: dict[str, Any] = {}
     if record.eager_ms:
-        values.update(eager_ms_median=statistics.median(record.eager_ms),
-                      eager_ms_mean=statistics.mean(record.eager_ms))  # fmt: skip
+        values.update(
+            eager_ms_median=statistics.median(record.eager_ms), eager_ms_mean=statistics.mean(record.eager_ms)
+        )
     paired = bool(record.eager_ms) and len(record.compiled_ms) == len(record.eager_ms)
     if paired:
-        values.update(compiled_ms_median=statistics.median(record.compiled_ms),
-                      compiled_ms_mean=statistics.mean(record.compiled_ms),
-                      speedup=sample_stats.speedup(record.eager_ms, record.compiled_ms),
-                      speedup_of_means=statistics.mean(record.eager_ms) / statistics.mean(record.compiled_ms),
-                      halves_ratio=halves_ratio(record.eager_ms, record.compiled_ms),
-                      halves_p=halves_p_value(record.eager_ms, record.compiled_ms))  # fmt: skip
+        values.update(
+            compiled_ms_median=statistics.median(record.compiled_ms),
+            compiled_ms_mean=statistics.mean(record.compiled_ms),
+            speedup=sample_stats.speedup(record.eager_ms, record.compiled_ms),
+            speedup_of_means=statistics.mean(record.eager_ms) / statistics.mean(record.compiled_ms),
+            halves_ratio=halves_ratio(record.eager_ms, record.compiled_ms),
+            halves_p=halves_p_value(record.eager_ms, record.compiled_ms),
+        )
     ratios = [e / c for e, c in zip(record.eager_ms, record.compiled_ms, strict=False) if c > 0] if paired else None
     samples = ratios if paired else list(record.eager_ms)
     if samples:

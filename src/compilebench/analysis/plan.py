@@ -47,8 +47,11 @@ from compilebench.harness.records import (
 def backend_key(variant: VariantSpec) -> str:
     """What dynamo tells compiled variants apart by when they share a process (mode and options, dynamic; see
     compiling.compile_kwargs), and what changes the inputs it guards on (dtype, memory format)."""
-    return json.dumps([variant.mode, variant.inductor, variant.dynamic, variant.dtype, variant.channels_last],
-                      sort_keys=True, default=str)  # fmt: skip
+    return json.dumps(
+        [variant.mode, variant.inductor, variant.dynamic, variant.dtype, variant.channels_last],
+        sort_keys=True,
+        default=str,
+    )
 
 
 def arms_and_singles(variants: list[VariantSpec]) -> tuple[list[VariantSpec], list[VariantSpec]]:
@@ -85,30 +88,89 @@ def balanced_order(labels: list[str], block: int) -> list[str]:
     return labels[shift:] + labels[:shift]
 
 
-def cold_trial(label: str, model: ModelSpec, batch: int, variant: VariantSpec, replicate: int, image: str,
-               timing: TimingSpec, timed: bool = True) -> TrialSpec:  # fmt: skip
+def cold_trial(
+    label: str,
+    model: ModelSpec,
+    batch: int,
+    variant: VariantSpec,
+    replicate: int,
+    image: str,
+    timing: TimingSpec,
+    timed: bool = True,
+) -> TrialSpec:
     """A cold process of one variant: compiled on an empty inductor cache, then (`timed`: environments compared)
     timed against eager, a block of B/A."""
-    return TrialSpec(f"{label}/{slug(model.model_id)}/bs{batch}/{variant.name}/c{replicate}", label, model, batch,
-                     variant, replicate, CACHE_COLD, image, timing, kind=KIND_COLD, timed=timed)  # fmt: skip
+    return TrialSpec(
+        f"{label}/{slug(model.model_id)}/bs{batch}/{variant.name}/c{replicate}",
+        label,
+        model,
+        batch,
+        variant,
+        replicate,
+        CACHE_COLD,
+        image,
+        timing,
+        kind=KIND_COLD,
+        timed=timed,
+    )
 
 
-def timing_process(label: str, model: ModelSpec, batch: int, arms: list[VariantSpec], replicate: int, shared: bool,
-                   image: str, timing: TimingSpec) -> list[TrialSpec]:  # fmt: skip
+def timing_process(
+    label: str,
+    model: ModelSpec,
+    batch: int,
+    arms: list[VariantSpec],
+    replicate: int,
+    shared: bool,
+    image: str,
+    timing: TimingSpec,
+) -> list[TrialSpec]:
     """The arms of one timing process, in block `replicate`'s compile order, on the warm (or shared) cache."""
     process_id = f"{label}/{slug(model.model_id)}/bs{batch}/r{replicate}"
     cache = CACHE_SHARED if shared else CACHE_WARM
-    return [TrialSpec(f"{label}/{slug(model.model_id)}/bs{batch}/{arm.name}/r{replicate}", label, model, batch, arm,
-                      replicate, cache, image, timing, kind=KIND_ARM, process_id=process_id)
-            for arm in compile_order(arms, replicate)]  # fmt: skip
+    return [
+        TrialSpec(
+            f"{label}/{slug(model.model_id)}/bs{batch}/{arm.name}/r{replicate}",
+            label,
+            model,
+            batch,
+            arm,
+            replicate,
+            cache,
+            image,
+            timing,
+            kind=KIND_ARM,
+            process_id=process_id,
+        )
+        for arm in compile_order(arms, replicate)
+    ]
 
 
-def paired_trial(label: str, model: ModelSpec, batch: int, variant: VariantSpec, replicate: int, cache: str,
-                 image: str, timing: TimingSpec, sizes: tuple[int, ...]) -> TrialSpec:  # fmt: skip
+def paired_trial(
+    label: str,
+    model: ModelSpec,
+    batch: int,
+    variant: VariantSpec,
+    replicate: int,
+    cache: str,
+    image: str,
+    timing: TimingSpec,
+    sizes: tuple[int, ...],
+) -> TrialSpec:
     """Eager against one variant in a process of its own."""
-    return TrialSpec(f"{label}/{slug(model.model_id)}/bs{batch}/{variant.name}/r{replicate}", label, model, batch,
-                     variant, replicate, cache, image, timing, serve_batch_sizes=sizes if variant.serve else (),
-                     kind=KIND_PAIRED)  # fmt: skip
+    return TrialSpec(
+        f"{label}/{slug(model.model_id)}/bs{batch}/{variant.name}/r{replicate}",
+        label,
+        model,
+        batch,
+        variant,
+        replicate,
+        cache,
+        image,
+        timing,
+        serve_batch_sizes=sizes if variant.serve else (),
+        kind=KIND_PAIRED,
+    )
 
 
 def trials(
@@ -143,8 +205,12 @@ def trials(
         own = [arm for arm in arms if kept(model, batch, arm)]
         return own if any(arm.compile for arm in own) or cells is None else []
 
-    pairs = [(m, b) for m in models for b in batch_sizes
-             if cells is None or any(v.compile and kept(m, b, v) for v in variants)]  # fmt: skip
+    pairs = [
+        (m, b)
+        for m in models
+        for b in batch_sizes
+        if cells is None or any(v.compile and kept(m, b, v) for v in variants)
+    ]
     cold_rounds = 0 if shared_cache else cold_replicates  # a shared cache is never cold
     rounds: list[list[tuple]] = []  # units of each round: (kind, model, batch size, variant, replicate)
     for replicate in range(cold_rounds):
@@ -259,18 +325,22 @@ def estimate(trials: list[TrialSpec], costs: dict[str, Any]) -> PlanCost:
         kind = "cold_compile_s" if first.kind == KIND_COLD or first.cache == CACHE_COLD else "warm_compile_s"
         seconds += sum(_cost(costs, model, variant, kind, borrowed) for variant in compiled)
         batch = first.batch_size  # every kind times eager and its compiled variants (a cold process after compiling)
-        round_s = (_cost(costs, model, None, "eager_ms", borrowed, batch)
-                   + sum(_cost(costs, model, v, "call_ms", borrowed, batch) for v in compiled)) / 1000  # fmt: skip
+        round_s = (
+            _cost(costs, model, None, "eager_ms", borrowed, batch)
+            + sum(_cost(costs, model, v, "call_ms", borrowed, batch) for v in compiled)
+        ) / 1000
         seconds += max(timing.warmup_s, timing.warmup_iters * round_s)
         seconds += min(max(timing.min_iters * round_s, timing.min_time_s), timing.max_time_s)
         if first.kind == KIND_ARM:
             seconds += sum(_process_cost(costs, model, key, borrowed) for key in ("inductor_startup_s", "other_s"))
         total += seconds
     primed = {spec.cache_key: spec for spec in trials if spec.cache == CACHE_SHARED and spec.variant.compile}
-    prime_s = sum(_cost(costs, spec.model.model_id, None, "startup_s", borrowed)
-                  + _cost(costs, spec.model.model_id, None, "load_s", borrowed)
-                  + _cost(costs, spec.model.model_id, spec.variant.name, "cold_compile_s", borrowed)
-                  for spec in primed.values())  # fmt: skip
+    prime_s = sum(
+        _cost(costs, spec.model.model_id, None, "startup_s", borrowed)
+        + _cost(costs, spec.model.model_id, None, "load_s", borrowed)
+        + _cost(costs, spec.model.model_id, spec.variant.name, "cold_compile_s", borrowed)
+        for spec in primed.values()
+    )
     return PlanCost(total, len(groups), tuple(sorted(borrowed)), prime_s, len(primed))
 
 
@@ -289,8 +359,9 @@ def windows(
     pair A with B, its loop adds blocks to cells it holds, and its prime compiles what its processes load.
     First-fit decreasing packs them; then fewer windows are searched for, and among packings into that many the one
     whose longest window is shortest (each search exhaustive up to `search_nodes` steps). A unit estimated over
-    `minutes` gets a window alone (the launcher's --stop-after-min and resume carry it over). Each window keeps the
-    plan's order."""
+    `minutes` gets a window alone (the launcher's --stop-after-min and resume carry it over). The windows come in
+    the order of the compiled cells each judges per estimated minute, most first, so a machine lent briefly judges
+    most in its first window; each window keeps the plan's order."""
     if not (math.isfinite(minutes) and minutes > 0):
         raise ValueError(f"a window must be a positive number of minutes, got {minutes}")
     grouped = {(unit[0].model.model_id, unit[0].batch_size): unit for unit in units(trials)}
@@ -328,6 +399,17 @@ def windows(
         else:
             low = middle
     bins += [[key] for key in order if key not in fits]
+
+    def judged_per_s(keys: list[tuple[str, int]]) -> float:
+        cells = {
+            (spec.model.model_id, spec.batch_size, spec.variant.name)
+            for key in keys
+            for spec in grouped[key]
+            if spec.variant.compile
+        }
+        return len(cells) / max(seconds(keys), 1.0)
+
+    bins.sort(key=lambda keys: -judged_per_s(keys))  # stable: the window that judges most cells a minute runs first
     return [[spec for spec in trials if (spec.model.model_id, spec.batch_size) in keys] for keys in bins]
 
 

@@ -56,8 +56,12 @@ def unit_processes(records: list[RunRecord], machine: str, device: str) -> dict[
             if process.kind == KIND_ARM:
                 unit: Unit = ("timing", record.model_id, record.batch_size, "")
             else:
-                unit = (process.kind if process.kind == KIND_COLD else "paired", record.model_id, record.batch_size,
-                        record.variant)  # fmt: skip
+                unit = (
+                    process.kind if process.kind == KIND_COLD else "paired",
+                    record.model_id,
+                    record.batch_size,
+                    record.variant,
+                )
             found.setdefault(unit, {})[process.process_id or process.trial_id] = process
     return found
 
@@ -67,12 +71,12 @@ def process_prices(records: list[RunRecord], machine: str, device: str) -> Price
     seconds in `records` (`unit_processes`; ProcessRecord.own_s: what the budget counts)."""
     found = unit_processes(records, machine, device)
     every = [process for processes_of in found.values() for process in processes_of.values()]
-    untimed = frozenset(unit for unit, of in found.items()
-                        if unit[0] == "cold" and not any(p.eager_ms for p in of.values()))  # fmt: skip
+    untimed = frozenset(
+        unit for unit, of in found.items() if unit[0] == "cold" and not any(p.eager_ms for p in of.values())
+    )
     seconds = {unit: statistics.median(p.own_s for p in of.values()) for unit, of in found.items()}
     overlap = {unit: block_overlap(list(of.values())) for unit, of in found.items()}
-    return Prices(seconds, len(every), sum(process.turn_wait_s is None for process in every), untimed,
-                  overlap)  # fmt: skip
+    return Prices(seconds, len(every), sum(process.turn_wait_s is None for process in every), untimed, overlap)
 
 
 def block_overlap(processes_of: list[ProcessRecord]) -> float:

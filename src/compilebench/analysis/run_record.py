@@ -173,8 +173,11 @@ class RunRecord:
         gathered, each process read by `ProcessRecord.from_dict` (which migrates older ones), fields this version
         does not know dropped. A line without a field every run has raises RecordError naming them."""
         known = {f.name: f for f in dataclasses.fields(cls)}
-        missing = [name for name, f in known.items() if name not in raw and f.default is MISSING
-                   and f.default_factory is MISSING]  # fmt: skip
+        missing = [
+            name
+            for name, f in known.items()
+            if name not in raw and f.default is MISSING and f.default_factory is MISSING
+        ]
         if missing:
             raise RecordError(f"not a run of runs.jsonl: {raw.get('run_uid', 'a line')} has no {', '.join(missing)}")
         row = {key: value for key, value in raw.items() if key in known}

@@ -58,8 +58,11 @@ def _failures(results: list[TrialResult]) -> list[TrialResult]:
     """The processes whose failure is the run's: every one not ok, except those ended from outside where another
     process of the run was not (their block ran again)."""
     others = any(result.status not in ENDED_FROM_OUTSIDE for result in results)
-    return [result for result in results
-            if result.status != STATUS_OK and not (result.status in ENDED_FROM_OUTSIDE and others)]  # fmt: skip
+    return [
+        result
+        for result in results
+        if result.status != STATUS_OK and not (result.status in ENDED_FROM_OUTSIDE and others)
+    ]
 
 
 def _run_status(results: list[TrialResult]) -> tuple[str, str | None]:
@@ -152,14 +155,25 @@ def compiled_run(
     results = [result for _, result in trials]
     status, error = _run_status(results)
     variant_dtype = spec.variant.dtype or spec.timing.dtype
-    timed = [(s, r) for s, r in trials if times_own_level(s.kind) and r.compiled_ms and r.eager_ms
-             and len(r.compiled_ms) == len(r.eager_ms)]  # fmt: skip
+    timed = [
+        (s, r)
+        for s, r in trials
+        if times_own_level(s.kind) and r.compiled_ms and r.eager_ms and len(r.compiled_ms) == len(r.eager_ms)
+    ]
     measured, disturbed_problems = undisturbed(timed, context.validity)
-    clean = [(s, r) for s, r in trials
-             if memory_before_timing(s.kind) or not is_disturbed(r, context.validity.disturbed_cores)]  # fmt: skip
+    clean = [
+        (s, r)
+        for s, r in trials
+        if memory_before_timing(s.kind) or not is_disturbed(r, context.validity.disturbed_cores)
+    ]
     machines, mixed_problems = machine_problems(results)
-    compiled = [(s, r) for s, r in trials if r.compile_s is not None and r.status in (STATUS_OK, "accuracy_fail")
-                and not compile_disturbed(r, context.validity.disturbed_cores)]  # fmt: skip
+    compiled = [
+        (s, r)
+        for s, r in trials
+        if r.compile_s is not None
+        and r.status in (STATUS_OK, "accuracy_fail")
+        and not compile_disturbed(r, context.validity.disturbed_cores)
+    ]
     record: dict[str, Any] = {
         **_identity(spec, environment, model, context),
         **_measured_facts(results),
@@ -175,7 +189,7 @@ def compiled_run(
         "process_results": tuple(process_record(s, r, context) for s, r in trials),
         **_compile_and_memory_fields(compiled, clean),
         **_correctness_fields([r for _, r in compiled if r.max_abs_diff is not None]),
-    }  # fmt: skip
+    }
     if measured:
         record.update(_speedup_fields(spec, measured, record))
         if status == STATUS_OK:
@@ -305,8 +319,9 @@ def eager_run(
     trials = eager_processes(trials)
     spec = trials[0][0]
     results = [result for _, result in trials]
-    measured, disturbed_problems = undisturbed([(s, r) for s, r in trials if r.eager_ms and times_own_level(s.kind)],
-                                               context.validity)  # fmt: skip
+    measured, disturbed_problems = undisturbed(
+        [(s, r) for s, r in trials if r.eager_ms and times_own_level(s.kind)], context.validity
+    )
     load_failures = [r for r in _failures(results) if r.eager_first_call_s is None]
     status, error = _run_status(load_failures) if load_failures else (STATUS_OK, None)
     machines, mixed_problems = machine_problems(results)

@@ -181,9 +181,18 @@ def _ratio(center: float, se: float, dof: float, blocks: int, method: str, **ext
         return Ratio(math.exp(center), *bound, p_value, blocks, dof, method, **extra)
     t95, t90 = t_quantile(0.975, dof), t_quantile(0.95, dof)
     p_value = float(2 * scipy_stats.t.sf(abs(center) / se, dof))
-    return Ratio(math.exp(center), math.exp(center - t95 * se), math.exp(center + t95 * se),
-                 math.exp(center - t90 * se), math.exp(center + t90 * se), p_value, blocks, dof, method,
-                 **extra)  # fmt: skip
+    return Ratio(
+        math.exp(center),
+        math.exp(center - t95 * se),
+        math.exp(center + t95 * se),
+        math.exp(center - t90 * se),
+        math.exp(center + t90 * se),
+        p_value,
+        blocks,
+        dof,
+        method,
+        **extra,
+    )
 
 
 def log_mean_ratio(center: float, se: float, dof: float, count: int) -> Ratio:

@@ -42,14 +42,23 @@ def summary(compared: list[Comparison]) -> list[dict[str, Any]]:
             left_out = [f"{row.label} bs{row.batch_size} {row.variant}" for row in judged if row not in usable]
             ratio = _ratio([row.judged[metric.name].ratio for row in usable], metric.own_processes)
             margin = float(judged[0].margin or 0.05)
-            entry = {"candidate": candidate, "baseline": mine[0].baseline, "metric": metric.name,
-                     "cells": len(judged), "changed": sum(word in DIRECTIONS for word in words),
-                     "equivalent": words.count(stats.EQUIVALENT), "inconclusive": words.count(stats.INCONCLUSIVE),
-                     "left_out": left_out,
-                     "chance_flags": 0.05 * sum(_finite(row.judged[metric.name].ratio.low) for row in judged),
-                     "geomean": ratio.value, "ci_low": ratio.low, "ci_high": ratio.high,
-                     "verdict": stats.verdict_of(stats.change(ratio, metric.above, metric.below),
-                                                 stats.relevance(ratio, margin))}  # fmt: skip
+            entry = {
+                "candidate": candidate,
+                "baseline": mine[0].baseline,
+                "metric": metric.name,
+                "cells": len(judged),
+                "changed": sum(word in DIRECTIONS for word in words),
+                "equivalent": words.count(stats.EQUIVALENT),
+                "inconclusive": words.count(stats.INCONCLUSIVE),
+                "left_out": left_out,
+                "chance_flags": 0.05 * sum(_finite(row.judged[metric.name].ratio.low) for row in judged),
+                "geomean": ratio.value,
+                "ci_low": ratio.low,
+                "ci_high": ratio.high,
+                "verdict": stats.verdict_of(
+                    stats.change(ratio, metric.above, metric.below), stats.relevance(ratio, margin)
+                ),
+            }
             found.append(entry)
     return found
 
@@ -91,8 +100,11 @@ def series_steps(compared: list[Comparison], labels: list[str]) -> list[dict[str
     counts on eager cells (a compiled cell's eager is the same process's)."""
     steps = list(itertools.pairwise(labels))
     position = {step: index for index, step in enumerate(steps)}
-    by_step = {(row.baseline, row.candidate, *row.cell.values()): row for row in compared
-               if row.reference == PREVIOUS or row.baseline == labels[0]}  # fmt: skip
+    by_step = {
+        (row.baseline, row.candidate, *row.cell.values()): row
+        for row in compared
+        if row.reference == PREVIOUS or row.baseline == labels[0]
+    }
     cells = list(dict.fromkeys(tuple(row.cell.values()) for row in compared))
     found = []
     for metric in (m for m in METRICS if m.name in SERIES_METRICS):
@@ -109,8 +121,12 @@ def series_steps(compared: list[Comparison], labels: list[str]) -> list[dict[str
                 row = by_step.get((*step, *cell))
                 if row is not None and (metric.name in row.judged or _not_measured(row, step)):
                     judged_steps.append((cell, step, row))
-        adjusted = stats.holm([row.judged[metric.name].ratio.p_value if metric.name in row.judged else math.nan
-                               for _, _, row in judged_steps])  # fmt: skip
+        adjusted = stats.holm(
+            [
+                row.judged[metric.name].ratio.p_value if metric.name in row.judged else math.nan
+                for _, _, row in judged_steps
+            ]
+        )
         per_cell: dict[tuple, list[dict[str, Any]]] = {}
         for (cell, step, row), p_value in zip(judged_steps, adjusted, strict=True):
             per_cell.setdefault(cell, []).append(_step_entry(row, metric, step, p_value))
@@ -130,9 +146,16 @@ def _step_entry(row: Comparison, metric: Metric, step: tuple[str, str], p_value:
     """One step of one cell and metric: B/A, its interval, the word after the series' Holm adjustment."""
     not_measured = _not_measured(row, step)
     unsupported = [label for label, status in not_measured.items() if status == UNSUPPORTED]
-    entry = {"step": " -> ".join(step), "ratio": math.nan, "ci_low": math.nan, "ci_high": math.nan,
-             "verdict": stats.INCONCLUSIVE, "unsupported": unsupported, "not_measured": not_measured,
-             "changed": False}  # fmt: skip
+    entry = {
+        "step": " -> ".join(step),
+        "ratio": math.nan,
+        "ci_low": math.nan,
+        "ci_high": math.nan,
+        "verdict": stats.INCONCLUSIVE,
+        "unsupported": unsupported,
+        "not_measured": not_measured,
+        "changed": False,
+    }
     if not_measured:  # unsupported first: what a stack cannot run is said before what failed
         return {**entry, "verdict": UNSUPPORTED if unsupported else next(iter(not_measured.values()))}
     if metric.name not in row.judged:
@@ -143,8 +166,14 @@ def _step_entry(row: Comparison, metric: Metric, step: tuple[str, str], p_value:
         changed = stats.change_word(judged.ratio.value, p_value, metric.above, metric.below)
     verdict = stats.verdict_of(changed, judged.relevance)
     beyond = verdict not in QUIET and judged.relevance == stats.BEYOND_MARGIN
-    return {**entry, "ratio": judged.ratio.value, "ci_low": judged.ratio.low, "ci_high": judged.ratio.high,
-            "verdict": verdict, "changed": beyond}  # fmt: skip
+    return {
+        **entry,
+        "ratio": judged.ratio.value,
+        "ci_low": judged.ratio.low,
+        "ci_high": judged.ratio.high,
+        "verdict": verdict,
+        "changed": beyond,
+    }
 
 
 def _history(cell: dict[str, Any], metric: str, entries: list[dict[str, Any]], steps: int) -> dict[str, Any]:
@@ -159,11 +188,22 @@ def _history(cell: dict[str, Any], metric: str, entries: list[dict[str, Any]], s
         across = stats.INCONCLUSIVE
     chosen = first or {"step": "", "ratio": math.nan, "ci_low": math.nan, "ci_high": math.nan, "verdict": across}
     unsupported = sorted({label for entry in entries for label in entry["unsupported"]})
-    not_measured = dict(sorted({label: status for entry in entries for label, status in entry["not_measured"].items()
-                                }.items()))  # fmt: skip
-    return {**cell, "metric": metric, "first_step": chosen["step"], "ratio": chosen["ratio"],
-            "ci_low": chosen["ci_low"], "ci_high": chosen["ci_high"], "verdict": chosen["verdict"], "across": across,
-            "unsupported_in": unsupported, "not_measured_in": not_measured, "steps": entries}  # fmt: skip
+    not_measured = dict(
+        sorted({label: status for entry in entries for label, status in entry["not_measured"].items()}.items())
+    )
+    return {
+        **cell,
+        "metric": metric,
+        "first_step": chosen["step"],
+        "ratio": chosen["ratio"],
+        "ci_low": chosen["ci_low"],
+        "ci_high": chosen["ci_high"],
+        "verdict": chosen["verdict"],
+        "across": across,
+        "unsupported_in": unsupported,
+        "not_measured_in": not_measured,
+        "steps": entries,
+    }
 
 
 def _finite(value: Any) -> bool:

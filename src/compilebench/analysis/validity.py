@@ -104,12 +104,17 @@ def validity_problems(processes: list[TrialResult], validity: Validity, compiled
         problems.append(f"median process robust cv of the {what} {cv:.3f} > benchmark.max_cv {validity.max_cv}")
     # Signed: the speedup the verdict uses is the processes' median, which a drift biases only where most processes
     # drift one way; level shifts inside processes, up in one and down in another, widen its interval instead.
-    drift = median_of([halves_drift(r.eager_ms, r.compiled_ms) for r in processes]) if (
-        compiled and validity.max_halves_diff > 0) else None  # fmt: skip
+    drift = (
+        median_of([halves_drift(r.eager_ms, r.compiled_ms) for r in processes])
+        if (compiled and validity.max_halves_diff > 0)
+        else None
+    )
     if drift is not None and abs(drift) > math.log1p(validity.max_halves_diff):
-        problems.append(f"the median process's speedup moved {math.expm1(abs(drift)):.1%} between the halves of its "
-                        f"rounds ({'up' if drift > 0 else 'down'}), beyond its noise (p < {HALVES_ALPHA}), > "
-                        f"benchmark.max_halves_diff {validity.max_halves_diff}")  # fmt: skip
+        problems.append(
+            f"the median process's speedup moved {math.expm1(abs(drift)):.1%} between the halves of its "
+            f"rounds ({'up' if drift > 0 else 'down'}), beyond its noise (p < {HALVES_ALPHA}), > "
+            f"benchmark.max_halves_diff {validity.max_halves_diff}"
+        )
     return problems
 
 

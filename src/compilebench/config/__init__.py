@@ -43,16 +43,38 @@ from compilebench.harness.invocation import LoopSettings, Validity
 from compilebench.harness.names import LOCAL_PREFIXES, is_local
 from compilebench.harness.records import CURRENT, TimingSpec, environment_labels, key_part
 
-__all__ = ["Benchmark", "Config", "ConfigError", "Environment", "Settings", "Suite", "Variant", "check_compile_paths",
-           "home", "load_config", "stage_config"]  # fmt: skip
+__all__ = [
+    "Benchmark",
+    "Config",
+    "ConfigError",
+    "Environment",
+    "Settings",
+    "Suite",
+    "Variant",
+    "check_compile_paths",
+    "home",
+    "load_config",
+    "stage_config",
+]
 
 _DEVICE = re.compile(r"^(cpu|cuda(:\d+)?)$")
 _HUB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*(/[A-Za-z0-9][A-Za-z0-9._-]*)?$")
 # Keys moved since an earlier params.yaml, and where they are now: named in the error a file that still has them gets.
-MOVED = {"benchmark.device": "device", "benchmark.budget_min": "budget_min",
-         **{f"benchmark.{name}": f"settings.{name}" for name in ("num_threads", "huge_pages", "malloc",
-                                                                 "float32_matmul_precision", "cudnn_allow_tf32",
-                                                                 "cudnn_benchmark")}}  # fmt: skip
+MOVED = {
+    "benchmark.device": "device",
+    "benchmark.budget_min": "budget_min",
+    **{
+        f"benchmark.{name}": f"settings.{name}"
+        for name in (
+            "num_threads",
+            "huge_pages",
+            "malloc",
+            "float32_matmul_precision",
+            "cudnn_allow_tf32",
+            "cudnn_benchmark",
+        )
+    },
+}
 # Suites that were folded into others, and how to ask for what they measured.
 FOLDED = {
     "paper-bs1": "`suite: paper` with `suites.paper.batch_sizes: [1]` and `suites.paper.cells: published`",
@@ -85,8 +107,10 @@ class Config:
     suites: dict[str, Suite] = field(default_factory=lambda: dict(BUILT_IN_SUITES))  # params.yaml's beside
 
     def __post_init__(self) -> None:
-        require(self.suite in self.suites or self.suite not in FOLDED,
-                f"`suite` {self.suite!r} is now {FOLDED.get(self.suite)}")  # fmt: skip
+        require(
+            self.suite in self.suites or self.suite not in FOLDED,
+            f"`suite` {self.suite!r} is now {FOLDED.get(self.suite)}",
+        )
         require(
             self.suite in self.suites,
             f"`suite` must be one of {sorted(self.suites)} (the keys of `suites`), got {self.suite!r}",
@@ -99,12 +123,15 @@ class Config:
         self._add_releases()
         for name, environment in self.environments.items():
             environment.check(name)
-        require(bool(self.compare),
-                f"`compare` must name at least one environment; defined: {sorted(self.environments)}")  # fmt: skip
+        require(
+            bool(self.compare), f"`compare` must name at least one environment; defined: {sorted(self.environments)}"
+        )
         for name in self.compare:
-            require(name in self.environments,
-                    f"`compare`: unknown environment {name!r}; defined: {sorted(self.environments)}, or any torch "
-                    "release as torch-X.Y.Z (e.g. torch-2.6.0), a transformers one as transformers-X.Y.Z")  # fmt: skip
+            require(
+                name in self.environments,
+                f"`compare`: unknown environment {name!r}; defined: {sorted(self.environments)}, or any torch "
+                "release as torch-X.Y.Z (e.g. torch-2.6.0), a transformers one as transformers-X.Y.Z",
+            )
         self._check_labels()
         require(EAGER in self.variants, f"`variants` must define `{EAGER}`, the baseline of every speedup")
         for name, variant in self.variants.items():
@@ -112,11 +139,15 @@ class Config:
         for name, suite in self.suites.items():
             self._check_suite(name, suite)
         runner = self.runner
-        require(runner.executor == "local" or self.device.startswith("cuda") or runner.parallel_cpu_slots
-                or (runner.executor == "ray" and runner.ray_address != "local"),
-                f"`runner.executor: {self.runner.executor}` with `device: {self.device}` would run CPU trials side by "
-                "side on one machine, measuring each other: use `executor: local`, or `ray` across machines (a CPU "
-                "benchmark takes a whole node per slot); `runner.parallel_cpu_slots: true` allows it")  # fmt: skip
+        require(
+            runner.executor == "local"
+            or self.device.startswith("cuda")
+            or runner.parallel_cpu_slots
+            or (runner.executor == "ray" and runner.ray_address != "local"),
+            f"`runner.executor: {self.runner.executor}` with `device: {self.device}` would run CPU trials side by "
+            "side on one machine, measuring each other: use `executor: local`, or `ray` across machines (a CPU "
+            "benchmark takes a whole node per slot); `runner.parallel_cpu_slots: true` allows it",
+        )
 
     def _add_releases(self) -> None:
         """Each `torch-X.Y.Z` in `compare` that `environments` does not define becomes that release with the
@@ -132,8 +163,9 @@ class Config:
         except metadata.PackageNotFoundError:
             transformers = releases.NEWEST_FOR_FLOOR["2.7"][0]
         try:
-            resolved = releases.resolve_series(self.compare, set(self.environments), transformers,
-                                               platform.python_version())  # fmt: skip
+            resolved = releases.resolve_series(
+                self.compare, set(self.environments), transformers, platform.python_version()
+            )
         except releases.ReleaseError as error:
             raise ConfigError(f"`compare`: {error}") from None
         for name, release in resolved.items():
@@ -163,9 +195,11 @@ class Config:
         seen: dict[str, str] = {}
         for label in environment_labels(self.compare):
             other = seen.setdefault(key_part(label), label)
-            require(other == label,
-                    f"`compare`: environments {other!r} and {label!r} would share the metric key {key_part(label)!r} "
-                    "(characters other than letters, digits, _ - . and space become _): rename one")  # fmt: skip
+            require(
+                other == label,
+                f"`compare`: environments {other!r} and {label!r} would share the metric key {key_part(label)!r} "
+                "(characters other than letters, digits, _ - . and space become _): rename one",
+            )
 
     def _check_suite(self, name: str, suite: Suite) -> None:
         from compilebench.harness.models import CardError, registered_ids  # cards are data: read lazily
@@ -184,14 +218,19 @@ class Config:
                 f"`suites.{name}.models`: {model_id!r} is neither a Hub id (owner/name), nor a local folder (a "
                 f"path starting with {' '.join(LOCAL_PREFIXES)}), nor `{DOC_MODELS}`; carded: {known}",
             )
-            require(suite.scale == "full" or model_id in known,
-                    f"`suites.{name}.models`: {model_id!r} has no card, and `scale: {suite.scale}` builds a card's "
-                    f"small config; use `scale: full` for it (carded: {known})")  # fmt: skip
-        require(len(set(suite.models)) == len(suite.models),
-                f"`suites.{name}.models` lists a model twice: {suite.models}")  # fmt: skip
+            require(
+                suite.scale == "full" or model_id in known,
+                f"`suites.{name}.models`: {model_id!r} has no card, and `scale: {suite.scale}` builds a card's "
+                f"small config; use `scale: full` for it (carded: {known})",
+            )
+        require(
+            len(set(suite.models)) == len(suite.models), f"`suites.{name}.models` lists a model twice: {suite.models}"
+        )
         require(bool(suite.batch_sizes), f"`suites.{name}.batch_sizes` must not be empty")
-        require(all(batch_size >= 1 for batch_size in suite.batch_sizes),
-                f"`suites.{name}.batch_sizes` must all be >= 1, got {suite.batch_sizes}")  # fmt: skip
+        require(
+            all(batch_size >= 1 for batch_size in suite.batch_sizes),
+            f"`suites.{name}.batch_sizes` must all be >= 1, got {suite.batch_sizes}",
+        )
         require(
             EAGER in suite.variants,
             f"`suites.{name}.variants` must include `{EAGER}` (the baseline), got {suite.variants}",
@@ -245,8 +284,10 @@ def load_config(path: str | Path = "params.yaml", overrides: list[str] | None = 
     try:
         raw = OmegaConf.create(text) if text.strip() else OmegaConf.create({})
         moved = moved_keys(OmegaConf.to_container(raw)) + [
-            f"`{key}` is now `{MOVED[key]}`" for key in (item.split("=", 1)[0].lstrip("+") for item in overrides or [])
-            if key in MOVED]  # fmt: skip
+            f"`{key}` is now `{MOVED[key]}`"
+            for key in (item.split("=", 1)[0].lstrip("+") for item in overrides or [])
+            if key in MOVED
+        ]
         if moved:
             raise ConfigError(f"{path}: {'; '.join(moved)} (the keys a user sets come first in params.yaml)")
         merged = OmegaConf.merge(OmegaConf.structured(Config), raw, OmegaConf.from_dotlist(overrides or []))

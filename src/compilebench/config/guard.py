@@ -73,8 +73,11 @@ def changed_keys(before: str, after: str) -> list[str]:
 
     def walk(a: Any, b: Any, prefix: str) -> list[str]:
         if isinstance(a, dict) and isinstance(b, dict):
-            return [key for name in sorted(set(a) | set(b), key=str) for key in walk(a.get(name), b.get(name),
-                                                                                    f"{prefix}{name}.")]  # fmt: skip
+            return [
+                key
+                for name in sorted(set(a) | set(b), key=str)
+                for key in walk(a.get(name), b.get(name), f"{prefix}{name}.")
+            ]
         return [] if a == b else [f"{prefix[:-1]}: {a!r} -> {b!r}"]
 
     return walk(old, new, "")
@@ -113,9 +116,11 @@ def guard_stage(params: Path = PARAMS, record: Path = RECORD, dvc: tuple | None 
             "another DVC pipeline is running in this project (PID %s: %s); this one (%s) would change its "
             "params.yaml and break its experiment, so it stops before any work%s. Wait for it to end, or queue "
             "this one: `dvc exp run --queue ...` then `dvc queue start` once it has ended",
-            held["dvc"][0], " ".join(held.get("command", [])[1:])[:200], " ".join(argv[1:])[:200],
+            held["dvc"][0],
+            " ".join(held.get("command", [])[1:])[:200],
+            " ".join(argv[1:])[:200],
             f" (params.yaml put back: {'; '.join(undone)})" if undone else "",
-        )  # fmt: skip
+        )
         sys.exit(2)
     if not held or held.get("dvc") != mine:
         record.write_text(json.dumps({"dvc": mine, "command": argv, "text": params.read_text()}))
@@ -170,8 +175,10 @@ def after(name: str, returncode: int, params: Path = PARAMS, record: Path = RECO
         return returncode
     LOGGER.warning(
         "DVC could not end %s (a `dvc exp run` started beside it moved its references); every stage had ended, so "
-        "it is saved as DVC experiment %s from the workspace, params.yaml as it ran", name, name,
-    )  # fmt: skip
+        "it is saved as DVC experiment %s from the workspace, params.yaml as it ran",
+        name,
+        name,
+    )
     return 0
 
 

@@ -50,7 +50,8 @@ class Paths:
     selection: str = "data/selection.json"  # the models, variants and environments the benchmark measures
     environments: str = ".compilebench/environments"  # built environments (venvs), one per resolved set of pins
     results: str = "data/results/runs.jsonl"  # one JSON line per (model, batch, variant) run, raw samples kept
-    journal: str = "data/journal"  # completed trials of an interrupted benchmark, for resuming (not a DVC output)
+    journal: str = "data/journal"  # completed trials of an interrupted benchmark, for resuming; after one that ended,
+    #                                its warm inductor caches, which explain profiles on (not a DVC output)
     run_info: str = "data/results/run_info.json"  # the MLflow parent run of this pipeline invocation
     summary: str = "data/results/summary.csv"  # eager vs compiled table
     reference: str = "data/reference/published.csv"  # the doc's published numbers
@@ -58,7 +59,6 @@ class Paths:
     verdicts: str = "data/results/verdicts.csv"  # each compiled run against the published numbers
     comparison: str = "data/results/comparison.csv"  # environments compared in one invocation, interleaved
     calibration: str = "data/calibration.json"  # the noise record: paired blocks' noise per machine, pooled
-    warm_caches: str = "data/warm-caches"  # the last benchmark's warm inductor caches, what explain runs on (not DVC's)
     explain: str = "data/explain"  # why a compiled cell changed: profiles A beside B and their report (not DVC's)
     bisect: str = "data/bisect"  # one folder per bisect: its journal, each round's tables, the answer (not DVC's)
     store: str = "data/store"  # tables and figures read back from the MLflow store (not a DVC output)
@@ -88,12 +88,15 @@ class Image:
     allow_fallback: bool = True  # network unreachable: use the embedded deterministic 640x480 image
 
     def __post_init__(self) -> None:
-        require(self.url.startswith(("http://", "https://")),
-                f"`image.url` must start with http:// or https://, got {self.url!r} (a local file goes in "
-                "`image.file`)")  # fmt: skip
+        require(
+            self.url.startswith(("http://", "https://")),
+            f"`image.url` must start with http:// or https://, got {self.url!r} (a local file goes in `image.file`)",
+        )
         require(self.file is None or bool(self.file.strip()), "`image.file` must be a path or null, got ''")
-        require(self.sha256 is None or bool(_SHA256.match(self.sha256)),
-                f"`image.sha256` must be 64 lowercase hex characters or null, got {self.sha256!r}")  # fmt: skip
+        require(
+            self.sha256 is None or bool(_SHA256.match(self.sha256)),
+            f"`image.sha256` must be 64 lowercase hex characters or null, got {self.sha256!r}",
+        )
         for key in ("max_bytes", "max_pixels", "timeout_s"):
             require(getattr(self, key) > 0, f"`image.{key}` must be > 0, got {getattr(self, key)}")
 
@@ -106,8 +109,9 @@ class Models:
     #                  detection models without a card (a card holds its own)
 
     def __post_init__(self) -> None:
-        require(self.weights in WEIGHTS_CHOICES,
-                f"`models.weights` must be one of {WEIGHTS_CHOICES}, got {self.weights!r}")  # fmt: skip
+        require(
+            self.weights in WEIGHTS_CHOICES, f"`models.weights` must be one of {WEIGHTS_CHOICES}, got {self.weights!r}"
+        )
         require(
             bool(self.text_queries) and all(isinstance(q, str) and q.strip() for q in self.text_queries),
             f"`models.text_queries` must be a non-empty list of non-empty strings, got {self.text_queries!r}",
@@ -137,8 +141,10 @@ class Variant:
         require(self.mode in COMPILE_MODES, f"{key}.mode` must be one of {COMPILE_MODES}, got {self.mode!r}")
         require(name == EAGER or self.compile, f"{key}.compile` is false: only the `{EAGER}` variant may be eager")
         require(name != EAGER or not self.compile, f"`variants.{EAGER}.compile` must be false")
-        require(self.dtype is None or self.dtype in DTYPES,
-                f"{key}.dtype` must be null or one of {DTYPES}, got {self.dtype!r}")  # fmt: skip
+        require(
+            self.dtype is None or self.dtype in DTYPES,
+            f"{key}.dtype` must be null or one of {DTYPES}, got {self.dtype!r}",
+        )
         require(self.deploy in DEPLOYS, f"{key}.deploy` must be one of {DEPLOYS}, got {self.deploy!r}")
         require(
             self.dynamic in DYNAMICS,
@@ -152,9 +158,10 @@ class Variant:
             self.deploy != "aoti" or (self.mode == "default" and not self.dynamic),
             f"{key}`: deploy aoti takes no compile mode or dynamic shapes (its options go in `inductor`)",
         )
-        require(name != EAGER or (self.dtype is None and not self.channels_last),
-                f"`variants.{EAGER}` takes benchmark.dtype and the default memory format: set them on compiled "
-                "variants")  # fmt: skip
+        require(
+            name != EAGER or (self.dtype is None and not self.channels_last),
+            f"`variants.{EAGER}` takes benchmark.dtype and the default memory format: set them on compiled variants",
+        )
 
     def check_inductor_options(self, name: str) -> None:
         """Each inductor option names a torch._inductor.config value (imports torch: called by the stages that
@@ -164,8 +171,10 @@ class Variant:
         from torch._inductor import config as inductor_config
 
         for option in self.inductor:
-            require(hasattr(inductor_config, option.split(".")[0]),
-                    f"`variants.{name}.inductor.{option}` is not a torch._inductor.config option")  # fmt: skip
+            require(
+                hasattr(inductor_config, option.split(".")[0]),
+                f"`variants.{name}.inductor.{option}` is not a torch._inductor.config option",
+            )
 
 
 @dataclass
@@ -189,17 +198,23 @@ class Settings:
 
     def check(self, where: str) -> None:
         """Validate what it sets; `where` is its key (`settings`, `environments.NAME.settings`)."""
-        require(self.num_threads is None or self.num_threads >= 0,
-                f"`{where}.num_threads` must be >= 0, got {self.num_threads}")  # fmt: skip
-        require(self.malloc is None or self.malloc in MALLOCS,
-                f"`{where}.malloc` must be one of {MALLOCS}, got {self.malloc!r}")  # fmt: skip
+        require(
+            self.num_threads is None or self.num_threads >= 0,
+            f"`{where}.num_threads` must be >= 0, got {self.num_threads}",
+        )
+        require(
+            self.malloc is None or self.malloc in MALLOCS,
+            f"`{where}.malloc` must be one of {MALLOCS}, got {self.malloc!r}",
+        )
         require(
             self.cpu_isa is None or self.cpu_isa in CPU_ISAS,
             f"`{where}.cpu_isa` must be one of {tuple(CPU_ISAS)} or null (all the machine has), got {self.cpu_isa!r}",
         )
-        require(self.float32_matmul_precision is None or self.float32_matmul_precision in MATMUL_PRECISIONS,
-                f"`{where}.float32_matmul_precision` must be one of {MATMUL_PRECISIONS}, got "
-                f"{self.float32_matmul_precision!r}")  # fmt: skip
+        require(
+            self.float32_matmul_precision is None or self.float32_matmul_precision in MATMUL_PRECISIONS,
+            f"`{where}.float32_matmul_precision` must be one of {MATMUL_PRECISIONS}, got "
+            f"{self.float32_matmul_precision!r}",
+        )
 
 
 @dataclass
@@ -210,12 +225,16 @@ class Environment:
 
     def check(self, name: str) -> None:
         """Validate this environment; `name` is its key under `environments`."""
-        require(name != CURRENT or not self.pins,
-                f"`environments.{CURRENT}` is the project's own environment (constraints.txt, requirements.txt): "
-                f"it takes no pins; name another environment for {dict(self.pins)}")  # fmt: skip
-        require(name != CURRENT or not self.settings.given(),
-                f"`environments.{CURRENT}` runs as top-level `settings` says: it takes no settings of its own; set "
-                f"`settings` itself, or name another environment for {self.settings.given()}")  # fmt: skip
+        require(
+            name != CURRENT or not self.pins,
+            f"`environments.{CURRENT}` is the project's own environment (constraints.txt, requirements.txt): "
+            f"it takes no pins; name another environment for {dict(self.pins)}",
+        )
+        require(
+            name != CURRENT or not self.settings.given(),
+            f"`environments.{CURRENT}` runs as top-level `settings` says: it takes no settings of its own; set "
+            f"`settings` itself, or name another environment for {self.settings.given()}",
+        )
         require(
             name == CURRENT or bool(self.pins) or bool(self.settings.given()),
             f"`environments.{name}` must pin at least one package (e.g. `pins: {{torch: '2.14.1'}}`) or set at "
@@ -223,13 +242,16 @@ class Environment:
         )
         for package, version in self.pins.items():
             require(bool(_PACKAGE.match(package)), f"`environments.{name}.pins`: {package!r} is not a package name")
-            require(bool(_VERSION.match(str(version))),
-                    f"`environments.{name}.pins.{package}` must be an exact version such as '2.14.1', got "
-                    f"{version!r}")  # fmt: skip
+            require(
+                bool(_VERSION.match(str(version))),
+                f"`environments.{name}.pins.{package}` must be an exact version such as '2.14.1', got {version!r}",
+            )
         self.settings.check(f"environments.{name}.settings")
-        require(not self.python or bool(self.pins),
-                f"`environments.{name}.python` needs pins of its own: an environment of settings alone runs on "
-                f"{CURRENT}'s interpreter")  # fmt: skip
+        require(
+            not self.python or bool(self.pins),
+            f"`environments.{name}.python` needs pins of its own: an environment of settings alone runs on "
+            f"{CURRENT}'s interpreter",
+        )
         require(
             not self.python or bool(_PYTHON.match(self.python)),
             f"`environments.{name}.python` must be a Python version such as '3.10', got {self.python!r}",
@@ -300,15 +322,26 @@ class Benchmark:
             require(getattr(self, key) >= 0, f"`benchmark.{key}` must be >= 0, got {getattr(self, key)}")
         for key in ("min_iters", "memory_iters", "replicates"):
             require(getattr(self, key) >= 1, f"`benchmark.{key}` must be >= 1, got {getattr(self, key)}")
-        for key in ("min_time_s", "rtol", "target_ci_halfwidth", "max_cv", "memory_limit_mib", "warmup_s",
-                    "max_halves_diff", "disturbed_cores"):  # fmt: skip
+        for key in (
+            "min_time_s",
+            "rtol",
+            "target_ci_halfwidth",
+            "max_cv",
+            "memory_limit_mib",
+            "warmup_s",
+            "max_halves_diff",
+            "disturbed_cores",
+        ):
             require(getattr(self, key) >= 0, f"`benchmark.{key}` must be >= 0, got {getattr(self, key)}")
-        require(self.max_replicates >= self.replicates,
-                f"`benchmark.max_replicates` ({self.max_replicates}) must be >= `benchmark.replicates` "
-                f"({self.replicates})")  # fmt: skip
-        require(self.cold_replicates <= self.replicates,
-                f"`benchmark.cold_replicates` ({self.cold_replicates}) must be <= `benchmark.replicates` "
-                f"({self.replicates})")  # fmt: skip
+        require(
+            self.max_replicates >= self.replicates,
+            f"`benchmark.max_replicates` ({self.max_replicates}) must be >= `benchmark.replicates` ({self.replicates})",
+        )
+        require(
+            self.cold_replicates <= self.replicates,
+            f"`benchmark.cold_replicates` ({self.cold_replicates}) must be <= `benchmark.replicates` "
+            f"({self.replicates})",
+        )
         require(
             self.compile_cache in COMPILE_CACHES,
             f"`benchmark.compile_cache` must be one of {COMPILE_CACHES}, got {self.compile_cache!r}",
@@ -325,11 +358,17 @@ class Benchmark:
 
     def loop(self, margin: float, budget_min: float) -> LoopSettings:
         """What the adaptive loop needs of this section, with the config's `margin` and `budget_min`."""
-        return LoopSettings(replicates=self.replicates, cold_replicates=self.cold_replicates,
-                            max_replicates=self.max_replicates, budget_min=budget_min,
-                            disturbed_cores=self.disturbed_cores, target_speedup=self.target.speedup,
-                            target_compile=self.target.compile, target_latency=self.target.latency,
-                            margin=margin)  # fmt: skip
+        return LoopSettings(
+            replicates=self.replicates,
+            cold_replicates=self.cold_replicates,
+            max_replicates=self.max_replicates,
+            budget_min=budget_min,
+            disturbed_cores=self.disturbed_cores,
+            target_speedup=self.target.speedup,
+            target_compile=self.target.compile,
+            target_latency=self.target.latency,
+            margin=margin,
+        )
 
 
 @dataclass
@@ -385,13 +424,26 @@ _RESNET, _VIT, _SEGFORMER = (
     "nvidia/segformer-b0-finetuned-ade-512-512",
 )
 BUILT_IN_SUITES = {
-    "cpu-full": Suite([_RESNET, _VIT, _SEGFORMER, "google/deeplabv3_mobilenet_v2_1.0_513", "facebook/detr-resnet-50"],
-                      variants=[EAGER, "default", "freezing"]),  # all three tasks: adds DeepLabV3 and DETR
-    "cpu-variants": Suite([_RESNET, "facebook/detr-resnet-50"],
-                          variants=[EAGER, "default", "freezing", "max-autotune-freezing", "freezing-bf16",
-                                    "freezing-channels-last", "cpp-wrapper"]),  # which CPU compile options pay
-    "startup": Suite([_RESNET, _VIT], variants=[EAGER, "default", "fullgraph", "artifacts", "aoti",
-                                                "regional"]),  # time to first inference per way of deploying
-    "dynamic-batch": Suite([_RESNET, _VIT], [1, 4, 16], [EAGER, "default", "serve-auto", "serve-dynamic",
-                                                         "serve-unbacked"]),  # one compiled model, batch 1, 4, 16
-}  # fmt: skip
+    "cpu-full": Suite(
+        [_RESNET, _VIT, _SEGFORMER, "google/deeplabv3_mobilenet_v2_1.0_513", "facebook/detr-resnet-50"],
+        variants=[EAGER, "default", "freezing"],
+    ),  # all three tasks: adds DeepLabV3 and DETR
+    "cpu-variants": Suite(
+        [_RESNET, "facebook/detr-resnet-50"],
+        variants=[
+            EAGER,
+            "default",
+            "freezing",
+            "max-autotune-freezing",
+            "freezing-bf16",
+            "freezing-channels-last",
+            "cpp-wrapper",
+        ],
+    ),  # which CPU compile options pay
+    "startup": Suite(
+        [_RESNET, _VIT], variants=[EAGER, "default", "fullgraph", "artifacts", "aoti", "regional"]
+    ),  # time to first inference per way of deploying
+    "dynamic-batch": Suite(
+        [_RESNET, _VIT], [1, 4, 16], [EAGER, "default", "serve-auto", "serve-dynamic", "serve-unbacked"]
+    ),  # one compiled model, batch 1, 4, 16
+}

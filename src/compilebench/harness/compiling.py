@@ -241,9 +241,13 @@ def serve_sizes(
 
     output, first_call_s, graphs = None, [], []
     for size in spec.serve_batch_sizes:
-        sized = inputs if size == spec.batch_size else convert_inputs(
-            loaded["batched"](size), spec.timing.device, getattr(torch, dtype_name), spec.variant.channels_last
-        )  # fmt: skip
+        sized = (
+            inputs
+            if size == spec.batch_size
+            else convert_inputs(
+                loaded["batched"](size), spec.timing.device, getattr(torch, dtype_name), spec.variant.channels_last
+            )
+        )
         if spec.variant.dynamic in BATCH_DYNAMICS:
             mark_batch_dynamic(sized, spec.variant.dynamic)
         out, seconds = timing.time_first_call_s(caller(module, sized, cudagraphs), spec.timing.device)
@@ -304,10 +308,11 @@ def check_supported(variant: VariantSpec) -> None:
     missing = [option for option in variant.inductor if not _has_option(inductor_config, option)]
     if missing:
         raise Unsupported(f"torch {version}'s inductor has no option {', '.join(missing)} (torch._inductor.config)")
-    needs = {DEPLOY_AOTI: (torch._inductor, "aoti_compile_and_package", "torch._inductor"),
-             DEPLOY_REGIONAL: (torch.nn.Module, "compile", "torch.nn.Module"),
-             DEPLOY_ARTIFACTS: (getattr(torch, "compiler", None), "save_cache_artifacts",
-                                "torch.compiler")}  # fmt: skip
+    needs = {
+        DEPLOY_AOTI: (torch._inductor, "aoti_compile_and_package", "torch._inductor"),
+        DEPLOY_REGIONAL: (torch.nn.Module, "compile", "torch.nn.Module"),
+        DEPLOY_ARTIFACTS: (getattr(torch, "compiler", None), "save_cache_artifacts", "torch.compiler"),
+    }
     if variant.deploy in needs:
         owner, name, where = needs[variant.deploy]
         if not hasattr(owner, name):
@@ -420,9 +425,13 @@ def startup_network(device: str) -> tuple[Any, Any]:
         def __init__(self) -> None:
             super().__init__()
             self.convolutions = nn.Sequential(
-                nn.Conv2d(3, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU(), nn.MaxPool2d(2),
-                nn.Conv2d(8, 16, 3, padding=1, groups=2), nn.GELU(),
-            )  # fmt: skip
+                nn.Conv2d(3, 8, 3, padding=1),
+                nn.BatchNorm2d(8),
+                nn.ReLU(),
+                nn.MaxPool2d(2),
+                nn.Conv2d(8, 16, 3, padding=1, groups=2),
+                nn.GELU(),
+            )
             self.norm = nn.LayerNorm(16)
             self.qkv = nn.Linear(16, 48)
             self.head = nn.Linear(16, 10)

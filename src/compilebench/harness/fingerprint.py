@@ -23,16 +23,46 @@ from typing import Any
 from compilebench.harness.records import MALLOC_LIBRARIES
 
 HARDWARE_FIELDS = (
-    "cpu_model", "cpu_microcode", "cpu_flags_sha", "cpu_count", "memory_gib", "gpu_name", "gpu_memory_mib",
-    "gpu_capability", "gpu_driver", "gpu_power_limit_w", "gpu_max_sm_clock_mhz", "gpu_max_memory_clock_mhz",
-)  # fmt: skip
+    "cpu_model",
+    "cpu_microcode",
+    "cpu_flags_sha",
+    "cpu_count",
+    "memory_gib",
+    "gpu_name",
+    "gpu_memory_mib",
+    "gpu_capability",
+    "gpu_driver",
+    "gpu_power_limit_w",
+    "gpu_max_sm_clock_mhz",
+    "gpu_max_memory_clock_mhz",
+)
 # What a run carries of where its processes ran: the one list `runs`, `tracking` and the report use.
 RUN_FIELDS = (
-    "device", "device_name", "machine_fingerprint", "cpu_model", "memory_gib", "hostname", "torch_version",
-    "transformers_version", "python_version", "cuda_version", "cudnn_version", "gpu_driver", "gpu_memory_mib",
-    "gpu_power_limit_w", "gpu_max_sm_clock_mhz", "platform", "float32_matmul_precision", "matmul_allow_tf32",
-    "cudnn_allow_tf32", "cudnn_benchmark", "transparent_hugepages", "thp_mem_alloc", "malloc", "cpu_capability",
-)  # fmt: skip
+    "device",
+    "device_name",
+    "machine_fingerprint",
+    "cpu_model",
+    "memory_gib",
+    "hostname",
+    "torch_version",
+    "transformers_version",
+    "python_version",
+    "cuda_version",
+    "cudnn_version",
+    "gpu_driver",
+    "gpu_memory_mib",
+    "gpu_power_limit_w",
+    "gpu_max_sm_clock_mhz",
+    "platform",
+    "float32_matmul_precision",
+    "matmul_allow_tf32",
+    "cudnn_allow_tf32",
+    "cudnn_benchmark",
+    "transparent_hugepages",
+    "thp_mem_alloc",
+    "malloc",
+    "cpu_capability",
+)
 # With the hardware fingerprint, what one run's processes must share: the software stack that ran them.
 STACK_FIELDS = ("torch_version", "transformers_version", "python_version", "cuda_version", "cudnn_version")
 NVIDIA_SMI_FIELDS = {  # nvidia-smi --query-gpu name -> our field
@@ -89,8 +119,11 @@ def nvidia_smi(index: int) -> dict[str, str]:
     try:
         done = subprocess.run(
             ["nvidia-smi", f"--id={index}", f"--query-gpu={query}", "--format=csv,noheader,nounits"],
-            capture_output=True, text=True, timeout=20, check=True,
-        )  # fmt: skip
+            capture_output=True,
+            text=True,
+            timeout=20,
+            check=True,
+        )
     except (OSError, subprocess.SubprocessError):
         return {}
     values = [value.strip() for value in done.stdout.strip().split(",")]
@@ -267,8 +300,10 @@ def git_commit(cwd: str | Path = ".") -> str:
         ).stdout.strip()
         dirty = subprocess.run(
             ["git", "status", "--porcelain", "--untracked-files=no", "--", ".", ":(exclude)dvc.lock"],
-            cwd=cwd, capture_output=True, text=True,
-        ).stdout.strip()  # fmt: skip
+            cwd=cwd,
+            capture_output=True,
+            text=True,
+        ).stdout.strip()
     except (OSError, subprocess.CalledProcessError):
         return "unknown"
     return commit + ("-dirty" if dirty else "")

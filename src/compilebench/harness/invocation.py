@@ -88,6 +88,14 @@ class Loop:
         alone, without the invocation's identity (only `invocation_id`, the plan's, is known of it)."""
         context = raw["context"]
         if "invocation_id" not in context:
-            context = {"invocation_id": invocation_id, "suite": "", "scale": "", "machine": "", "git_commit": "",
-                       "image_source": "", "image_sha256": "", "validity": context}  # fmt: skip
+            context = {
+                "invocation_id": invocation_id,
+                "suite": "",
+                "scale": "",
+                "machine": "",
+                "git_commit": "",
+                "image_source": "",
+                "image_sha256": "",
+                "validity": context,
+            }
         return cls(LoopSettings(**raw["settings"]), Context.from_dict(context), tuple(raw["labels"]))

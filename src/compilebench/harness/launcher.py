@@ -120,10 +120,13 @@ def together_blocks(groups: list[list[TrialSpec]]) -> list[list[list[TrialSpec]]
         first = group[0]
         last = blocks[-1][-1][0] if blocks else None
         joins = (
-            first.kind in (KIND_ARM, KIND_COLD) and first.timing.together and last is not None
-            and last.kind == first.kind and block_of(last) == block_of(first)
+            first.kind in (KIND_ARM, KIND_COLD)
+            and first.timing.together
+            and last is not None
+            and last.kind == first.kind
+            and block_of(last) == block_of(first)
             and first.environment not in {other[0].environment for other in blocks[-1]}
-        )  # fmt: skip
+        )
         if joins:
             blocks[-1].append(group)
         else:
@@ -170,10 +173,13 @@ def run_trials(
     def ended(group: list[TrialSpec], ran: dict[str, TrialResult], resumed: bool) -> None:
         found = [
             ran.get(spec.trial_id)
-            or (not_repeated(spec, first_failure[spec.cache_key]) if spec.cache_key in first_failure
-                else TrialResult.failed(spec.trial_id, "crashed", "its process wrote no result for this trial"))
+            or (
+                not_repeated(spec, first_failure[spec.cache_key])
+                if spec.cache_key in first_failure
+                else TrialResult.failed(spec.trial_id, "crashed", "its process wrote no result for this trial")
+            )
             for spec in group
-        ]  # fmt: skip
+        ]
         for spec, result in zip(group, found, strict=True):
             if result.status in NOT_REPEATED:
                 first_failure.setdefault(spec.cache_key, result)
@@ -193,19 +199,31 @@ def run_trials(
             before_process(runnable[0])
         ran: dict[str, TrialResult] = {}
         folders = {run[0].trial_id: trial_folders(run[0], workdir) for run in runnable}
-        variables = {run[0].trial_id: process_variables(run[0], folders[run[0].trial_id][0], workdir, slot)
-                     for run in runnable}  # fmt: skip
+        variables = {
+            run[0].trial_id: process_variables(run[0], folders[run[0].trial_id][0], workdir, slot) for run in runnable
+        }
         if len(runnable) > 1:
-            for measured in run_together(runnable, lambda spec: pythons[spec.environment], workdir / "trials",
-                                         lambda spec, found=folders: found[spec.trial_id], timeout_s,
-                                         lambda spec, found=variables: found[spec.trial_id]):  # fmt: skip
+            for measured in run_together(
+                runnable,
+                lambda spec: pythons[spec.environment],
+                workdir / "trials",
+                lambda spec, found=folders: found[spec.trial_id],
+                timeout_s,
+                lambda spec, found=variables: found[spec.trial_id],
+            ):
                 ran.update((result.trial_id, result) for result in measured)
         elif runnable:
             first = runnable[0][0]
             cache_dir, deploy_dir = folders[first.trial_id]
-            measured = run_trial_process(runnable[0] if first.kind == KIND_ARM else first, pythons[first.environment],
-                                         workdir / "trials", cache_dir, timeout_s, deploy_dir=deploy_dir,
-                                         slot=variables[first.trial_id])  # fmt: skip
+            measured = run_trial_process(
+                runnable[0] if first.kind == KIND_ARM else first,
+                pythons[first.environment],
+                workdir / "trials",
+                cache_dir,
+                timeout_s,
+                deploy_dir=deploy_dir,
+                slot=variables[first.trial_id],
+            )
             ran = {result.trial_id: result for result in (measured if isinstance(measured, list) else [measured])}
         for run in runnable:  # a cold process's own cache, into the warm cache of its model and batch size
             cache_dir = folders[run[0].trial_id][0]
@@ -243,8 +261,7 @@ class Deadline:
         """Raise WindowEnded when the process of `specs` would end after the deadline."""
         expected_s = self.expected_s(specs)
         if self.at is not None and time.time() + expected_s > self.at:
-            raise WindowEnded(f"--stop-after-min: {specs[0].process} would end after it "
-                              f"(about {expected_s:.0f} s)")  # fmt: skip
+            raise WindowEnded(f"--stop-after-min: {specs[0].process} would end after it (about {expected_s:.0f} s)")
 
 
 def parse_cpus(text: str) -> list[int]:
@@ -306,8 +323,13 @@ def build_checkpoints(plan: Plan, root: Path) -> list[dict]:
     for recipe in plan.recipes:
         folder = root / recipe.folder
         record = folder / "compilebench-recipe.json"
-        entry = {"model_id": recipe.model_id, "folder": recipe.folder, "weights_source": "random-init",
-                 "config_origin": f"recipe:{recipe.config_class}", "seed": recipe.seed}  # fmt: skip
+        entry = {
+            "model_id": recipe.model_id,
+            "folder": recipe.folder,
+            "weights_source": "random-init",
+            "config_origin": f"recipe:{recipe.config_class}",
+            "seed": recipe.seed,
+        }
         if not record.exists():
             partial = folder.with_name(folder.name + ".partial")
             shutil.rmtree(partial, ignore_errors=True)
@@ -336,8 +358,10 @@ def pinned_slot(cpus: str | None) -> dict[str, str] | None:
     except ValueError as error:
         raise ValueError(f"--cpus {cpus!r}: {error}") from None
     if not set(cores) <= set(allowed):
-        raise ValueError(f"--cpus {cpus!r}: cores {sorted(set(cores) - set(allowed))} are not among this machine's "
-                         f"cores this process may use, {allowed}")  # fmt: skip
+        raise ValueError(
+            f"--cpus {cpus!r}: cores {sorted(set(cores) - set(allowed))} are not among this machine's "
+            f"cores this process may use, {allowed}"
+        )
     return thread_environment(len(cores), cores)
 
 
@@ -346,9 +370,11 @@ def path_problem(*folders: Path) -> str | None:
     compiler unquoted (every compiled trial would end `compile_error`); None where it can."""
     for folder in folders:
         if any(character.isspace() for character in str(folder.resolve())):
-            return (f"{str(folder.resolve())!r} contains a space: torch's inductor passes the cache paths under it to "
-                    "the C++ compiler unquoted, so every compiled trial would fail; move the plan's folder to a path "
-                    "without spaces")  # fmt: skip
+            return (
+                f"{str(folder.resolve())!r} contains a space: torch's inductor passes the cache paths under it to "
+                "the C++ compiler unquoted, so every compiled trial would fail; move the plan's folder to a path "
+                "without spaces"
+            )
     return None
 
 
@@ -371,26 +397,42 @@ def log_process(specs: list[TrialSpec], ended: list[TrialResult], resumed: bool)
             if result.compiled_ms:
                 medians += f" compiled {sorted(result.compiled_ms)[len(result.compiled_ms) // 2]:.2f} ms"
                 medians += f" first call {result.compile_s:.1f} s"
-        LOGGER.info("%s: %s%s (%.0f s)%s", spec.trial_id, result.status, medians, result.wall_s,
-                    " (done before)" if resumed else "")  # fmt: skip
+        LOGGER.info(
+            "%s: %s%s (%.0f s)%s",
+            spec.trial_id,
+            result.status,
+            medians,
+            result.wall_s,
+            " (done before)" if resumed else "",
+        )
 
 
 def prime_shared_cache(
-    trials: list[TrialSpec], done: dict[str, TrialResult], pythons: dict[str, str], out: Path, timeout_s: float,
+    trials: list[TrialSpec],
+    done: dict[str, TrialResult],
+    pythons: dict[str, str],
+    out: Path,
+    timeout_s: float,
     parallel: int,
-) -> None:  # fmt: skip
+) -> None:
     """Compile every run not done and not primed on this machine before, `parallel` at a time, into the shared
     cache, which this process's environment then points the trials at; each prime's result in prime.jsonl."""
     started = time.time()
     cache = out / "shared-cache"
     boot, cached = boot_id(), cache.is_dir()  # a later window on a fresh machine finds prime.jsonl, not the cache
-    primed_before = {line["cache_key"] for line in json_lines(out / "prime.jsonl")
-                     if line.get("boot_id") == boot and cached}  # fmt: skip
+    primed_before = {
+        line["cache_key"] for line in json_lines(out / "prime.jsonl") if line.get("boot_id") == boot and cached
+    }
     os.environ.update(cache_variables(cache))  # the trials after the prime find all it compiled
     pending = [spec for spec in trials if spec.trial_id not in done and spec.cache_key not in primed_before]
     primed = prime(pending, pythons, out / "work", cache, timeout_s, parallel)
-    append_lines(out / "prime.jsonl", [json.dumps({**result.to_dict(), "cache_key": key, "parallel": parallel,
-                                                   "boot_id": boot}) for key, result in primed])  # fmt: skip
+    append_lines(
+        out / "prime.jsonl",
+        [
+            json.dumps({**result.to_dict(), "cache_key": key, "parallel": parallel, "boot_id": boot})
+            for key, result in primed
+        ],
+    )
     LOGGER.info("primed %d runs %d at a time in %.0f s", len(primed), parallel, time.time() - started)
 
 
@@ -418,10 +460,14 @@ def launch(
     digest = plan_digest(plan_path)  # every line written names the plan it belongs to
     used = dict.fromkeys(spec.environment for spec in plan.trials)  # each compared environment: its own packages
     freezes = {python: fingerprint.freeze(python) for python in {sys.executable, *(pythons[label] for label in used)}}
-    environment = {"python": sys.executable, "freeze": freezes[sys.executable],
-                   "invocation_id": plan.invocation_id, "plan_sha256": digest, "runner_sha256": runner_sha256,
-                   "environments": {label: {"python": pythons[label], "freeze": freezes[pythons[label]]}
-                                    for label in used}}  # fmt: skip
+    environment = {
+        "python": sys.executable,
+        "freeze": freezes[sys.executable],
+        "invocation_id": plan.invocation_id,
+        "plan_sha256": digest,
+        "runner_sha256": runner_sha256,
+        "environments": {label: {"python": pythons[label], "freeze": freezes[pythons[label]]} for label in used},
+    }
     write_json(out / ENVIRONMENT, environment, indent=None)
     (out / "checkpoints.json").write_text(json.dumps(build_checkpoints(plan, Path.cwd()), indent=1))
     LOGGER.info("checkpoints ready in %.0f s", time.time() - started)
@@ -430,8 +476,9 @@ def launch(
 
     def report(specs: list[TrialSpec], ended: list[TrialResult], resumed: bool) -> None:
         if not resumed:
-            append_results(results_path, [replace(result, plan_sha256=digest, runner_sha256=runner_sha256)
-                                          for result in ended])  # fmt: skip
+            append_results(
+                results_path, [replace(result, plan_sha256=digest, runner_sha256=runner_sha256) for result in ended]
+            )
             deadline.ended(specs, ended)
         log_process(specs, ended, resumed)
 
@@ -441,8 +488,9 @@ def launch(
     results = dict(done)
 
     def run(pending: list[TrialSpec]) -> dict[str, TrialResult]:
-        for result in run_trials(pending, pythons, out / "work", timeout_s, results, report, slot=pinned,
-                                 before_process=deadline.check):  # fmt: skip
+        for result in run_trials(
+            pending, pythons, out / "work", timeout_s, results, report, slot=pinned, before_process=deadline.check
+        ):
             results[result.trial_id] = result
         return results
 

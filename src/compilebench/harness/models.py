@@ -119,8 +119,12 @@ def load_card(path: Path) -> Card:
         raise CardError(f"model card {path}: `expected` needs an integer `params` and an `input_shapes` mapping")
     tiny = raw.get("tiny") or {}
     _check_keys(path, "tiny.", tiny, _TINY_KEYS)
-    for where, mapping in (("config", raw.get("config")), ("processor", raw.get("processor")),
-                           ("tiny.config", tiny.get("config")), ("tiny.processor", tiny.get("processor"))):  # fmt: skip
+    for where, mapping in (
+        ("config", raw.get("config")),
+        ("processor", raw.get("processor")),
+        ("tiny.config", tiny.get("config")),
+        ("tiny.processor", tiny.get("processor")),
+    ):
         if mapping is not None and not isinstance(mapping, dict):
             raise CardError(f"model card {path}: `{where}` must be a mapping, got {type(mapping).__name__}")
         remote = [key for key in REMOTE_CODE_KEYS if key in (mapping or {})]

@@ -29,8 +29,10 @@ from pathlib import Path
 
 BASE_PTH = "_compilebench_base.pth"  # in DIR's site-packages: this interpreter's site directories, after DIR's own
 MARKER = "compilebench-overlay.json"  # in DIR: what it was made of (a DIR with it may be made again)
-CHECK = ("import json, torch, transformers\n"
-         "print(json.dumps({'torch': torch.__version__, 'transformers': transformers.__version__}))")  # fmt: skip
+CHECK = (
+    "import json, torch, transformers\n"
+    "print(json.dumps({'torch': torch.__version__, 'transformers': transformers.__version__}))"
+)
 
 
 def problem(folder: Path, wheels: list[Path]) -> str | None:
@@ -48,8 +50,10 @@ def problem(folder: Path, wheels: list[Path]) -> str | None:
             return f"{wheel} is not a readable wheel ({error}); give the .whl files as pip downloads them"
         outside = [name for name in names if escapes(name)]
         if outside:
-            return (f"{wheel} holds entries that would be written outside the overlay's site-packages: "
-                    f"{', '.join(map(repr, outside[:5]))}; a wheel's entries are relative paths inside it")  # fmt: skip
+            return (
+                f"{wheel} holds entries that would be written outside the overlay's site-packages: "
+                f"{', '.join(map(repr, outside[:5]))}; a wheel's entries are relative paths inside it"
+            )
     return None
 
 
@@ -95,8 +99,14 @@ def make(folder: Path, wheels: list[Path]) -> str:
     shutil.rmtree(folder, ignore_errors=True)
     venv.EnvBuilder(with_pip=False, symlinks=True).create(folder)
     python = folder / "bin" / "python"
-    own = Path(subprocess.run([str(python), "-c", "import site; print(site.getsitepackages()[0])"],
-                              capture_output=True, text=True, check=True).stdout.strip())  # fmt: skip
+    own = Path(
+        subprocess.run(
+            [str(python), "-c", "import site; print(site.getsitepackages()[0])"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+    )
     for wheel in wheels:
         unpack(wheel, own)
     lines = [f"import site; site.addsitedir({path!r})" for path in base_sites()]
@@ -123,8 +133,11 @@ def main() -> None:
         lines = found.stderr.strip().splitlines() or ["no message"]
         why = next((line for line in reversed(lines) if "Error" in line), lines[-1])
         shutil.rmtree(args.folder, ignore_errors=True)
-        parser.exit(2, f"overlay: its interpreter cannot import torch and transformers: {why.strip()}; carry the "
-                       "wheels that package needs too (e.g. its tokenizers and huggingface_hub)\n")  # fmt: skip
+        parser.exit(
+            2,
+            f"overlay: its interpreter cannot import torch and transformers: {why.strip()}; carry the "
+            "wheels that package needs too (e.g. its tokenizers and huggingface_hub)\n",
+        )
     print(python)
     print(found.stdout.strip())
 

@@ -91,8 +91,10 @@ def read_result_lines(path: Path, plan_sha256: str | None = None) -> list[TrialR
         except (RecordError, TypeError, ValueError) as error:
             raise RecordError(f"{path}, line {number}: {error}") from None
         if plan_sha256 and result.plan_sha256 and result.plan_sha256 != plan_sha256:
-            raise RecordError(f"{path}, line {number}: key 'plan_sha256' names another plan ({result.plan_sha256[:12]}"
-                              f"; this plan is {plan_sha256[:12]}): a line of another plan's results")  # fmt: skip
+            raise RecordError(
+                f"{path}, line {number}: key 'plan_sha256' names another plan ({result.plan_sha256[:12]}"
+                f"; this plan is {plan_sha256[:12]}): a line of another plan's results"
+            )
         results.append(result)
     return results
 
@@ -111,8 +113,10 @@ def read_plan(path: str | Path) -> Plan:
     except json.JSONDecodeError as error:
         raise RecordError(f"{path}: not JSON ({error.msg}, line {error.lineno})") from None
     if not isinstance(raw, dict) or "invocation_id" not in raw or "trials" not in raw:
-        raise RecordError(f"{path}: not a plan written by `compilebench.benchmark --export` (a JSON object with "
-                          f"'invocation_id' and 'trials')")  # fmt: skip
+        raise RecordError(
+            f"{path}: not a plan written by `compilebench.benchmark --export` (a JSON object with "
+            f"'invocation_id' and 'trials')"
+        )
     try:
         return Plan.from_dict(raw)
     except KeyError as error:

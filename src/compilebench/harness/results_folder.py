@@ -99,8 +99,10 @@ def output_problem(plan: Plan, out: Path) -> str | None:
     owner = results_plan(out)
     if owner is None or owner == plan.invocation_id:
         return None
-    return (f"{out} holds results of another plan (invocation {owner}; this plan is {plan.invocation_id}): a plan's "
-            "results go in a folder of their own")  # fmt: skip
+    return (
+        f"{out} holds results of another plan (invocation {owner}; this plan is {plan.invocation_id}): a plan's "
+        "results go in a folder of their own"
+    )
 
 
 def this_machine(python: str, device: str) -> dict[str, str] | None:
@@ -108,18 +110,20 @@ def this_machine(python: str, device: str) -> dict[str, str] | None:
     process of its own: the interpreter's imports and, on a GPU, CUDA's start); None, said, where that fails."""
     command = [python, "-m", "compilebench.harness.fingerprint", device]
     try:
-        done = subprocess.run(command, env=trial_environment(None), capture_output=True, text=True, timeout=300,
-                              check=True)  # fmt: skip
+        done = subprocess.run(
+            command, env=trial_environment(None), capture_output=True, text=True, timeout=300, check=True
+        )
         return json.loads(done.stdout)
     except (OSError, subprocess.SubprocessError, ValueError) as error:
-        LOGGER.warning("could not read this machine's record with %s (%s); its results are checked at ingest", command,
-                       error)  # fmt: skip
+        LOGGER.warning(
+            "could not read this machine's record with %s (%s); its results are checked at ingest", command, error
+        )
         return None
 
 
 def measured_elsewhere(
     specs: list[TrialSpec], done: dict[str, TrialResult], pythons: dict[str, str], device: str
-) -> str | None:  # fmt: skip
+) -> str | None:
     """Why these results must not be continued here: an environment's were measured on another machine or software
     stack (another kind of GPU, another torch) than a trial of it on `device` would be here, and a run pools the
     processes of one only; None where nothing ran yet or this machine is the one they ran on."""
@@ -146,5 +150,7 @@ def machine_problem(plan: Plan, out: Path, pythons: dict[str, str]) -> str | Non
     problem = measured_elsewhere(specs, read_results(out / "trials.jsonl"), pythons, plan.trials[0].timing.device)
     if problem is None:
         return None
-    return (f"{out} holds {problem}. Continue the plan on a machine like that one, or export it again into a folder "
-            "of its own for this one")  # fmt: skip
+    return (
+        f"{out} holds {problem}. Continue the plan on a machine like that one, or export it again into a folder "
+        "of its own for this one"
+    )

@@ -199,8 +199,12 @@ def disturbance(before: tuple | None, after: tuple | None) -> dict[str, float]:
         return {}
     window = after[0] - before[0]
     others = max((after[1] - before[1]) - (after[3] - before[3]), 0.0)
-    found = {"window_s": window, "others_cores": others / window, "steal_cores": (after[2] - before[2]) / window,
-             "load_1m": os.getloadavg()[0]}  # fmt: skip
+    found = {
+        "window_s": window,
+        "others_cores": others / window,
+        "steal_cores": (after[2] - before[2]) / window,
+        "load_1m": os.getloadavg()[0],
+    }
     if len(before) > 4 and len(after) > 4:
         found["iowait_cores"] = (after[4] - before[4]) / window
     if len(before) > 6 and len(after) > 6:
@@ -264,7 +268,9 @@ def gpu_state(device: str) -> dict[str, Any]:
                 break
         count = ctypes.c_uint(0)  # asked with no room: NVML answers how many there are
         if _nvml_read(library, "nvmlDeviceGetComputeRunningProcesses_v3", handle, ctypes.byref(count), None) in (
-            0, NVML_ERROR_INSUFFICIENT_SIZE):  # fmt: skip
+            0,
+            NVML_ERROR_INSUFFICIENT_SIZE,
+        ):
             state["gpu_processes"] = count.value
         return state
     except (AttributeError, OSError, RuntimeError):

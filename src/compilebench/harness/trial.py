@@ -138,19 +138,33 @@ def time_arms(calls: list[Any], timing_spec: TimingSpec, start: int, turns: Solo
     (taking turns: during its own turns only)."""
     device, turns = timing_spec.device, turns or Solo()
     state_before = timing.machine_state(device)
-    rounds, warmup_s, drift = timing.warm_up(calls, device, timing_spec.warmup_iters, timing_spec.warmup_s, start,
-                                             turns)  # fmt: skip
+    rounds, warmup_s, drift = timing.warm_up(
+        calls, device, timing_spec.warmup_iters, timing_spec.warmup_s, start, turns
+    )
     mark("warmed up")
     turns.start_metering(timing.cpu_snapshot)  # alone: around the timing; taking turns: during its own turns
     samples, timed_s, round_turns = timing.round_samples(
-        calls, device, timing_spec.min_iters, timing_spec.min_time_s, timing_spec.max_time_s, start,
-        timing_spec.target_ci_halfwidth, turns,
-    )  # fmt: skip
+        calls,
+        device,
+        timing_spec.min_iters,
+        timing_spec.min_time_s,
+        timing_spec.max_time_s,
+        start,
+        timing_spec.target_ci_halfwidth,
+        turns,
+    )
     busy = timing.disturbance(*turns.metered())
     mark("timed")
-    return {"samples": samples, "timed_s": timed_s, "round_turns": tuple(round_turns), "disturbance": busy,
-            "warmup_s": warmup_s, "warmup_drift": drift, "warmup_rounds": rounds,
-            "device_state": {"start": state_before, "end": timing.machine_state(device)}}  # fmt: skip
+    return {
+        "samples": samples,
+        "timed_s": timed_s,
+        "round_turns": tuple(round_turns),
+        "disturbance": busy,
+        "warmup_s": warmup_s,
+        "warmup_drift": drift,
+        "warmup_rounds": rounds,
+        "device_state": {"start": state_before, "end": timing.machine_state(device)},
+    }
 
 
 def time_against_eager(
@@ -260,8 +274,13 @@ def run_trial(spec: TrialSpec, profile: Path | None = None) -> TrialResult:
                     peak, delta = timing.memory_peak_mib(compiled.call, timing_spec.memory_iters, device)
                     reserved = timing.peak_reserved_mib(device)
                     mark(f"{spec.variant.name} compiled")
-                    measured = {**compiled.measured(), **time_against_eager(eager, compiled, spec, graphs, Solo()),
-                                "peak_mem_mib": peak, "mem_delta_mib": delta, "reserved_mem_mib": reserved}  # fmt: skip
+                    measured = {
+                        **compiled.measured(),
+                        **time_against_eager(eager, compiled, spec, graphs, Solo()),
+                        "peak_mem_mib": peak,
+                        "mem_delta_mib": delta,
+                        "reserved_mem_mib": reserved,
+                    }
                     if profile is not None:
                         try:
                             health = dataclasses.asdict(compiled.health)
@@ -281,9 +300,14 @@ def run_trial(spec: TrialSpec, profile: Path | None = None) -> TrialResult:
                 )
                 mark("timed")
                 status, error_text = failure or ("ok", None)
-                measured = {"status": status, "error": error_text, "eager_ms": tuple(samples), "timed_s": timed_s,
-                            "warmup_calls": timing_spec.warmup_iters,
-                            "disturbance": timing.disturbance(before, timing.cpu_snapshot())}  # fmt: skip
+                measured = {
+                    "status": status,
+                    "error": error_text,
+                    "eager_ms": tuple(samples),
+                    "timed_s": timed_s,
+                    "warmup_calls": timing_spec.warmup_iters,
+                    "disturbance": timing.disturbance(before, timing.cpu_snapshot()),
+                }
     except Exception as error:  # the trial boundary: what happened becomes the result
         LOGGER.exception("trial %s failed while %s", spec.trial_id, state["phase"])
         return TrialResult.failed(spec.trial_id, classify_error(error, state["phase"]), _message(error), **known)
@@ -315,11 +339,17 @@ def run_cold(spec: TrialSpec, turns: Solo | None = None, timed: bool = True) -> 
             timing.reset_peak_memory(spec.timing.device)
             peak, delta = timing.memory_peak_mib(compiled.call, spec.timing.memory_iters, spec.timing.device)
             mark(f"{spec.variant.name} compiled")
-            measured = {**compiled.measured(), "peak_mem_mib": peak, "mem_delta_mib": delta,
-                        "reserved_mem_mib": timing.peak_reserved_mib(spec.timing.device)}  # fmt: skip
+            measured = {
+                **compiled.measured(),
+                "peak_mem_mib": peak,
+                "mem_delta_mib": delta,
+                "reserved_mem_mib": timing.peak_reserved_mib(spec.timing.device),
+            }
             if timed:
-                measured.update(time_against_eager(eager, compiled, spec, compiling.graphs_so_far(), turns, state),
-                                turn_wait_s=turns.waited_s if isinstance(turns, Turns) else None)  # fmt: skip
+                measured.update(
+                    time_against_eager(eager, compiled, spec, compiling.graphs_so_far(), turns, state),
+                    turn_wait_s=turns.waited_s if isinstance(turns, Turns) else None,
+                )
         if os.environ.get(CACHE_STARTUP_ENV):
             cache_startup_network(spec)
     except Exception as error:  # the trial boundary
@@ -340,8 +370,9 @@ def cache_startup_network(spec: TrialSpec) -> None:
         compiling.start_inductor(spec.timing.device)
         mark("start-up network compiled")
     except Exception:
-        LOGGER.warning("cold trial %s: inductor's start-up network did not compile into its cache", spec.trial_id,
-                       exc_info=True)  # fmt: skip
+        LOGGER.warning(
+            "cold trial %s: inductor's start-up network did not compile into its cache", spec.trial_id, exc_info=True
+        )
 
 
 def run_arms(specs: list[TrialSpec], turns: Solo | None = None) -> list[TrialResult]:
@@ -374,8 +405,11 @@ def run_arms(specs: list[TrialSpec], turns: Solo | None = None) -> list[TrialRes
                 try:
                     compiled = compiling.compile_variant(spec, loaded, reference, state, own_copy=True)
                     _, delta = timing.memory_peak_mib(compiled.call, timing_spec.memory_iters, timing_spec.device)
-                    outcomes[spec.trial_id] = {**compiled.measured(), "mem_delta_mib": delta,
-                                               "compile_position": position}  # fmt: skip
+                    outcomes[spec.trial_id] = {
+                        **compiled.measured(),
+                        "mem_delta_mib": delta,
+                        "compile_position": position,
+                    }
                     calls.append(compiled.call)
                     compiled_arms.append(spec)
                     mark(f"{spec.variant.name} compiled")
@@ -398,8 +432,14 @@ def run_arms(specs: list[TrialSpec], turns: Solo | None = None) -> list[TrialRes
     samples = timed.pop("samples")
     timed.pop("warmup_rounds")
     eager_ms = tuple(samples[0])
-    shared = {**known, **timed, "arms": arms, "eager_ms": eager_ms, "warmup_calls": timing_spec.warmup_iters,
-              "turn_wait_s": turns.waited_s if isinstance(turns, Turns) else None}  # fmt: skip
+    shared = {
+        **known,
+        **timed,
+        "arms": arms,
+        "eager_ms": eager_ms,
+        "warmup_calls": timing_spec.warmup_iters,
+        "turn_wait_s": turns.waited_s if isinstance(turns, Turns) else None,
+    }
     results = []
     for spec in specs:
         if not spec.variant.compile:

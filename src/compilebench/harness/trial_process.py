@@ -52,8 +52,10 @@ def malloc_to_preload(name: str, key: str = "settings.malloc") -> str | None:
     library, package = MALLOC_LIBRARIES[name]
     found = ctypes.util.find_library(library)
     if found is None:
-        raise MallocMissing(f"{key} {name}: no lib{library}.so on this machine (Debian and Ubuntu: apt install "
-                            f"{package}); libc (the default) needs none")  # fmt: skip
+        raise MallocMissing(
+            f"{key} {name}: no lib{library}.so on this machine (Debian and Ubuntu: apt install "
+            f"{package}); libc (the default) needs none"
+        )
     return found
 
 
@@ -120,8 +122,11 @@ def cache_variables(cache_dir: Path) -> dict[str, str]:
     environment of a comparison went first would show as a difference in cold compile time."""
     cache_dir = cache_dir.resolve()  # absolute: older torch (2.12 and before) compiles its C++ from another folder
     (cache_dir / "tmp").mkdir(parents=True, exist_ok=True)
-    return {"TORCHINDUCTOR_CACHE_DIR": str(cache_dir), "TRITON_CACHE_DIR": str(cache_dir / "triton"),
-            "TMPDIR": str(cache_dir / "tmp")}  # fmt: skip
+    return {
+        "TORCHINDUCTOR_CACHE_DIR": str(cache_dir),
+        "TRITON_CACHE_DIR": str(cache_dir / "triton"),
+        "TMPDIR": str(cache_dir / "tmp"),
+    }
 
 
 def trial_environment(
@@ -157,8 +162,9 @@ class Running:
 
     def failed(self, status: str, error: str) -> list[TrialResult]:
         wall_s = time.time() - self.started
-        return [TrialResult.failed(s.trial_id, status, error, started_at=self.started, wall_s=wall_s)
-                for s in self.specs]  # fmt: skip
+        return [
+            TrialResult.failed(s.trial_id, status, error, started_at=self.started, wall_s=wall_s) for s in self.specs
+        ]
 
     def returned(self, results: list[TrialResult]) -> TrialResult | list[TrialResult]:
         return results[0] if self.single else results
@@ -199,8 +205,14 @@ def start_trial_process(
     if member is not None:
         env[turns.TURNS_ENV] = turns.environment_value(member)
     with open(log_path, "w") as log:
-        process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True, env=env,
-                                   pass_fds=member.child_fds() if member is not None else ())  # fmt: skip
+        process = subprocess.Popen(
+            command,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            env=env,
+            pass_fds=member.child_fds() if member is not None else (),
+        )
     if member is not None:
         member.started(lambda: process.poll() is not None)
     track(process)
@@ -210,8 +222,11 @@ def start_trial_process(
 
 def over_memory(running: Running, peak_mib: float) -> list[TrialResult]:
     """The results of a process ended because its group's memory passed its cap."""
-    return running.failed("oom", f"the trial's processes used {peak_mib:.0f} MiB of memory, more than "
-                          f"benchmark.memory_limit_mib {running.cap_mib:g}")  # fmt: skip
+    return running.failed(
+        "oom",
+        f"the trial's processes used {peak_mib:.0f} MiB of memory, more than "
+        f"benchmark.memory_limit_mib {running.cap_mib:g}",
+    )
 
 
 def finish_trial_process(running: Running, returncode: int) -> list[TrialResult]:
@@ -223,8 +238,16 @@ def finish_trial_process(running: Running, returncode: int) -> list[TrialResult]
         # the process's window on this clock: from its start here to its end (the trial's own clock starts later)
         return [replace(TrialResult.from_dict(row), started_at=running.started, wall_s=wall_s) for row in rows]
     status, why = exit_status(returncode, oom_kills() > running.oom_before)
-    return [TrialResult.failed(s.trial_id, status, f"trial process {why}: {log_tail(running.log_path)}",
-                               started_at=running.started, wall_s=wall_s) for s in running.specs]  # fmt: skip
+    return [
+        TrialResult.failed(
+            s.trial_id,
+            status,
+            f"trial process {why}: {log_tail(running.log_path)}",
+            started_at=running.started,
+            wall_s=wall_s,
+        )
+        for s in running.specs
+    ]
 
 
 def run_trial_process(
@@ -271,8 +294,17 @@ def run_together(
     try:
         for specs, member in zip(runnables, members, strict=True):
             cache_dir, deploy_dir = cache_dir_of(specs[0])
-            running.append(start_trial_process(specs, python_of(specs[0]), workdir, cache_dir, deploy_dir=deploy_dir,
-                                               slot=slot_of(specs[0]), member=member))  # fmt: skip
+            running.append(
+                start_trial_process(
+                    specs,
+                    python_of(specs[0]),
+                    workdir,
+                    cache_dir,
+                    deploy_dir=deploy_dir,
+                    slot=slot_of(specs[0]),
+                    member=member,
+                )
+            )
         deadline = time.time() + timeout_s * len(runnables)
         ended: dict[int, list[TrialResult]] = {}
         peaks = [0.0] * len(running)
@@ -301,11 +333,15 @@ def run_together(
             for index, one in enumerate(running):
                 if index not in ended:
                     end_group(one.process)
-                    ended[index] = one.failed("timeout", f"trial exceeded {timeout_s * len(runnables):g} s (a block of "
-                                              f"{len(runnables)} processes taking turns)")  # fmt: skip
+                    ended[index] = one.failed(
+                        "timeout",
+                        f"trial exceeded {timeout_s * len(runnables):g} s (a block of "
+                        f"{len(runnables)} processes taking turns)",
+                    )
         check_stopping()
-        return [ended.get(index) or finish_trial_process(one, one.process.returncode)
-                for index, one in enumerate(running)]  # fmt: skip
+        return [
+            ended.get(index) or finish_trial_process(one, one.process.returncode) for index, one in enumerate(running)
+        ]
     finally:
         for one in running:
             if one.process.poll() is None:  # a stop, or an error here: nothing of the block runs on

@@ -306,8 +306,9 @@ def _series_section(compared: pd.DataFrame, series: list[str], results: list[Run
     changes = {(before, after): step_changes(results, before, after) for before, after in itertools.pairwise(series)}
     changed = [entry for entry in history if entry["first_step"]]
     unsupported = sorted({label for entry in history for label in entry["unsupported_in"]})
-    failed = sorted({label for entry in history for label, status in entry["not_measured_in"].items()
-                     if status != UNSUPPORTED})  # fmt: skip
+    failed = sorted(
+        {label for entry in history for label, status in entry["not_measured_in"].items() if status != UNSUPPORTED}
+    )
     margin = float(compared["margin"].iloc[0]) if "margin" in compared else math.nan
     lines = [
         "## The series, step by step",
@@ -411,8 +412,9 @@ def _best_variant_section(verdicts: pd.DataFrame) -> list[str]:
     ok = verdicts[verdicts["status"] == "ok"]
     if ok.empty:
         return []
-    best = ok.sort_values("speedup", ascending=False).drop_duplicates(["environment", "label", "batch_size",
-                                                                       "device_name"])  # fmt: skip
+    best = ok.sort_values("speedup", ascending=False).drop_duplicates(
+        ["environment", "label", "batch_size", "device_name"]
+    )
     best = best[best["speedup_ci_low"] > 1.0]
     return [
         "## Best variant per model (significantly faster than eager)",

@@ -9,8 +9,8 @@ from compilebench.analysis import explain
 from compilebench.harness import profiling
 
 HOW = (
-    "One profiled process per side, after and apart from the comparison's timing blocks, on a copy of the "
-    "comparison's warm inductor cache (the program its timing blocks ran), or an empty one where the cold compile "
+    "One profiled process per side, after and apart from the comparison's timing blocks, on the comparison's warm "
+    "inductor cache (the program its timing blocks ran), or an empty one where the cold compile "
     "changed; each generated kernel timed by its name. Per call, ms: each event's "
     "self time on the calling thread, by category; `unrecorded` is the rest of the call's wall time (Python glue), "
     "so a side's categories sum to its profiled call. B − A with its 95% interval over {chunks} rounds of calls; "

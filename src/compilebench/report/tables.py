@@ -17,8 +17,17 @@ from compilebench.harness import fingerprint
 from compilebench.harness.models import DOC_TASK_TITLES
 from compilebench.reference import GPUS
 
-ENVIRONMENT_FIELDS = ("environment_name", "environment_pins", "environment_settings", *fingerprint.RUN_FIELDS,
-                      "machine", "num_threads", "git_commit", "image_source", "image_sha256")  # fmt: skip
+ENVIRONMENT_FIELDS = (
+    "environment_name",
+    "environment_pins",
+    "environment_settings",
+    *fingerprint.RUN_FIELDS,
+    "machine",
+    "num_threads",
+    "git_commit",
+    "image_source",
+    "image_sha256",
+)
 
 
 def markdown(frame: pd.DataFrame) -> str:
@@ -115,8 +124,11 @@ def comparison_table(compared: pd.DataFrame) -> pd.DataFrame:
             if text.endswith("[no CI]") and ratio.blocks <= 1:  # one process a side
                 text = text.replace("[no CI]", "[one block: no CI]")
             noisy = " (noisy cell)" if ratio.noisy else ""
-            sees = (f", sees ±{ratio.detectable:.0%}" if judged.verdict == stats.INCONCLUSIVE
-                    and math.isfinite(ratio.detectable) else "")  # fmt: skip
+            sees = (
+                f", sees ±{ratio.detectable:.0%}"
+                if judged.verdict == stats.INCONCLUSIVE and math.isfinite(ratio.detectable)
+                else ""
+            )
             entry[name.replace("_", " ")] = f"{text} {judged.verdict}{noisy}{sees}"
         entry["verdict"] = row.verdict
         entry["blocks"] = row.judged[row.headline].ratio.blocks
@@ -154,23 +166,44 @@ def startup_table(summary: pd.DataFrame) -> pd.DataFrame:
         ["environment", "device_name", "batch_size", "label"], sort=False
     ):
         first = group.iloc[0]
-        rows.append({"environment": environment, "device": device, "batch": batch, "model": label,
-                     "variant": "eager", "deploy": "none", "first inference s (cold)":
-                     fmt(first.get("eager_first_inference_s"), 1), "first inference s (warm)": "",
-                     "latency ms": fmt(first.get("eager_latency_ms_median"), 2), "speedup": "",
-                     "break-even calls (cold / warm)": "", "status": "ok"})  # fmt: skip
+        rows.append(
+            {
+                "environment": environment,
+                "device": device,
+                "batch": batch,
+                "model": label,
+                "variant": "eager",
+                "deploy": "none",
+                "first inference s (cold)": fmt(first.get("eager_first_inference_s"), 1),
+                "first inference s (warm)": "",
+                "latency ms": fmt(first.get("eager_latency_ms_median"), 2),
+                "speedup": "",
+                "break-even calls (cold / warm)": "",
+                "status": "ok",
+            }
+        )
         for _, row in group.iterrows():
             ok = row["status"] == "ok"
-            rows.append({"environment": environment, "device": device, "batch": batch, "model": label,
-                         "variant": row["variant"], "deploy": row.get("deploy") or "jit",
-                         "first inference s (cold)": fmt(row.get("first_inference_s"), 1),
-                         "first inference s (warm)": fmt(row.get("first_inference_s_warm"), 1),
-                         "latency ms": fmt(row["latency_ms_median"], 2) if ok else "",
-                         "speedup": interval(row["speedup"], row["speedup_ci_low"], row["speedup_ci_high"]) if ok
-                         else "", "break-even calls (cold / warm)": " / ".join(
-                             fmt(row.get(key), 0) or "never" for key in ("break_even_calls", "break_even_calls_warm")
-                         ) if ok else "", "status": row["status"] if ok else f"{row['status']}: "
-                         f"{str(row.get('error') or '')[:160]}"})  # fmt: skip
+            rows.append(
+                {
+                    "environment": environment,
+                    "device": device,
+                    "batch": batch,
+                    "model": label,
+                    "variant": row["variant"],
+                    "deploy": row.get("deploy") or "jit",
+                    "first inference s (cold)": fmt(row.get("first_inference_s"), 1),
+                    "first inference s (warm)": fmt(row.get("first_inference_s_warm"), 1),
+                    "latency ms": fmt(row["latency_ms_median"], 2) if ok else "",
+                    "speedup": interval(row["speedup"], row["speedup_ci_low"], row["speedup_ci_high"]) if ok else "",
+                    "break-even calls (cold / warm)": " / ".join(
+                        fmt(row.get(key), 0) or "never" for key in ("break_even_calls", "break_even_calls_warm")
+                    )
+                    if ok
+                    else "",
+                    "status": row["status"] if ok else f"{row['status']}: {str(row.get('error') or '')[:160]}",
+                }
+            )
     return pd.DataFrame(rows)
 
 
@@ -189,8 +222,13 @@ def dynamic_batch_table(summary: pd.DataFrame) -> pd.DataFrame:
     ):
         serve = runs_["serve_batch_sizes"].notna().any()
         serves = runs_["serve_batch_sizes"].dropna().iloc[0] if serve else "its batch size"
-        row = {"environment": environment, "device": device, "model": label, "variant": variant,
-               "one process serves": serves}  # fmt: skip
+        row = {
+            "environment": environment,
+            "device": device,
+            "model": label,
+            "variant": variant,
+            "one process serves": serves,
+        }
         for size in sizes:
             at = runs_[runs_["batch_size"] == size]
             if at.empty:
@@ -213,8 +251,13 @@ def dynamic_batch_table(summary: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-SERIES_METRIC_NAMES = {"eager_latency": "eager latency", "compiled_latency": "compiled latency", "speedup": "speedup",
-                       "compile_warm": "compile, warm", "compile_cold": "compile, cold"}  # fmt: skip
+SERIES_METRIC_NAMES = {
+    "eager_latency": "eager latency",
+    "compiled_latency": "compiled latency",
+    "speedup": "speedup",
+    "compile_warm": "compile, warm",
+    "compile_cold": "compile, cold",
+}
 
 
 def series_table(history: list[dict[str, Any]]) -> pd.DataFrame:
@@ -229,25 +272,41 @@ def series_table(history: list[dict[str, Any]]) -> pd.DataFrame:
             answer = f"{entry['verdict']} at {entry['first_step']}: {found}"
         else:
             answer = f"no step changed: {entry['across']} across the series"
-        counts = (sum(step["verdict"] == stats.EQUIVALENT for step in steps), sum(step["changed"] for step in steps),
-                  sum(step["verdict"] == stats.INCONCLUSIVE for step in steps))  # fmt: skip
-        rows.append({"model": entry["label"], "batch": entry["batch_size"], "variant": entry["variant"],
-                     "metric": SERIES_METRIC_NAMES.get(entry["metric"], entry["metric"]),
-                     "first step that changed (B / A [95% CI])": answer,
-                     "steps equivalent / changed / inconclusive": " / ".join(map(str, counts)),
-                     "not measured in": ", ".join(f"{label} ({status})"
-                                                  for label, status in entry["not_measured_in"].items())})  # fmt: skip
+        counts = (
+            sum(step["verdict"] == stats.EQUIVALENT for step in steps),
+            sum(step["changed"] for step in steps),
+            sum(step["verdict"] == stats.INCONCLUSIVE for step in steps),
+        )
+        rows.append(
+            {
+                "model": entry["label"],
+                "batch": entry["batch_size"],
+                "variant": entry["variant"],
+                "metric": SERIES_METRIC_NAMES.get(entry["metric"], entry["metric"]),
+                "first step that changed (B / A [95% CI])": answer,
+                "steps equivalent / changed / inconclusive": " / ".join(map(str, counts)),
+                "not measured in": ", ".join(
+                    f"{label} ({status})" for label, status in entry["not_measured_in"].items()
+                ),
+            }
+        )
     return pd.DataFrame(rows)
 
 
-def series_steps_table(labels: list[str], changes: dict[tuple[str, str], list[str]],
-                       versions: dict[str, str]) -> pd.DataFrame:  # fmt: skip
+def series_steps_table(
+    labels: list[str], changes: dict[tuple[str, str], list[str]], versions: dict[str, str]
+) -> pd.DataFrame:
     """Each step of a series: the torch it goes between and what else it changes (differences.step_changes)."""
     rows = []
     for before, after in itertools.pairwise(labels):
         torch = f"{versions.get(before, '')} → {versions.get(after, '')}"
-        rows.append({"step": f"{before} -> {after}", "torch": torch,
-                     "also changed": "; ".join(changes.get((before, after), [])) or "nothing else"})  # fmt: skip
+        rows.append(
+            {
+                "step": f"{before} -> {after}",
+                "torch": torch,
+                "also changed": "; ".join(changes.get((before, after), [])) or "nothing else",
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -293,18 +352,20 @@ def what_changed_table(summary: list[dict[str, Any]]) -> pd.DataFrame:
     left out of it, and how many flags chance alone would give (suite.summary)."""
     rows = []
     for entry in summary:
-        rows.append({
-            "B vs A": f"{entry['candidate']} vs {entry['baseline']}",
-            "metric": entry["metric"].replace("_", " "),
-            "cells": entry["cells"],
-            "changed": entry["changed"],
-            "equivalent": entry["equivalent"],
-            "inconclusive": entry["inconclusive"],
-            "suite geomean B/A [95% CI]": interval(entry["geomean"], entry["ci_low"], entry["ci_high"], 3),
-            "over the suite": entry["verdict"],
-            "left out": ", ".join(entry["left_out"]) or "none",
-            "flags by chance": f"{entry['chance_flags']:.1f}",
-        })  # fmt: skip
+        rows.append(
+            {
+                "B vs A": f"{entry['candidate']} vs {entry['baseline']}",
+                "metric": entry["metric"].replace("_", " "),
+                "cells": entry["cells"],
+                "changed": entry["changed"],
+                "equivalent": entry["equivalent"],
+                "inconclusive": entry["inconclusive"],
+                "suite geomean B/A [95% CI]": interval(entry["geomean"], entry["ci_low"], entry["ci_high"], 3),
+                "over the suite": entry["verdict"],
+                "left out": ", ".join(entry["left_out"]) or "none",
+                "flags by chance": f"{entry['chance_flags']:.1f}",
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -329,8 +390,10 @@ def answer_table(compared: pd.DataFrame) -> pd.DataFrame:
     candidates = list(dict.fromkeys(row.candidate for row in rows))
     labels = list(dict.fromkeys(row.label for row in rows))
     variants = sorted(dict.fromkeys(row.variant for row in rows), key=lambda variant: variant != "eager")
-    ordered = sorted(rows, key=lambda r: (candidates.index(r.candidate), labels.index(r.label), r.batch_size,
-                                          variants.index(r.variant)))  # fmt: skip
+    ordered = sorted(
+        rows,
+        key=lambda r: (candidates.index(r.candidate), labels.index(r.label), r.batch_size, variants.index(r.variant)),
+    )
     found, previous = [], None
     for row in ordered:
         group = (row.candidate, row.label, row.batch_size)
@@ -361,18 +424,21 @@ def speedup_answer_table(summary: pd.DataFrame) -> pd.DataFrame:
         for _, row in mine.iterrows():
             group = (environment, row["label"], row["batch_size"])
             speedup = interval(row["speedup"], row["speedup_ci_low"], row["speedup_ci_high"])
-            latency = interval(row["latency_ms_median"], row["latency_ms_median_ci_low"],
-                               row["latency_ms_median_ci_high"], 1)  # fmt: skip
-            rows.append({
-                **({"environment": environment} if summary["environment"].nunique() > 1 else {}),
-                "model": "" if group == previous else row["label"],
-                "batch": "" if group == previous else row["batch_size"],
-                "variant": row["variant"],
-                "speedup [95% CI]": f"{_word(row['speedup_verdict'])}{speedup}",
-                "eager ms": fmt(row["eager_latency_ms_median"], 1),
-                "compiled ms [95% CI]": latency,
-                "compile cold s": fmt(row["compile_s"], 1),
-                "compile warm s": fmt(row["compile_s_warm"], 1),
-            })  # fmt: skip
+            latency = interval(
+                row["latency_ms_median"], row["latency_ms_median_ci_low"], row["latency_ms_median_ci_high"], 1
+            )
+            rows.append(
+                {
+                    **({"environment": environment} if summary["environment"].nunique() > 1 else {}),
+                    "model": "" if group == previous else row["label"],
+                    "batch": "" if group == previous else row["batch_size"],
+                    "variant": row["variant"],
+                    "speedup [95% CI]": f"{_word(row['speedup_verdict'])}{speedup}",
+                    "eager ms": fmt(row["eager_latency_ms_median"], 1),
+                    "compiled ms [95% CI]": latency,
+                    "compile cold s": fmt(row["compile_s"], 1),
+                    "compile warm s": fmt(row["compile_s_warm"], 1),
+                }
+            )
             previous = group
     return pd.DataFrame(rows)

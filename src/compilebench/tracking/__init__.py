@@ -15,7 +15,7 @@ from compilebench.tracking.payload import (
     stored_run,
     verdict_code,
     verdict_word,
-)  # fmt: skip
+)
 from compilebench.tracking.store import (
     EXPERIMENT,
     StoreError,
@@ -28,13 +28,36 @@ from compilebench.tracking.store import (
     search_children,
     tracking_uri,
     ui_url,
-)  # fmt: skip
+)
 from compilebench.tracking.tracker import Tracker, log_child, log_metrics, start_parent
 
 __all__ = [
-    "CRASHED", "EXPERIMENT", "INVOCATION_TAG", "PARENT_RUN_TAG", "PROCESS_TABLE", "RUN_UID_TAG",
-    "StoreError", "Tracker", "check_store", "client", "compared_metrics", "comparison_metrics", "comparison_tags",
-    "count_invocation_runs", "experiment_id", "find_run", "log_child", "log_metrics", "redact", "run_payload",
-    "search_children", "start_parent", "store_rows", "stored_run", "tracking_uri", "ui_url", "verdict_code",
+    "CRASHED",
+    "EXPERIMENT",
+    "INVOCATION_TAG",
+    "PARENT_RUN_TAG",
+    "PROCESS_TABLE",
+    "RUN_UID_TAG",
+    "StoreError",
+    "Tracker",
+    "check_store",
+    "client",
+    "compared_metrics",
+    "comparison_metrics",
+    "comparison_tags",
+    "count_invocation_runs",
+    "experiment_id",
+    "find_run",
+    "log_child",
+    "log_metrics",
+    "redact",
+    "run_payload",
+    "search_children",
+    "start_parent",
+    "store_rows",
+    "stored_run",
+    "tracking_uri",
+    "ui_url",
+    "verdict_code",
     "verdict_word",
-]  # fmt: skip
+]

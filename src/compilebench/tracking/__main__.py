@@ -55,8 +55,12 @@ def main() -> None:
         raise SystemExit(2) from None
     if port_taken(args.ui_url):
         port = urllib.parse.urlsplit(args.ui_url).port
-        LOGGER.error("%s is taken: another program listens there, so the UI cannot start; pick a free port, e.g. "
-                     "`make ui PORT=%d`", args.ui_url, (port or 5000) + 1)  # fmt: skip
+        LOGGER.error(
+            "%s is taken: another program listens there, so the UI cannot start; pick a free port, e.g. "
+            "`make ui PORT=%d`",
+            args.ui_url,
+            (port or 5000) + 1,
+        )
         raise SystemExit(2)
     print(f"compilebench runs: {url}")
 

@@ -17,28 +17,90 @@ from compilebench.harness import fingerprint
 from compilebench.harness.records import MEASURED_NOTHING, UNSUPPORTED
 
 PARAM_KEYS = (
-    "model_id", "label", "task", "batch_size", "variant", "compile", "compile_mode", "inductor_options", "dynamic",
-    "fullgraph", "deploy", "serve_batch_sizes", "dtype", "variant_dtype", "channels_last", "scale", "suite",
-    "environment", "environment_name", "environment_key", "environment_pins", "environment_settings",
-    "weights_source", "config_origin",
-    "resolved_revision", "image_source", "image_sha256", "text_source", "input_shapes", "num_threads", "replicates",
-    "machine", "git_commit", "runner_sha256",
-    "invocation_id", "run_uid", "task_check", "fell_back_to_eager", "latency_ci_method", "speedup_ci_method",
+    "model_id",
+    "label",
+    "task",
+    "batch_size",
+    "variant",
+    "compile",
+    "compile_mode",
+    "inductor_options",
+    "dynamic",
+    "fullgraph",
+    "deploy",
+    "serve_batch_sizes",
+    "dtype",
+    "variant_dtype",
+    "channels_last",
+    "scale",
+    "suite",
+    "environment",
+    "environment_name",
+    "environment_key",
+    "environment_pins",
+    "environment_settings",
+    "weights_source",
+    "config_origin",
+    "resolved_revision",
+    "image_source",
+    "image_sha256",
+    "text_source",
+    "input_shapes",
+    "num_threads",
+    "replicates",
+    "machine",
+    "git_commit",
+    "runner_sha256",
+    "invocation_id",
+    "run_uid",
+    "task_check",
+    "fell_back_to_eager",
+    "latency_ci_method",
+    "speedup_ci_method",
     *fingerprint.RUN_FIELDS,
-)  # fmt: skip
+)
 
 
-TAG_KEYS = ("status", "label", "variant", "task", "device_name", "machine", "machine_fingerprint", "environment",
-            "torch_version", "transformers_version", "suite", "weights_source")  # fmt: skip
+TAG_KEYS = (
+    "status",
+    "label",
+    "variant",
+    "task",
+    "device_name",
+    "machine",
+    "machine_fingerprint",
+    "environment",
+    "torch_version",
+    "transformers_version",
+    "suite",
+    "weights_source",
+)
 
 
-RAW_KEYS = ("process_results", "graph_break_reasons", "inductor_counters", "environment_freeze", "error",
-            "recompile_reasons", "serve_first_call_s")  # fmt: skip
+RAW_KEYS = (
+    "process_results",
+    "graph_break_reasons",
+    "inductor_counters",
+    "environment_freeze",
+    "error",
+    "recompile_reasons",
+    "serve_first_call_s",
+)
 
 
-HEALTH_KEYS = ("graph_count", "graph_break_count", "graph_break_reasons", "recompile_count", "fell_back_to_eager",
-               "inductor_counters", "recompile_reasons", "serve_batch_sizes", "serve_first_call_s", "serve_graphs",
-               "serve_recompiles")  # fmt: skip
+HEALTH_KEYS = (
+    "graph_count",
+    "graph_break_count",
+    "graph_break_reasons",
+    "recompile_count",
+    "fell_back_to_eager",
+    "inductor_counters",
+    "recompile_reasons",
+    "serve_batch_sizes",
+    "serve_first_call_s",
+    "serve_graphs",
+    "serve_recompiles",
+)
 
 
 # MLflow's FAILED is for runs that produced no measurement; `invalid` and `accuracy_fail` measured (FINISHED, the
@@ -46,8 +108,18 @@ HEALTH_KEYS = ("graph_count", "graph_break_count", "graph_break_reasons", "recom
 CRASHED = tuple(status for status in MEASURED_NOTHING if status != UNSUPPORTED)  # unsupported: an answer
 
 
-STATUS_CODES = {"ok": 0, "invalid": 1, "accuracy_fail": 2, "compile_error": 3, "error": 4, "oom": 5, "killed": 6,
-                "timeout": 7, "crashed": 8, "unsupported": 9}  # fmt: skip
+STATUS_CODES = {
+    "ok": 0,
+    "invalid": 1,
+    "accuracy_fail": 2,
+    "compile_error": 3,
+    "error": 4,
+    "oom": 5,
+    "killed": 6,
+    "timeout": 7,
+    "crashed": 8,
+    "unsupported": 9,
+}
 
 
 REFUSED_IN_KEY = re.compile(r"[^/\w.\- :]")  # characters MLflow refuses in a metric key (on Linux)
@@ -121,20 +193,37 @@ def stored_run(row: dict[str, Any]) -> compare.ComparedRun:
     """A run read back from the store (a `store_rows` row) as a comparison reads it: its processes are there as their
     values by block (an older store's lists, by position: they cannot be paired)."""
     stored = row.get("process_values") or {}
-    values = {metric.name: dict(found) if isinstance(found, dict) else {f"p{i}": v for i, v in enumerate(found)}
-              for metric in compare.METRICS for found in [stored.get(metric.name, {})]}  # fmt: skip
+    values = {
+        metric.name: dict(found) if isinstance(found, dict) else {f"p{i}": v for i, v in enumerate(found)}
+        for metric in compare.METRICS
+        for found in [stored.get(metric.name, {})]
+    }
     fell_back = row.get("fell_back_to_eager")  # a param: MLflow keeps its text
     return compare.ComparedRun(
-        model_id=row["model_id"], label=row.get("label", ""), task=row.get("task", ""), batch_size=row["batch_size"],
-        variant=row["variant"], environment=row["environment"], environment_key=row.get("environment_key", ""),
-        run_uid=row.get("run_uid"), invocation_id=row.get("invocation_id"), status=row["status"],
-        compile=row["compile"], values=values, fullgraph=row["fullgraph"], graph_count=row.get("graph_count"),
-        graph_break_count=row.get("graph_break_count"), recompile_count=row.get("recompile_count"),
+        model_id=row["model_id"],
+        label=row.get("label", ""),
+        task=row.get("task", ""),
+        batch_size=row["batch_size"],
+        variant=row["variant"],
+        environment=row["environment"],
+        environment_key=row.get("environment_key", ""),
+        run_uid=row.get("run_uid"),
+        invocation_id=row.get("invocation_id"),
+        status=row["status"],
+        compile=row["compile"],
+        values=values,
+        fullgraph=row["fullgraph"],
+        graph_count=row.get("graph_count"),
+        graph_break_count=row.get("graph_break_count"),
+        recompile_count=row.get("recompile_count"),
         fell_back_to_eager=None if fell_back in (None, "None") else str(fell_back).lower() == "true",
-        torch_version=row.get("torch_version"), transformers_version=row.get("transformers_version"),
-        machine_fingerprint=row.get("machine_fingerprint"), device=row.get("device"),
-        device_name=row.get("device_name"), machine=row.get("machine"),
-    )  # fmt: skip
+        torch_version=row.get("torch_version"),
+        transformers_version=row.get("transformers_version"),
+        machine_fingerprint=row.get("machine_fingerprint"),
+        device=row.get("device"),
+        device_name=row.get("device_name"),
+        machine=row.get("machine"),
+    )
 
 
 def measured_window_ms(processes: list[ProcessRecord]) -> tuple[int, int] | None:
@@ -150,10 +239,31 @@ def measured_window_ms(processes: list[ProcessRecord]) -> tuple[int, int] | None
 PROCESS_TABLE = "processes.json"  # every process of a run, one row each: mlflow.load_table(PROCESS_TABLE, ...)
 
 
-TABLE_COLUMNS = ("trial_id", "block", "kind", "replicate", "cache", "cold_compile", "status", "disturbed",
-                 "compile_disturbed", "wall_s", "compile_s", "compile_position", "eager_ms_median",
-                 "compiled_ms_median", "speedup", "speedup_of_means", "pair_cv", "halves_ratio", "peak_mem_mib",
-                 "warmup_s", "slot", "machine_fingerprint", "omp_num_threads")  # fmt: skip
+TABLE_COLUMNS = (
+    "trial_id",
+    "block",
+    "kind",
+    "replicate",
+    "cache",
+    "cold_compile",
+    "status",
+    "disturbed",
+    "compile_disturbed",
+    "wall_s",
+    "compile_s",
+    "compile_position",
+    "eager_ms_median",
+    "compiled_ms_median",
+    "speedup",
+    "speedup_of_means",
+    "pair_cv",
+    "halves_ratio",
+    "peak_mem_mib",
+    "warmup_s",
+    "slot",
+    "machine_fingerprint",
+    "omp_num_threads",
+)
 
 
 def process_table(row: dict[str, Any], processes: list[ProcessRecord]) -> dict[str, list]:
@@ -186,8 +296,13 @@ def compared_metrics(row: compare.Comparison) -> dict[str, dict[str, Any]]:
     found = {}
     for name, judged in row.judged.items():
         code = verdict_code(judged.verdict, compare.METRIC_BY_NAME[name])
-        found[name] = {"ratio": judged.ratio.value, "ci_low": judged.ratio.low, "ci_high": judged.ratio.high,
-                       "verdict": judged.verdict, "verdict_code": code}  # fmt: skip
+        found[name] = {
+            "ratio": judged.ratio.value,
+            "ci_low": judged.ratio.low,
+            "ci_high": judged.ratio.high,
+            "verdict": judged.verdict,
+            "verdict_code": code,
+        }
     return found
 
 

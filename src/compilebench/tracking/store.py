@@ -132,8 +132,9 @@ def relocate_copied_store(database: Path) -> list[str]:
             expected = f"{root}/{experiment_id}"
             if str(location).removeprefix("file://") == expected or Path(old_root).name != root.name:
                 continue  # this store's own folder, or an artifact location someone chose on purpose
-            connection.execute("UPDATE experiments SET artifact_location = ? WHERE experiment_id = ?",
-                               (expected, experiment_id))  # fmt: skip
+            connection.execute(
+                "UPDATE experiments SET artifact_location = ? WHERE experiment_id = ?", (expected, experiment_id)
+            )
             connection.execute(
                 "UPDATE runs SET artifact_uri = ? || substr(artifact_uri, ?) WHERE experiment_id = ? AND "
                 "artifact_uri LIKE ?",
@@ -154,8 +155,10 @@ def artifacts_beside(database: Path, experiment_id: str) -> None:
 
     connection = sqlite3.connect(database, timeout=30)
     try:
-        connection.execute("UPDATE experiments SET artifact_location = ? WHERE experiment_id = ?",
-                           (f"{database.parent.resolve()}/{experiment_id}", experiment_id))  # fmt: skip
+        connection.execute(
+            "UPDATE experiments SET artifact_location = ? WHERE experiment_id = ?",
+            (f"{database.parent.resolve()}/{experiment_id}", experiment_id),
+        )
         connection.commit()
     finally:
         connection.close()
@@ -187,8 +190,7 @@ def client(configured_uri: str) -> MlflowClient:
         mlflow_client.search_experiments(max_results=1)  # creates or migrates the schema, one process at a time
         inside_project = database.resolve().is_relative_to(home().resolve())
         for move in relocate_copied_store(database) if inside_project else []:
-            LOGGER.warning("MLflow store %s was copied from another folder: artifact paths moved (%s)", database,
-                           move)  # fmt: skip
+            LOGGER.warning("MLflow store %s was copied from another folder: artifact paths moved (%s)", database, move)
     return mlflow_client
 
 
@@ -210,8 +212,9 @@ def experiment_id(mlflow_client: MlflowClient, name: str) -> str:
 def newest_filter(mlflow_client: MlflowClient, experiment: str) -> str:
     """The runs-table search that lists the newest invocation's runs: of a comparison, its candidate (B) runs alone,
     which carry each B/A with its word; '' when the store holds no invocation yet."""
-    parents = mlflow_client.search_runs([experiment], "tags.role = 'pipeline'", order_by=["attributes.start_time DESC"],
-                                        max_results=1)  # fmt: skip
+    parents = mlflow_client.search_runs(
+        [experiment], "tags.role = 'pipeline'", order_by=["attributes.start_time DESC"], max_results=1
+    )
     invocation = parents[0].data.tags.get(INVOCATION_TAG) if parents else None
     if not invocation:
         return ""

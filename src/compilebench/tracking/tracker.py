@@ -90,8 +90,9 @@ def log_child(
     if run_id is None:
         run_tags = {PARENT_RUN_TAG: parent_run_id, "role": "measurement", **({RUN_UID_TAG: uid} if uid else {})}
         start_ms = window_ms[0] if window_ms else None
-        run_id = mlflow_client.create_run(parent.info.experiment_id, start_time=start_ms, run_name=name,
-                                          tags=run_tags).info.run_id  # fmt: skip
+        run_id = mlflow_client.create_run(
+            parent.info.experiment_id, start_time=start_ms, run_name=name, tags=run_tags
+        ).info.run_id
     mlflow_client.log_batch(
         run_id, metrics=_metrics(metrics, int(time.time() * 1000)), params=_params(params), tags=_tags(tags)
     )
@@ -103,8 +104,9 @@ def log_child(
     if image and not (half_logged and half_logged.inputs.dataset_inputs):  # the input, so runs group by image
         dataset = Dataset(image["name"], image["digest"], "local", image["source"])
         mlflow_client.log_inputs(run_id, [DatasetInput(dataset, [InputTag("mlflow.data.context", "benchmark")])])
-    mlflow_client.set_terminated(run_id, status="FAILED" if failed else "FINISHED",
-                                 end_time=window_ms[1] if window_ms else None)  # fmt: skip
+    mlflow_client.set_terminated(
+        run_id, status="FAILED" if failed else "FINISHED", end_time=window_ms[1] if window_ms else None
+    )
     return run_id
 
 
@@ -154,8 +156,9 @@ class Tracker:
         """The tracker of the invocation run_info describes (paths.run_info): where its parent run has to be made
         here (the store was down while it measured), it gets the name, params and tags the benchmark gave it."""
         parent = run_info.parent
-        return cls(configured_uri, run_info.invocation_id, parent.get("name") or "", parent.get("params"),
-                   parent.get("tags"))  # fmt: skip
+        return cls(
+            configured_uri, run_info.invocation_id, parent.get("name") or "", parent.get("params"), parent.get("tags")
+        )
 
     @contextmanager
     def _waited(self) -> Iterator[None]:
@@ -181,15 +184,38 @@ class Tracker:
                 self.parent_id = start_parent(self.client, EXPERIMENT, self.parent_name, self.parent_params, tags)
         return self.parent_id
 
-    def log_run(self, name: str, params, metrics, tags, artifacts, failed: bool, uid: str, table=None,
-                image=None, window_ms=None) -> str | None:  # fmt: skip
+    def log_run(
+        self,
+        name: str,
+        params,
+        metrics,
+        tags,
+        artifacts,
+        failed: bool,
+        uid: str,
+        table=None,
+        image=None,
+        window_ms=None,
+    ) -> str | None:
         """Log one child run exactly once; None (and a warning) when the store fails. Each carries the invocation's
         tag, so that a search for it (the parent's description gives it) lists one comparison's runs only."""
         try:
             tags = {**tags, **self.common_tags, INVOCATION_TAG: self.invocation_id}
             with self._waited():
-                return log_child(self.client, self.parent(), name, params, metrics, tags, artifacts, failed, uid,
-                                 table, image, window_ms)  # fmt: skip
+                return log_child(
+                    self.client,
+                    self.parent(),
+                    name,
+                    params,
+                    metrics,
+                    tags,
+                    artifacts,
+                    failed,
+                    uid,
+                    table,
+                    image,
+                    window_ms,
+                )
         except Exception as error:  # any store failure (connection, HTTP, database) must not lose the run
             self._warn(f"run {uid}", error)
             return None
