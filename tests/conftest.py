@@ -243,10 +243,7 @@ def compared_project(tmp_path_factory):
     root = make_project(folder, ["microsoft/resnet-50"], replicates=2, cold_replicates=1, compile_cache="cold")
     set_params(root, compare=["current", OTHER])
     env = {**project_env(), **SECRETS}
-    run_ok(["git", "init", "-q"], root, env)
-    run_ok(["dvc", "init", "-q"], root, env)
-    run_ok(["git", "add", "-A"], root, env)
-    run_ok(["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "init"], root, env)
+    init_project(root, env)
     first = run_ok(["dvc", "repro"], root, env)
     rows = [json.loads(line) for line in (root / "data/results/runs.jsonl").read_text().splitlines()]
     return root, env, first, rows
@@ -257,6 +254,15 @@ def run_ok(command: list[str], cwd: Path, env: dict, timeout: float = 1200) -> s
     done = subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
     assert done.returncode == 0, f"{command} failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
     return done
+
+
+def init_project(root: Path, env: dict, commit: bool = True) -> None:
+    """A project folder as a user starts one: a git repository with DVC in it, everything committed (`commit`)."""
+    run_ok(["git", "init", "-q"], root, env)
+    run_ok(["dvc", "init", "-q"], root, env)
+    if commit:
+        run_ok(["git", "add", "-A"], root, env)
+        run_ok(["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "init"], root, env)
 
 
 def closed_port() -> int:

@@ -9,7 +9,7 @@ from types import SimpleNamespace
 
 import pandas as pd
 import pytest
-from conftest import make_project, project_env, run_ok, set_params
+from conftest import init_project, make_project, project_env, run_ok, set_params
 
 from compilebench import forecast, report
 from compilebench.analysis import adaptive, noise_record, pricing, run_record, runs, stats, validity
@@ -233,8 +233,7 @@ def test_dvc_repro_adds_blocks_until_the_cap_and_reports_what_it_reached(tmp_pat
         root, **{"benchmark.target.speedup": 0.001, "benchmark.target.compile": 0.0, "benchmark.target.latency": 0.0}
     )
     env = project_env()
-    run_ok(["git", "init", "-q"], root, env)
-    run_ok(["dvc", "init", "-q"], root, env)
+    init_project(root, env, commit=False)
     done = run_ok(["dvc", "repro"], root, env)
     assert "adaptive: 2 more trial(s)" in done.stdout + done.stderr  # a timing process: eager and default
     rows = [json.loads(line) for line in (root / "data/results/runs.jsonl").read_text().splitlines()]

@@ -10,7 +10,7 @@ import sys
 
 import pandas as pd
 import pytest
-from conftest import make_dry_run, make_project, project_env, run_ok, set_params
+from conftest import init_project, make_dry_run, make_project, project_env, set_params
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("bisect")]
 # The same stack three times, its kernels on the machine's widest vector instructions, then on SSE4.1 (about half as
@@ -46,10 +46,7 @@ def project(tmp_path_factory):
     (root / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
     set_params(root, **{"suites.smoke.variants": ["eager"], "suites.smoke.scale": "full", "margin": 0.3})
     env = project_env()
-    run_ok(["git", "init", "-q"], root, env)
-    run_ok(["dvc", "init", "-q"], root, env)
-    run_ok(["git", "add", "-A"], root, env)
-    run_ok(["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "init"], root, env)
+    init_project(root, env)
     before = (root / "params.yaml").read_text()
     first = bisect(root, env, "--environments", *ENVIRONMENTS, "--max-rounds", "1")
     assert first.returncode == 0, first.stderr[-4000:]

@@ -12,7 +12,7 @@ import mlflow
 import pandas as pd
 import pytest
 import transformers as tf
-from conftest import make_project, project_env, run_ok, set_params, write_own_checkpoints
+from conftest import init_project, make_project, project_env, run_ok, set_params, write_own_checkpoints
 from PIL import Image
 
 from compilebench import checkpoints, load_models
@@ -187,8 +187,7 @@ def own_project(tmp_path_factory, own):
     make_project(root, [str(folder) for folder in own.values()])
     set_params(root, **{"image.file": str(image), "suites.smoke.scale": "full"})
     env = project_env()
-    run_ok(["git", "init", "-q"], root, env)
-    run_ok(["dvc", "init", "-q"], root, env)
+    init_project(root, env, commit=False)
     done = run_ok(["dvc", "repro"], root, env)
     rows = [json.loads(line) for line in (root / "data/results/runs.jsonl").read_text().splitlines()]
     return root, image, done, rows

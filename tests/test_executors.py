@@ -14,7 +14,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from conftest import closed_port, descendants, make_project, project_env, run_ok, set_params
+from conftest import closed_port, descendants, init_project, make_project, project_env, run_ok, set_params
 
 from compilebench import executors
 from compilebench.analysis import plan
@@ -82,8 +82,7 @@ def on_slots(tmp_path_factory):
     """The plan on this machine's slots (the gpus executor, two slots of one core), through `dvc repro`."""
     root = _project(tmp_path_factory.mktemp("slots"), executor="gpus", gpus=[0, 1], cpus_per_slot=1)
     env = project_env()
-    run_ok(["git", "init", "-q"], root, env)
-    run_ok(["dvc", "init", "-q"], root, env)
+    init_project(root, env, commit=False)
     run_ok(["dvc", "repro"], root, env)
     return root
 
@@ -112,8 +111,7 @@ def on_ray(tmp_path_factory):
     root = _project(tmp_path_factory.mktemp("ray"), executor="ray", ray_address="local", gpus=[0, 1], cpus_per_slot=1)
     ray_tmp = tempfile.mkdtemp(prefix="cbray-", dir="/tmp")  # short: Ray's socket paths have a length limit
     env = {**project_env(), "COMPILEBENCH_RAY_TMP": ray_tmp}
-    run_ok(["git", "init", "-q"], root, env)
-    run_ok(["dvc", "init", "-q"], root, env)
+    init_project(root, env, commit=False)
     repro = subprocess.Popen(
         ["dvc", "repro"], cwd=root, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
     )

@@ -21,6 +21,7 @@ import yaml
 from conftest import (
     MlflowServer,
     descendants,
+    init_project,
     make_dry_run,
     make_project,
     project_env,
@@ -131,8 +132,7 @@ def test_sigterm_to_dvc_repro_ends_the_benchmark_and_leaves_its_journal(tmp_path
     and leave the journal with nothing logged, which the next run resumes (as after a kill -9: the test above)."""
     root = make_project(tmp_path, MODELS, replicates=2)
     env = {**project_env(), "SHELL": "/bin/sh"}
-    for command in (["git", "init", "-q"], ["dvc", "init", "-q"]):
-        run_ok(command, root, env)
+    init_project(root, env, commit=False)
     journal = root / "data" / "journal" / "results"
     repro = subprocess.Popen(
         ["dvc", "repro"],
@@ -412,10 +412,7 @@ def queued(tmp_path_factory):
     each in DVC's temporary copy of the project."""
     root = make_project(tmp_path_factory.mktemp("queue"), MODELS)
     env = project_env()
-    run_ok(["git", "init", "-q"], root, env)
-    run_ok(["dvc", "init", "-q"], root, env)
-    run_ok(["git", "add", "-A"], root, env)
-    run_ok(["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "init"], root, env)
+    init_project(root, env)
     names = []
     for seed in (1, 2):
         name = f"seed-{seed}"
@@ -454,10 +451,7 @@ def test_a_plain_dvc_exp_run_beside_make_compare_loses_nothing(tmp_path):
     no experiment, and params.yaml kept the second's seed.)"""
     root = make_project(tmp_path, MODELS)
     env = project_env()
-    run_ok(["git", "init", "-q"], root, env)
-    run_ok(["dvc", "init", "-q"], root, env)
-    run_ok(["git", "add", "-A"], root, env)
-    run_ok(["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "init"], root, env)
+    init_project(root, env)
     recipe = 'dvc exp run -n first -S benchmark.min_time_s=1; python -m compilebench.config.guard first "$?"'
     assert 'python -m compilebench.config.guard "$name" $?' in make_dry_run("compare", "B=current")  # the same
     first = subprocess.Popen(

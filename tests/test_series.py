@@ -9,7 +9,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import OTHER, make_dry_run, make_project, project_env, run_ok, set_params
+from conftest import OTHER, init_project, make_dry_run, make_project, project_env, run_ok, set_params
 
 from compilebench import environments
 
@@ -24,10 +24,7 @@ def series_project(tmp_path_factory):
     root = make_project(tmp_path_factory.mktemp("series"), ["microsoft/resnet-50"])
     set_params(root, compare=SERIES, **{"suites.smoke.variants": ["eager", "default", "freezing"]})
     env = project_env()
-    run_ok(["git", "init", "-q"], root, env)
-    run_ok(["dvc", "init", "-q"], root, env)
-    run_ok(["git", "add", "-A"], root, env)
-    run_ok(["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "init"], root, env)
+    init_project(root, env)
     run_ok(["dvc", "repro"], root, env, timeout=1800)
     rows = [json.loads(line) for line in (root / "data/results/runs.jsonl").read_text().splitlines()]
     return root, env, rows
