@@ -180,7 +180,7 @@ def run_side(spec: TrialSpec, python: str, folder: Path, timeout_s: float, warm:
             folder.mkdir(parents=True)
             log = next(iter(work.glob("*.log")), None)
             (folder / "trial.log").write_text(log.read_text() if log else "")
-        row = {**result.to_dict(), "cache": spec.cache}  # what it compiled on: cold (empty) | warm (a copy)
+        row = {**result.to_dict(), "cache": spec.cache}  # what it compiled on: cold (empty) | warm | shared
         write_json(folder / "result.json", row)
         return row
 

@@ -72,5 +72,7 @@ def close_journal(folder: Path, keep_caches: bool = False) -> None:
         shutil.rmtree(folder, ignore_errors=True)
         return
     for entry in folder.iterdir():
-        if entry.name != WARM_CACHES:
-            shutil.rmtree(entry, ignore_errors=True) if entry.is_dir() else entry.unlink()
+        if entry.is_dir() and entry.name != WARM_CACHES:
+            shutil.rmtree(entry, ignore_errors=True)
+        elif not entry.is_dir():
+            entry.unlink()

@@ -27,6 +27,7 @@ from typing import Any
 import yaml
 
 from compilebench import logs
+from compilebench.harness.files import write_atomic, write_json
 
 LOGGER = logging.getLogger(__name__)
 RECORD = Path(".dvc/tmp/compilebench-params.json")  # {"dvc": [pid, start], "command": argv, "text": params.yaml}
@@ -95,9 +96,7 @@ def _put_back(params: Path, text: str) -> list[str]:
     now = params.read_text() if params.exists() else ""
     if now == text:
         return []
-    tmp = params.with_name(params.name + ".guard-tmp")
-    tmp.write_text(text)
-    tmp.replace(params)
+    write_atomic(params, text)
     return changed_keys(text, now) or ["its layout"]
 
 
@@ -123,7 +122,7 @@ def guard_stage(params: Path = PARAMS, record: Path = RECORD, dvc: tuple | None 
         )
         sys.exit(2)
     if not held or held.get("dvc") != mine:
-        record.write_text(json.dumps({"dvc": mine, "command": argv, "text": params.read_text()}))
+        write_json(record, {"dvc": mine, "command": argv, "text": params.read_text()})  # whole: other stages read it
         return
     undone = _put_back(params, held["text"])
     if undone:
