@@ -326,7 +326,7 @@ def test_a_built_environment_harmed_since_is_refused_with_how_to_mend_it(tmp_pat
     )
     assert "python -m compilebench.environments --remove harmed" in made.stderr
     (folder / "bin" / "python").unlink()
-    with pytest.raises(environments.StackError, match=r"is broken: its interpreter .*bin/python is gone"):
+    with pytest.raises(environments.BuildError, match=r"is broken: its interpreter .*bin/python is gone"):
         environments.build("harmed", pins, cache)
     assert (folder / environments.READY_MARKER).exists() and not (folder / "build.log").exists()  # nothing rebuilt
 
@@ -362,10 +362,10 @@ def test_built_environments_are_listed_with_their_size_and_the_unused_ones_remov
     lock.parent.mkdir(parents=True)
     with open(lock, "w") as held:  # a make run of this project
         fcntl.flock(held, fcntl.LOCK_EX)
-        with pytest.raises(environments.StackError, match="nothing removed"):
+        with pytest.raises(environments.BuildError, match="nothing removed"):
             environments.remove(built, [], True, lock)
     assert old.exists()
-    with pytest.raises(environments.StackError, match=r"no built environment \['torch-9.9'\]"):
+    with pytest.raises(environments.BuildError, match=r"no built environment \['torch-9.9'\]"):
         environments.remove(built, ["torch-9.9"], False, lock)
     gone = environments.remove(built, [], True, lock)
     assert [entry.folder for entry in gone] == [old] and not old.exists() and wanted.exists()
@@ -399,7 +399,7 @@ def test_a_venv_a_benchmark_runs_on_is_not_removed_from_another_project(tmp_path
         other = tmp_path / "other-project"  # not a DVC project: its own pipeline lock is not what stops it
         other.mkdir()
         built = environments.built_environments(cache, set())
-        with pytest.raises(environments.StackError, match=r"\['torch-2.4.1'\] in use by a running benchmark"):
+        with pytest.raises(environments.BuildError, match=r"\['torch-2.4.1'\] in use by a running benchmark"):
             environments.remove(built, ["torch-2.4.1"], False, other / ".dvc" / "tmp" / "pipeline.lock")
         assert (folder / environments.READY_MARKER).exists()
     finally:
@@ -437,7 +437,7 @@ def test_an_environment_is_built_on_the_python_it_names():
     )
     assert environments.interpreter("")[0] == sys.executable
     with pytest.raises(
-        environments.StackError,
+        environments.BuildError,
         match=r"environment 'old' asks for Python 3\.99: none found.*pyenv "
         r"install 3\.99",
     ):

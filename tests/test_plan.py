@@ -8,7 +8,7 @@ from dataclasses import replace
 import pytest
 
 from compilebench import costs
-from compilebench.analysis import plan
+from compilebench.analysis import plan, pricing
 from compilebench.harness.records import (
     CACHE_COLD,
     CACHE_SHARED,
@@ -186,11 +186,11 @@ COSTS = {
 def test_a_plan_is_estimated_from_the_costs_of_itsprocesses():
     timing = TimingSpec(min_iters=100, min_time_s=4.0, max_time_s=60.0, warmup_s=1.0)
     trials = plan.trials(MODELS[:1], [1], VARIANTS, ["a"], 2, 1, False, "i.jpg", timing, 0)
-    found = plan.estimate(trials, COSTS)
+    found = pricing.estimate(trials, COSTS)
     cold = 2 * (5 + 3) + 20 + 30 + 2 * (1.0 + 4.0)  # a cold process per variant: its compile, then eager and it timed
     timing_process = 5 + 3 + 4 + 6 + 1.0 + 4.0  # warm compiles, warm-up, 100 rounds of 20 ms: 2 s < 4 s
     assert found.processes == 4 and found.seconds == pytest.approx(cold + 2 * timing_process) and not found.borrowed
-    slow = plan.estimate(
+    slow = pricing.estimate(
         plan.trials(
             MODELS[:1],
             [1],
@@ -213,7 +213,7 @@ def test_a_plan_is_estimated_from_the_costs_of_itsprocesses():
 def test_a_model_or_variant_without_costs_borrows_the_median_of_the_others():
     timing = TimingSpec(min_iters=10, min_time_s=0.0, max_time_s=60.0, warmup_s=0.0)
     trials = plan.trials(MODELS[1:3], [1], VARIANTS[:2], ["a"], 1, 1, False, "i.jpg", timing, 0)
-    found = plan.estimate(trials, COSTS)
+    found = pricing.estimate(trials, COSTS)
     assert found.borrowed == ("org/m2", "org/m2 default")  # m1's own costs; m2 has none
     m1 = (7 + 5 + 40) + (7 + 5 + 8) + 2 * (2 + 10) * 0.045  # each process two warm-up rounds, ten timed
     m2 = (6 + 4 + 30) + (6 + 4 + 6) + 2 * (2 + 10) * 0.030  # the medians of m0 and m1
@@ -223,15 +223,17 @@ def test_a_model_or_variant_without_costs_borrows_the_median_of_the_others():
 def test_a_latency_is_taken_at_its_batch_size_and_one_from_another_batch_is_named():
     timing = TimingSpec(min_iters=1000, min_time_s=0.0, max_time_s=600.0, warmup_s=0.0)
     at_16 = plan.trials(MODELS[:2], [16], VARIANTS[:2], ["a"], 1, 0, False, "i.jpg", timing, 0)
-    guessed = plan.estimate(at_16, COSTS)  # no latency at batch 16 in the table: batch 1's, and the output says so
+    guessed = pricing.estimate(at_16, COSTS)  # no latency at batch 16 in the table: batch 1's, and the output says so
     assert guessed.borrowed == (
         "org/m0 default at batch 16 (latency of batch 1)",
         "org/m0 eager at batch 16 (latency of batch 1)",
         "org/m1 default at batch 16 (latency of batch 1)",
         "org/m1 eager at batch 16 (latency of batch 1)",
     )
-    assert guessed.seconds == pytest.approx(plan.estimate([replace(s, batch_size=1) for s in at_16], COSTS).seconds)
-    grown = plan.estimate(at_16, {**COSTS, "batch_ratios": {"org/m0": {"eager_ms": {"1": 1.0, "4": 1.5, "16": 4.0}}}})
+    assert guessed.seconds == pytest.approx(pricing.estimate([replace(s, batch_size=1) for s in at_16], COSTS).seconds)
+    grown = pricing.estimate(
+        at_16, {**COSTS, "batch_ratios": {"org/m0": {"eager_ms": {"1": 1.0, "4": 1.5, "16": 4.0}}}}
+    )
     assert "org/m0 eager at batch 16 (latency of batch 1 x 4.00, the doc's growth from batch 1)" in grown.borrowed
     assert "org/m0 default at batch 16 (latency of batch 1)" in grown.borrowed  # no compiled growth given: as it was
     rounds = 1000 + timing.warmup_iters
@@ -239,7 +241,9 @@ def test_a_latency_is_taken_at_its_batch_size_and_one_from_another_batch_is_name
     costs = json.loads(json.dumps(COSTS))
     costs["models"]["org/m0"]["eager_ms"]["16"] = 100.0
     costs["models"]["org/m0"]["variants"]["default"]["call_ms"]["16"] = 60.0
-    measured = plan.estimate(at_16, costs)  # m0 measured at 16; m1 borrows m0's batch-16 latency, not its own batch 1
+    measured = pricing.estimate(
+        at_16, costs
+    )  # m0 measured at 16; m1 borrows m0's batch-16 latency, not its own batch 1
     assert measured.borrowed == ("org/m1", "org/m1 default")
     rounds = 1000 + timing.warmup_iters  # timed and warm-up rounds, each 160 ms at batch 16 instead of 15 and 45
     assert measured.seconds - guessed.seconds == pytest.approx(rounds * ((0.160 - 0.015) + (0.160 - 0.045)))
@@ -248,7 +252,7 @@ def test_a_latency_is_taken_at_its_batch_size_and_one_from_another_batch_is_name
 def test_a_process_of_arms_is_estimated_with_inductors_start_up_and_the_rest_of_its_wall():
     timing = TimingSpec(min_iters=100, min_time_s=4.0, max_time_s=60.0, warmup_s=1.0)
     trials = plan.trials(MODELS[:2], [1], VARIANTS[:2], ["a"], 1, 0, True, "i.jpg", timing, 0)
-    older = plan.estimate(trials, COSTS)  # a table from before processes of arms: nothing added, nothing borrowed
+    older = pricing.estimate(trials, COSTS)  # a table from before processes of arms: nothing added, nothing borrowed
     costs = {
         **COSTS,
         "models": {
@@ -256,7 +260,7 @@ def test_a_process_of_arms_is_estimated_with_inductors_start_up_and_the_rest_of_
             "org/m0": {**COSTS["models"]["org/m0"], "inductor_startup_s": 5.0, "other_s": 7.0},
         },
     }
-    found = plan.estimate(trials, costs)
+    found = pricing.estimate(trials, costs)
     assert found.seconds == pytest.approx(older.seconds + 2 * (5 + 7))  # m1 borrows m0's, the only measured
     assert older.borrowed == () and found.borrowed == ("org/m1 (process of arms)",)
 
@@ -281,25 +285,25 @@ def test_a_plan_splits_into_the_fewest_windows_that_hold_it_each_model_and_batch
     """Units of 10, 8, 6, 6, 6 and 4 minutes (a model's A and B process) in windows of 20: first-fit decreasing needs
     three (10+8, 6+6+6, 4); two hold them (10+6+4, 8+6+6), and the search finds them."""
     trials, table = _sized([5, 4, 3, 3, 3, 2])
-    split = plan.windows(trials, table, 20)
+    split = pricing.windows(trials, table, 20)
     assert len(split) == 2 and sorted(s.trial_id for w in split for s in w) == sorted(s.trial_id for s in trials)
-    assert [plan.estimate(w, table).seconds for w in split] == [20 * 60, 20 * 60]
+    assert [pricing.estimate(w, table).seconds for w in split] == [20 * 60, 20 * 60]
     for window in split:
         assert window == [spec for spec in trials if spec in window]  # the plan's order
         held = {spec.model.model_id for spec in window}
         assert all(spec in window for spec in trials if spec.model.model_id in held)  # A and B together
-    assert len(plan.windows(trials, table, 20, search_nodes=1)) == 3  # no search: first-fit decreasing's
-    assert len(plan.windows(trials, table, 60)) == 1
+    assert len(pricing.windows(trials, table, 20, search_nodes=1)) == 3  # no search: first-fit decreasing's
+    assert len(pricing.windows(trials, table, 60)) == 1
 
 
 def test_a_unit_over_the_window_gets_one_alone_and_the_prime_is_counted_at_the_launchers_pace():
     trials, table = _sized([6, 2, 2])
-    split = plan.windows(trials, table, 10)  # 12 minutes for W0's two processes: alone, after the others
+    split = pricing.windows(trials, table, 10)  # 12 minutes for W0's two processes: alone, after the others
     assert [sorted({s.model.model_id for s in w}) for w in split] == [["org/w1", "org/w2"], ["org/w0"]]
-    found = plan.PlanCost(600.0, 4, (), prime_s=300.0, primes=3)
-    assert plan.window_seconds(found, 1) == 900 and plan.window_seconds(found, 8) == 700  # 3 at once: 300 / 3
+    found = pricing.PlanCost(600.0, 4, (), prime_s=300.0, primes=3)
+    assert pricing.window_seconds(found, 1) == 900 and pricing.window_seconds(found, 8) == 700  # 3 at once: 300 / 3
     with pytest.raises(ValueError, match="a window must be a positive number of minutes, got 0"):
-        plan.windows(trials, table, 0)
+        pricing.windows(trials, table, 0)
 
 
 def ran(record):
@@ -318,7 +322,7 @@ def test_the_cost_table_accounts_for_the_whole_wall_of_the_gpu_windows_processes
     record = repo_root / "tests/fixtures/h100-window"
     done, _, measured = ran(record)
     table = costs.costs([record])
-    found = plan.estimate([spec for group in done for spec in group], table)
+    found = pricing.estimate([spec for group in done for spec in group], table)
     assert len(done) == 4 and found.seconds == pytest.approx(measured, rel=0.05)
     primed = {f"{spec.model.model_id} {spec.variant.name}" for group in done for spec in group if spec.variant.compile}
     assert set(found.borrowed) == primed  # only the prime's cold compiles (a shared cache: none in trials.jsonl)

@@ -90,7 +90,7 @@ def measure(config: Config, selection: dict, manifest: list[dict], image_meta: d
         [(name, *value) for name, value in wanted.items()], Path.cwd(), Path(config.paths.environments)
     )
     if problems:  # before any environment is built
-        raise environments.StackError("; ".join(problems) + " (nothing was built)")
+        raise environments.BuildError("; ".join(problems) + " (nothing was built)")
     stacks = environments.stacks(selection["environments"], Path.cwd(), Path(config.paths.environments))
     for label, stack in stacks.items():
         environments.check_device(stack, label, config.device)
@@ -238,7 +238,7 @@ def main() -> None:
     groups.stop_with(groups.stage_runner())  # nor goes on when the `dvc repro` running it was ended
     try:
         measure(config, selection, manifest, image_meta, args.fresh)
-    except (environments.StackError, RecordError, executors.ExecutorError) as error:  # raised before any timing
+    except (environments.BuildError, RecordError, executors.ExecutorError) as error:  # raised before any timing
         LOGGER.error("%s", error)
         sys.exit(2)
 

@@ -43,13 +43,13 @@ LOGGER = logging.getLogger(__name__)
 READY_MARKER = "compilebench-environment.json"
 
 
-class StackError(RuntimeError):
+class BuildError(RuntimeError):
     """An environment that cannot be built or does not hold what it should; the message names it."""
 
 
 @dataclass(frozen=True)
-class Stack:
-    """A built environment: its name, resolved pins, interpreter, key and exact package list."""
+class BuiltEnvironment:
+    """An environment built: its name, its stack (resolved pins, interpreter, key) and its exact package list."""
 
     name: str
     pins: dict[str, str]
@@ -68,7 +68,7 @@ def _install(python: Path, args: list[str], log: Path, name: str, released: dict
         returncode = groups.run_in_group(command, stdout=handle, stderr=subprocess.STDOUT)  # ends with the stage
     if returncode != 0:
         tail = " | ".join(log.read_text(errors="replace").strip().splitlines()[-6:])
-        raise StackError(f"environment {name!r}: `pip install {' '.join(args)}` failed: {tail}")
+        raise BuildError(f"environment {name!r}: `pip install {' '.join(args)}` failed: {tail}")
 
 
 def installed_versions(python: str, packages: list[str]) -> dict[str, str]:
@@ -79,23 +79,23 @@ def installed_versions(python: str, packages: list[str]) -> dict[str, str]:
     )
     done = subprocess.run([python, "-c", code, *packages], capture_output=True, text=True)
     if done.returncode != 0:
-        raise StackError(f"{python}: cannot read package versions: {done.stderr.strip()[-300:]}")
+        raise BuildError(f"{python}: cannot read package versions: {done.stderr.strip()[-300:]}")
     return {normalize(name): version for name, version in json.loads(done.stdout).items()}
 
 
-def current(root: Path) -> Stack:
+def current(root: Path) -> BuiltEnvironment:
     """The project's own environment, checked against its pins (a hand-installed torch would mislabel every run)."""
     pins = project_pins(root)
     versions = {normalize(name): metadata.version(name) for name in pins}
     wrong = mismatches(pins, versions)
     if wrong:
-        raise StackError(
+        raise BuildError(
             f"environment {CURRENT!r} ({sys.executable}) does not hold the project's pins: {', '.join(wrong)}. "
             "Run `make` to reinstall them, or name the stack you want as an environment in params.yaml"
         )
     frozen = freeze(sys.executable)
     key = hashlib.sha256("\n".join(frozen).encode()).hexdigest()[:12]
-    return Stack(CURRENT, pins, sys.executable, key, frozen)
+    return BuiltEnvironment(CURRENT, pins, sys.executable, key, frozen)
 
 
 def interpreter(version: str, name: str = "") -> tuple[str, str]:
@@ -115,7 +115,7 @@ def interpreter(version: str, name: str = "") -> tuple[str, str]:
         if done.returncode == 0 and (full == version or full.startswith(version + ".")):
             return candidate, full
     pyenv = Path(os.environ.get("PYENV_ROOT", Path.home() / ".pyenv")) / "versions"
-    raise StackError(
+    raise BuildError(
         f"environment {name!r} asks for Python {version}: none found under {pyenv} or as "
         f"python{version} on PATH (e.g. `pyenv install {version}`)"
     )
@@ -160,10 +160,10 @@ def _build(name: str, pins: dict[str, str], folder: Path, python: Path, base: st
     _install(python, ["-c", str(constraints), *requirements, *extra], log, name, released)
     wrong = mismatches(pins, installed_versions(str(python), list(pins)))
     if wrong:
-        raise StackError(f"environment {name!r}: the install gave {', '.join(wrong)}")
+        raise BuildError(f"environment {name!r}: the install gave {', '.join(wrong)}")
     problem = subprocess.run([str(python), "-c", STACK_PROBE], capture_output=True, text=True)
     if problem.returncode != 0:
-        raise StackError(
+        raise BuildError(
             f"environment {name!r}: torch and transformers do not work together: "
             f"{(problem.stderr or problem.stdout).strip()[-400:]}"
         )
@@ -211,11 +211,11 @@ def is_built(name: str, pins: dict[str, str], cache_root: Path, python: str = ""
     """Whether the environment for `pins` was built to the end (`build` reuses it; nothing is built here)."""
     try:
         return (folder_of(name, pins, cache_root, python) / READY_MARKER).exists()
-    except StackError:
+    except BuildError:
         return False
 
 
-def build(name: str, pins: dict[str, str], cache_root: Path, python: str = "") -> Stack:
+def build(name: str, pins: dict[str, str], cache_root: Path, python: str = "") -> BuiltEnvironment:
     """The environment for `pins` on Python `python` ('' = the project's), built into `cache_root` on first use
     (torch first, alone, as `make` does)."""
     base, version = interpreter(python, name)
@@ -237,11 +237,11 @@ def build(name: str, pins: dict[str, str], cache_root: Path, python: str = "") -
                 raise
             marker.write_text(json.dumps({"name": name, "pins": pins, "python": version}))
         elif damage := broken(python):  # built before, harmed since (a file deleted): every trial of it would fail
-            raise StackError(
+            raise BuildError(
                 f"environment {name!r} ({folder}) is broken: {damage}; remove it (python -m compilebench.environments "
                 f"--remove {name}) and it is built again on first use"
             )
-    return Stack(name, pins, str(python), key, freeze(str(python)))
+    return BuiltEnvironment(name, pins, str(python), key, freeze(str(python)))
 
 
 DEVICE_PROBE = (
@@ -273,25 +273,25 @@ def device_problem(probe: dict, label: str, device: str) -> str | None:
     return None
 
 
-def check_device(stack: Stack, label: str, device: str) -> None:
+def check_device(stack: BuiltEnvironment, label: str, device: str) -> None:
     """`device` is usable in this environment's torch: a CUDA build that sees that GPU (before any work)."""
     if not device.startswith("cuda"):
         return
     done = subprocess.run([stack.python, "-c", DEVICE_PROBE], capture_output=True, text=True)
     if done.returncode != 0:
-        raise StackError(f"environment {label!r}: torch does not import: {done.stderr.strip()[-300:]}")
+        raise BuildError(f"environment {label!r}: torch does not import: {done.stderr.strip()[-300:]}")
     problem = device_problem(json.loads(done.stdout), label, device)
     if problem:
-        raise StackError(problem)
+        raise BuildError(problem)
 
 
-def stacks(selected: list[dict], root: Path, cache_root: Path) -> dict[str, Stack]:
+def stacks(selected: list[dict], root: Path, cache_root: Path) -> dict[str, BuiltEnvironment]:
     """The interpreter of each environment (by label), built or reused; an environment that pins nothing (it only
     sets settings) takes `current`'s, built or reused as `current` is. Alone, `current` is the project's own
     interpreter (checked against its pins); compared with anything (an A/A run included), it is built by the same
     recipe as the others, a minimal venv from the project's pins, so an A/B differs only in what the user pinned
     and not in the project's own tools (mlflow, dvc, pandas) sitting in one side's process."""
-    built: dict[str, Stack] = {}
+    built: dict[str, BuiltEnvironment] = {}
     by_label = {}
     compared = len(selected) > 1
     for entry in selected:
@@ -359,7 +359,7 @@ def wanted_folders(config: Any, root: Path) -> set[Path]:
         if entry.pins:
             try:
                 folders.add(folder_of(name, resolve(project, entry.pins), cache_root, entry.python))
-            except StackError:
+            except BuildError:
                 continue  # its Python is not on this machine: nothing of it can be built here
     return folders | last_run_folders(root / config.paths.results, cache_root)
 
@@ -433,7 +433,7 @@ def remove(built: list[Built], names: list[str], unused: bool, lock: Path) -> li
     chosen = [entry for entry in built if (unused and not entry.wanted) or entry.name in names]
     missing = sorted(set(names) - {entry.name for entry in built})
     if missing:
-        raise StackError(f"no built environment {missing}; built here: {sorted({e.name for e in built}) or 'none'}")
+        raise BuildError(f"no built environment {missing}; built here: {sorted({e.name for e in built}) or 'none'}")
     if not lock.parent.parent.is_dir():  # not a DVC project: no pipeline of it can be running
         lock = Path(os.devnull)
     else:
@@ -442,7 +442,7 @@ def remove(built: list[Built], names: list[str], unused: bool, lock: Path) -> li
         try:
             fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            raise StackError(
+            raise BuildError(
                 f"a make run, compare or gpu runs in this project (it holds {lock}): nothing removed, "
                 "since it may be using them"
             ) from None
@@ -455,7 +455,7 @@ def remove(built: list[Built], names: list[str], unused: bool, lock: Path) -> li
                 except BlockingIOError:
                     busy.append(entry.name)
             if busy:  # a benchmark runs on it, maybe another project's sharing this folder of environments
-                raise StackError(
+                raise BuildError(
                     f"environment(s) {busy} in use by a running benchmark (of this project or another whose "
                     f"paths.environments is {chosen[0].folder.parent}): nothing removed; remove them once it has ended"
                 )
@@ -504,7 +504,7 @@ def main() -> None:
             config = stage_config(overrides=[f"compare=[{','.join(names)}]"])
         unknown = sorted(set(names) - set(config.environments))
         if unknown:
-            raise StackError(f"unknown environments {unknown}; params.yaml defines {sorted(config.environments)}")
+            raise BuildError(f"unknown environments {unknown}; params.yaml defines {sorted(config.environments)}")
         root = Path.cwd()
         project = project_pins(root)
         for name in names:
@@ -520,7 +520,7 @@ def main() -> None:
             run_as = f"; settings {settings}" if settings else ""  # an environment of settings runs current's
             pins = ", ".join(f"{k}=={v}" for k, v in stack.pins.items())
             print(f"{name}: {stack.python} ({pins}{run_as}; Python {python or platform.python_version()})")
-    except StackError as error:
+    except BuildError as error:
         LOGGER.error("%s", error)
         sys.exit(2)
 

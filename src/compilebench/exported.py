@@ -25,7 +25,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from compilebench import journal, recording, reference, runner, tracking
-from compilebench.analysis import adaptive, plan, run_record
+from compilebench.analysis import adaptive, plan, pricing, run_record
 from compilebench.config import Config, ConfigError
 from compilebench.harness import models, results_folder
 from compilebench.harness.files import write_json
@@ -61,7 +61,7 @@ def export(config: Config, folder: Path, window_min: float | None = None, prime_
     """A plan another machine can run with only torch and transformers: trials, checkpoint recipes, image, harness;
     into a new or empty folder only, written whole or not at all (built beside it, then renamed into place).
 
-    With `window_min`, the plan in as few windows of at most that many estimated minutes as `plan.windows` packs it
+    With `window_min`, the plan in as few windows of at most that many estimated minutes as `pricing.windows` packs it
     (its prime `prime_at_once` at a time, as the window's launcher --prime N), each a plan of its own in FOLDER-w1,
     FOLDER-w2, ...: all of them written, or none."""
     folder = folder.resolve()
@@ -217,7 +217,7 @@ def split_export(
     window_min: float,
     prime_at_once: int,
 ) -> list[tuple[Path, Plan, dict, list[dict]]]:
-    """The plan as windows of at most `window_min` estimated minutes (plan.windows), each an invocation of its own
+    """The plan as windows of at most `window_min` estimated minutes (pricing.windows), each an invocation of its own
     with the models, cells, recipes and carried checkpoints its trials use, its suite named `SUITE-wN`, in
     FOLDER-wN; `costs` is cost_table's."""
     if costs is None:
@@ -232,9 +232,9 @@ def split_export(
             f"least 1 (got {prime_at_once})"
         )
     parts = []
-    split = plan.windows(list(whole.trials), costs, window_min, prime_at_once)
+    split = pricing.windows(list(whole.trials), costs, window_min, prime_at_once)
     for number, trials in enumerate(split, start=1):
-        window_s = plan.window_seconds(plan.estimate(trials, costs), prime_at_once)
+        window_s = pricing.window_seconds(pricing.estimate(trials, costs), prime_at_once)
         if window_s > window_min * 60:
             units = ", ".join(dict.fromkeys(f"{spec.model.label} bs{spec.batch_size}" for spec in trials))
             LOGGER.warning(
@@ -353,7 +353,7 @@ def estimate_line(
     costs_path = config.paths.gpu_costs
     if costs is None:
         return f"no estimate of the plan's time: {costs_path} holds costs measured on a GPU, for device cuda"
-    found = plan.estimate(trials, costs)
+    found = pricing.estimate(trials, costs)
     borrowed = (
         f"; no measured cost for {len(found.borrowed)} (model, variant): {', '.join(found.borrowed[:6])}"
         + (" ..." if len(found.borrowed) > 6 else "")
@@ -371,7 +371,7 @@ def estimate_line(
         ""
         if prime_at_once is None
         else (
-            f"; {plan.window_seconds(found, prime_at_once) / 60:.1f} minutes in all with the prime "
+            f"; {pricing.window_seconds(found, prime_at_once) / 60:.1f} minutes in all with the prime "
             f"{prime_at_once} at a time"
         )
     )

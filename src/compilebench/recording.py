@@ -193,7 +193,9 @@ def parent_params(selection: dict[str, Any], config: Config, run_context: Contex
     }
 
 
-def environment_infos(selection: dict, stacks: dict[str, environments.Stack]) -> dict[str, run_record.EnvironmentInfo]:
+def environment_infos(
+    selection: dict, stacks: dict[str, environments.BuiltEnvironment]
+) -> dict[str, run_record.EnvironmentInfo]:
     """Each compared environment by label: its stack (interpreter, pins, package list) and its settings; the settings
     are part of its key, so one stack run two ways is two environments, never an A/A."""
     info = {}

@@ -205,7 +205,7 @@ BATCH_RATIO_GPU = "A100"  # with the `default` scenario (torch 2.0.1), the doc m
 def batch_ratios(published: pd.DataFrame) -> dict[str, dict[str, dict[str, float]]]:
     """Per model, how the doc's latency grows with the batch size (torch 2.0.1 on the A100): each batch size's eager
     and compiled (`default`) latency over batch 1's, keyed as a cost table's latencies are (`eager_ms`, `call_ms`,
-    by batch size). What an estimate scales a latency measured at another batch size by (plan.estimate)."""
+    by batch size). What an estimate scales a latency measured at another batch size by (pricing.estimate)."""
     rows = published[(published["scenario"] == scenario_for("default")) & (published["gpu"] == BATCH_RATIO_GPU)]
     found: dict[str, dict[str, dict[str, float]]] = {}
     for model_id, group in rows.groupby("model_id"):
