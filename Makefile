@@ -53,12 +53,13 @@ series: $(STAMP) .dvc/config  ## make series TORCH="2.0.1 2.6.0 2.15.0" [SEED=1]
 	python -m compilebench.aggregate --check 9>&-  # exit 3 / 4 as compare
 
 # Where it changed: the ends measured, then the release in the middle of each changed headline's span, until each
-# change is pinned to one step between adjacent releases (compilebench/bisect.py). Each round a DVC experiment.
-bisect: $(STAMP) .dvc/config  ## make bisect TORCH="2.0.1 2.15.0" | TRANSFORMERS="4.57.6 5.24.0" [SEED=1] [AA=1] [COMPILE=1]: where a headline changed
+# change is pinned to one step between adjacent releases (compilebench/bisect.py). Each round a DVC experiment; a step
+# a compiled headline is pinned to is explained right after its round (EXPLAIN=0: not).
+bisect: $(STAMP) .dvc/config  ## make bisect TORCH="2.0.1 2.15.0" | TRANSFORMERS="4.57.6 5.24.0" [SEED=1] [AA=1] [COMPILE=1] [EXPLAIN=0]: where a headline changed, and why
 	test -n "$(TORCH)$(TRANSFORMERS)" || { echo "usage: make bisect TORCH=\"2.0.1 2.15.0\" (the ends, oldest first; \
 	more: exactly those releases) or TRANSFORMERS=\"4.57.6 5.24.0\""; exit 2; }
 	$(ONE_PIPELINE); python -m compilebench.bisect $(if $(TORCH),--torch $(TORCH),--transformers $(TRANSFORMERS)) \
-		$(if $(SEED),--seed $(SEED)) $(if $(AA),--aa) $(if $(COMPILE),--compile) 9>&-
+		$(if $(SEED),--seed $(SEED)) $(if $(AA),--aa) $(if $(COMPILE),--compile) $(if $(filter 0,$(EXPLAIN)),--no-explain) 9>&-
 
 # Why it changed: one profiled process per side for each compiled cell the last comparison found changed (or CELL),
 # A beside B by kernel category, the compile-time table, what the compiler made (compilebench/explain.py).

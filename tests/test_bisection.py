@@ -1,5 +1,6 @@
 """A bisect's decisions over judged steps (analysis/bisection.py): hand-made steps in, searches and rounds out."""
 
+import json
 import math
 from dataclasses import replace
 
@@ -156,8 +157,6 @@ def test_the_aa_step_of_the_first_round_never_starts_a_search():
 def test_the_journal_reads_back_what_it_wrote():
     rounds = [ENDS, result((0, 4, 8), (RESNET.cell,), [(RESNET, (0, 4, "equivalent")), (RESNET, (4, 8, "slower"))], 1)]
     journal = bisection.Journal(SPEC, "suite: cpu\n", rounds)
-    import json
-
     again = bisection.Journal.from_dict(json.loads(json.dumps(journal.to_dict())))
     assert again == journal and bisection.replay(SPEC, again.rounds) == bisection.replay(SPEC, rounds)
 
@@ -279,3 +278,38 @@ def test_rounds_that_narrow_a_change_come_before_retries_of_undecided_steps():
     ]
     plan, _ = bisection.next_plan(SPEC, [first], units=3)
     assert plan.positions == (0, 4, 8)
+
+
+def test_the_round_that_pins_a_compiled_headline_has_its_step_explained_once_and_counted():
+    eager = Headline("microsoft/resnet-50", "ResNet", 1, "eager", "eager_latency")
+    ends = result((0, 2), (), [(RESNET, (0, 2, "slower", 1.5)), (eager, (0, 2, "slower", 1.2))], 0)
+    narrowed = [(RESNET, (0, 1, "equivalent")), (RESNET, (1, 2, "slower")), (eager, (0, 1, "slower"))]
+    narrowed += [(eager, (1, 2, "equivalent"))]
+    rounds = [ends, result((0, 1, 2), (RESNET.cell, eager.cell), narrowed, 1)]
+    spec = replace(SPEC, releases=NAMES[:3])
+    assert bisection.to_explain(spec, rounds[:1]) == []  # nothing pinned yet
+    assert bisection.to_explain(spec, rounds) == [(1, 2)]  # ResNet default's step; the eager one is not compiled
+    explained = replace(rounds[-1], explained=((1, 2),), explain_s=300.0)
+    written = json.dumps(bisection.Journal(spec, "", [ends, explained]).to_dict())
+    again = bisection.Journal.from_dict(json.loads(written))
+    assert again.rounds[-1] == explained
+    later = result((0, 1, 2), (VIT.cell,), [], 2)
+    assert bisection.to_explain(spec, [ends, explained, later]) == []  # pinned before: explained with its own round
+    halved = [ENDS, result((0, 4, 8), (RESNET.cell,), [(RESNET, (0, 4, "equivalent")), (RESNET, (4, 8, "slower"))], 1)]
+    plan, _ = bisection.next_plan(SPEC, halved, 3)
+    enough = replace(SPEC, budget_min=(1200 + bisection.round_price_s(plan, halved, 3, {0, 4, 8}) + 30) / 60)
+    assert bisection.next_plan(enough, halved, 3)[0] == plan
+    assert bisection.next_plan(enough, [ENDS, replace(halved[1], explain_s=60.0)], 3)[0] is None  # explains count
+    moved = {"category": "generated kernels", "a_ms": 40.0, "b_ms": 60.0, "delta_ms": 20.0}
+    entry = {"target": {"label": "ResNet", "batch_size": 1, "variant": "default"}, "profiled": True, "moved": [moved]}
+    searches = bisection.replay(spec, [ends, explained])
+    text = report(spec, [ends, explained], searches, why={(1, 2): [entry]})
+    assert "## Why it changed" in text
+    assert (
+        "- torch-2.1.0 → torch-2.2.0, ResNet bs1 default: moved: generated kernels 40.00 → 60.00 ms "
+        "([report](explain/torch-2.1.0-torch-2.2.0/report.md))" in text
+    )
+    assert "| 1 step(s), 300 s |" in text and "25.0 min of rounds, their explains included" in text
+    unexplained = report(spec, [ends, rounds[-1]], searches)
+    assert "- torch-2.1.0 → torch-2.2.0: not explained" in unexplained
+    assert "torch-2.0.0 → torch-2.1.0: not explained" not in unexplained  # the eager step is not the compiler's

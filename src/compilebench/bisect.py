@@ -24,6 +24,11 @@ cells, so every round is a DVC experiment and an MLflow parent run of its own, i
 (`environments --remove-unused` frees them). The journal (`paths.bisect`/NAME/journal.json) holds every round
 finished; state is replayed from it, so a killed bisect resumes with the round it was in (whose benchmark resumes from
 its own journal). params.yaml is put back as it was when the bisect ends.
+
+Why it changed: right after a round that pinned a compiled headline (compiled latency, speedup, compile time) to a
+step, explain.py profiles that step's changed compiled cells on the round's runs and warm caches (one process a side),
+kept in NAME/explain/OLDER-NEWER/; the report names the categories that moved, and the time counts against the budget
+(`--no-explain`: not).
 """
 
 from __future__ import annotations
@@ -119,6 +124,47 @@ def run_round(spec: Spec, plan: RoundPlan, number: int, config: Config, folder: 
     return RoundResult(plan, name, wall_s, tuple(steps), tuple(values), info.processes or 0)
 
 
+def explain_folder(spec: Spec, step: tuple[int, int], folder: Path) -> Path:
+    """Where a pinned step's explain is kept: `explain/OLDER-NEWER/` in the bisect's folder."""
+    return folder / "explain" / f"{spec.releases[step[0]]}-{spec.releases[step[1]]}"
+
+
+def explain_steps(
+    spec: Spec, steps: list[tuple[int, int]], config: Config, folder: Path
+) -> tuple[tuple[tuple[int, int], ...], float]:
+    """Why each step the round just run pinned changed: `python -m compilebench.explain --b NEWER` on the round's
+    comparison, runs and warm caches (the workspace's until the next round), its paths.explain kept per step. A
+    failed explain is said and skipped: the bisect's answer stands without it. Returns the steps explained and the
+    wall time it took (params.yaml as the round ran it: explain plans the round's own trials)."""
+    began, done = time.monotonic(), []
+    out = Path(config.paths.explain)
+    for step in steps:
+        newer = spec.releases[step[1]]
+        shutil.rmtree(out, ignore_errors=True)  # the last explain's, of another comparison
+        LOGGER.info("bisect: explaining %s → %s", spec.releases[step[0]], newer)
+        ran = subprocess.run([sys.executable, "-m", "compilebench.explain", "--b", newer], check=False)
+        if ran.returncode != 0 or not (out / "explain.json").exists():
+            LOGGER.warning("bisect: explain of the step to %s exited %d; the bisect goes on", newer, ran.returncode)
+            continue
+        kept = explain_folder(spec, step, folder)
+        shutil.rmtree(kept, ignore_errors=True)
+        shutil.copytree(out, kept)
+        done.append(step)
+    return tuple(done), time.monotonic() - began
+
+
+def why_of(spec: Spec, rounds: list[RoundResult], folder: Path) -> dict[tuple[int, int], list[dict]]:
+    """Each explained step's explain.json (its cells, whether both sides were profiled, the categories that
+    moved), read from the bisect's folder."""
+    found = {}
+    for result in rounds:
+        for step in result.explained:
+            path = explain_folder(spec, step, folder) / "explain.json"
+            if path.exists():
+                found[step] = read_json(path)
+    return found
+
+
 def fixed_companions(spec: Spec, config: Config) -> dict[str, releases.Release]:
     """The releases whose companions a round alone would choose otherwise: resolved once over the whole bisect (the
     oldest release decides, as in a series of all of them), so a release is one stack in every round."""
@@ -184,9 +230,10 @@ def release_names(package: str, versions: list[str], index: list[str] | None) ->
     return [f"{package}-{version}" for version in chosen]
 
 
-def run(spec: Spec, config: Config, fresh: bool, max_rounds: int | None) -> list[Search]:
-    """The bisect: rounds until every search has ended (or the budget, or `max_rounds` this call); the journal
-    after each round, the report at the end; params.yaml as it was before."""
+def run(spec: Spec, config: Config, fresh: bool, max_rounds: int | None, explain: bool = True) -> list[Search]:
+    """The bisect: rounds until every search has ended (or the budget, or `max_rounds` this call); after a round that
+    pinned a compiled headline, that step explained (unless not `explain`); the journal after each round and each
+    explain, the report at the end; params.yaml as it was before."""
     folder = Path(config.paths.bisect) / spec.name
     path = folder / "journal.json"
     params = Path("params.yaml")
@@ -219,13 +266,19 @@ def run(spec: Spec, config: Config, fresh: bool, max_rounds: int | None) -> list
             journal.rounds.append(result)
             write_json(path, journal.to_dict())
             ran += 1
+            steps = bisection.to_explain(spec, journal.rounds) if explain else []
+            if steps:
+                explained, explain_s = explain_steps(spec, steps, config, folder)
+                journal.rounds[-1] = replace(result, explained=explained, explain_s=explain_s)
+                write_json(path, journal.to_dict())
     finally:
         write_atomic(params, journal.params_before)
     folder.mkdir(parents=True, exist_ok=True)
     if searches:
         drawn = figure(spec, journal.rounds, searches, config.plot.width_in)
         drawn.savefig(folder / "bisect.png", dpi=config.plot.dpi)
-    write_atomic(folder / "report.md", report(spec, journal.rounds, searches, finished=plan is None))
+    why = why_of(spec, journal.rounds, folder)
+    write_atomic(folder / "report.md", report(spec, journal.rounds, searches, finished=plan is None, why=why))
     if plan is None:
         write_json(folder / "bisect.json", {"spec": asdict(spec), "searches": [asdict(s) for s in searches]})
     return searches
@@ -272,12 +325,15 @@ def main() -> None:
     )
     parser.add_argument("--max-rounds", type=int, metavar="N", help="stop after N rounds now; run again to resume")
     parser.add_argument("--fresh", action="store_true", help="forget this bisect's journal and start over")
+    parser.add_argument(
+        "--no-explain", action="store_true", help="do not profile the steps it pins (explain.py: why they changed)"
+    )
     args = parser.parse_args()
     config = stage_config()
     try:
         spec = spec_of(args, config)
         load_config(overrides=[f"compare=[{','.join(spec.releases)}]"])  # every name resolves: before any round
-        searches = run(spec, config, args.fresh, args.max_rounds)
+        searches = run(spec, config, args.fresh, args.max_rounds, not args.no_explain)
     except (BisectError, ConfigError, OSError) as error:
         LOGGER.error("%s", error)
         sys.exit(2)

@@ -32,8 +32,9 @@ import shutil
 import sys
 import tempfile
 import time
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
+from typing import Any
 
 from compilebench import environments, recording, tracking
 from compilebench.analysis import compare, explain
@@ -217,6 +218,22 @@ def attach(config: Config, run_uids: dict[str, str | None], folders: dict[str, P
         LOGGER.warning("explain: not attached to MLflow (%s); the files are in %s", error, config.paths.explain)
 
 
+def summary(target: Target, sides: dict[str, Any], latency: dict[str, float | None], margin: float) -> dict:
+    """A target's line of explain.json: the step and cell, each side's measured latency, whether both sides were
+    profiled, and the categories that moved (what a bisect's report names beside the step it pinned)."""
+    a, b = sides[target.baseline], sides[target.candidate]
+    again = sides.get(f"{target.candidate}{AGAIN}")
+    profiled = isinstance(a, explain.Side) and isinstance(b, explain.Side)
+    moved = explain.moved(a, b, margin, again if isinstance(again, explain.Side) else None) if profiled else []
+    return {
+        "target": target.__dict__,
+        "latency_ms": latency,
+        "profiled": profiled,
+        "moved": [asdict(shift) for shift in moved],
+        "folder": target.slug,  # its sides' files, beside report.md
+    }
+
+
 def parse_cell(text: str) -> tuple[str, int, str]:
     parts = text.split()
     if len(parts) != 3 or not parts[1].isdigit():
@@ -292,9 +309,7 @@ def main() -> None:
         attach(config, uids, folders)
     text = report(explained, config.margin)
     write_atomic(out / "report.md", text)
-    write_json(
-        out / "explain.json", [{"target": target.__dict__, "latency_ms": latency} for target, _, latency in explained]
-    )
+    write_json(out / "explain.json", [summary(*entry, config.margin) for entry in explained])
     print(text)
     LOGGER.info("explain: %s", out / "report.md")
 

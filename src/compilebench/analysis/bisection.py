@@ -22,6 +22,7 @@ from compilebench.harness.records import EAGER
 
 HEADLINES = ("eager_latency", "compiled_latency", "speedup")  # what a bisect searches; with --compile also:
 COMPILE_HEADLINES = ("compile_warm", "compile_cold")
+EXPLAINED = ("compiled_latency", "speedup", *COMPILE_HEADLINES)  # a step pinned on one is explained (explain.py)
 OPEN, RETRY, PINNED, SPREAD, UNRESOLVED, OUT_OF_TIME = (
     "open",
     "retry",
@@ -113,6 +114,8 @@ class RoundResult:
     steps: tuple[tuple[Headline, Step], ...]
     values: tuple[tuple[Headline, int, float], ...] = ()
     processes: int = 0
+    explained: tuple[tuple[int, int], ...] = ()  # the steps it pinned that explain profiled, on its runs and caches
+    explain_s: float = 0.0  # the wall time that took, after the round
 
     @classmethod
     def from_dict(cls, raw: dict[str, Any]) -> RoundResult:
@@ -126,6 +129,8 @@ class RoundResult:
             ),
             tuple((Headline(**headline), position, value) for headline, position, value in raw["values"]),
             raw.get("processes", 0),
+            tuple(tuple(step) for step in raw.get("explained", ())),
+            raw.get("explain_s", 0.0),
         )
 
 
@@ -404,12 +409,27 @@ def values_of(rows: list[dict[str, Any]], labels: list[str], positions: tuple[in
     return found
 
 
+def to_explain(spec: Spec, rounds: list[RoundResult]) -> list[tuple[int, int]]:
+    """The steps the last round pinned a compiled headline to (compiled latency, speedup, compile time) that no
+    earlier round had: each is explained right after that round, while its runs and warm caches are the workspace's."""
+    if not rounds:
+        return []
+    before = {(s.headline, s.low, s.high) for s in replay(spec, rounds[:-1]) if s.state == PINNED}
+    return sorted(
+        {
+            (s.low, s.high)
+            for s in replay(spec, rounds)
+            if s.state == PINNED and s.headline.metric in EXPLAINED and (s.headline, s.low, s.high) not in before
+        }
+    )
+
+
 def next_plan(spec: Spec, rounds: list[RoundResult], units: int) -> tuple[RoundPlan | None, list[Search]]:
     """The next round to run (None: done, or none fits the budget) and the searches as they stand."""
     if not rounds:
         return ends_plan(spec), []
     searches = replay(spec, rounds)
-    spent_s = sum(result.wall_s for result in rounds)
+    spent_s = sum(result.wall_s + result.explain_s for result in rounds)
     built = {position for result in rounds for position in result.plan.positions}
     for plan in next_rounds(searches, spec):
         if spent_s + round_price_s(plan, rounds, units, built) <= spec.budget_min * 60:

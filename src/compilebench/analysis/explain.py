@@ -216,6 +216,12 @@ def within_aa(found: list[Shift], aa: dict[str, Shift]) -> list[Shift]:
     ]
 
 
+def moved(a: Side, b: Side, margin: float, again: Side | None = None) -> list[Shift]:
+    """The categories that moved from A to B, beside B's A/A (`again`, B's second process) where there is one."""
+    aa = {shift.category: shift for shift in shifts(b, again, margin)} if again else {}
+    return [shift for shift in within_aa(shifts(a, b, margin), aa) if shift.moved]
+
+
 def moved_events(a: Side, b: Side, count: int = 6) -> list[tuple[str, str, float, float]]:
     """The events (kernels matched by kernel_key) whose ms per call moved most: (name, category, A ms, B ms)."""
     names = set(a.events) | set(b.events)

@@ -1,11 +1,12 @@
-"""A bisect's answer in Markdown: per searched headline where it changed, the A/A step, the rounds it took."""
+"""A bisect's answer in Markdown: per searched headline where it changed, why (the explained steps), the A/A step,
+the rounds it took."""
 
 from __future__ import annotations
 
 import math
 
-from compilebench.analysis import stats
-from compilebench.analysis.bisection import Headline, RoundResult, Search, Spec, Step, is_direction
+from compilebench.analysis import bisection, stats
+from compilebench.analysis.bisection import PINNED, Headline, RoundResult, Search, Spec, Step, is_direction
 
 UNITS = {"eager_latency": " ms", "compiled_latency": " ms", "speedup": "×", "compile_warm": " s", "compile_cold": " s"}
 
@@ -33,15 +34,55 @@ def _ratio_text(step: Step) -> str:
     return f"{step.verdict} {step.ratio:.3f} [{step.ci_low:.3f}, {step.ci_high:.3f}]"
 
 
-def report(spec: Spec, rounds: list[RoundResult], searches: list[Search], finished: bool = True) -> str:
-    """The bisect's answer in Markdown: per searched headline, where it changed, and the rounds it took."""
+def _why(spec: Spec, searches: list[Search], why: dict[tuple[int, int], list[dict]]) -> list[str]:
+    """Per step a compiled headline was pinned to: the categories of the compiled call that moved there (explain's
+    profiled processes), linked to its report; a pinned step not explained said so."""
     names = spec.releases
-    wall = sum(result.wall_s for result in rounds)
+    pinned = sorted(
+        {(s.low, s.high) for s in searches if s.state == PINNED and s.headline.metric in bisection.EXPLAINED}
+    )
+    if not pinned:
+        return []
+    lines = ["", "## Why it changed", ""]
+    for low, high in pinned:
+        step = f"{names[low]} → {names[high]}"
+        entries = why.get((low, high))
+        if entries is None:
+            lines.append(f"- {step}: not explained (`--no-explain`, or its explain failed: the log says)")
+            continue
+        link = f"[report](explain/{names[low]}-{names[high]}/report.md)"
+        for entry in entries:
+            target = entry["target"]
+            cell = f"{target['label']} bs{target['batch_size']} {target['variant']}"
+            if not entry["profiled"]:
+                said = "a side's profiled process failed (its report says why)"
+            elif entry["moved"]:
+                said = "moved: " + ", ".join(
+                    f"{m['category']} {m['a_ms']:.2f} → {m['b_ms']:.2f} ms" for m in entry["moved"]
+                )
+            else:
+                said = "no category of the compiled call moved beyond its own spread and the margin"
+            lines.append(f"- {step}, {cell}: {said} ({link})")
+    return lines
+
+
+def report(
+    spec: Spec,
+    rounds: list[RoundResult],
+    searches: list[Search],
+    finished: bool = True,
+    why: dict[tuple[int, int], list[dict]] | None = None,
+) -> str:
+    """The bisect's answer in Markdown: per searched headline, where it changed, why (where a compiled headline's
+    step was explained: `why`, each explained step's explain.json entries), and the rounds it took."""
+    names = spec.releases
+    wall = sum(result.wall_s + result.explain_s for result in rounds)
     lines = [
         f"# Bisect {spec.name}",
         "",
         f"{names[0]} → {names[-1]}: {len(names)} releases, {len(rounds)} round(s), {wall / 60:.1f} min of "
-        f"rounds (budget {spec.budget_min:g} min), seed {spec.seed}. Releases: {', '.join(names)}.",
+        f"rounds, their explains included (budget {spec.budget_min:g} min), seed {spec.seed}. "
+        f"Releases: {', '.join(names)}.",
         "",
     ]
     if not finished:
@@ -86,12 +127,19 @@ def report(spec: Spec, rounds: list[RoundResult], searches: list[Search], finish
         )
     if searches:
         lines += ["", "![bisect](bisect.png)"]
-    lines += ["", "| round | releases | cells | blocks | wall | DVC experiment |", "|---|---|---|---|---|---|"]
+    lines += _why(spec, searches, why or {})
+    lines += [
+        "",
+        "| round | releases | cells | blocks | wall | explain | DVC experiment |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for number, result in enumerate(rounds):
         cells = ", ".join(f"{model.split('/')[-1]} bs{b} {v}" for model, b, v in result.plan.cells) or "the suite"
         lines.append(
             f"| {number} | {' '.join(names[p] for p in result.plan.positions)} | {cells} | "
-            f"{result.plan.replicates} | {result.wall_s / 60:.1f} min | `{result.experiment}` |"
+            f"{result.plan.replicates} | {result.wall_s / 60:.1f} min | "
+            + (f"{len(result.explained)} step(s), {result.explain_s:.0f} s" if result.explain_s else "")
+            + f" | `{result.experiment}` |"
         )
     return "\n".join(lines) + "\n"
 
