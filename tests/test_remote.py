@@ -13,7 +13,7 @@ import uuid
 
 import mlflow
 import pytest
-from conftest import OTHER, make_project, project_env, run_ok, set_params
+from conftest import OTHER, make_dry_run, make_project, project_env, run_ok, set_params
 
 from compilebench import exported as exported_module
 from compilebench import runner
@@ -293,6 +293,42 @@ def test_an_export_splits_paper_bs1_into_gpu_windows_that_hold_its_16_cells_each
         timeout=600,
     )
     assert cpu.returncode == 2 and "device cuda" in cpu.stderr and not (tmp_path / "cpu-w1").exists()
+
+
+def test_make_gpu_plan_checks_its_first_window_on_this_cpu_before_a_gpu_is_lent(exported, tmp_path):
+    """`make gpu-plan`'s own commands, read from the Makefile, in a project (the paper suite narrowed to ViT-B/16, its
+    three published cells, for time): the cells exported as GPU windows, then the first window's runner runs that
+    window's first trial once on this CPU. A key the config no longer takes, a stale export or a recipe that cannot be
+    built fails here; the check writes nothing beside the plan. A plan whose first model has neither a recipe nor a
+    checkpoint is refused with its reason."""
+    root, _, env, _, _ = exported
+    line = make_dry_run("gpu-plan", f"DIR={tmp_path / 'gpu'}")
+    line = line[line.index("python -m compilebench.benchmark") :]
+    narrowed = line.replace(
+        "--set suite=paper", "--set suite=paper --set suites.paper.models=[google/vit-base-patch16-224]"
+    )
+    assert narrowed != line
+    done = run_ok(["bash", "-c", narrowed], root, env)
+    first = tmp_path / "gpu-w1"
+    plan = json.loads((first / "plan.json").read_text())
+    trial = plan["trials"][0]
+    said = f"check on the CPU: {trial['model']['label']} bs{trial['batch_size']} {trial['variant']['name']}"
+    assert said in done.stdout and "ended ok" in done.stdout, done.stdout[-2000:]
+    assert trial["timing"]["device"] == "cuda"  # the GPU's plan, its first trial run on the CPU
+    assert not (first / "results").exists() and not (first / "checkpoints").exists()  # nothing beside the plan
+    plan["trials"][0]["model"]["model_id"] = "nobody/no-such-model"  # its recipe no longer matches
+    (first / "plan.json").write_text(json.dumps(plan))
+    bare = {key: value for key, value in env.items() if key not in ("VIRTUAL_ENV", "PYTHONPATH")}
+    broken = subprocess.run(
+        [sys.executable, "runner.pyz", "plan.json", "results", "--check-on-cpu"],
+        cwd=first,
+        env=bare,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert broken.returncode == 2 and "nobody/no-such-model, which has neither a checkpoint recipe" in broken.stderr
+    assert "Traceback" not in broken.stderr and not (first / "results").exists()
 
 
 @pytest.mark.parametrize("minutes", ["nan", "0", "-3", "inf"])

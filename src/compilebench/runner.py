@@ -3,6 +3,7 @@
     python -m compilebench.runner build DIR        # DIR/runner.pyz from this commit's code; prints its SHA-256
     python runner.pyz PLAN.json OUT [--prime N] [--cpus 2-9] [--stop-after-min M] [--python ENV=PATH ...]
     python runner.pyz PLAN.json OUT --end          # the plan ends as it stands: no further window runs it
+    python runner.pyz PLAN.json OUT --check-on-cpu # its first trial once on this CPU, in a scratch folder
     python runner.pyz --overlay DIR WHEEL [...]    # a second stack: carried wheels over this interpreter's packages
 
 `runner.pyz` is a zipapp of `compilebench/harness/` (what a trial process imports, and the launcher) and
@@ -27,6 +28,7 @@ import io
 import json
 import logging
 import sys
+import tempfile
 import time
 import zipfile
 from dataclasses import replace
@@ -36,7 +38,16 @@ from compilebench.harness import launcher, overlay
 from compilebench.harness.files import append_lines, write_json
 from compilebench.harness.groups import end_trials_on_signal
 from compilebench.harness.reading import read_plan
-from compilebench.harness.records import CURRENT, Plan, RecordError, TrialResult, TrialSpec
+from compilebench.harness.records import (
+    CACHE_COLD,
+    CURRENT,
+    KIND_PAIRED,
+    STATUS_OK,
+    Plan,
+    RecordError,
+    TrialResult,
+    TrialSpec,
+)
 from compilebench.harness.results_folder import (
     ADDED_TRIALS,
     FINISHED,
@@ -46,6 +57,7 @@ from compilebench.harness.results_folder import (
     plan_progress,
     read_results,
 )
+from compilebench.harness.trial_process import run_trial_process
 
 LOGGER = logging.getLogger(__name__)
 
@@ -139,6 +151,50 @@ def end(plan: Plan, out: Path) -> None:
     )
 
 
+CPU_CHECK = {  # --check-on-cpu's timing: one brief pass, no device memory cap
+    "device": "cpu",
+    "min_iters": 2,
+    "min_time_s": 0.0,
+    "warmup_iters": 1,
+    "warmup_s": 0.0,
+    "memory_limit_mib": 0.0,
+}
+
+
+def check_on_cpu(plan: Plan, plan_path: Path, python: str, timeout_s: float) -> TrialResult:
+    """The plan's first trial, once, on this machine's CPU: its checkpoint built from its recipe and its process run
+    by this runner, as a window would run it first, with the device set to cpu and the timing brief, on an empty
+    cache, in a scratch folder (nothing is written beside the plan). Run where the plan was made, before a GPU is
+    lent, it shows that the plan, its recipes, its image and its runner work together."""
+    first = plan.trials[0]
+    recipes = tuple(recipe for recipe in plan.recipes if recipe.model_id == first.model.model_id)
+    if not recipes and not (plan_path.resolve().parent / first.model.checkpoint).is_dir():
+        raise RecordError(
+            f"the plan's first trial is of {first.model.model_id}, which has neither a checkpoint recipe in the plan "
+            f"nor a checkpoint folder beside it ({first.model.checkpoint}): export the plan again"
+        )
+    with tempfile.TemporaryDirectory(prefix="compilebench-cpu-check-") as scratch:
+        root = Path(scratch)
+        built = launcher.build_checkpoints(replace(plan, recipes=recipes), root)
+        folder = root / recipes[0].folder if built else plan_path.resolve().parent / first.model.checkpoint
+        model = replace(first.model, checkpoint=str(folder))
+        failed = [entry["error"] for entry in built if entry.get("error")]
+        if failed:
+            raise RecordError(f"the checkpoint of {first.model.model_id} was not built from its recipe: {failed[0]}")
+        spec = replace(
+            first,
+            trial_id=f"{first.trial_id}/cpu-check",
+            model=model,
+            image=str(plan_path.resolve().parent / first.image),
+            cache=CACHE_COLD,
+            kind=KIND_PAIRED,
+            process_id="",
+            timed=True,
+            timing=replace(first.timing, **CPU_CHECK),
+        )
+        return run_trial_process(spec, python, root / "work", root / "cache", timeout_s)
+
+
 def arguments() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog=RUNNER,
@@ -184,6 +240,12 @@ def arguments() -> argparse.ArgumentParser:
         "the longest of its model so far); run again later to resume",
     )
     parser.add_argument("--end", action="store_true", help="end the plan as it stands: no further window runs it")
+    parser.add_argument(
+        "--check-on-cpu",
+        action="store_true",
+        help="run the plan's first trial once on this machine's CPU, briefly, in a scratch folder (before a GPU is "
+        "lent: the plan, its recipes, image and runner work together); exit 0 if it ended ok",
+    )
     return parser
 
 
@@ -220,6 +282,21 @@ def main(argv: list[str] | None = None) -> None:
     if any("=" not in item for item in args.python):
         parser.error(f"--python takes ENV=PATH (an environment's name, its interpreter), got {args.python}")
     pythons = {CURRENT: sys.executable, **dict(item.split("=", 1) for item in args.python)}
+    if args.check_on_cpu:
+        first = plan.trials[0] if plan.trials else None
+        if first is None or first.environment not in pythons:
+            parser.error(
+                f"--check-on-cpu: the plan's first trial is of {first and first.environment}: give its --python"
+            )
+        try:
+            result = check_on_cpu(plan, args.plan, pythons[first.environment], args.timeout_s)
+        except RecordError as error:
+            parser.error(str(error))
+        said = f"{first.model.label} bs{first.batch_size} {first.variant.name} ({first.environment})"
+        if result.status != STATUS_OK:
+            sys.exit(f"check on the CPU: {said} ended {result.status}: {str(result.error or '')[-1500:]}")
+        print(f"check on the CPU: {said} ended ok (compiled in {result.compile_s or 0:.1f} s): the plan runs")
+        return
     out = output_folder(args.plan, args.out)
     problem = output_problem(plan, out)
     if args.end:
