@@ -35,7 +35,7 @@ from compilebench.analysis.per_process import ProcessRecord
 from compilebench.config import load_config
 from compilebench.fetch_image import fallback_image
 from compilebench.harness import launcher, models
-from compilebench.harness.records import MALLOC_LIBRARIES, STATUS_OK, TrialResult, TrialSpec, VariantSpec
+from compilebench.records.formats import MALLOC_LIBRARIES, STATUS_OK, TrialResult, TrialSpec, VariantSpec
 
 MODELS = ["microsoft/resnet-50", "nvidia/segformer-b0-finetuned-ade-512-512"]
 ARMS = [VariantSpec("eager", compile=False), VariantSpec("default")]

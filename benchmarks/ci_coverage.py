@@ -31,8 +31,8 @@ import numpy as np
 from compilebench.analysis import stats
 from compilebench.fetch_image import fallback_image
 from compilebench.harness import models, sample_stats, trial_process
-from compilebench.harness.reading import read_jsonl
-from compilebench.harness.records import TimingSpec, TrialSpec, VariantSpec
+from compilebench.records.formats import TimingSpec, TrialSpec, VariantSpec
+from compilebench.records.reading import read_jsonl
 
 VARIANTS = {"default": VariantSpec("default"), "freezing": VariantSpec("freezing", inductor={"freezing": True})}
 Processes = list[tuple[list[float], list[float]]]  # one invocation: each process's (eager, compiled) samples, ms

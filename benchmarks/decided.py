@@ -31,7 +31,7 @@ import pandas as pd
 from compilebench.aggregate import comparison
 from compilebench.analysis import compare, stats, suite
 from compilebench.analysis.run_record import RunRecord
-from compilebench.harness.records import TrialSpec
+from compilebench.records.formats import TrialSpec
 from compilebench.report import read_comparisons
 
 HEADLINES = ("eager_latency", "compiled_latency", "speedup", "compile_cold")  # what issue 51's targets name

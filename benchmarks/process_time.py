@@ -29,8 +29,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 from compilebench.analysis.per_process import ProcessRecord
 from compilebench.analysis.run_record import RunRecord
-from compilebench.harness.reading import read_result_lines
-from compilebench.harness.records import MEASURED_NOTHING, RecordError, TrialResult
+from compilebench.records.formats import MEASURED_NOTHING, RecordError, TrialResult
+from compilebench.records.reading import read_result_lines
 
 
 def phases_s(arms: list[TrialResult]) -> dict[str, float]:

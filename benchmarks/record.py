@@ -20,7 +20,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from compilebench.analysis.run_record import settings_text
-from compilebench.harness.reading import read_jsonl
+from compilebench.records.reading import read_jsonl
 
 
 def machine(rows: list[dict]) -> str:

@@ -21,7 +21,7 @@ from pathlib import Path
 from compilebench import releases
 from compilebench.analysis import compare, stats, suite
 from compilebench.analysis.run_record import RunRecord
-from compilebench.harness.reading import read_jsonl
+from compilebench.records.reading import read_jsonl
 
 DIRECTIONS = {metric.name: (metric.above, metric.below) for metric in compare.METRICS}
 

@@ -89,7 +89,7 @@ def _key_and_output(compiler: str, args: list[str]) -> tuple[str, Path] | None:
 
 def _place(source: Path, target: Path) -> None:
     """Copy `source` to `target` atomically (a unique temporary name beside it, then a rename). Not
-    `compilebench.harness.files.write_atomic`: that reads the whole file into memory and fsyncs it, for results that
+    `compilebench.records.writing.write_atomic`: that reads the whole file into memory and fsyncs it, for results that
     must survive a power loss; these are copies in a store that goes with the test run, executable as a compiler
     leaves them."""
     handle, temporary = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")

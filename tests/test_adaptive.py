@@ -14,8 +14,8 @@ from conftest import init_project, make_project, project_env, run_ok, set_params
 from compilebench import forecast, report
 from compilebench.analysis import adaptive, noise_record, pricing, run_record, runs, stats, validity
 from compilebench.harness import trial_process
-from compilebench.harness.invocation import Context, LoopSettings, Validity
-from compilebench.harness.records import CompileHealth, ModelSpec, TimingSpec, TrialResult, TrialSpec, VariantSpec
+from compilebench.records.formats import CompileHealth, ModelSpec, TimingSpec, TrialResult, TrialSpec, VariantSpec
+from compilebench.records.invocation import Context, LoopSettings, Validity
 
 CONTEXT = Context(
     "inv",

@@ -193,7 +193,7 @@ def test_process_values_survive_the_mlflow_round_trip(tmp_path, monkeypatch):
 @pytest.mark.parametrize("compared", [["current", "current"], ["current", "current", "current"]])
 def test_the_parent_metrics_of_an_a_a_run_reach_the_store(tmp_path, monkeypatch, compared):
     """A/A and A/A/A labels (`current#2`, `current#3`) become key-safe metric keys, and the parent holds them all."""
-    from compilebench.harness.records import environment_labels
+    from compilebench.records.formats import environment_labels
 
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
     rows = [

@@ -290,7 +290,7 @@ def test_a_noise_record_that_cannot_be_read_stops_before_any_work_and_is_kept(tm
     naming the file and what is wrong; the benchmark and aggregate end with that one line, exit 2, before any trial,
     and the file is left as it was."""
     from compilebench.analysis import noise_record
-    from compilebench.harness.records import RecordError
+    from compilebench.records.formats import RecordError
 
     calibration = tmp_path / "calibration.json"
     for content, why in (

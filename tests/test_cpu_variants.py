@@ -10,7 +10,7 @@ import pytest
 from compilebench.analysis import plan
 from compilebench.config import load_config
 from compilebench.harness import launcher
-from compilebench.harness.records import TimingSpec, VariantSpec
+from compilebench.records.formats import TimingSpec, VariantSpec
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("cpu-variants")]
 

@@ -15,7 +15,7 @@ import torch
 from PIL import Image
 
 from compilebench.harness import models, trial_process
-from compilebench.harness.records import TimingSpec, TrialSpec, VariantSpec
+from compilebench.records.formats import TimingSpec, TrialSpec, VariantSpec
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device: the GPU smoke test is skipped")
 

@@ -8,7 +8,7 @@ import pytest
 
 from compilebench.analysis import per_process
 from compilebench.harness import compiling, launcher, models
-from compilebench.harness.records import TimingSpec, TrialSpec, VariantSpec
+from compilebench.records.formats import TimingSpec, TrialSpec, VariantSpec
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("deploy")]  # trial processes; the fixture runs once
 

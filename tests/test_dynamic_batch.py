@@ -8,8 +8,8 @@ import pytest
 
 from compilebench.analysis import per_process, run_record, runs
 from compilebench.harness import launcher, trial_process
-from compilebench.harness.invocation import Context, Validity
-from compilebench.harness.records import DYNAMIC_BATCH, DYNAMIC_BATCH_UNBACKED, TimingSpec, TrialSpec, VariantSpec
+from compilebench.records.formats import DYNAMIC_BATCH, DYNAMIC_BATCH_UNBACKED, TimingSpec, TrialSpec, VariantSpec
+from compilebench.records.invocation import Context, Validity
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("dynamic-batch")]  # trial processes; fixture runs once
 

@@ -17,7 +17,7 @@ from made_runs import runs_of
 
 from compilebench import environments, forecast
 from compilebench.analysis import stats
-from compilebench.harness.records import key_part
+from compilebench.records.formats import key_part
 
 pytestmark = pytest.mark.slow
 COMPARED = pytest.mark.xdist_group("compared_project")  # the tests on the shared project run where it was built

@@ -18,8 +18,8 @@ from conftest import closed_port, descendants, init_project, make_project, proje
 
 from compilebench import executors
 from compilebench.analysis import plan
-from compilebench.harness import records
-from compilebench.harness.records import ModelSpec, TimingSpec, VariantSpec
+from compilebench.records import formats as records
+from compilebench.records.formats import ModelSpec, TimingSpec, VariantSpec
 
 MODELS = [ModelSpec(f"org/m{i}", f"M{i}", "image-classification", "X", "ckpt") for i in range(3)]
 VARIANTS = [VariantSpec("eager", compile=False), VariantSpec("default")]

@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from compilebench.exported import NOT_RUN_YET, waiting_readme
-from compilebench.harness.reading import read_plan
+from compilebench.records.reading import read_plan
 
 
 def run(repo_root, *args):

@@ -9,7 +9,7 @@ import pytest
 
 from compilebench import costs
 from compilebench.analysis import plan, pricing
-from compilebench.harness.records import (
+from compilebench.records.formats import (
     CACHE_COLD,
     CACHE_SHARED,
     CACHE_WARM,

@@ -4,8 +4,8 @@ import sys
 
 import pytest
 
-from compilebench.harness.reading import read_result_lines
-from compilebench.harness.records import TrialResult
+from compilebench.records.formats import TrialResult
+from compilebench.records.reading import read_result_lines
 
 
 @pytest.fixture

@@ -5,9 +5,7 @@ import re
 
 import pytest
 
-from compilebench.harness.files import append_lines
-from compilebench.harness.reading import read_result_lines
-from compilebench.harness.records import (
+from compilebench.records.formats import (
     CompileHealth,
     ModelSpec,
     Plan,
@@ -17,6 +15,8 @@ from compilebench.harness.records import (
     TrialSpec,
     VariantSpec,
 )
+from compilebench.records.reading import read_result_lines
+from compilebench.records.writing import append_lines
 
 SPEC = TrialSpec(
     "current/org--m/bs4/freezing/r1",
@@ -56,7 +56,7 @@ def test_a_plans_loop_is_typed_and_a_plan_of_before_reads_back_with_its_settings
     the config's section made, the invocation's context and its labels. A plan of 2026-11-27 (a committed window)
     carried the validity thresholds alone as its context: they come back with the plan's invocation id."""
     from compilebench.config import Benchmark
-    from compilebench.harness.invocation import Context, Loop
+    from compilebench.records.invocation import Context, Loop
 
     section = Benchmark(replicates=4, max_replicates=6, min_iters=7)
     context = Context("inv", "cpu", "full", "vm", "abc", "download", "00", section.validity())

@@ -18,7 +18,7 @@ from conftest import OTHER, make_dry_run, make_project, project_env, run_ok, set
 from compilebench import exported as exported_module
 from compilebench import runner
 from compilebench.exported import NOT_RUN_YET
-from compilebench.harness.reading import plan_digest
+from compilebench.records.reading import plan_digest
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("remote")]
 
@@ -489,7 +489,7 @@ def test_an_export_goes_only_into_a_new_or_empty_folder_is_written_whole_and_ing
 
 def test_a_recipe_that_cannot_be_built_costs_its_model_not_the_window(tmp_path):
     from compilebench.harness import launcher, models
-    from compilebench.harness.records import CheckpointRecipe, Plan
+    from compilebench.records.formats import CheckpointRecipe, Plan
 
     good = models.recipe(models.get_card("microsoft/resnet-50"), "tiny", 0, "checkpoints/resnet")
     broken = CheckpointRecipe(

@@ -17,7 +17,7 @@ from conftest import descendants, make_project, project_env, run_ok, running
 
 from compilebench import runner
 from compilebench.harness import results_folder
-from compilebench.harness.records import ModelSpec, Plan, TimingSpec, TrialResult, TrialSpec, VariantSpec
+from compilebench.records.formats import ModelSpec, Plan, TimingSpec, TrialResult, TrialSpec, VariantSpec
 
 pytestmark = [pytest.mark.xdist_group("window")]
 MODEL = ModelSpec("acme/m", "M", "image-classification", "X", "checkpoints/m")

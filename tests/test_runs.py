@@ -6,8 +6,7 @@ from dataclasses import replace
 import pytest
 
 from compilebench.analysis import per_process, run_record, runs, stats, validity
-from compilebench.harness.invocation import Context, Validity
-from compilebench.harness.records import (
+from compilebench.records.formats import (
     CompileHealth,
     ModelSpec,
     RecordError,
@@ -16,6 +15,7 @@ from compilebench.harness.records import (
     TrialSpec,
     VariantSpec,
 )
+from compilebench.records.invocation import Context, Validity
 
 MODEL = ModelSpec("org/m", "M", "image-classification", "X", "ckpt")
 DEFAULT = VariantSpec("default")

@@ -4,7 +4,7 @@ import threading
 import time
 
 from compilebench.harness import timing
-from compilebench.harness.records import williams_orders
+from compilebench.records.formats import williams_orders
 
 
 def test_time_call_ms_returns_output_and_positive_time():

@@ -15,7 +15,7 @@ from conftest import descendants, running
 from compilebench.analysis import plan
 from compilebench.harness import checks, compiling, groups, launcher, trial, trial_process
 from compilebench.harness.names import trial_stem
-from compilebench.harness.records import TimingSpec, TrialResult, TrialSpec, VariantSpec
+from compilebench.records.formats import TimingSpec, TrialResult, TrialSpec, VariantSpec
 
 # Each module fixture's tests are one xdist group (its fixture runs once, on one worker); the others go anywhere:
 # a group of their own would be one worker's long tail.
@@ -298,7 +298,7 @@ LAUNCH = """
 import json, sys
 from pathlib import Path
 from compilebench.harness import trial_process
-from compilebench.harness.records import TrialSpec
+from compilebench.records.formats import TrialSpec
 spec = TrialSpec.from_dict(json.loads(Path(sys.argv[1]).read_text()))
 trial_process.run_trial_process(spec, sys.executable, Path(sys.argv[2]), None, 600.0)
 """
@@ -387,7 +387,7 @@ def test_a_process_killed_in_a_block_run_together_costs_that_block_which_runs_ag
     next planned block still runs (a kill says nothing of the trial: not left out as a failure that would repeat),
     the loop measures the killed block again, and both environments' runs end ok with their blocks paired."""
     from compilebench.analysis import adaptive, run_record, runs
-    from compilebench.harness.invocation import Context, LoopSettings, Validity
+    from compilebench.records.invocation import Context, LoopSettings, Validity
 
     model, image = tiny_resnet
     timing = TimingSpec(**{**FAST.__dict__, "min_time_s": 2.0, "warmup_s": 0.1, "together": True})
@@ -598,7 +598,7 @@ def test_what_compiling_measured_is_named_as_the_result_names_it():
     a trial process on another machine."""
     import dataclasses
 
-    from compilebench.harness.records import TrialResult
+    from compilebench.records.formats import TrialResult
 
     measured = {item.name for item in dataclasses.fields(compiling.Compiled)} - {"call"}
     assert measured <= {item.name for item in dataclasses.fields(TrialResult)}

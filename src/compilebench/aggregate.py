@@ -35,9 +35,9 @@ from compilebench.analysis import compare, keys, noise_record, suite
 from compilebench.analysis.differences import beside_the_question
 from compilebench.analysis.run_record import RunRecord
 from compilebench.config import Config, stage_config
-from compilebench.harness.files import locked, write_atomic, write_json
-from compilebench.harness.reading import read_jsonl
-from compilebench.harness.records import STATUS_OK, UNSUPPORTED, RecordError
+from compilebench.records.formats import STATUS_OK, UNSUPPORTED, RecordError
+from compilebench.records.reading import read_jsonl
+from compilebench.records.writing import locked, write_atomic, write_json
 from compilebench.run_info import RunInfo
 
 LOGGER = logging.getLogger(__name__)

@@ -32,8 +32,8 @@ from compilebench import environments, executors, forecast, journal, package_ind
 from compilebench.analysis import adaptive, noise_record, run_record
 from compilebench.config import Config, ConfigError, stage_config
 from compilebench.harness import fingerprint, groups, results_folder, trial_process
-from compilebench.harness.reading import read_json
-from compilebench.harness.records import RecordError, TrialResult, TrialSpec, processes
+from compilebench.records.formats import RecordError, TrialResult, TrialSpec, processes
+from compilebench.records.reading import read_json
 
 LOGGER = logging.getLogger(__name__)
 

@@ -46,9 +46,9 @@ from compilebench import package_index, releases
 from compilebench.analysis import bisection, compare
 from compilebench.analysis.bisection import COMPILE_HEADLINES, HEADLINES, Journal, RoundPlan, RoundResult, Search, Spec
 from compilebench.config import Config, ConfigError, at_home, guard, load_config, stage_config
-from compilebench.harness.files import write_atomic, write_json
-from compilebench.harness.reading import read_json, read_jsonl
-from compilebench.harness.records import EAGER
+from compilebench.records.formats import EAGER
+from compilebench.records.reading import read_json, read_jsonl
+from compilebench.records.writing import write_atomic, write_json
 from compilebench.report.bisection import figure, report
 from compilebench.run_info import RunInfo
 

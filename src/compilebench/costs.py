@@ -23,8 +23,7 @@ from collections import defaultdict
 from datetime import date
 from pathlib import Path
 
-from compilebench.harness.reading import read_json
-from compilebench.harness.records import (
+from compilebench.records.formats import (
     CACHE_COLD,
     CACHE_SHARED,
     KIND_ARM,
@@ -33,6 +32,7 @@ from compilebench.harness.records import (
     TrialResult,
     processes,
 )
+from compilebench.records.reading import read_json
 
 
 def cold(cache: str, result: TrialResult) -> bool:

@@ -35,8 +35,8 @@ from typing import Any
 from compilebench import installer
 from compilebench.harness import groups
 from compilebench.harness.fingerprint import freeze
-from compilebench.harness.records import CURRENT
 from compilebench.pins import TRIAL_PACKAGES, environment_key, mismatches, normalize, project_pins, resolve
+from compilebench.records.formats import CURRENT
 
 LOGGER = logging.getLogger(__name__)
 

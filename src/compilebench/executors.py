@@ -27,7 +27,7 @@ from typing import Any
 
 from compilebench.harness import launcher
 from compilebench.harness.names import SLOT_ENV, thread_environment, usable_cores
-from compilebench.harness.records import TrialResult, TrialSpec, units
+from compilebench.records.formats import TrialResult, TrialSpec, units
 
 LOGGER = logging.getLogger(__name__)
 OnProcess = Callable[[list[TrialSpec], list[TrialResult], bool], None]

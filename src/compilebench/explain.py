@@ -40,11 +40,9 @@ from compilebench import environments, recording, tracking
 from compilebench.analysis import compare, explain
 from compilebench.config import Config, ConfigError, stage_config
 from compilebench.harness import groups, trial_process
-from compilebench.harness.files import write_atomic, write_json
 from compilebench.harness.launcher import WARM_CACHES
 from compilebench.harness.names import trial_stem
-from compilebench.harness.reading import read_json, read_jsonl
-from compilebench.harness.records import (
+from compilebench.records.formats import (
     CACHE_COLD,
     CACHE_SHARED,
     CACHE_WARM,
@@ -54,6 +52,8 @@ from compilebench.harness.records import (
     RecordError,
     TrialSpec,
 )
+from compilebench.records.reading import read_json, read_jsonl
+from compilebench.records.writing import write_atomic, write_json
 from compilebench.report.explain import report
 from compilebench.run_info import RunInfo
 

@@ -28,11 +28,9 @@ from compilebench import journal, recording, reference, runner, tracking
 from compilebench.analysis import adaptive, plan, pricing, run_record
 from compilebench.config import Config, ConfigError
 from compilebench.harness import models, results_folder
-from compilebench.harness.files import write_json
-from compilebench.harness.invocation import Context, Loop
 from compilebench.harness.names import slug
-from compilebench.harness.reading import plan_digest, read_json, read_plan
-from compilebench.harness.records import (
+from compilebench.pins import resolved_pins
+from compilebench.records.formats import (
     CURRENT,
     KIND_COLD,
     MEASURED_NOTHING,
@@ -44,7 +42,9 @@ from compilebench.harness.records import (
     TrialSpec,
     processes,
 )
-from compilebench.pins import resolved_pins
+from compilebench.records.invocation import Context, Loop
+from compilebench.records.reading import plan_digest, read_json, read_plan
+from compilebench.records.writing import write_json
 
 LOGGER = logging.getLogger(__name__)
 

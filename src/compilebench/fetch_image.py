@@ -26,7 +26,7 @@ import numpy as np
 from PIL import Image
 
 from compilebench.config import stage_config
-from compilebench.harness.files import write_atomic, write_json
+from compilebench.records.writing import write_atomic, write_json
 
 LOGGER = logging.getLogger(__name__)
 

@@ -31,10 +31,10 @@ from compilebench import environments, package_index, recording, reference
 from compilebench.analysis import adaptive, noise_record, plan, pricing, run_record
 from compilebench.config import Config, ConfigError, stage_config
 from compilebench.harness import fingerprint, models
-from compilebench.harness.invocation import LoopSettings
-from compilebench.harness.reading import read_json
-from compilebench.harness.records import KIND_COLD, ModelSpec, RecordError, TrialSpec
 from compilebench.pins import resolved_pins
+from compilebench.records.formats import KIND_COLD, ModelSpec, RecordError, TrialSpec
+from compilebench.records.invocation import LoopSettings
+from compilebench.records.reading import read_json
 
 LOGGER = logging.getLogger(__name__)
 UNITS_SHOWN = 4  # unpriced units named in the log line; the rest counted

@@ -18,11 +18,11 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from compilebench.harness.files import write_json
 from compilebench.harness.launcher import WARM_CACHES
 from compilebench.harness.names import trial_stem
-from compilebench.harness.reading import check_result_row
-from compilebench.harness.records import RecordError, TrialResult
+from compilebench.records.formats import RecordError, TrialResult
+from compilebench.records.reading import check_result_row
+from compilebench.records.writing import write_json
 
 INVOCATION_FILE = "invocation.json"
 RESULTS_DIR = "results"

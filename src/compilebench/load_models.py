@@ -39,10 +39,10 @@ from compilebench import checkpoints, reference
 from compilebench.analysis import plan
 from compilebench.config import ConfigError, stage_config
 from compilebench.harness import models
-from compilebench.harness.files import write_json
 from compilebench.harness.names import is_local
-from compilebench.harness.records import ModelSpec
 from compilebench.pins import resolved_pins
+from compilebench.records.formats import ModelSpec
+from compilebench.records.writing import write_json
 
 LOGGER = logging.getLogger(__name__)
 

@@ -32,8 +32,8 @@ from compilebench import reference, report, tracking
 from compilebench.analysis import compare, stats
 from compilebench.analysis.run_record import RunRecord
 from compilebench.config import Config, stage_config
-from compilebench.harness.files import write_atomic
-from compilebench.harness.reading import read_jsonl
+from compilebench.records.reading import read_jsonl
+from compilebench.records.writing import write_atomic
 from compilebench.run_info import RunInfo
 
 LOGGER = logging.getLogger(__name__)

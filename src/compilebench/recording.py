@@ -17,10 +17,10 @@ from compilebench import environments, journal, tracking
 from compilebench.analysis import plan, run_record, runs
 from compilebench.config import Config
 from compilebench.harness import fingerprint
-from compilebench.harness.files import write_json, write_jsonl
-from compilebench.harness.invocation import Context
-from compilebench.harness.records import STATUS_OK, UNSUPPORTED, ModelSpec, TrialResult, TrialSpec, VariantSpec
 from compilebench.logs import redact
+from compilebench.records.formats import STATUS_OK, UNSUPPORTED, ModelSpec, TrialResult, TrialSpec, VariantSpec
+from compilebench.records.invocation import Context
+from compilebench.records.writing import write_json, write_jsonl
 from compilebench.run_info import RunInfo
 
 LOGGER = logging.getLogger(__name__)

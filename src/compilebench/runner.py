@@ -6,8 +6,9 @@
     python runner.pyz PLAN.json OUT --check-on-cpu # its first trial once on this CPU, in a scratch folder
     python runner.pyz --overlay DIR WHEEL [...]    # a second stack: carried wheels over this interpreter's packages
 
-`runner.pyz` is a zipapp of `compilebench/harness/` (what a trial process imports, and the launcher) and
-`compilebench/analysis/` (the loop that adds blocks), with this module as its entry point. The same code gives the
+`runner.pyz` is a zipapp of `compilebench/records/` (the formats and their reading and writing),
+`compilebench/harness/` (what a trial process imports, and the launcher) and `compilebench/analysis/` (the loop that
+adds blocks), with this module as its entry point. The same code gives the
 same bytes (entries in order, timestamps and modes fixed), so its SHA-256 names the code: an exported plan records it
 (`Plan.runner_sha256`), the runner refuses a plan that names another, and every result line and the machine's
 environment record carry it, so every run ingested from it says which code measured it.
@@ -35,19 +36,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from compilebench.harness import launcher, overlay
-from compilebench.harness.files import append_lines, write_json
 from compilebench.harness.groups import end_trials_on_signal
-from compilebench.harness.reading import read_plan
-from compilebench.harness.records import (
-    CACHE_COLD,
-    CURRENT,
-    KIND_PAIRED,
-    STATUS_OK,
-    Plan,
-    RecordError,
-    TrialResult,
-    TrialSpec,
-)
 from compilebench.harness.results_folder import (
     ADDED_TRIALS,
     FINISHED,
@@ -58,11 +47,23 @@ from compilebench.harness.results_folder import (
     read_results,
 )
 from compilebench.harness.trial_process import run_trial_process
+from compilebench.records.formats import (
+    CACHE_COLD,
+    CURRENT,
+    KIND_PAIRED,
+    STATUS_OK,
+    Plan,
+    RecordError,
+    TrialResult,
+    TrialSpec,
+)
+from compilebench.records.reading import read_plan
+from compilebench.records.writing import append_lines, write_json
 
 LOGGER = logging.getLogger(__name__)
 
 RUNNER = "runner.pyz"  # its name in an exported plan's folder
-PACKAGES = ("harness", "analysis")  # what travels of compilebench, besides its __init__ and this module
+PACKAGES = ("records", "harness", "analysis")  # what travels of compilebench, besides its __init__ and this module
 ENTRY = "from compilebench.runner import main\n\nmain()\n"  # the zipapp's __main__.py
 FIXED_TIME = (1980, 1, 1, 0, 0, 0)  # every entry's timestamp: the same code, the same bytes
 

@@ -19,7 +19,7 @@ import pandas as pd
 from compilebench import tracking
 from compilebench.analysis.run_record import RunRecord
 from compilebench.config import stage_config
-from compilebench.harness.reading import read_jsonl
+from compilebench.records.reading import read_jsonl
 from compilebench.report import description, read_comparisons
 from compilebench.run_info import RunInfo
 

@@ -29,8 +29,7 @@ from typing import Any
 from compilebench.analysis import compare, noise_record, plan, stats
 from compilebench.analysis.run_record import RunRecord
 from compilebench.analysis.validity import compile_disturbed, timing_disturbed
-from compilebench.harness.invocation import LoopSettings
-from compilebench.harness.records import (
+from compilebench.records.formats import (
     CACHE_COLD,
     CACHE_SHARED,
     CACHE_WARM,
@@ -41,6 +40,7 @@ from compilebench.harness.records import (
     TrialResult,
     TrialSpec,
 )
+from compilebench.records.invocation import LoopSettings
 
 LOGGER = logging.getLogger(__name__)
 Cell = tuple[str, int, str]  # (model id, batch size, variant): a run without its environment

@@ -18,7 +18,7 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from compilebench.analysis import compare, stats, suite
-from compilebench.harness.records import EAGER
+from compilebench.records.formats import EAGER
 
 HEADLINES = ("eager_latency", "compiled_latency", "speedup")  # what a bisect searches; with --compile also:
 COMPILE_HEADLINES = ("compile_warm", "compile_cold")

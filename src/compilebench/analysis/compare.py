@@ -37,7 +37,7 @@ from typing import Any
 from compilebench.analysis import keys, noise_record, stats
 from compilebench.analysis.per_process import ProcessRecord
 from compilebench.analysis.run_record import RunRecord
-from compilebench.harness.records import EAGER, STATUS_OK, TrialSpec, memory_before_timing
+from compilebench.records.formats import EAGER, STATUS_OK, TrialSpec, memory_before_timing
 
 FIRST, PREVIOUS = "first", "previous"  # what a row compares B with: the baseline, or the stack before it in a series
 

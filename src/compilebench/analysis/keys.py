@@ -7,7 +7,7 @@ Keys users store never change silently: a key renamed keeps its old name read (`
 
 from __future__ import annotations
 
-from compilebench.harness.records import key_part
+from compilebench.records.formats import key_part
 
 # MLflow tags
 PARENT_RUN_TAG = "mlflow.parentRunId"

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from compilebench.analysis import stats
-from compilebench.harness.records import RecordError
+from compilebench.records.formats import RecordError
 
 CALIBRATION_VERSION = 2  # 1 held a margin (the largest A/A deviation): not used any more
 CellNoise = dict[str, dict[str, stats.Noise]]  # cell_key -> metric -> noise of its paired differences

@@ -14,8 +14,8 @@ from typing import Any
 
 from compilebench.analysis.validity import compile_disturbed, halves_p_value, halves_ratio, timing_disturbed
 from compilebench.harness import sample_stats
-from compilebench.harness.invocation import Context
-from compilebench.harness.records import CACHE_COLD, CACHE_SHARED, KIND_PAIRED, STATUS_OK, TrialResult, TrialSpec
+from compilebench.records.formats import CACHE_COLD, CACHE_SHARED, KIND_PAIRED, STATUS_OK, TrialResult, TrialSpec
+from compilebench.records.invocation import Context
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,7 @@ from dataclasses import asdict, replace
 from typing import Any
 
 from compilebench.harness.names import slug
-from compilebench.harness.records import (
+from compilebench.records.formats import (
     CACHE_COLD,
     CACHE_SHARED,
     CACHE_WARM,

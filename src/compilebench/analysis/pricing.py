@@ -16,8 +16,8 @@ from typing import Any
 from compilebench.analysis.adaptive import Unit, unit_of
 from compilebench.analysis.per_process import ProcessRecord
 from compilebench.analysis.run_record import RunRecord
-from compilebench.harness.invocation import LoopSettings
-from compilebench.harness.records import CACHE_COLD, CACHE_SHARED, KIND_ARM, KIND_COLD, TrialSpec, processes, units
+from compilebench.records.formats import CACHE_COLD, CACHE_SHARED, KIND_ARM, KIND_COLD, TrialSpec, processes, units
+from compilebench.records.invocation import LoopSettings
 
 
 @dataclass(frozen=True)

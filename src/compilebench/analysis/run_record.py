@@ -13,7 +13,7 @@ from typing import Any
 
 from compilebench.analysis.per_process import ProcessRecord
 from compilebench.harness import fingerprint
-from compilebench.harness.records import RecordError
+from compilebench.records.formats import RecordError
 
 
 @dataclass(frozen=True)

@@ -32,8 +32,7 @@ from compilebench.analysis.validity import (
     validity_problems,
 )
 from compilebench.harness import fingerprint, sample_stats
-from compilebench.harness.invocation import Context
-from compilebench.harness.records import (
+from compilebench.records.formats import (
     EAGER,
     ENDED_FROM_OUTSIDE,
     KIND_ARM,
@@ -45,6 +44,7 @@ from compilebench.harness.records import (
     memory_before_timing,
     times_own_level,
 )
+from compilebench.records.invocation import Context
 
 FAILURE_ORDER = ("crashed", "killed", "oom", "timeout", "compile_error", "error", "accuracy_fail")
 

@@ -13,7 +13,7 @@ from typing import Any, TypeVar
 
 from compilebench.analysis import stats
 from compilebench.analysis.compare import CELL, FIRST, METRICS, PREVIOUS, Comparison, Metric
-from compilebench.harness.records import EAGER, MEASURED_NOTHING, UNSUPPORTED
+from compilebench.records.formats import EAGER, MEASURED_NOTHING, UNSUPPORTED
 
 MIN_ACROSS_CELLS = 3  # cells a suite's interval from their spread needs (2 degrees of freedom)
 T = TypeVar("T")  # a compared cell, of whatever kind a caller holds (counted_once)

@@ -1,7 +1,7 @@
 """What makes a run's processes count: enough rounds and time, a steady per-pair ratio, no drift between the halves
 of a process's rounds beyond its noise, a machine left alone while it timed or compiled, one machine and stack.
 
-The thresholds are harness/invocation.py's `Validity` (params.yaml's `benchmark.min_iters`, `min_time_s`, `max_cv`,
+The thresholds are records/invocation.py's `Validity` (params.yaml's `benchmark.min_iters`, `min_time_s`, `max_cv`,
 `disturbed_cores`, `max_halves_diff`), the one record they travel in: into an invocation's runs (its `Context`), an
 exported plan's loop and its export. Pure functions; pooling processes into runs is runs.py's.
 """
@@ -12,8 +12,8 @@ import math
 import statistics
 
 from compilebench.harness import fingerprint, sample_stats
-from compilebench.harness.invocation import Validity
-from compilebench.harness.records import TrialResult, TrialSpec
+from compilebench.records.formats import TrialResult, TrialSpec
+from compilebench.records.invocation import Validity
 
 HALVES_ALPHA = 0.05  # a process's halves differ beyond its noise below this p (halves_p_value): at 5 rounds a half,
 #                     only when nearly every ratio of one half is above every ratio of the other

@@ -39,9 +39,9 @@ from compilebench.config.sections import (
     Variant,
     require,
 )
-from compilebench.harness.invocation import LoopSettings, Validity
 from compilebench.harness.names import LOCAL_PREFIXES, is_local
-from compilebench.harness.records import CURRENT, TimingSpec, environment_labels, key_part
+from compilebench.records.formats import CURRENT, TimingSpec, environment_labels, key_part
+from compilebench.records.invocation import LoopSettings, Validity
 
 __all__ = [
     "Benchmark",

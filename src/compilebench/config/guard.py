@@ -27,7 +27,7 @@ from typing import Any
 import yaml
 
 from compilebench import logs
-from compilebench.harness.files import write_atomic, write_json
+from compilebench.records.writing import write_atomic, write_json
 
 LOGGER = logging.getLogger(__name__)
 RECORD = Path(".dvc/tmp/compilebench-params.json")  # {"dvc": [pid, start], "command": argv, "text": params.yaml}

@@ -10,8 +10,8 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from compilebench.harness.invocation import LoopSettings, Validity
-from compilebench.harness.records import CPU_ISAS, CURRENT, MALLOC_LIBRARIES
+from compilebench.records.formats import CPU_ISAS, CURRENT, MALLOC_LIBRARIES
+from compilebench.records.invocation import LoopSettings, Validity
 
 COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 DTYPES = ("float32", "bfloat16", "float16")

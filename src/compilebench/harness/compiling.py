@@ -17,7 +17,7 @@ from typing import Any
 
 from compilebench.harness import checks, timing
 from compilebench.harness.names import AOTI_PACKAGE, ARTIFACTS_FILE, DEPLOY_DIR_ENV
-from compilebench.harness.records import (
+from compilebench.records.formats import (
     CACHE_COLD,
     CACHE_WARM,
     DEPLOY_AOTI,

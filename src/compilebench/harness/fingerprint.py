@@ -20,7 +20,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from compilebench.harness.records import MALLOC_LIBRARIES
+from compilebench.records.formats import MALLOC_LIBRARIES
 
 HARDWARE_FIELDS = (
     "cpu_model",

@@ -28,10 +28,19 @@ from dataclasses import replace
 from pathlib import Path
 
 from compilebench.harness import fingerprint
-from compilebench.harness.files import append_lines, write_json
 from compilebench.harness.names import CACHE_STARTUP_ENV, thread_environment, usable_cores
-from compilebench.harness.reading import plan_digest
-from compilebench.harness.records import (
+from compilebench.harness.results_folder import (
+    ADDED_TRIALS,
+    ENVIRONMENT,
+    FINISHED,
+    append_results,
+    json_lines,
+    plan_progress,
+    read_added,
+    read_results,
+)
+from compilebench.harness.trial_process import cache_variables, run_together, run_trial_process
+from compilebench.records.formats import (
     CACHE_COLD,
     CACHE_SHARED,
     DEPLOY_AOTI,
@@ -46,17 +55,8 @@ from compilebench.harness.records import (
     TrialSpec,
     processes,
 )
-from compilebench.harness.results_folder import (
-    ADDED_TRIALS,
-    ENVIRONMENT,
-    FINISHED,
-    append_results,
-    json_lines,
-    plan_progress,
-    read_added,
-    read_results,
-)
-from compilebench.harness.trial_process import cache_variables, run_together, run_trial_process
+from compilebench.records.reading import plan_digest
+from compilebench.records.writing import append_lines, write_json
 
 LOGGER = logging.getLogger(__name__)
 WARM_CACHES = "inductor-cache"  # under the work folder: each environment, model and batch size's warm cache

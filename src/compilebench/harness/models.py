@@ -20,7 +20,7 @@ from typing import Any
 
 import yaml
 
-from compilebench.harness.records import CheckpointRecipe, ModelSpec, Unsupported
+from compilebench.records.formats import CheckpointRecipe, ModelSpec, Unsupported
 
 LOGGER = logging.getLogger(__name__)
 

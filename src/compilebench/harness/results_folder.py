@@ -14,10 +14,10 @@ import subprocess
 from pathlib import Path
 
 from compilebench.harness import fingerprint
-from compilebench.harness.files import append_lines
-from compilebench.harness.reading import read_result_lines
-from compilebench.harness.records import Plan, TrialResult, TrialSpec, processes
 from compilebench.harness.trial_process import trial_environment
+from compilebench.records.formats import Plan, TrialResult, TrialSpec, processes
+from compilebench.records.reading import read_result_lines
+from compilebench.records.writing import append_lines
 
 LOGGER = logging.getLogger(__name__)
 

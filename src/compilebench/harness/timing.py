@@ -22,8 +22,8 @@ from typing import Any
 
 from compilebench.harness import sample_stats
 from compilebench.harness.names import SLOT_ENV, usable_cores
-from compilebench.harness.records import williams_orders
 from compilebench.harness.turns import Solo
+from compilebench.records.formats import williams_orders
 
 CI_CHECK_EVERY = 10  # pairs between two adaptive-stop checks of the speedup CI
 WARMUP_DRIFT = 0.03  # warm-up goes on while an arm's last rounds are still this much faster than the ones before

@@ -32,10 +32,10 @@ from pathlib import Path
 from typing import Any
 
 from compilebench.harness import compiling, fingerprint, models, profiling, timing
-from compilebench.harness.files import write_json
 from compilebench.harness.groups import die_with_parent
 from compilebench.harness.names import CACHE_STARTUP_ENV, CPUS_ENV, LAUNCHER_PID, usable_cores
-from compilebench.harness.records import (
+from compilebench.harness.turns import Solo, Turns, of_this_process
+from compilebench.records.formats import (
     KIND_ARM,
     KIND_COLD,
     UNSUPPORTED,
@@ -44,7 +44,7 @@ from compilebench.harness.records import (
     TrialSpec,
     Unsupported,
 )
-from compilebench.harness.turns import Solo, Turns, of_this_process
+from compilebench.records.writing import write_json
 
 LOGGER = logging.getLogger(__name__)
 

@@ -25,7 +25,7 @@ from pathlib import Path
 from compilebench.harness import turns
 from compilebench.harness.groups import LIVE, check_stopping, end_group, track
 from compilebench.harness.names import DEPLOY_DIR_ENV, LAUNCHER_PID, trial_stem
-from compilebench.harness.records import CPU_ISAS, MALLOC_LIBRARIES, TrialResult, TrialSpec
+from compilebench.records.formats import CPU_ISAS, MALLOC_LIBRARIES, TrialResult, TrialSpec
 
 SRC_ROOT = Path(__file__).resolve().parents[2]  # the folder that holds the compilebench package
 LOG_TAIL_LINES = 8

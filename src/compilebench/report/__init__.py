@@ -17,7 +17,7 @@ import pandas as pd
 from compilebench.analysis import compare, suite
 from compilebench.analysis.differences import beside_the_question, step_changes
 from compilebench.analysis.run_record import RunRecord
-from compilebench.harness.records import UNSUPPORTED, times_own_level
+from compilebench.records.formats import UNSUPPORTED, times_own_level
 from compilebench.reference import TOLERANCE
 from compilebench.report.tables import (
     answer_table,

@@ -14,7 +14,7 @@ from compilebench.analysis.keys import COMPILED_VS_EAGER_TAG
 from compilebench.analysis.per_process import ProcessRecord
 from compilebench.analysis.run_record import RunRecord
 from compilebench.harness import fingerprint
-from compilebench.harness.records import MEASURED_NOTHING, UNSUPPORTED
+from compilebench.records.formats import MEASURED_NOTHING, UNSUPPORTED
 
 PARAM_KEYS = (
     "model_id",

@@ -19,8 +19,8 @@ from mlflow.tracking import MlflowClient
 from compilebench.analysis import keys
 from compilebench.analysis.keys import INVOCATION_TAG, PARENT_RUN_TAG, RUN_UID_TAG
 from compilebench.config import home
-from compilebench.harness.files import locked
 from compilebench.logs import redact
+from compilebench.records.writing import locked
 
 LOGGER = logging.getLogger(__name__)
 

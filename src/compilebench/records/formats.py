@@ -9,7 +9,7 @@ process that compiles on an empty inductor cache (cold compile time, compile hea
 its variant; `paired`, eager against one variant in a process of its own (deploy ways and served sizes, which change
 what a fresh process is). Standard library only: a trial process, or a GPU box with nothing but torch and transformers,
 imports this module. Every format that crosses a boundary is defined here, each beside the others it refers to; it is
-read back, checked, in `reading`, and the names a trial process meets are in `names`.
+read back, checked, in `reading`, and the names a trial process meets are in harness/names.py.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import re
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
-from compilebench.harness.invocation import Loop
+from compilebench.records.invocation import Loop
 
 EAGER = "eager"
 CURRENT = "current"  # the project's own environment (constraints.txt, requirements.txt), the default baseline

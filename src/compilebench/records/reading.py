@@ -11,7 +11,7 @@ from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
-from compilebench.harness.records import RESULT_FIELDS_ADDED, RESULT_FORMAT, STATUSES, Plan, RecordError, TrialResult
+from compilebench.records.formats import RESULT_FIELDS_ADDED, RESULT_FORMAT, STATUSES, Plan, RecordError, TrialResult
 
 
 def _type_ok(value: Any, hint: str) -> bool:
