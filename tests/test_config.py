@@ -1,5 +1,6 @@
 """params.yaml against the schema: the shipped file loads; each kind of bad input fails naming the key, in-process."""
 
+import json
 import subprocess
 import sys
 from dataclasses import replace
@@ -10,6 +11,7 @@ import yaml
 
 from compilebench.analysis import plan
 from compilebench.config import ConfigError, check_compile_paths, load_config, stage_config
+from compilebench.records.selection import Selection
 
 BAD_PARAMS = [
     # (override as dotted key -> value, text the error must contain)
@@ -121,7 +123,7 @@ def test_an_environment_of_settings_runs_with_them_over_the_top_level_ones(tmp_p
     assert replace(own, float32_matmul_precision="highest", num_threads=0) == base
     assert (base.min_time_s, base.device, base.together) == (config.benchmark.min_time_s, "cpu", True)
     selected = plan.selection(config, [], {"current": {"torch": "2.13.0"}, "tf32": {"torch": "2.13.0"}}, None)
-    assert selected["environments"][1] == {
+    assert selected.to_dict()["environments"][1] == {
         "label": "tf32",
         "name": "tf32",
         "pins": {"torch": "2.13.0"},
@@ -129,7 +131,8 @@ def test_an_environment_of_settings_runs_with_them_over_the_top_level_ones(tmp_p
         "stack": "current",
         "python": "",
     }
-    assert selected["environments"][0]["settings"] == {} and selected["environments"][0]["stack"] == "current"
+    assert selected.environments[0].settings == {} and selected.environments[0].stack == "current"
+    assert Selection.from_dict(json.loads(json.dumps(selected.to_dict()))) == selected  # as load_models writes it
 
 
 def test_dvc_set_changes_only_the_keys_lines_of_params_yaml(tmp_path, repo_root):

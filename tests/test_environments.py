@@ -385,11 +385,12 @@ def test_a_venv_a_benchmark_runs_on_is_not_removed_from_another_project(tmp_path
     [packages] = folder.glob("lib/python*/site-packages")  # torch and the rest: the project's, seen through a .pth
     (packages / "project.pth").write_text(site.getsitepackages()[0] + "\n")
     (folder / environments.READY_MARKER).write_text(json.dumps({"name": "torch-2.4.1", "pins": pins, "python": "3"}))
-    selected = [{"name": "torch-2.4.1", "label": "torch-2.4.1", "pins": pins}]
+    selected = {"name": "torch-2.4.1", "label": "torch-2.4.1", "pins": pins}
     holder = (
         "import sys, time\nfrom pathlib import Path\nfrom compilebench import environments\n"
-        f"environments.stacks({selected!r}, Path('.'), Path({str(cache)!r}))\nprint('holding', flush=True)\n"
-        "time.sleep(120)\n"
+        "from compilebench.records.selection import SelectedEnvironment\n"
+        f"environments.stacks([SelectedEnvironment(**{selected!r})], Path('.'), Path({str(cache)!r}))\n"
+        "print('holding', flush=True)\ntime.sleep(120)\n"
     )
     benchmark = subprocess.Popen(
         [sys.executable, "-c", holder], cwd=tmp_path, env=project_env(), stdout=subprocess.PIPE, text=True

@@ -11,6 +11,7 @@ import pytest
 
 from compilebench.exported import NOT_RUN_YET, waiting_readme
 from compilebench.records.reading import read_plan
+from compilebench.records.selection import Selection
 
 
 def run(repo_root, *args):
@@ -55,7 +56,7 @@ def test_the_readme_an_export_left_is_replaced_once_its_results_are_back(repo_ro
     record = tmp_path / "2026-11-27-h100-paper-bs1-w1"
     shutil.copytree(repo_root / WINDOW, record)
     plan = read_plan(record / "plan.json")  # the README its export would have left
-    selection = json.loads((record / "export.json").read_text())["selection"]
+    selection = Selection.from_dict(json.loads((record / "export.json").read_text())["selection"])
     (record / "README.md").write_text(waiting_readme(record.name, plan, selection, "an estimate", None, 8))
     done = run(repo_root, record)
     assert done.returncode == 0, done.stderr

@@ -19,6 +19,7 @@ from compilebench import exported as exported_module
 from compilebench import runner
 from compilebench.exported import NOT_RUN_YET
 from compilebench.records.reading import plan_digest
+from compilebench.records.selection import Selection
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("remote")]
 
@@ -410,7 +411,7 @@ def test_two_settings_on_the_other_machines_own_stack_are_two_environments_there
     trials = json.loads((tmp_path / "tf32" / "plan.json").read_text())["trials"]
     precision = {(trial["environment"], trial["timing"]["float32_matmul_precision"]) for trial in trials}
     assert precision == {("current", "highest"), ("tf32", "high")}
-    selection = json.loads((tmp_path / "tf32" / "export.json").read_text())["selection"]
+    selection = Selection.from_dict(json.loads((tmp_path / "tf32" / "export.json").read_text())["selection"])
     freeze = ["torch==2.11.0", "transformers==5.17.0"]
     remote = {
         "freeze": freeze,

@@ -33,7 +33,8 @@ from compilebench.analysis import adaptive, noise_record, run_record
 from compilebench.config import Config, ConfigError, stage_config
 from compilebench.harness import fingerprint, groups, results_folder, trial_process
 from compilebench.records.formats import RecordError, TrialResult, TrialSpec, processes
-from compilebench.records.reading import read_json
+from compilebench.records.reading import read_json, read_selection
+from compilebench.records.selection import Selection
 
 LOGGER = logging.getLogger(__name__)
 
@@ -79,19 +80,16 @@ def measure_adaptively(
     return adaptive.shortfalls(records, labels, settings, noise)
 
 
-def measure(config: Config, selection: dict, manifest: list[dict], image_meta: dict, fresh: bool) -> None:
+def measure(config: Config, selection: Selection, manifest: list[dict], image_meta: dict, fresh: bool) -> None:
     """Build or find the environments, run every trial (resuming a journal), log runs, write results."""
     trials = recording.plan_trials(config, selection, config.paths.image)
-    wanted = {
-        entry.get("stack") or entry["name"]: (entry["pins"], entry.get("python", ""))
-        for entry in selection["environments"]
-    }
+    wanted = {entry.interpreter: (entry.pins, entry.python) for entry in selection.environments}
     problems = package_index.unreleased(
         [(name, *value) for name, value in wanted.items()], Path.cwd(), Path(config.paths.environments)
     )
     if problems:  # before any environment is built
         raise environments.BuildError("; ".join(problems) + " (nothing was built)")
-    stacks = environments.stacks(selection["environments"], Path.cwd(), Path(config.paths.environments))
+    stacks = environments.stacks(selection.environments, Path.cwd(), Path(config.paths.environments))
     for label, stack in stacks.items():
         environments.check_device(stack, label, config.device)
     key = journal.stable_hash(
@@ -126,7 +124,7 @@ def measure(config: Config, selection: dict, manifest: list[dict], image_meta: d
         recording.parent_name(selection, machine),
         recording.parent_params(selection, config, run_context, where),
         {
-            "suite": selection["suite"],
+            "suite": selection.suite,
             "machine": machine,
             "machine_fingerprint": where["machine_fingerprint"],
             "environments": ",".join(info),
@@ -221,7 +219,7 @@ def main() -> None:
         if args.ingest:
             exported.ingest(config, args.ingest)
             return
-        selection = read_json(config.paths.selection)
+        selection = read_selection(config.paths.selection)
         manifest = read_json(config.paths.manifest)
         image_meta = read_json(config.paths.image_meta)
     except (

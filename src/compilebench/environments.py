@@ -27,6 +27,7 @@ import re
 import shutil
 import subprocess
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
@@ -37,6 +38,7 @@ from compilebench.harness import groups
 from compilebench.harness.fingerprint import freeze
 from compilebench.pins import TRIAL_PACKAGES, environment_key, mismatches, normalize, project_pins, resolve
 from compilebench.records.formats import CURRENT
+from compilebench.records.selection import SelectedEnvironment
 
 LOGGER = logging.getLogger(__name__)
 
@@ -285,7 +287,7 @@ def check_device(stack: BuiltEnvironment, label: str, device: str) -> None:
         raise BuildError(problem)
 
 
-def stacks(selected: list[dict], root: Path, cache_root: Path) -> dict[str, BuiltEnvironment]:
+def stacks(selected: Sequence[SelectedEnvironment], root: Path, cache_root: Path) -> dict[str, BuiltEnvironment]:
     """The interpreter of each environment (by label), built or reused; an environment that pins nothing (it only
     sets settings) takes `current`'s, built or reused as `current` is. Alone, `current` is the project's own
     interpreter (checked against its pins); compared with anything (an A/A run included), it is built by the same
@@ -295,13 +297,13 @@ def stacks(selected: list[dict], root: Path, cache_root: Path) -> dict[str, Buil
     by_label = {}
     compared = len(selected) > 1
     for entry in selected:
-        name = entry.get("stack") or entry["name"]  # an environment that only sets settings runs on `current`'s
+        name = entry.interpreter  # an environment that only sets settings runs on `current`'s
         if name not in built:
             own = name == CURRENT and not compared
-            built[name] = current(root) if own else build(name, entry["pins"], cache_root, entry.get("python", ""))
+            built[name] = current(root) if own else build(name, entry.pins, cache_root, entry.python)
             if not own:
                 hold_in_use(Path(built[name].python).parent.parent)
-        by_label[entry["label"]] = built[name]
+        by_label[entry.label] = built[name]
     return by_label
 
 

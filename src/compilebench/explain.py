@@ -52,7 +52,7 @@ from compilebench.records.formats import (
     RecordError,
     TrialSpec,
 )
-from compilebench.records.reading import read_json, read_jsonl
+from compilebench.records.reading import read_json, read_jsonl, read_selection
 from compilebench.records.writing import write_atomic, write_json
 from compilebench.report.explain import report
 from compilebench.run_info import RunInfo
@@ -271,7 +271,7 @@ def main() -> None:
 
         compared = [compare.Comparison.read(r) for r in pd.read_csv(paths.comparison).to_dict("records")]
         chosen = targets(compared, args.b, cells, labels)
-        selection = read_json(paths.selection)
+        selection = read_selection(paths.selection)
         rows = read_jsonl(paths.results)
     except FileNotFoundError as error:
         LOGGER.error("explain: no comparison to explain (%s): run `make compare B=NAME` first", error.filename)
@@ -284,7 +284,7 @@ def main() -> None:
         return
     groups.end_trials_on_signal()  # a stopped explain leaves no profiled trial running behind it
     trials = recording.plan_trials(config, selection, paths.image)
-    stacks = environments.stacks(selection["environments"], Path.cwd(), Path(paths.environments))
+    stacks = environments.stacks(selection.environments, Path.cwd(), Path(paths.environments))
     out = Path(paths.explain)
     out.mkdir(parents=True, exist_ok=True)
     explained = []

@@ -35,7 +35,6 @@ from compilebench.records.formats import (
     KIND_COLD,
     MEASURED_NOTHING,
     STATUS_OK,
-    ModelSpec,
     Plan,
     RecordError,
     TrialResult,
@@ -43,7 +42,8 @@ from compilebench.records.formats import (
     processes,
 )
 from compilebench.records.invocation import Context, Loop
-from compilebench.records.reading import plan_digest, read_json, read_plan
+from compilebench.records.reading import plan_digest, read_json, read_plan, read_selection
+from compilebench.records.selection import Selection
 from compilebench.records.writing import write_json
 
 LOGGER = logging.getLogger(__name__)
@@ -117,12 +117,12 @@ def export(config: Config, folder: Path, window_min: float | None = None, prime_
         LOGGER.info("%s", estimate)
 
 
-def launch_command(name: str, exported: Plan, selection: dict, prime_at_once: int | None = None) -> str:
+def launch_command(name: str, exported: Plan, selection: Selection, prime_at_once: int | None = None) -> str:
     """How the machine that runs the plan starts it, from the folder's parent (said by the log and the README): each
     environment but the machine's own needs --python LABEL=PATH, and one that only sets settings is the machine's own
     interpreter run its way."""
     used = dict.fromkeys(spec.environment for spec in exported.trials)
-    stack = {entry["label"]: entry.get("stack") or entry["name"] for entry in selection["environments"]}
+    stack = {entry.label: entry.interpreter for entry in selection.environments}
     others = [label for label in used if label != CURRENT and stack.get(label) != CURRENT]
     own = [label for label in used if label != CURRENT and stack.get(label) == CURRENT]
     pythons = "".join(f' --python {label}="$(command -v python)"' for label in own) + "".join(
@@ -141,16 +141,15 @@ def launch_command(name: str, exported: Plan, selection: dict, prime_at_once: in
     return f"{launcher}{prime}{pythons}{explained}"
 
 
-def compared(selection: dict) -> str:
+def compared(selection: Selection) -> str:
     """The environments a plan compares, as a reader names them: each label, with its pins or its settings."""
     said = []
-    for entry in selection["environments"]:
-        settings = entry.get("settings") or {}
-        if settings:
-            interpreter = entry.get("stack") or entry["name"]
-            said.append(f"`{entry['label']}` (`{interpreter}`'s interpreter with {run_record.settings_text(settings)})")
+    for entry in selection.environments:
+        if entry.settings:
+            settings = run_record.settings_text(entry.settings)
+            said.append(f"`{entry.label}` (`{entry.interpreter}`'s interpreter with {settings})")
         else:
-            said.append(f"`{entry['label']}`")
+            said.append(f"`{entry.label}`")
     return ", ".join(said)
 
 
@@ -160,7 +159,7 @@ def plan_units(exported: Plan) -> list[str]:
 
 
 def waiting_readme(
-    name: str, exported: Plan, selection: dict, estimate: str, window: str | None, prime_at_once: int | None
+    name: str, exported: Plan, selection: Selection, estimate: str, window: str | None, prime_at_once: int | None
 ) -> str:
     """The README an export leaves in its folder until its results come back (benchmarks/export_readme.py then
     writes the record's in its place, recognising this one by NOT_RUN_YET): what the plan measures, what it should
@@ -177,12 +176,12 @@ def waiting_readme(
         "",
         NOT_RUN_YET,
         "",
-        f"An exported plan of suite `{selection['suite']}` (invocation `{exported.invocation_id}`), exported from "
+        f"An exported plan of suite `{selection.suite}` (invocation `{exported.invocation_id}`), exported from "
         f"compilebench at `{commit}`{f', window {window}' if window else ''}: {len(trials)} trials "
         f"in {len(processes(trials))} processes, its units {', '.join(plan_units(exported))}; the compiled cells "
         f"{', '.join(cells)}.",
         "",
-        *([f"Environments compared: {compared(selection)}.", ""] if len(selection["environments"]) > 1 else []),
+        *([f"Environments compared: {compared(selection)}.", ""] if len(selection.environments) > 1 else []),
         f"What it should cost: {estimate}.",
         "",
         f"On the machine that runs it, from this folder's parent: "
@@ -212,11 +211,11 @@ def split_export(
     costs: dict[str, Any] | None,
     folder: Path,
     whole: Plan,
-    selection: dict,
+    selection: Selection,
     carried: list[dict],
     window_min: float,
     prime_at_once: int,
-) -> list[tuple[Path, Plan, dict, list[dict]]]:
+) -> list[tuple[Path, Plan, Selection, list[dict]]]:
     """The plan as windows of at most `window_min` estimated minutes (pricing.windows), each an invocation of its own
     with the models, cells, recipes and carried checkpoints its trials use, its suite named `SUITE-wN`, in
     FOLDER-wN; `costs` is cost_table's."""
@@ -248,16 +247,16 @@ def split_export(
             )
         models = {spec.model.model_id for spec in trials}
         batches = {(spec.model.model_id, spec.batch_size) for spec in trials}
-        chosen = {
-            **selection,
-            "suite": f"{selection['suite']}-w{number}",
-            "models": [m for m in selection["models"] if m["model_id"] in models],
-            "cells": None
-            if selection["cells"] is None
-            else [cell for cell in selection["cells"] if (cell[0], cell[1]) in batches],
-        }
+        chosen = replace(
+            selection,
+            suite=f"{selection.suite}-w{number}",
+            models=tuple(m for m in selection.models if m.model_id in models),
+            cells=None
+            if selection.cells is None
+            else tuple(cell for cell in selection.cells if (cell[0], cell[1]) in batches),
+        )
         invocation_id = uuid.uuid4().hex
-        context = replace(whole.adaptive.context, invocation_id=invocation_id, suite=chosen["suite"])
+        context = replace(whole.adaptive.context, invocation_id=invocation_id, suite=chosen.suite)
         loop = replace(whole.adaptive, context=context)
         recipes = tuple(recipe for recipe in whole.recipes if recipe.model_id in models)
         exported = Plan(invocation_id, tuple(trials), recipes, loop, whole.runner_sha256)  # windows share the runner
@@ -271,7 +270,7 @@ def exported_checkpoint(model_id: str) -> str:
     return f"checkpoints/{slug(model_id)}"
 
 
-def export_plan(config: Config, runner_sha256: str = "") -> tuple[Plan, dict, list[dict]]:
+def export_plan(config: Config, runner_sha256: str = "") -> tuple[Plan, Selection, list[dict]]:
     """The selected suite as a plan (checkpoints by recipe, run by the runner of `runner_sha256`, which its context
     names too, so every run it produces says which code measured it), its selection, and the manifest entries of the
     models without a card, whose checkpoints the export carries."""
@@ -280,7 +279,7 @@ def export_plan(config: Config, runner_sha256: str = "") -> tuple[Plan, dict, li
     paths = {model_id: exported_checkpoint(model_id) for model_id in suite.models}
     carded = [model_id for model_id in suite.models if model_id in models.registry()]
     loaded = (
-        {spec["model_id"]: spec for spec in read_json(config.paths.selection)["models"]}
+        {spec.model_id: spec for spec in read_selection(config.paths.selection).models}
         if (len(carded) < len(suite.models) and Path(config.paths.selection).exists())
         else {}
     )
@@ -289,7 +288,7 @@ def export_plan(config: Config, runner_sha256: str = "") -> tuple[Plan, dict, li
         if model_id in carded:
             specs.append(models.model_spec(models.get_card(model_id), paths[model_id]))
         elif model_id in loaded:  # no card, so no recipe: the plan carries the checkpoint load_models made
-            specs.append(replace(ModelSpec.from_dict(loaded[model_id]), checkpoint=paths[model_id]))
+            specs.append(replace(loaded[model_id], checkpoint=paths[model_id]))
         else:
             raise FileNotFoundError(
                 f"{model_id} has no card, so the plan must carry its checkpoint: run `dvc repro load_models` first"
@@ -307,12 +306,12 @@ def export_plan(config: Config, runner_sha256: str = "") -> tuple[Plan, dict, li
         recording.context(config, selection, invocation_id, read_json(config.paths.image_meta), config.runner.machine),
         runner_sha256=runner_sha256,
     )
-    loop = Loop(config.loop(), run_context, tuple(entry["label"] for entry in selection["environments"]))
+    loop = Loop(config.loop(), run_context, selection.labels)
     return Plan(invocation_id, tuple(trials), tuple(recipes), loop, runner_sha256), selection, carried
 
 
 def write_export(
-    config: Config, folder: Path, exported: Plan, selection: dict, carried: list[dict], content: bytes
+    config: Config, folder: Path, exported: Plan, selection: Selection, carried: list[dict], content: bytes
 ) -> None:
     """The export's files in `folder`: the checkpoints it carries, the plan, the image, the run's context, and the
     runner (`content`: runner.archive()'s bytes, whose digest the plan names)."""
@@ -325,7 +324,7 @@ def write_export(
         folder / EXPORT_CONTEXT,
         {
             "context": exported.adaptive.context.to_dict(),
-            "selection": selection,
+            "selection": selection.to_dict(),
             "plan_sha256": plan_digest(folder / "plan.json"),
             "runner_sha256": exported.runner_sha256,
         },
@@ -458,23 +457,22 @@ def outside_the_plan(exported: Plan, results: dict[str, TrialResult], built: lis
     return None
 
 
-def found_environments(selection: dict, remote: dict, machine: str) -> dict[str, run_record.EnvironmentInfo]:
+def found_environments(selection: Selection, remote: dict, machine: str) -> dict[str, run_record.EnvironmentInfo]:
     """Each compared environment as the launcher found it on that machine: its own interpreter's package list
     (environment.json's `environments`; a launcher before they were recorded apart gave its own for all), the list's
     hash its key, its torch and transformers its pins (the project's pins do not apply there)."""
     own = remote.get("environments") or {}
     info = {}
-    for entry in selection["environments"]:
-        freeze = tuple((own.get(entry["label"]) or remote)["freeze"])
+    for entry in selection.environments:
+        freeze = tuple((own.get(entry.label) or remote)["freeze"])
         pins = {
             name: version
             for name, version in (line.split("==", 1) for line in freeze)
             if name.lower() in ("torch", "transformers")
         }
-        settings = entry.get("settings") or {}
-        key = run_record.settings_key(journal.stable_hash(list(freeze)), settings)
-        info[entry["label"]] = run_record.EnvironmentInfo(
-            entry["label"], f"{entry['name']} on {machine}", key, pins, freeze, settings
+        key = run_record.settings_key(journal.stable_hash(list(freeze)), entry.settings)
+        info[entry.label] = run_record.EnvironmentInfo(
+            entry.label, f"{entry.name} on {machine}", key, pins, freeze, entry.settings
         )
     return info
 
@@ -523,7 +521,7 @@ def ingest(config: Config, folder: Path) -> None:
             f"MLflow until it has; run it again there, bring {folder / 'results'} back and ingest again"
         )
     )
-    selection = saved["selection"]
+    selection = Selection.from_dict(saved["selection"])
     first = next(result for result in results.values() if result.environment)
     machine = saved["context"]["machine"] or first.environment.get("hostname", "remote")
     run_context = replace(Context.from_dict(saved["context"]), machine=machine)
@@ -537,7 +535,7 @@ def ingest(config: Config, folder: Path) -> None:
             recording.parent_name(selection, machine) + " (ingested)",
             recording.parent_params(selection, config, run_context, first.environment),
             {
-                "suite": selection["suite"],
+                "suite": selection.suite,
                 "machine": machine,
                 "machine_fingerprint": first.environment.get("machine_fingerprint"),
                 "environments": ",".join(info),

@@ -34,7 +34,7 @@ from compilebench.harness import fingerprint, models
 from compilebench.pins import resolved_pins
 from compilebench.records.formats import KIND_COLD, ModelSpec, RecordError, TrialSpec
 from compilebench.records.invocation import LoopSettings
-from compilebench.records.reading import read_json
+from compilebench.records.reading import read_selection
 
 LOGGER = logging.getLogger(__name__)
 UNITS_SHOWN = 4  # unpriced units named in the log line; the rest counted
@@ -117,9 +117,7 @@ def model_specs(config: Config) -> list[ModelSpec]:
     Hub id load_models has not read yet) raises ConfigError naming the command that reads it."""
     listed = {}
     if Path(config.paths.selection).exists():
-        listed = {
-            entry["model_id"]: ModelSpec.from_dict(entry) for entry in read_json(config.paths.selection)["models"]
-        }
+        listed = {spec.model_id: spec for spec in read_selection(config.paths.selection).models}
     cards = models.registry()
     specs = []
     for model_id in config.selected.models:
@@ -233,7 +231,7 @@ def forecast(config: Config) -> None:
     pins = resolved_pins(config, root)
     selection = plan.selection(config, specs, pins, reference.selected_cells(config))
     trials = recording.plan_trials(config, selection, config.paths.image)
-    labels = [entry["label"] for entry in selection["environments"]]
+    labels = list(selection.labels)
     machine, device = fingerprint.host()["machine_fingerprint"], config.device
     LOGGER.info(
         "forecast of suite %s, %s, on machine %s (%s): nothing is built or measured",
@@ -243,11 +241,11 @@ def forecast(config: Config) -> None:
         device,
     )
     if len(labels) > 1:  # alone, `current` is the project's own interpreter
-        for entry in selection["environments"]:
-            name, stack, settings = entry["name"], entry["stack"], entry["settings"]
-            if entry["label"] != name:
+        for entry in selection.environments:
+            name, stack, settings = entry.name, entry.interpreter, entry.settings
+            if entry.label != name:
                 continue  # an A/A's second label: the same environment
-            built = environments.is_built(stack, pins[name], cache_root, entry.get("python", ""))
+            built = environments.is_built(stack, pins[name], cache_root, entry.python)
             shared = f"`{stack}`'s interpreter run with settings {settings}; " if stack != name else ""
             venv = f"`{stack}`'s venv first, under" if shared else "it first, into its own venv under"
             LOGGER.info(

@@ -317,7 +317,7 @@ def main() -> None:
             shutil.rmtree(folder)  # a model no longer selected
     write_json(config.paths.manifest, manifest)
     pins = resolved_pins(config, Path.cwd())
-    write_json(config.paths.selection, plan.selection(config, specs, pins, cells))
+    write_json(config.paths.selection, plan.selection(config, specs, pins, cells).to_dict())
 
 
 if __name__ == "__main__":

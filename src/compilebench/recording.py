@@ -18,31 +18,32 @@ from compilebench.analysis import plan, run_record, runs
 from compilebench.config import Config
 from compilebench.harness import fingerprint
 from compilebench.logs import redact
-from compilebench.records.formats import STATUS_OK, UNSUPPORTED, ModelSpec, TrialResult, TrialSpec, VariantSpec
+from compilebench.records.formats import STATUS_OK, UNSUPPORTED, TrialResult, TrialSpec
 from compilebench.records.invocation import Context
+from compilebench.records.selection import Selection
 from compilebench.records.writing import write_json, write_jsonl
 from compilebench.run_info import RunInfo
 
 LOGGER = logging.getLogger(__name__)
 
 
-def plan_trials(config: Config, selection: dict[str, Any], image: str) -> list[TrialSpec]:
+def plan_trials(config: Config, selection: Selection, image: str) -> list[TrialSpec]:
     """Every trial of the selection, in run order: each timed as `benchmark` and top-level `settings` say, an
     environment's own settings over them."""
     bench = config.benchmark
     return plan.trials(
-        [ModelSpec.from_dict(m) for m in selection["models"]],
-        selection["batch_sizes"],
-        [VariantSpec.from_dict(v) for v in selection["variants"]],
-        [entry["label"] for entry in selection["environments"]],
+        list(selection.models),
+        list(selection.batch_sizes),
+        list(selection.variants),
+        list(selection.labels),
         bench.replicates,
         bench.cold_replicates,
         bench.compile_cache == "shared",
         image,
         config.timing(),
         bench.seed,
-        None if selection.get("cells") is None else frozenset(tuple(cell) for cell in selection["cells"]),
-        {entry["label"]: entry.get("settings") or {} for entry in selection["environments"]},
+        None if selection.cells is None else frozenset(selection.cells),
+        {entry.label: entry.settings for entry in selection.environments},
     )
 
 
@@ -59,12 +60,12 @@ def model_infos(entries: list[dict[str, Any]]) -> dict[str, run_record.ModelInfo
     }
 
 
-def context(config: Config, selection: dict[str, Any], invocation_id: str, image_meta: dict, machine: str) -> Context:
+def context(config: Config, selection: Selection, invocation_id: str, image_meta: dict, machine: str) -> Context:
     """What every run of this invocation shares."""
     return Context(
         invocation_id=invocation_id,
-        suite=selection["suite"],
-        scale=selection["scale"],
+        suite=selection.suite,
+        scale=selection.scale,
         machine=machine,
         git_commit=fingerprint.git_commit(),
         image_source=image_meta["image_source"],
@@ -164,23 +165,23 @@ def failures_note(name: str, failed: list[str], runs: int) -> str | None:
     return f"**compilebench** {name}: {len(failed)} of {runs} runs did not end ok: {shown}."
 
 
-def parent_name(selection: dict[str, Any], machine: str) -> str:
+def parent_name(selection: Selection, machine: str) -> str:
     """What an invocation's parent run is called: its suite, the environments it compared, the machine."""
-    labels = [entry["label"] for entry in selection["environments"]]
+    labels = selection.labels
     compared = " vs ".join(labels) if len(labels) > 1 else labels[0]
-    return f"{selection['suite']}: {compared} on {machine}"
+    return f"{selection.suite}: {compared} on {machine}"
 
 
-def parent_params(selection: dict[str, Any], config: Config, run_context: Context, where: dict) -> dict:
+def parent_params(selection: Selection, config: Config, run_context: Context, where: dict) -> dict:
     """The parent run's params: what this invocation ran, where."""
     bench, timing = config.benchmark, config.timing()
     return {
-        "suite": selection["suite"],
-        "scale": selection["scale"],
-        "models": ",".join(m["model_id"] for m in selection["models"]),
-        "batch_sizes": ",".join(map(str, selection["batch_sizes"])),
-        "variants": ",".join(v["name"] for v in selection["variants"]),
-        "environments": ",".join(e["label"] for e in selection["environments"]),
+        "suite": selection.suite,
+        "scale": selection.scale,
+        "models": ",".join(m.model_id for m in selection.models),
+        "batch_sizes": ",".join(map(str, selection.batch_sizes)),
+        "variants": ",".join(v.name for v in selection.variants),
+        "environments": ",".join(selection.labels),
         "replicates": bench.replicates,
         "cold_replicates": bench.cold_replicates,
         "together": bench.together,  # how a timing block ran: its processes alive together, taking turns
@@ -194,13 +195,15 @@ def parent_params(selection: dict[str, Any], config: Config, run_context: Contex
 
 
 def environment_infos(
-    selection: dict, stacks: dict[str, environments.BuiltEnvironment]
+    selection: Selection, stacks: dict[str, environments.BuiltEnvironment]
 ) -> dict[str, run_record.EnvironmentInfo]:
     """Each compared environment by label: its stack (interpreter, pins, package list) and its settings; the settings
     are part of its key, so one stack run two ways is two environments, never an A/A."""
     info = {}
-    for entry in selection["environments"]:
-        label, stack, settings = entry["label"], stacks[entry["label"]], entry.get("settings") or {}
-        key = run_record.settings_key(stack.key, settings)
-        info[label] = run_record.EnvironmentInfo(label, entry["name"], key, stack.pins, stack.freeze, settings)
+    for entry in selection.environments:
+        stack = stacks[entry.label]
+        key = run_record.settings_key(stack.key, entry.settings)
+        info[entry.label] = run_record.EnvironmentInfo(
+            entry.label, entry.name, key, stack.pins, stack.freeze, entry.settings
+        )
     return info

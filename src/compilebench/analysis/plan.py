@@ -38,6 +38,7 @@ from compilebench.records.formats import (
     environment_labels,
     williams_orders,
 )
+from compilebench.records.selection import SelectedEnvironment, Selection
 
 
 def backend_key(variant: VariantSpec) -> str:
@@ -239,7 +240,7 @@ def trials(
 
 def selection(
     config: Any, specs: list[ModelSpec], pins: dict[str, dict[str, str]], cells: list[tuple[str, int, str]] | None
-) -> dict[str, Any]:
+) -> Selection:
     """What the benchmark measures: models and their checkpoint folders, batch sizes, variants, environments, and
     (for a suite with `cells: published`) the (model id, batch size, variant) cells measured.
 
@@ -247,22 +248,22 @@ def selection(
     environment's resolved pins by name (pins.resolved_pins), `cells` reference.published_cells's or None.
     """
     suite = config.selected
-    return {
-        "suite": config.suite,
-        "scale": suite.scale,
-        "batch_sizes": list(suite.batch_sizes),
-        "cells": None if cells is None else [list(cell) for cell in sorted(cells)],
-        "models": [asdict(spec) for spec in specs],
-        "variants": [asdict(VariantSpec(name=name, **asdict(config.variants[name]))) for name in suite.variants],
-        "environments": [
-            {
-                "label": label,
-                "name": name,
-                "pins": pins[name],
-                "settings": config.environments[name].settings.given(),
-                "stack": name if config.environments[name].pins else CURRENT,  # whose interpreter runs it
-                "python": config.environments[name].python,  # the Python it is built on ('' = the project's)
-            }
+    return Selection(
+        suite=config.suite,
+        scale=suite.scale,
+        batch_sizes=tuple(suite.batch_sizes),
+        models=tuple(specs),
+        variants=tuple(VariantSpec(name=name, **asdict(config.variants[name])) for name in suite.variants),
+        environments=tuple(
+            SelectedEnvironment(
+                label=label,
+                name=name,
+                pins=pins[name],
+                settings=config.environments[name].settings.given(),
+                stack=name if config.environments[name].pins else CURRENT,  # whose interpreter runs it
+                python=config.environments[name].python,  # the Python it is built on ('' = the project's)
+            )
             for label, name in zip(environment_labels(config.compare), config.compare, strict=True)
-        ],
-    }
+        ),
+        cells=None if cells is None else tuple((m, int(b), v) for m, b, v in sorted(cells)),
+    )

@@ -11,7 +11,15 @@ from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
-from compilebench.records.formats import RESULT_FIELDS_ADDED, RESULT_FORMAT, STATUSES, Plan, RecordError, TrialResult
+from compilebench.records.formats import (
+    RESULT_FIELDS_ADDED,
+    RESULT_FORMAT,
+    STATUSES,
+    Plan,
+    RecordError,
+    TrialResult,
+)
+from compilebench.records.selection import Selection
 
 
 def _type_ok(value: Any, hint: str) -> bool:
@@ -128,3 +136,13 @@ def read_plan(path: str | Path) -> Plan:
 def read_jsonl(path: str | Path) -> list[dict[str, Any]]:
     """The rows of a JSON-lines file (blank lines skipped)."""
     return [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()]
+
+
+def read_selection(path: str | Path) -> Selection:
+    """An invocation's selection (paths.selection, load_models' output); RecordError where it is not one."""
+    try:
+        return Selection.from_dict(read_json(path))
+    except (KeyError, TypeError, ValueError) as error:
+        raise RecordError(
+            f"{path}: not a selection written by load_models ({error}): run `dvc repro load_models`"
+        ) from None
