@@ -77,6 +77,12 @@ def test_ingest_logs_every_trial_once_the_added_blocks_included(exported):
     lines = [json.loads(line) for line in (folder / "results" / "trials.jsonl").read_text().splitlines()]
     assert {line["runner_sha256"] for line in lines} == {digest}
     assert {row["runner_sha256"] for row in rows} == {digest} and set(logged["params.runner_sha256"]) == {digest}
+    readme = (folder / "README.md").read_text()  # the export's, replaced by the record's once results are back
+    assert NOT_RUN_YET not in readme.splitlines()
+    assert "trials came back:" in readme and f"make ingest FROM={folder.as_posix()}" in readme
+    (folder / "README.md").write_text("mine\n")  # a README a person wrote is left as it is
+    run_ok([sys.executable, "-m", "compilebench.benchmark", "--ingest", str(folder)], root, env)
+    assert (folder / "README.md").read_text() == "mine\n"
 
 
 def test_ingest_refuses_lines_another_runner_wrote(exported, tmp_path):

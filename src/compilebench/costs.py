@@ -1,8 +1,9 @@
 """Per-model costs of processes on a GPU, from measured records: what `benchmark --export` estimates a plan from.
 
-    python -m compilebench.costs benchmarks/results/2026-11-27-h100-paper-bs1-w3 \
-        benchmarks/results/2026-11-27-h100-paper-bs1-w2 benchmarks/results/2026-11-27-h100-paper-bs1-w1 \
-        --out data/reference/gpu-costs.json
+    python -m compilebench.costs WINDOW [WINDOW ...] --out data/reference/gpu-costs.json
+
+Each WINDOW an exported plan's folder that ran on the GPU and came back (its `results/` beside its plan.json): the
+H100 windows' dated records gave the table shipped in data/reference/.
 
 Reads each record's plan.json and results/trials.jsonl (an exported plan run by the launcher) and writes, per model,
 the medians over its trials that measured (ok, accuracy_fail or invalid: their times are real) of: process start-up

@@ -10,17 +10,21 @@ plan); on a machine with only torch and transformers, `cd DIR && python runner.p
 --window-min M splits the plan into windows of at most M estimated GPU minutes each (a machine at hand for a fixed
 time), each an invocation of its own, all sharing one runner. --ingest then turns DIR/results into results and
 MLflow runs as the benchmark stage records its own (recording.py's Recorder and finish), with that machine's device,
-versions and package list.
+versions and package list, and writes DIR/README.md from DIR's files (`window_readme`) in place of the one the export
+left.
 """
 
 from __future__ import annotations
 
+import collections
+import json
 import logging
 import math
 import shlex
 import shutil
 import uuid
 from dataclasses import replace
+from datetime import UTC, datetime
 from pathlib import Path, PurePosixPath
 from typing import Any
 
@@ -161,7 +165,7 @@ def plan_units(exported: Plan) -> list[str]:
 def waiting_readme(
     name: str, exported: Plan, selection: Selection, estimate: str, window: str | None, prime_at_once: int | None
 ) -> str:
-    """The README an export leaves in its folder until its results come back (benchmarks/export_readme.py then
+    """The README an export leaves in its folder until its results come back (`make ingest`, window_readme, then
     writes the record's in its place, recognising this one by NOT_RUN_YET): what the plan measures, what it should
     cost, and how to run it and bring it back."""
     commit = exported.adaptive.context.git_commit[:12] if exported.adaptive else "?"  # an export always has a loop
@@ -188,8 +192,7 @@ def waiting_readme(
         f"`{launch_command(name, exported, selection, prime_at_once)}` "
         f"(docs/gpu.md; its runner, `{runner.RUNNER}`, is {exported.runner_sha256[:12]}). Back here, with what came "
         "back in `results/`: "
-        f"`make ingest FROM=<this folder>`, then `python benchmarks/export_readme.py <this folder>` writes the "
-        "record's README in place of this one.",
+        "`make ingest FROM=<this folder>`, which also writes the record's README in place of this one.",
         "",
     ]
     return "\n".join(lines)
@@ -477,6 +480,67 @@ def found_environments(selection: Selection, remote: dict, machine: str) -> dict
     return info
 
 
+class WindowError(ValueError):
+    """A folder that is not an exported plan's with its results back; the message names what is missing."""
+
+
+WINDOW_FILES = {  # an exported plan's folder, its results back: what each file holds
+    "plan.json": "the exported plan: every process, its trials and recipes",
+    "export.json": "what the plan was exported with (invocation, suite, timing settings, the models)",
+    "carried.json": "what was carried to the machine (checkpoints, the image, the harness)",
+    "image.jpg": "the input image the processes used",
+    "results/trials.jsonl": "one line per process that came back, with every raw sample",
+    "results/environment.json": "the machine's Python and full package list",
+    "results/checkpoints.json": "the checkpoints the processes loaded",
+    "results/prime.jsonl": "the shared inductor cache's priming processes",
+    "results/window.json": "the machine window's start, budget and stop",
+    "results/finished.json": "which processes finished, for a resumed window",
+    "ingested": "its tables, report and figures as `make ingest` made them (its own README)",
+}
+
+
+def window_readme(folder: Path) -> str:
+    """The README's text for `folder`, an exported plan's folder with its results back (WindowError naming what is
+    missing where it is not)."""
+    missing = [name for name in ("plan.json", "export.json", "results/trials.jsonl") if not (folder / name).exists()]
+    if missing:
+        raise WindowError(f"{folder}: not an exported plan's folder, missing {', '.join(missing)}; nothing written")
+    plan = json.loads((folder / "plan.json").read_text())
+    context = json.loads((folder / "export.json").read_text())["context"]
+    trials = [json.loads(line) for line in (folder / "results/trials.jsonl").read_text().splitlines() if line.strip()]
+    if not trials:
+        raise WindowError(f"{folder}: results/trials.jsonl holds no process; nothing written")
+    env = next((t["environment"] for t in trials if isinstance(t.get("environment"), dict)), {})
+    started = [t["started_at"] for t in trials if t.get("started_at")]
+    ended = [t["started_at"] + (t.get("wall_s") or 0) for t in trials if t.get("started_at")]
+    first, last = (datetime.fromtimestamp(min(started), UTC), datetime.fromtimestamp(max(ended), UTC))
+    statuses = collections.Counter(t.get("status", "?") for t in trials)
+    summed_s = sum(t.get("wall_s") or 0 for t in trials)
+    files = [f"- `{name}`: {what}" for name, what in WINDOW_FILES.items() if (folder / name).exists()]
+    files += [f"- `results/{log.name}`: a log the machine wrote" for log in sorted((folder / "results").glob("*.log"))]
+    lines = [
+        f"# {folder.name}",
+        "",
+        f"An exported plan of suite `{context.get('suite')}` (invocation `{context.get('invocation_id')}`), exported "
+        f"from compilebench at `{str(context.get('git_commit', '?'))[:12]}` and run by the launcher on "
+        f"`{env.get('device_name', '?')}` (fingerprint `{env.get('machine_fingerprint', '?')}`) with torch "
+        f"{env.get('torch_version', '?')} and transformers {env.get('transformers_version', '?')}.",
+        "",
+        f"Its processes ran {first:%Y-%m-%d %H:%M}–{last:%H:%M} UTC{'' if first.date() == last.date() else ' (+1 day)'}"
+        f" ({summed_s:.0f} s of processes summed). {len(trials)} of the plan's {len(plan.get('trials', []))} trials "
+        f"came back: " + ", ".join(f"{count} {status}" for status, count in sorted(statuses.items())) + ".",
+        "",
+        "Files:",
+        "",
+        *files,
+        "",
+        f"Tables, report and figures from it: `make ingest FROM={folder.as_posix()}`, which wrote this README from the "
+        "files above.",
+        "",
+    ]
+    return "\n".join(lines)
+
+
 def ingest(config: Config, folder: Path) -> None:
     """Results measured elsewhere (an exported plan run by the launcher) as runs: logged once, written as results.
     Refused, with nothing logged, when the plan was edited since export or since it ran, a line is another plan's, or
@@ -562,5 +626,8 @@ def ingest(config: Config, folder: Path) -> None:
         "not_logged": not_logged or "",
     }
     recording.finish(config, recorder.records(), exported.invocation_id, tracker, extra)
+    readme = folder / README
+    if not readme.exists() or NOT_RUN_YET in readme.read_text().splitlines():  # the export's own: results are back
+        readme.write_text(window_readme(folder))
     if not_logged:
         LOGGER.warning("results written to %s; %s", config.paths.results, not_logged)
