@@ -282,7 +282,9 @@ def project_env() -> dict:
 
 def make_dry_run(*args: str) -> str:
     """What `make ARGS` would run in the project (`make -n`), continued lines joined."""
-    done = subprocess.run(["make", "-n", *args], cwd=ROOT, env=project_env(), capture_output=True, text=True)
+    done = subprocess.run(
+        ["make", "-n", "--no-print-directory", *args], cwd=ROOT, env=project_env(), capture_output=True, text=True
+    )
     return " ".join(done.stdout.replace("\\\n", " ").split())
 
 
