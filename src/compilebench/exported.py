@@ -17,7 +17,6 @@ left.
 from __future__ import annotations
 
 import collections
-import json
 import logging
 import math
 import shlex
@@ -46,9 +45,9 @@ from compilebench.records.formats import (
     processes,
 )
 from compilebench.records.invocation import Context, Loop
-from compilebench.records.reading import plan_digest, read_json, read_plan, read_selection
+from compilebench.records.reading import plan_digest, read_json, read_jsonl, read_plan, read_selection
 from compilebench.records.selection import Selection
-from compilebench.records.writing import write_json
+from compilebench.records.writing import write_atomic, write_json
 
 LOGGER = logging.getLogger(__name__)
 
@@ -505,9 +504,9 @@ def window_readme(folder: Path) -> str:
     missing = [name for name in ("plan.json", "export.json", "results/trials.jsonl") if not (folder / name).exists()]
     if missing:
         raise WindowError(f"{folder}: not an exported plan's folder, missing {', '.join(missing)}; nothing written")
-    plan = json.loads((folder / "plan.json").read_text())
-    context = json.loads((folder / "export.json").read_text())["context"]
-    trials = [json.loads(line) for line in (folder / "results/trials.jsonl").read_text().splitlines() if line.strip()]
+    plan = read_json(folder / "plan.json")
+    context = read_json(folder / "export.json")["context"]
+    trials = read_jsonl(folder / "results/trials.jsonl")
     if not trials:
         raise WindowError(f"{folder}: results/trials.jsonl holds no process; nothing written")
     env = next((t["environment"] for t in trials if isinstance(t.get("environment"), dict)), {})
@@ -628,6 +627,6 @@ def ingest(config: Config, folder: Path) -> None:
     recording.finish(config, recorder.records(), exported.invocation_id, tracker, extra)
     readme = folder / README
     if not readme.exists() or NOT_RUN_YET in readme.read_text().splitlines():  # the export's own: results are back
-        readme.write_text(window_readme(folder))
+        write_atomic(readme, window_readme(folder))
     if not_logged:
         LOGGER.warning("results written to %s; %s", config.paths.results, not_logged)

@@ -167,9 +167,9 @@ def check_on_cpu(plan: Plan, plan_path: Path, python: str, timeout_s: float) -> 
     by this runner, as a window would run it first, with the device set to cpu and the timing brief, on an empty
     cache, in a scratch folder (nothing is written beside the plan). Run where the plan was made, before a GPU is
     lent, it shows that the plan, its recipes, its image and its runner work together."""
-    first = plan.trials[0]
+    first, home = plan.trials[0], plan_path.resolve().parent
     recipes = tuple(recipe for recipe in plan.recipes if recipe.model_id == first.model.model_id)
-    if not recipes and not (plan_path.resolve().parent / first.model.checkpoint).is_dir():
+    if not recipes and not (home / first.model.checkpoint).is_dir():
         raise RecordError(
             f"the plan's first trial is of {first.model.model_id}, which has neither a checkpoint recipe in the plan "
             f"nor a checkpoint folder beside it ({first.model.checkpoint}): export the plan again"
@@ -177,16 +177,15 @@ def check_on_cpu(plan: Plan, plan_path: Path, python: str, timeout_s: float) -> 
     with tempfile.TemporaryDirectory(prefix="compilebench-cpu-check-") as scratch:
         root = Path(scratch)
         built = launcher.build_checkpoints(replace(plan, recipes=recipes), root)
-        folder = root / recipes[0].folder if built else plan_path.resolve().parent / first.model.checkpoint
-        model = replace(first.model, checkpoint=str(folder))
         failed = [entry["error"] for entry in built if entry.get("error")]
         if failed:
             raise RecordError(f"the checkpoint of {first.model.model_id} was not built from its recipe: {failed[0]}")
+        folder = root / recipes[0].folder if recipes else home / first.model.checkpoint
         spec = replace(
             first,
             trial_id=f"{first.trial_id}/cpu-check",
-            model=model,
-            image=str(plan_path.resolve().parent / first.image),
+            model=replace(first.model, checkpoint=str(folder)),
+            image=str(home / first.image),
             cache=CACHE_COLD,
             kind=KIND_PAIRED,
             process_id="",
@@ -284,11 +283,11 @@ def main(argv: list[str] | None = None) -> None:
         parser.error(f"--python takes ENV=PATH (an environment's name, its interpreter), got {args.python}")
     pythons = {CURRENT: sys.executable, **dict(item.split("=", 1) for item in args.python)}
     if args.check_on_cpu:
-        first = plan.trials[0] if plan.trials else None
-        if first is None or first.environment not in pythons:
-            parser.error(
-                f"--check-on-cpu: the plan's first trial is of {first and first.environment}: give its --python"
-            )
+        if not plan.trials:
+            parser.error(f"--check-on-cpu: {args.plan} holds no trial to check")
+        first = plan.trials[0]
+        if first.environment not in pythons:
+            parser.error(f"--check-on-cpu: the plan's first trial is of {first.environment}: give its --python")
         try:
             result = check_on_cpu(plan, args.plan, pythons[first.environment], args.timeout_s)
         except RecordError as error:

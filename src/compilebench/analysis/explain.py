@@ -216,10 +216,16 @@ def within_aa(found: list[Shift], aa: dict[str, Shift]) -> list[Shift]:
     ]
 
 
-def moved(a: Side, b: Side, margin: float, again: Side | None = None) -> list[Shift]:
-    """The categories that moved from A to B, beside B's A/A (`again`, B's second process) where there is one."""
+def judged(a: Side, b: Side, margin: float, again: Side | None = None) -> tuple[list[Shift], dict[str, Shift]]:
+    """Every category A beside B, a move no larger than B's A/A (`again`, B's second process, where there is one)
+    not called one; and that A/A by category ({} without one)."""
     aa = {shift.category: shift for shift in shifts(b, again, margin)} if again else {}
-    return [shift for shift in within_aa(shifts(a, b, margin), aa) if shift.moved]
+    return within_aa(shifts(a, b, margin), aa), aa
+
+
+def moved(a: Side, b: Side, margin: float, again: Side | None = None) -> list[Shift]:
+    """The categories that moved from A to B, beside B's A/A where there is one."""
+    return [shift for shift in judged(a, b, margin, again)[0] if shift.moved]
 
 
 def moved_events(a: Side, b: Side, count: int = 6) -> list[tuple[str, str, float, float]]:

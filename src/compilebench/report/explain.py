@@ -31,10 +31,9 @@ def _side_failed(label: str, row: dict[str, Any]) -> str:
 def _categories(
     a: explain.Side, b: explain.Side, margin: float, latency: dict[str, float | None], again: explain.Side | None
 ) -> list[str]:
-    aa = {shift.category: shift for shift in explain.shifts(b, again, margin)} if again else {}
+    shifts, aa = explain.judged(a, b, margin, again)
     columns = ["per call, ms", a.label, b.label, "B − A [95% CI]", *([f"{again.label} − B"] if again else []), "moved"]
     lines = ["| " + " | ".join(columns) + " |", "|---" * len(columns) + "|"]
-    shifts = explain.within_aa(explain.shifts(a, b, margin), aa)
     for shift in shifts:
         if shift.a_ms == 0 and shift.b_ms == 0:
             continue
