@@ -2,7 +2,7 @@
 change between the second and the third (torch's and oneDNN's kernels capped at SSE4.1 against all the machine has, each
 process on one thread, so a loaded machine slows both alike), each round a real `dvc exp run` of the pipeline on
 ResNet-50 eager. Stopped after its first round and run again, it resumes from its journal; a bisect whose ends are
-alike measures no middle."""
+alike measures no middle (its ends measured again if they were left `inconclusive`)."""
 
 import json
 import subprocess
@@ -102,8 +102,11 @@ def test_a_bisect_whose_ends_are_alike_measures_no_middle(project):
     assert done.returncode == 0, done.stderr[-4000:]
     folder = root / "data/bisect/environments-wide-c-wide-a"
     rounds = json.loads((folder / "journal.json").read_text())["rounds"]
-    assert len(rounds) == 1 and rounds[0]["plan"]["positions"] == [0, 2, 2]  # the ends, the newer twice: no middle
-    words = {s["verdict"] for h, s in rounds[0]["steps"]}
+    assert rounds[0]["plan"]["positions"] == [0, 2, 2]  # the ends, the newer twice
+    # No middle: ends left `inconclusive` are measured again once with twice the blocks, never bisected (under make
+    # test's load 3 blocks left them so, CI at 6696b07).
+    assert len(rounds) <= 2 and all(1 not in r["plan"]["positions"] for r in rounds), [r["plan"] for r in rounds]
+    words = {s["verdict"] for r in rounds for h, s in r["steps"]}
     assert words <= {"equivalent", "inconclusive"}, words
     assert json.loads((folder / "bisect.json").read_text())["searches"] == []
     assert "none changed" in (folder / "report.md").read_text()
