@@ -335,9 +335,9 @@ def test_each_stage_depends_on_exactly_the_code_it_runs(repo_root):
 def test_explain_profiles_on_the_comparison_s_warm_cache_where_it_was_used(project, tmp_path):
     """A benchmark that ended leaves its warm inductor caches where its processes used them (its journal gone);
     `make explain`'s command profiles a cell on them, in place (inductor's keys hold the cache's path), each generated
-    kernel named. (On torch 2.13 the profiled process still misses inductor's FX graph cache, 2026-12-04: open.) Its
-    MLflow artifacts go to a store of its own here, and its folder is removed after: the shared project stays as its
-    other tests read it."""
+    kernel named, its graph found in inductor's FX graph cache as the timing processes found it. Its MLflow
+    artifacts go to a store of its own here, and its folder is removed after: the shared project stays as its other
+    tests read it."""
     root, env, _ = project
     caches = root / "data/journal/inductor-cache"
     assert not (root / "data/journal/invocation.json").exists()  # nothing to resume
@@ -353,6 +353,8 @@ def test_explain_profiles_on_the_comparison_s_warm_cache_where_it_was_used(proje
             result = json.loads((side / "result.json").read_text())
             profile = json.loads((side / "profile.json").read_text())
             assert result["cache"] == "warm" and result["status"] == "ok", result
+            counters = result["health"]["inductor_counters"]
+            assert counters.get("fxgraph_cache_hit", 0) > 0 and "fxgraph_cache_miss" not in counters, counters
             events = profile["rounds"][0]["events"]
             assert profile["kernels_named"] > 0 and any(name.startswith("cpp_fused") for name in events)
             assert profile["code"]["kept"] and list((side / "code").rglob("*.py"))
