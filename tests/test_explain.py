@@ -57,8 +57,9 @@ def profile(generated_us, conv_us, wall_ms, seed, rounds=5, calls=10, torch="2.0
         "device": "cpu",
         "rounds": entries,
         "compile_phases_s": {"_compile.compile_inner": 3.0},
-        "health": {"graph_count": 1, "graph_break_count": 0},
+        "health": {"graph_count": 1, "graph_break_count": 0, "recompile_count": 0},
         "code": {"files": 4, "kept": True},
+        "kernels_named": 1,
     }
 
 
@@ -109,6 +110,16 @@ def test_the_report_lays_a_beside_b_and_says_what_moved():
     assert "**moved**" in line and "| 10.0" in line
     assert "Moved: generated kernels." in text and "| `_compile.compile_inner` | dynamo trace | 3.00 | 3.00 |" in text
     assert "| torch | 2.0.1 | 2.15.0 |" in text and "Profiled call against the timing blocks' latency" in text
+    assert "did not give" not in text
+    bare = profile(10_000, 20_000, 35.0, seed=1)
+    bare.update(compile_phases_s={}, health={"graph_count": 1}, kernels_named=0)  # a release that gives less
+    old = explain.side_of("torch-2.0.1", bare)
+    text = report([(target, {"torch-2.0.1": old, "torch-2.15.0": b}, {})], 0.1)
+    assert (
+        "torch-2.0.1 (torch 2.0.1) did not give: dynamo's compile-time table; its generated kernels by name (their "
+        "time is in `unrecorded`); graph breaks; recompiles." in text
+    )
+    assert "| graph breaks | not given | 0 |" in text and "torch-2.15.0 (torch 2.15.0) did not give" not in text
     failed = report([(target, {"torch-2.0.1": a, "torch-2.15.0": {"status": "crashed", "error": "boom"}}, {})], 0.1)
     assert "torch-2.15.0's profiled process ended `crashed`: boom" in failed
 

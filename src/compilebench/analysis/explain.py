@@ -110,6 +110,7 @@ class Side:
     code: dict[str, Any]
     compile_s: float | None = None  # this process's first call (its compile and one call)
     cache: str = ""  # the inductor cache it compiled on: cold (empty) | warm (the comparison's)
+    kernels_named: int | None = None  # generated kernels timed by name (0: none found; None: not recorded)
 
     @property
     def call_ms(self) -> float:
@@ -160,7 +161,20 @@ def side_of(label: str, profile: dict[str, Any], compile_s: float | None = None,
         profile.get("code", {}),
         compile_s,
         cache,
+        profile.get("kernels_named"),
     )
+
+
+HEALTH_PARTS = {"graph_count": "graphs", "graph_break_count": "graph breaks", "recompile_count": "recompiles"}
+
+
+def missing(side: Side) -> list[str]:
+    """The parts of an explanation this side's release did not give (its profiler, dynamo or logs lack them)."""
+    parts = [] if side.phases_s else ["dynamo's compile-time table"]
+    if side.kernels_named == 0 and side.code.get("files"):
+        parts.append("its generated kernels by name (their time is in `unrecorded`)")
+    parts += [name for key, name in HEALTH_PARTS.items() if key not in side.health]
+    return parts
 
 
 @dataclass(frozen=True)

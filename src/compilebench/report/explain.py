@@ -101,7 +101,7 @@ def _phases(a: explain.Side, b: explain.Side) -> list[str]:
 
 def _made(a: explain.Side, b: explain.Side) -> list[str]:
     def health(side: explain.Side, key: str) -> Any:
-        return side.health.get(key, "–")
+        return side.health.get(key, "not given")
 
     def reasons(side: explain.Side) -> str:
         found = side.health.get("graph_break_reasons") or []
@@ -147,6 +147,11 @@ def report(explained: list[tuple[Any, dict[str, Any], dict[str, float | None]]],
         again = again if isinstance(again, explain.Side) else None
         lines += [*_categories(a, b, margin, latency, again), "", *_events(a, b), ""]
         lines += [*_phases(a, b), "", *_made(a, b), ""]
+        for side in (a, b):
+            parts = explain.missing(side)
+            lines += (
+                [f"{side.label} (torch {side.torch or '?'}) did not give: {'; '.join(parts)}.", ""] if parts else []
+            )
         lines += [
             f"Files: `{target.slug}/{a.label}/` and `{target.slug}/{b.label}/` (trace.json, profile.json, code/).",
             "",
