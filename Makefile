@@ -104,9 +104,7 @@ test-fast: $(STAMP) .dvc/config  ## the quick loop: in-process tests (no trial p
 	pytest -q -n 2 -m "not slow"
 
 ui: $(STAMP)  ## the MLflow UI on this project's store, bound to 127.0.0.1; prints the runs table's address
-	@python -m compilebench.tracking --ui-url http://$(HOST):$(PORT)
-	@MLFLOW_SERVER_ENABLE_JOB_EXECUTION=false mlflow ui --backend-store-uri sqlite:///mlruns/mlflow.db \
-		--host $(HOST) --port $(PORT)
+	@python -m compilebench.tracking --ui-url http://$(HOST):$(PORT) --serve sqlite:///mlruns/mlflow.db
 
 # A shared tracking server for several machines (each sets MLFLOW_TRACKING_URI=http://HOST:PORT).
 # STORE: SQLite by default, or e.g. postgresql+psycopg://user@db/compilebench (psycopg is in the venv).

@@ -1,26 +1,30 @@
 """What does `make ui` show a user? The address it prints, opened in a real (headless) browser.
 
     apt-get install -y chromium && pip install playwright   # Debian's Chromium and Playwright, once
-    python scripts/check_ui.py                               # after a comparison; screenshots and page text: data/ui/
+    python scripts/check_ui.py                               # after a comparison; screenshots and page text: printed
 
-Starts `mlflow ui` on the project's store (127.0.0.1, a free port) and, in Chromium driven by Playwright, opens the
-address `make ui` prints: the runs table of the newest invocation, its B runs alone where it is a comparison. There,
-on the first screen (the window, not the page below it) and within 10 s of the check's own time, each B run's name
-must show its model, variant and headline word. Then the parent's page (its description: the answer per model) and a
-candidate's page (its tags). Each step saves a screenshot and the page's text. Exit 1, naming the step, where the page
-does not show it. Ends only the server it started.
+Runs `make ui`'s own command (`python -m compilebench.tracking --ui-url BASE --serve STORE`, 127.0.0.1, a free port)
+and, in Chromium driven by Playwright, opens the one address it prints: the runs table of the newest invocation, its
+B runs alone where it is a comparison, in MLflow's machine-learning mode. There, on the first screen (the window, not
+the page below it) and within 10 s of the check's own time, each B run's name must show its headline word whole at
+MLflow's default column width (a name cut after its word and model is counted, not failed). Then the parent's page
+(its description: the answer per model) and a candidate's page (its tags). Each step saves a screenshot and the page's
+text, into a fresh folder outside the project's data/ (or --out). Exit 1, naming each step, where the page does not
+show it: more or fewer than one printed address, GenAI mode, a run out of view, a cut word. Ends only what it started.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import re
+import select
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
-import urllib.request
 from pathlib import Path
 
 from compilebench import tracking
@@ -60,6 +64,79 @@ def shot(page, out: Path, name: str, full_page: bool = True) -> str:
     return text
 
 
+ADDRESS = re.compile(r"https?://\S+")
+# Where a name's text ends on screen: the right edge of `word` in it, and of the boxes that clip it (an ellipsis
+# takes the last ~12 px of a cut box).
+WORD_BOX = """(el, word) => {
+  const walker = document.createTreeWalker(el, NodeFilter.SHOW_TEXT);
+  let node, wordRight = null;
+  while ((node = walker.nextNode())) {
+    const at = node.data.indexOf(word);
+    if (at >= 0) { const r = document.createRange(); r.setStart(node, at); r.setEnd(node, at + word.length);
+                   wordRight = r.getBoundingClientRect().right; break; }
+  }
+  let right = Infinity, cut = false, box = el;
+  for (let i = 0; i < 5 && box; i++, box = box.parentElement) {
+    if (getComputedStyle(box).overflow !== "visible") {
+      right = Math.min(right, box.getBoundingClientRect().right);
+      cut = cut || box.scrollWidth > box.clientWidth;
+    }
+  }
+  return {wordRight, right, cut};
+}"""
+ELLIPSIS_PX = 12
+
+
+def serve(store: str, base: str, err: Path) -> tuple[subprocess.Popen, list[str]]:
+    """`make ui`'s command on `store` at `base`, in a process group of its own; with what it printed to stdout up to
+    and with the runs table's address (its `compilebench runs:` line)."""
+    process = subprocess.Popen(
+        [sys.executable, "-m", "compilebench.tracking", "--ui-url", base, "--serve", store],
+        stdout=subprocess.PIPE,
+        stderr=err.open("w"),
+        text=True,
+        start_new_session=True,
+    )
+    lines, deadline = [], time.monotonic() + 240
+    while time.monotonic() < deadline and process.poll() is None:
+        ready, _, _ = select.select([process.stdout], [], [], 1.0)
+        if ready:
+            lines.append(process.stdout.readline())
+            if lines[-1].startswith("compilebench runs:"):
+                return process, lines
+    end(process)
+    raise SystemExit(f"make ui's command printed no runs address within 240 s: {lines} {err.read_text()[-2000:]}")
+
+
+def end(process: subprocess.Popen) -> str:
+    """End the process group started by serve (by its PID); what it printed to stdout after the address."""
+    if process.poll() is None:
+        os.killpg(process.pid, signal.SIGTERM)
+    rest, _ = process.communicate(timeout=90)
+    return rest or ""
+
+
+def printed_addresses(stdout: str, stderr: str) -> list[str]:
+    """Every address `make ui` printed, on either stream."""
+    return ADDRESS.findall(stdout) + ADDRESS.findall(stderr)
+
+
+def word_cut(page, name: str, word: str) -> bool | None:
+    """Whether the runs table shows `name` with `word` cut off (None: the name is not on the page)."""
+    found = page.get_by_text(name, exact=True)
+    if not found.count():
+        return None
+    box = found.first.evaluate(WORD_BOX, word)
+    if box["wordRight"] is None:
+        return True
+    return box["cut"] and box["wordRight"] > box["right"] - ELLIPSIS_PX
+
+
+def name_cut(page, name: str) -> bool:
+    found = page.get_by_text(name, exact=True)
+    return bool(found.count()) and found.first.evaluate(WORD_BOX, name[:1])["cut"]
+
+
 FIRST_SCREEN_S = 10.0  # the most the check's own time may take to find the answer on the first screen
 
 
@@ -71,22 +148,31 @@ def follow_readme(page, base: str, runs_url: str, parent, children: list, out: P
     started = time.perf_counter()
     page.goto(runs_url)
     close = page.get_by_role("button", name="Close")
-    first = page.get_by_text(shown[0].info.run_name).first
-    first.wait_for(timeout=90_000)
+    try:
+        page.get_by_text(shown[0].info.run_name).first.wait_for(timeout=90_000)
+    except Exception:  # Playwright's timeout: the screen is still shot and judged below
+        problems.append(f"first screen: {shown[0].info.run_name!r} not shown within 90 s")
     if close.count():  # MLflow's assistant panel, where it opens by default, takes a third of the window
         close.first.click()
+    if page.get_by_text("Judges", exact=True).count():  # MLflow 3's GenAI sidebar, not the runs table's
+        problems.append("first screen: MLflow opened in GenAI mode, not machine learning (Model training)")
     height = page.viewport_size["height"]
     hidden = []
     for run in shown:
-        box = page.get_by_text(run.info.run_name, exact=True).first.bounding_box()
+        found = page.get_by_text(run.info.run_name, exact=True)
+        box = found.first.bounding_box() if found.count() else None
         if box is None or box["y"] + box["height"] > height:
             hidden.append(run.info.run_name)
+    cut = [run.info.run_name for run in candidates if word_cut(page, run.info.run_name, headline_word(run))]
+    after = [run.info.run_name for run in shown if run.info.run_name not in cut and name_cut(page, run.info.run_name)]
     took_s = time.perf_counter() - started
     text = shot(page, out, "runs", full_page=False)
     if hidden:
         problems.append(f"first screen: {len(hidden)} of {len(shown)} runs not in view ({hidden[:3]})")
-    if candidates and any(run.data.tags[VERDICT_TAG].split()[0] not in run.info.run_name for run in candidates):
+    if candidates and any(headline_word(run) not in run.info.run_name for run in candidates):
         problems.append("first screen: a B run's name does not carry its headline word")
+    if cut:
+        problems.append(f"first screen: {len(cut)} of {len(candidates)} B runs' words cut by the column ({cut[:3]})")
     if took_s > FIRST_SCREEN_S:
         problems.append(
             f"first screen: the answer took {took_s:.1f} s of the check's own time (at most {FIRST_SCREEN_S:.0f} s)"
@@ -94,7 +180,10 @@ def follow_readme(page, base: str, runs_url: str, parent, children: list, out: P
     others = [run.info.run_name for run in children if run not in shown and run.info.run_name in text]
     if candidates and others:
         problems.append(f"first screen: A runs listed beside the B runs ({others[:2]})")
-    print(f"first screen: {len(shown) - len(hidden)} of {len(shown)} runs in view in {took_s:.1f} s")
+    print(
+        f"first screen: {len(shown) - len(hidden)} of {len(shown)} runs in view in {took_s:.1f} s; words whole in "
+        f"{len(candidates) - len(cut)} of {len(candidates)} B runs' names; {len(after)} names cut after their word"
+    )
     page.goto(f"{base}/#/experiments/{parent.info.experiment_id}/runs/{parent.info.run_id}")
     page.get_by_text("The answer, per model").first.wait_for(timeout=60_000)
     shot(page, out, "parent")
@@ -109,9 +198,23 @@ def follow_readme(page, base: str, runs_url: str, parent, children: list, out: P
     return problems
 
 
+def headline_word(run) -> str:
+    return run.data.tags[VERDICT_TAG].split()[0]
+
+
+def address_problems(addresses: list[str], runs_url: str) -> list[str]:
+    """What is wrong with what `make ui` printed: one address, the runs table's, in machine-learning mode."""
+    problems = []
+    if len(addresses) != 1:
+        problems.append(f"make ui printed {len(addresses)} addresses, not one: {addresses[:4]}")
+    if "/runs?" not in runs_url or "workflowType=machine_learning" not in runs_url:
+        problems.append(f"make ui's address is not the runs table in machine-learning mode: {runs_url}")
+    return problems
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", type=Path, default=Path("data/ui"))
+    parser.add_argument("--out", type=Path, help="where the screenshots and page texts go (default: a fresh folder)")
     args = parser.parse_args()
     try:
         from playwright.sync_api import sync_playwright
@@ -121,47 +224,24 @@ def main() -> None:
         raise SystemExit(f"no Chromium at {CHROMIUM}: apt-get install -y chromium")
     config = load_config()
     invocation, parent, children = newest_invocation(config.paths.tracking_uri)
-    port = free_port()
-    server = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "mlflow",
-            "ui",
-            "--backend-store-uri",
-            tracking.tracking_uri(config.paths.tracking_uri),
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(port),
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-        env={**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"},
-    )
-    args.out.mkdir(parents=True, exist_ok=True)
+    out = args.out or Path(tempfile.mkdtemp(prefix="compilebench-ui-"))
+    out.mkdir(parents=True, exist_ok=True)
+    base = f"http://127.0.0.1:{free_port()}"
+    server, printed = serve(tracking.tracking_uri(config.paths.tracking_uri), base, out / "make-ui.stderr")
+    runs_url = printed[-1].split(":", 1)[1].strip()
     try:
-        base = f"http://127.0.0.1:{port}"
-        deadline = time.time() + 180
-        while time.time() < deadline:
-            try:
-                urllib.request.urlopen(base + "/health", timeout=2)
-                break
-            except OSError:
-                time.sleep(0.5)
-        runs_url = tracking.ui_url(config.paths.tracking_uri, base)
         with sync_playwright() as playwright:
             browser = playwright.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
             page = browser.new_page(viewport={"width": 1600, "height": 900})  # a laptop's window
             try:
-                problems = follow_readme(page, base, runs_url, parent, children, args.out)
+                problems = follow_readme(page, base, runs_url, parent, children, out)
             finally:
                 browser.close()
     finally:
-        os.killpg(server.pid, signal.SIGTERM)  # the UI server and its workers: the group started here
-        server.wait(timeout=60)
-    print(f"{runs_url}: invocation {invocation}, {len(children)} runs; screenshots in {args.out}")
+        rest = end(server)
+    stdout = "".join(printed) + rest
+    problems = address_problems(printed_addresses(stdout, (out / "make-ui.stderr").read_text()), runs_url) + problems
+    print(f"{runs_url}: invocation {invocation}, {len(children)} runs; screenshots in {out}")
     if problems:
         raise SystemExit("the README's route does not hold:\n" + "\n".join(problems))
 

@@ -245,6 +245,46 @@ def test_make_ui_on_a_port_another_program_holds_says_so_and_exits_2(tmp_path):
     assert free.returncode == 0 and "compilebench runs: http://127.0.0.1:" in free.stdout, free.stderr[-2000:]
 
 
+def test_make_ui_prints_one_address_once_the_ui_answers_and_ends_with_it(tmp_path):
+    """`make ui`'s command: MLflow's own output (its bare address, which opens MLflow's Home in GenAI mode) goes to
+    mlruns/ui.log; one address is printed, the runs table's in machine-learning mode, once the UI answers there; a
+    SIGTERM to the command ends the UI it started (its port free again)."""
+    import time
+    import urllib.request
+
+    root = make_project(tmp_path, ["microsoft/resnet-50"])
+    create = (
+        "from compilebench import tracking as t; t.client('sqlite:///mlruns/mlflow.db').create_experiment(t.EXPERIMENT)"
+    )
+    subprocess.run(
+        [sys.executable, "-c", create], cwd=root, env=project_env(), check=True, capture_output=True, timeout=300
+    )
+    port = closed_port()
+    base = f"http://127.0.0.1:{port}"
+    ui = subprocess.Popen(
+        [sys.executable, "-m", "compilebench.tracking", "--ui-url", base, "--serve", "sqlite:///mlruns/mlflow.db"],
+        cwd=root,
+        env=project_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        line = ui.stdout.readline()  # printed once the UI answers
+        assert line.startswith(f"compilebench runs: {base}/#/experiments/") and "workflowType=machine_learning" in line
+        assert urllib.request.urlopen(f"{base}/health", timeout=10).status == 200
+    finally:
+        os.killpg(ui.pid, signal.SIGTERM)  # the group started here
+        out, err = ui.communicate(timeout=90)
+    assert ui.returncode == 0 and "http" not in out + err, out + err  # one address in all: the line above
+    assert "Uvicorn running on" in (root / "mlruns" / "ui.log").read_text()  # MLflow's own, kept in its log
+    time.sleep(1)
+    with socket.socket() as probe:  # the UI ended with the command
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        probe.bind(("127.0.0.1", port))
+
+
 def test_ingest_refuses_a_line_of_another_window_in_an_export_without_plan_digests(tmp_path, repo_root):
     """An export from before lines named their plan (the H100 window fixture, format 2) with a line of another window
     of the same run mixed in: refused, naming the file, the key and the trial, exit 2, nothing written (it was taken,

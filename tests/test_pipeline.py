@@ -172,9 +172,9 @@ def test_every_run_is_in_mlflow_with_clean_provenance(project):
     headline = candidate["tags.vs_first/verdict"]  # its word is Holm-adjusted across the invocation's cells
     assert headline.endswith(f" (compiled latency {' '.join(word.split()[1:])})"), headline
     assert headline.split()[0] in ("slower", "faster", "equivalent", "inconclusive"), headline
-    name = candidate["tags.mlflow.runName"]  # the runs table's first column answers: what, the word, where
-    what = f"{candidate['params.label']} bs{candidate['params.batch_size']} {candidate['params.variant']}"
-    assert name == f"{what} · {headline.split()[0]} · {OTHER}", name
+    name = candidate["tags.mlflow.runName"]  # the runs table's first column answers: the word, what, where
+    what = f"{candidate['params.label']} {candidate['params.variant']} · bs{candidate['params.batch_size']}"
+    assert name == f"{headline.split()[0]} · {what} · {OTHER}", name
     assert candidate["tags.vs_first/against"].startswith("current (torch ")
     assert candidate["tags.compiled_vs_eager"] in ("faster", "slower", stats.NO_SIGNIFICANT_DIFFERENCE)
 

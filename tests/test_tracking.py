@@ -82,7 +82,7 @@ def test_a_run_carries_its_processes_as_a_table_and_its_image_as_an_input(tmp_pa
     client = tracking.client(uri)
     parent = tracking.start_parent(client, tracking.EXPERIMENT, "p", {}, {})
     payload = tracking.run_payload(run_record(_row()))
-    assert payload["name"] == "M bs1 default · current"  # model and variant first: a narrow Run Name column shows them
+    assert payload["name"] == "M default · bs1 · current"  # model and variant first: a narrow column shows them
     child = tracking.log_child(client, parent, **payload)
     mlflow.set_experiment(tracking.EXPERIMENT)  # load_table reads the active experiment's runs
     table = mlflow.load_table(tracking.PROCESS_TABLE, extra_columns=["run_id"])
@@ -279,7 +279,7 @@ def test_the_ui_address_opens_on_the_newest_comparisons_candidate_runs(tmp_path,
             if compared and environment == "B":
                 tags["vs_first/verdict"] = "equivalent (speedup B/A 1.000 [0.990, 1.010])"
             tracking.log_child(
-                client, parent, f"M bs1 default · {environment}", {}, {}, tags, {}, False, f"{name}/{environment}"
+                client, parent, f"M default · bs1 · {environment}", {}, {}, tags, {}, False, f"{name}/{environment}"
             )
         return name
 

@@ -1,12 +1,24 @@
-"""Where the MLflow UI shows compilebench's runs.
+"""Where the MLflow UI shows compilebench's runs, and the UI itself (make ui).
 
-python -m compilebench.tracking --ui-url http://127.0.0.1:5000    # prints the runs table's address (make ui)
+    python -m compilebench.tracking --ui-url http://127.0.0.1:5000    # prints the runs table's address
+    python -m compilebench.tracking --ui-url http://127.0.0.1:5000 --serve sqlite:///mlruns/mlflow.db
+
+With --serve it starts MLflow's UI on that store, its own output into `mlruns/ui.log` (MLflow prints an address of
+its own, its Home in GenAI mode: one address is printed here, the runs table's), and prints the address once the UI
+answers; Ctrl-C ends the UI it started.
 """
 
 from __future__ import annotations
 
+import os
+import signal
 import socket
+import subprocess
+import sys
+import time
 import urllib.parse
+import urllib.request
+from pathlib import Path
 
 from compilebench.tracking.store import LOGGER, StoreError, ui_url
 
@@ -36,6 +48,48 @@ def port_problem(base: str) -> str | None:
     return None
 
 
+UI_LOG = Path("mlruns/ui.log")
+UI_START_S = 180.0  # the most MLflow's UI may take to answer (its workers import MLflow: ~10 s on two cores)
+
+
+def start_ui(store: str, base: str, log: Path = UI_LOG) -> subprocess.Popen:
+    """MLflow's UI on `store` at `base`, in a process group of its own, its output into `log`; returned once it
+    answers. SystemExit(2) naming the log where it ends or does not answer first."""
+    address = urllib.parse.urlsplit(base)
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with log.open("w") as out:
+        host, port = address.hostname or "127.0.0.1", str(address.port)
+        server = subprocess.Popen(
+            [sys.executable, "-m", "mlflow", "ui", "--backend-store-uri", store, "--host", host, "--port", port],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            env={**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"},
+        )
+    deadline = time.monotonic() + UI_START_S
+    while time.monotonic() < deadline and server.poll() is None:
+        try:
+            urllib.request.urlopen(f"{base.rstrip('/')}/health", timeout=2)
+            return server
+        except OSError:
+            time.sleep(0.5)
+    stop_ui(server)
+    tail = "\n".join(log.read_text(errors="replace").splitlines()[-5:])
+    LOGGER.error("MLflow's UI did not start at %s (its log, %s, ends):\n%s", base, log, tail)
+    raise SystemExit(2)
+
+
+def stop_ui(server: subprocess.Popen) -> None:
+    """End the UI started by start_ui: its process group (the server and its workers), by its PID."""
+    if server.poll() is None:
+        os.killpg(server.pid, signal.SIGTERM)
+    try:
+        server.wait(timeout=60)
+    except subprocess.TimeoutExpired:
+        os.killpg(server.pid, signal.SIGKILL)
+        server.wait()
+
+
 def main() -> None:
     import argparse
 
@@ -43,6 +97,7 @@ def main() -> None:
 
     parser = argparse.ArgumentParser(description="Print where the MLflow UI shows compilebench's runs table.")
     parser.add_argument("--ui-url", required=True, metavar="BASE", help="the UI's address, e.g. http://127.0.0.1:5000")
+    parser.add_argument("--serve", metavar="STORE", help="start MLflow's UI on this store first (make ui)")
     args = parser.parse_args()
     problem = port_problem(args.ui_url)
     if problem:
@@ -62,7 +117,19 @@ def main() -> None:
             (port or 5000) + 1,
         )
         raise SystemExit(2)
-    print(f"compilebench runs: {url}")
+    if not args.serve:
+        print(f"compilebench runs: {url}")
+        return
+    server = start_ui(args.serve, args.ui_url)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))  # ended from outside: the UI goes with it (finally)
+    try:
+        print(f"compilebench runs: {url}", flush=True)
+        print(f"(MLflow's UI, its log in {UI_LOG}; Ctrl-C ends it)", file=sys.stderr, flush=True)
+        server.wait()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        stop_ui(server)
 
 
 if __name__ == "__main__":

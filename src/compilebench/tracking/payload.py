@@ -330,10 +330,11 @@ def ratio_text(row: compare.Comparison, metric: str) -> str:
 
 
 def run_name(label: str, batch_size: int, variant: str, environment: str, verdict: str | None = None) -> str:
-    """A run's name in the MLflow UI: what (model, batch size, variant), on a candidate run its comparison's headline
-    word, then where (environment), so that the runs table's narrow first column answers: `ResNet bs1 default ·
-    equivalent · torch-2.14.1`."""
-    return f"{label} bs{batch_size} {variant} · " + (f"{verdict} · " if verdict else "") + environment
+    """A run's name in the MLflow UI: on a candidate run its comparison's headline word first, then what (model,
+    variant, batch size) and where (environment): `equivalent · ResNet default · bs1 · torch-2.14.1`. MLflow's Run
+    Name column shows about 24 characters at its default width: the word and the model stay in view (ordered by name,
+    a comparison's B runs group by word)."""
+    return (f"{verdict} · " if verdict else "") + f"{label} {variant} · bs{batch_size} · {environment}"
 
 
 def comparison_tags(row: compare.Comparison) -> dict[str, str]:
