@@ -175,6 +175,8 @@ def test_every_run_is_in_mlflow_with_clean_provenance(project):
     name = candidate["tags.mlflow.runName"]  # the runs table's first column answers: the word, what, where
     what = f"{candidate['params.label']} {candidate['params.variant']} · bs{candidate['params.batch_size']}"
     assert name == f"{headline.split()[0]} · {what} · {OTHER}", name
+    described = candidate["tags.mlflow.note.content"]  # its page's description: its row in words
+    assert described.startswith(f"**{headline.split()[0]}**: {candidate['params.label']} bs"), described
     assert candidate["tags.vs_first/against"].startswith("current (torch ")
     assert candidate["tags.compiled_vs_eager"] in ("faster", "slower", stats.NO_SIGNIFICANT_DIFFERENCE)
 

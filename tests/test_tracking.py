@@ -173,6 +173,41 @@ def test_a_comparison_row_becomes_metrics_of_the_candidate_run():
     assert metrics["vs_first/verdict_code"] == 1 and not any("eager_latency" in key for key in metrics)
 
 
+def test_a_b_runs_description_states_its_row_and_raw_medians_that_moved_beyond_an_undecided_word():
+    """ResNet-50 `default`, torch 2.14.1 (2026-12-04): raw medians 48.08 -> 36.76 ms (-23.5%) where the paired word
+    was `inconclusive` 0.864 [0.680, 1.097]: the description says so; a decided word, or medians within the margin,
+    gets no such line."""
+    row = {
+        "model_id": "microsoft/resnet-50",
+        "label": "ResNet",
+        "task": "image-classification",
+        "batch_size": 1,
+        "variant": "default",
+        "baseline": "current",
+        "candidate": "torch-2.14.1",
+        "reference": "first",
+        "margin": 0.1,
+        "headline": "compiled_latency",
+        "verdict": "inconclusive",
+        "compiled_latency_ratio": 0.864,
+        "compiled_latency_ci_low": 0.68,
+        "compiled_latency_ci_high": 1.097,
+        "compiled_latency_verdict": "inconclusive",
+        "speedup_ratio": 1.09,
+        "speedup_ci_low": 0.97,
+        "speedup_ci_high": 1.24,
+        "speedup_verdict": "inconclusive",
+    }
+    a, b = {"latency_ms_median": 48.08}, {"latency_ms_median": 36.76}
+    note = tracking.candidate_note(compare.Comparison.read(row), a, b)
+    assert note.startswith("**inconclusive**: ResNet bs1 default, torch-2.14.1 against current (compiled latency B/A ")
+    assert "| compiled latency | inconclusive | 0.864 [0.680, 1.097] |" in note and "| speedup | inconclusive |" in note
+    assert "The raw medians of compiled latency moved -23.5% (48.08 → 36.76 ms), beyond the margin" in note
+    assert "raw medians" not in tracking.candidate_note(compare.Comparison.read(row), a, {"latency_ms_median": 46.0})
+    decided = {**row, "verdict": "faster", "compiled_latency_verdict": "faster"}
+    assert "raw medians" not in tracking.candidate_note(compare.Comparison.read(decided), a, b)
+
+
 def test_a_queued_experiment_of_a_copied_project_writes_into_the_copys_store(tmp_path, monkeypatch):
     """Issue 52, item 9: `cp -a` of a project that has run, then `dvc exp run --queue` there: DVC runs the stage in a
     temporary copy (.dvc/tmp/exps/...) and names the project in DVC_ROOT; the copy's store (its artifact paths still

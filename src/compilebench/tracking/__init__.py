@@ -7,6 +7,7 @@ from compilebench.analysis.keys import INVOCATION_TAG, PARENT_RUN_TAG, RUN_UID_T
 from compilebench.tracking.payload import (
     CRASHED,
     PROCESS_TABLE,
+    candidate_note,
     compared_metrics,
     comparison_metrics,
     comparison_tags,
@@ -40,6 +41,7 @@ __all__ = [
     "RUN_UID_TAG",
     "StoreError",
     "Tracker",
+    "candidate_note",
     "check_store",
     "client",
     "compared_metrics",

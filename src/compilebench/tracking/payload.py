@@ -337,6 +337,41 @@ def run_name(label: str, batch_size: int, variant: str, environment: str, verdic
     return (f"{verdict} · " if verdict else "") + f"{label} {variant} · bs{batch_size} · {environment}"
 
 
+RAW_MEDIANS = {"compiled_latency": "latency_ms_median", "eager_latency": "eager_latency_ms_median"}  # a run's metrics
+
+
+def candidate_note(row: compare.Comparison, a_metrics: dict[str, float], b_metrics: dict[str, float]) -> str:
+    """A B run's description (markdown the UI shows on its page): its row of the comparison in words, each judged
+    metric's word and B/A; and, where a latency's raw medians (A's run against B's) moved beyond the margin while its
+    paired word is not a direction, a line saying so: MLflow's Compare lays those medians side by side."""
+    headline = row.headline.replace("_", " ")
+    lines = [
+        f"**{row.verdict}**: {row.label} bs{row.batch_size} {row.variant}, {row.candidate} against {row.baseline} "
+        f"({headline} {ratio_text(row, row.headline)}; margin ±{row.margin:.0%}).",
+        "",
+        "| metric | word | B/A [95% CI] |",
+        "|---|---|---|",
+    ]
+    lines += [
+        f"| {name.replace('_', ' ')} | {judged.verdict} | {ratio_text(row, name).removeprefix('B/A ')} |"
+        for name, judged in row.judged.items()
+    ]
+    for name, median in RAW_MEDIANS.items():
+        judged, a, b = row.judged.get(name), a_metrics.get(median), b_metrics.get(median)
+        if judged is None or not a or not b or not all(map(math.isfinite, (a, b))):
+            continue
+        metric = compare.METRIC_BY_NAME[name]
+        if abs(b / a - 1) > row.margin and judged.verdict not in (metric.above, metric.below):
+            lines += [
+                "",
+                f"The raw medians of {name.replace('_', ' ')} moved {b / a - 1:+.1%} ({a:.2f} → {b:.2f} ms), beyond "
+                f"the margin, but the paired B/A says `{judged.verdict}`: each median pools processes that ran fast "
+                "or slow as a whole, and A's and B's ran apart; the paired B/A compares them block by block. Read "
+                "the word, not the medians.",
+            ]
+    return "\n".join(lines)
+
+
 def comparison_tags(row: compare.Comparison) -> dict[str, str]:
     """A comparison's words as tags of the candidate run, beside comparison_metrics' codes: per metric
     `vs_first/<metric>` 'slower B/A 1.053 [1.010, 1.098]' (the word first: a narrow column still shows it),

@@ -23,6 +23,7 @@ from compilebench.run_info import RunInfo
 from compilebench.tracking.payload import (
     PROCESS_TABLE,
     REFUSED_IN_KEY,
+    candidate_note,
     comparison_metrics,
     comparison_tags,
     run_name,
@@ -239,6 +240,11 @@ class Tracker:
                     if row.reference == compare.FIRST:  # its headline word in its name, against the baseline
                         name = run_name(row.label, row.batch_size, row.variant, row.candidate, row.verdict)
                         self.client.update_run(run_id, name=name)
+                        uid_a = row.baseline_run_uid
+                        baseline = uid_a and find_run(self.client, experiment, RUN_UID_TAG, uid_a)
+                        a_metrics = self.client.get_run(baseline).data.metrics if baseline else {}
+                        b_metrics = self.client.get_run(run_id).data.metrics
+                        self.client.set_tag(run_id, NOTE_TAG, candidate_note(row, a_metrics, b_metrics))
             except Exception as error:  # any store failure: the table is on disk, `sync` logs it later
                 self._warn(f"comparison of run {uid}", error)
 
