@@ -72,7 +72,7 @@ def test_each_experiment_lists_each_metrics_word_and_suite_ratio(repo_root, tmp_
         line = next(line for line in newest.splitlines() if line.strip().startswith(entry["metric"].replace("_", " ")))
         assert entry["verdict"] in line and f"{entry['geomean']:.3f}" in line, line
         assert f"{entry['changed']} of {entry['cells']}" in line, line
-    assert "compile warm" in newest and "compile cold" in newest
+    assert "compile warm" in newest and "compile cold" in newest and "inductor startup" in newest
     older = text[: text.index("torch-2.14.1-vs-current")]
     assert "(older: no word)" in older and "speedup" in older
 

@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 from compilebench import aggregate, reference, report
-from compilebench.analysis import differences
+from compilebench.analysis import differences, suite
 from compilebench.analysis.run_record import RunRecord
 from compilebench.report import tables
 from compilebench.run_info import RunInfo
@@ -34,8 +34,16 @@ def test_the_answer_per_model_comes_first_with_each_word_before_its_ratio(record
     answer = text[text.index("## The answer, per model") : text.index("## What changed")]
     table = tables.answer_table(compared)
     cells = compared[compared["reference"] == "first"]
-    assert len(table) == len(cells)  # one row per cell, every model's rows together, its eager row first
-    assert table["variant"].iloc[0] == "eager" and (table["model"] != "").sum() == cells["label"].nunique()
+    assert len(table) == len(cells) + 1  # one row per cell, every model's rows together, its eager row first
+    assert table["variant"].iloc[0] == "eager" and (table["model"] != "").sum() == cells["label"].nunique() + 1
+    # then the suite's row: compile cold, warm and inductor start-up stand beside latency, as suite.summary says them
+    suite_row = table.iloc[-1]
+    over = {entry["metric"]: entry for entry in suite.summary(tables.read_comparisons(compared))}
+    assert suite_row["model"] == tables.SUITE_ROW and suite_row["variant"] == "geomean"
+    for metric in ("compile_cold", "inductor_startup", "compiled_latency"):
+        entry = over[metric]
+        assert suite_row[metric.replace("_", " ")].startswith(f"{entry['verdict']} {entry['geomean']:.2f} ["), metric
+    assert table["inductor startup"].iloc[1]  # per compiled cell too
     for _, row in cells.iterrows():  # the word, then B/A [95% CI], as the comparison judged it
         if row["variant"] != "eager":
             cell = f"{row['speedup_verdict']} {row['speedup_ratio']:.2f} [{row['speedup_ci_low']:.2f}, "

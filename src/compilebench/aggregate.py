@@ -145,7 +145,15 @@ def summarize(results: pd.DataFrame) -> pd.DataFrame:
     return table.reset_index(drop=True)
 
 
-SUITE_METRICS = ("eager_latency", "compiled_latency", "speedup", "compile_cold", "compile_warm", "peak_memory")
+SUITE_METRICS = (
+    "eager_latency",
+    "compiled_latency",
+    "speedup",
+    "compile_cold",
+    "compile_warm",
+    "inductor_startup",
+    "peak_memory",
+)
 
 
 def headline_metrics(table: pd.DataFrame, compared: list[compare.Comparison]) -> dict[str, Any]:

@@ -10,7 +10,7 @@ from typing import Any
 
 import pandas as pd
 
-from compilebench.analysis import compare, stats
+from compilebench.analysis import compare, stats, suite
 from compilebench.analysis.differences import build_word
 from compilebench.analysis.run_record import RunRecord
 from compilebench.harness import fingerprint
@@ -369,7 +369,16 @@ def what_changed_table(summary: list[dict[str, Any]]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-ANSWER_METRICS = ("eager_latency", "compiled_latency", "speedup", "compile_cold", "compile_warm", "peak_memory")
+ANSWER_METRICS = (
+    "eager_latency",
+    "compiled_latency",
+    "speedup",
+    "compile_cold",
+    "compile_warm",
+    "inductor_startup",
+    "peak_memory",
+)
+SUITE_ROW = "**over the suite**"  # the answer table's last row per comparison: suite.summary's geomean and word
 
 
 def _answer_cell(judged: compare.Judged | None) -> str:
@@ -383,10 +392,28 @@ def _answer_cell(judged: compare.Judged | None) -> str:
     return f"{judged.verdict} {text}"
 
 
+def _suite_row(summary: list[dict[str, Any]], candidate: str, baseline: str, several: bool) -> dict[str, str]:
+    """A comparison's row over the suite (suite.summary): each metric's word, then its geomean B/A [95% CI]."""
+    entry = {
+        **({"B vs A": f"{candidate} vs {baseline}"} if several else {}),
+        "model": SUITE_ROW,
+        "batch": "",
+        "variant": "geomean",
+    }
+    for found in summary:
+        if found["candidate"] == candidate and found["metric"] in ANSWER_METRICS:
+            ratio = interval(found["geomean"], found["ci_low"], found["ci_high"], 2)
+            entry[found["metric"].replace("_", " ")] = f"{found['verdict']} {ratio}" if fmt(found["geomean"]) else ""
+    return entry
+
+
 def answer_table(compared: pd.DataFrame) -> pd.DataFrame:
     """The answer per model: per compared environment (against the baseline), one row per (model, batch size,
-    variant), a model's rows together and its eager row first; in each metric's column the word, then B/A [95% CI]."""
-    rows = [row for row in read_comparisons(compared) if row.reference == compare.FIRST]
+    variant), a model's rows together and its eager row first, then the suite's row; in each metric's column the
+    word, then B/A [95% CI] (compile cold, warm and inductor start-up beside latency)."""
+    comparisons = read_comparisons(compared)
+    summary = suite.summary(comparisons)
+    rows = [row for row in comparisons if row.reference == compare.FIRST]
     candidates = list(dict.fromkeys(row.candidate for row in rows))
     labels = list(dict.fromkeys(row.label for row in rows))
     variants = sorted(dict.fromkeys(row.variant for row in rows), key=lambda variant: variant != "eager")
@@ -395,7 +422,7 @@ def answer_table(compared: pd.DataFrame) -> pd.DataFrame:
         key=lambda r: (candidates.index(r.candidate), labels.index(r.label), r.batch_size, variants.index(r.variant)),
     )
     found, previous = [], None
-    for row in ordered:
+    for at, row in enumerate(ordered):
         group = (row.candidate, row.label, row.batch_size)
         entry = {
             **({"B vs A": f"{row.candidate} vs {row.baseline}"} if len(candidates) > 1 else {}),
@@ -407,7 +434,9 @@ def answer_table(compared: pd.DataFrame) -> pd.DataFrame:
         for name in ANSWER_METRICS:
             entry[name.replace("_", " ")] = _answer_cell(row.judged.get(name))
         found.append(entry)
-    frame = pd.DataFrame(found)
+        if at + 1 == len(ordered) or ordered[at + 1].candidate != row.candidate:
+            found.append(_suite_row(summary, row.candidate, row.baseline, len(candidates) > 1))
+    frame = pd.DataFrame(found).fillna("")
     return frame.loc[:, (frame != "").any()] if not frame.empty else frame  # a metric no cell has: no column
 
 
