@@ -2,7 +2,8 @@
 
 import pandas as pd
 
-from compilebench import plot  # it draws with matplotlib's Agg backend: no display needed
+from compilebench import plot, report  # it draws with matplotlib's Agg backend: no display needed
+from compilebench.analysis import suite
 
 
 def test_the_ratio_axis_holds_every_ratio_and_is_bounded():
@@ -100,13 +101,26 @@ def test_each_point_has_its_words_colour_and_a_panel_lists_only_the_cells_it_has
     speedup = panels["speedup"]
     rows = [label.get_text() for label in speedup.get_yticklabels()]
     compiled = compared[compared["variant"] != "eager"]
-    assert len(rows) == len(compiled) and not any(" eager" in row for row in rows)
-    assert len(panels["eager latency"].get_yticklabels()) == len(compared)  # every cell has eager latency
+    assert len(rows) == len(compiled) + 1 and not any(" eager" in row for row in rows)
+    assert rows[-1] == plot.SUITE_NAME  # the suite's row last, a diamond
+    assert len(panels["eager latency"].get_yticklabels()) == len(compared) + 1  # every cell has eager latency
     colours = {}  # each word drawn in one colour, as the legend names it
     for container in speedup.containers:
         colours[container.get_label()] = to_hex(container.lines[0].get_color())
-    words = set(compiled["speedup_verdict"])
+    words = set(compiled["speedup_verdict"]) | {
+        entry["verdict"] for entry in suite.summary(report.read_comparisons(compared)) if entry["metric"] == "speedup"
+    }
     assert set(colours) == words and len(set(colours.values())) == len(words)
     if "equivalent" in colours:
         assert colours["equivalent"] == to_hex(plot.VERDICT_COLOURS["equivalent"])
+    # a favourable direction apart from an unfavourable one: inductor start-up `faster` blue, peak memory `more` red
+    startup = {c.get_label(): to_hex(c.lines[0].get_color()) for c in panels["inductor startup"].containers}
+    memory = {c.get_label(): to_hex(c.lines[0].get_color()) for c in panels["peak memory"].containers}
+    assert startup["faster"] == to_hex(plot.FAVOURABLE) and memory["more"] == to_hex(plot.UNFAVOURABLE)
+    cold = panels["compile cold"]  # one cold process a side: each cell's point hollow, no interval
+    hollow = [line for line in cold.get_lines() if line.get_markerfacecolor() == "white" and len(line.get_xdata())]
+    assert sum(len(line.get_xdata()) for line in hollow) == len(compiled)
+    legend = {text.get_text() for text in figure.legends[0].get_texts()}
+    assert {"no CI (one process)", "faster", "more"} <= legend
+    assert "2.14.1+cu130" in figure.texts[0].get_text()  # the title names the builds
     assert figure.get_size_inches()[0] * 120 <= 1600  # at params.yaml's dpi, what `dvc plots show` draws uncut

@@ -29,7 +29,7 @@ import matplotlib.ticker
 import pandas as pd
 
 from compilebench import reference, report, tracking
-from compilebench.analysis import compare, stats
+from compilebench.analysis import compare, stats, suite
 from compilebench.analysis.run_record import RunRecord
 from compilebench.config import Config, stage_config
 from compilebench.records.reading import read_jsonl
@@ -173,14 +173,41 @@ def ratio_axis(ratios: pd.Series) -> tuple[float, float]:
     return max(low, RATIO_AXIS[0]), min(high, RATIO_AXIS[1])
 
 
-VERDICT_COLOURS = {stats.EQUIVALENT: "C2", stats.INCONCLUSIVE: "0.55"}  # a direction (slower, faster, ...): C3
+VERDICT_COLOURS = {stats.EQUIVALENT: "C2", stats.INCONCLUSIVE: "0.55"}
+FAVOURABLE, UNFAVOURABLE = "C0", "C3"  # a direction: blue where B is better (faster, less, higher), red where worse
+SUITE_NAME = "over the suite"
+NO_CI = "no CI (one process)"
+
+
+def word_colour(metric: compare.Metric, word: str) -> str:
+    """A point's colour: its word's, a direction by whether it is favourable for this metric."""
+    if word in VERDICT_COLOURS:
+        return VERDICT_COLOURS[word]
+    return FAVOURABLE if word == metric.better else UNFAVOURABLE
+
+
+def suite_rows(read: list[compare.Comparison], several: bool) -> dict[str, dict[str, tuple[float, float, float, str]]]:
+    """Per metric, each comparison's suite row (suite.summary): its name, B/A geomean, 95% CI and word."""
+    found: dict[str, dict[str, tuple[float, float, float, str]]] = {}
+    for entry in suite.summary(read):
+        name = SUITE_NAME + (f" ({entry['candidate']} / {entry['baseline']})" if several else "")
+        found.setdefault(entry["metric"], {})[name] = (
+            entry["geomean"],
+            entry["ci_low"],
+            entry["ci_high"],
+            entry["verdict"],
+        )
+    return found
 
 
 def comparison_figure(compared: pd.DataFrame, names: pd.Series, width_in: float) -> plt.Figure:
-    """B / A per named row for each compared metric, with 95% CIs (cut at the axis and marked where wider), each point
-    coloured by its word (`equivalent` green, a direction red, `inconclusive` grey); a panel lists the rows that have
-    its metric, a model's rows together; the margin shaded."""
+    """B / A per named row for each compared metric, with 95% CIs (cut at the axis and marked where wider; a point
+    without one hollow), each point coloured by its word (`equivalent` green, a favourable direction blue, an
+    unfavourable one red, `inconclusive` grey); a panel lists the rows that have its metric, a model's rows together,
+    then the suite's row (a diamond); the margin shaded; the title names the stacks and their builds."""
     read = report.read_comparisons(compared)
+    pairs = list(dict.fromkeys((row.candidate, row.baseline) for row in read))
+    over = suite_rows(read, len(pairs) > 1)
     first: dict[str, compare.Comparison] = {}  # a name's first row
     for name, row in zip(names, read, strict=True):
         first.setdefault(name, row)
@@ -195,33 +222,48 @@ def comparison_figure(compared: pd.DataFrame, names: pd.Series, width_in: float)
     shown_cells = {m.name: [cell for cell in cells if pd.notna(_interval(first[cell], m)[0])] for m in metrics}
     columns = max(1, min(3, len(metrics)))
     lines = max(1, -(-len(metrics) // columns))
-    tallest = max((len(v) for v in shown_cells.values()), default=1)
+    tallest = max((len(v) + len(over.get(k, {})) for k, v in shown_cells.items()), default=1)
     fig, axes = plt.subplots(lines, columns, figsize=(width_in * 1.3, 1.4 + 0.35 * tallest * lines), squeeze=False)
     for ax, metric in zip(axes.flat, metrics, strict=False):
-        mine = shown_cells[metric.name]
-        intervals = zip(*(_interval(first[cell], metric) for cell in mine), strict=True)
-        ratio, low, high = (pd.Series(values, index=mine, dtype=float) for values in intervals)
-        words = pd.Series([first[cell].judged[metric.name].verdict for cell in mine], index=mine)
+        suite_row = over.get(metric.name, {})
+        mine = shown_cells[metric.name] + list(suite_row)
+        values = [_interval(first[cell], metric) for cell in shown_cells[metric.name]]
+        values += [value[:3] for value in suite_row.values()]
+        ratio, low, high = (pd.Series(v, index=mine, dtype=float) for v in zip(*values, strict=True))
+        words = [first[cell].judged[metric.name].verdict for cell in shown_cells[metric.name]]
+        words = pd.Series(words + [value[3] for value in suite_row.values()], index=mine)
+        is_suite = pd.Series([cell in suite_row for cell in mine], index=mine)
         left, right = ratio_axis(ratio)
         shown = ratio.clip(lower=left, upper=right)  # a ratio past the axis sits on its edge, marked like its interval
         shown_low, shown_high = low.clip(lower=left, upper=right), high.clip(lower=left, upper=right)
         below, above = (shown - shown_low).clip(lower=0).fillna(0), (shown_high - shown).clip(lower=0).fillna(0)
         y = pd.Series(range(len(mine)), index=ratio.index)
+        bare = ratio.notna() & (low.isna() | high.isna())  # one process a side: a value, no interval
         for word in dict.fromkeys(words):
-            chosen = words == word
-            ax.errorbar(
-                shown[chosen],
-                y[chosen],
-                xerr=[below[chosen], above[chosen]],
-                fmt="o",
-                capsize=3,
-                color=VERDICT_COLOURS.get(word, "C3"),
-                label=word,
-            )
+            for suite_point in (False, True):
+                chosen = (words == word) & (is_suite == suite_point)
+                if not chosen.any():
+                    continue
+                marker, colour = "D" if suite_point else "o", word_colour(metric, word)
+                ax.errorbar(
+                    shown[chosen],
+                    y[chosen],
+                    xerr=[below[chosen], above[chosen]],
+                    fmt=marker,
+                    capsize=3,
+                    color=colour,
+                    label=word,
+                )
+                hollow = chosen & bare
+                ax.plot(shown[hollow], y[hollow], marker, mec=colour, mfc="white", markersize=6, zorder=3)
+        if bare.any():
+            ax.plot([], [], "o", color="black", mfc="white", label=NO_CI)  # the legend's mark for them
+        if suite_row:
+            ax.axhline(len(mine) - len(suite_row) - 0.5, color="black", linewidth=0.5, linestyle=":")
         cut_left, cut_right = (low < left) | (ratio < left), (high > right) | (ratio > right)
-        ax.plot(shown_low[cut_left], y[cut_left], "<", color="black", markersize=6)
-        ax.plot(shown_high[cut_right], y[cut_right], ">", color="black", markersize=6)
-        margin = pd.Series([first[cell].margin for cell in mine], dtype=float).dropna()
+        ax.plot(shown_low[cut_left], y[cut_left], "<", color="black", markersize=6, label="CI past the axis")
+        ax.plot(shown_high[cut_right], y[cut_right], ">", color="black", markersize=6, label="CI past the axis")
+        margin = pd.Series([first[cell].margin for cell in shown_cells[metric.name]], dtype=float).dropna()
         if not margin.empty:
             bound = 1 + float(margin.iloc[0])
             ax.axvspan(1 / bound, bound, color="grey", alpha=0.2, label=f"margin ±{bound - 1:.0%}")
@@ -240,17 +282,23 @@ def comparison_figure(compared: pd.DataFrame, names: pd.Series, width_in: float)
         ax.set_title(f"{metric.name.replace('_', ' ')}: B / A ({metric.above} above 1)", fontsize=9)
     for ax in list(axes.flat)[len(metrics) :]:
         ax.set_visible(False)
-    legend = {}  # one legend for every panel: the words drawn, and the margin
+    legend = {}  # one legend for every panel: the words drawn, the marks, and the margin
     for ax in axes.flat:
         for handle, label in zip(*ax.get_legend_handles_labels(), strict=True):
-            legend.setdefault(label, handle)
-    pairs = list(dict.fromkeys(f"{row.candidate} / {row.baseline}" for row in read))
-    title = f"B / A: {pairs[0]}" if len(pairs) == 1 and not names.str.contains(" / ", regex=False).any() else None
+            drawn = getattr(handle, "get_xdata", None)
+            if drawn is None or len(drawn()) or label == NO_CI:  # a mark no point got is not in the legend
+                legend.setdefault(label, handle)
+    title = None
+    if len(pairs) == 1 and not names.str.contains(" / ", regex=False).any():
+        row = read[0]
+        title = f"B / A: {row.candidate} ({row.candidate_versions}) / {row.baseline} ({row.baseline_versions})"
     if legend:  # none where no cell has an interval (every run of a stack failed or was unsupported)
-        fig.legend(list(legend.values()), list(legend), loc="lower center", ncol=len(legend), fontsize=8, frameon=False)
+        columns = min(len(legend), 6)
+        fig.legend(list(legend.values()), list(legend), loc="lower center", ncol=columns, fontsize=8, frameon=False)
     if title:
-        fig.suptitle(title, fontsize=10)
-    fig.tight_layout(rect=(0, 0.03, 1, 1))
+        fig.suptitle(title, fontsize=9)
+    legend_lines = -(-len(legend) // 6) if legend else 0
+    fig.tight_layout(rect=(0, 0.035 * legend_lines, 1, 1))
     return fig
 
 

@@ -55,12 +55,18 @@ class Metric:
     #                              independent, so a suite whose cells lack intervals takes one from their spread
     per_timing_process: bool = False  # one value a timing process: every compiled cell of its (model, batch size)
     #                                   has the same, so a suite counts one of them
+    better_above: bool = False  # B above A is the favourable direction (speedup); below it, for the rest
+
+    @property
+    def better(self) -> str:
+        """The word of the favourable direction (faster, less, higher)."""
+        return self.above if self.better_above else self.below
 
 
 METRICS = (
     Metric("eager_latency", "slower", "faster", "latency"),
     Metric("compiled_latency", "slower", "faster", "latency", compiled_only=True),
-    Metric("speedup", "higher", "lower", "speedup", compiled_only=True),
+    Metric("speedup", "higher", "lower", "speedup", compiled_only=True, better_above=True),
     Metric("compile_cold", "slower", "faster", "compile", compiled_only=True, own_processes=True),
     Metric("compile_warm", "slower", "faster", "compile", compiled_only=True),
     Metric("inductor_startup", "slower", "faster", None, compiled_only=True, per_timing_process=True),  # before arms
