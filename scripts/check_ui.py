@@ -85,6 +85,16 @@ WORD_BOX = """(el, word) => {
   return {wordRight, right, cut};
 }"""
 ELLIPSIS_PX = 12
+# Whether an element is shown whole: inside every box above it that clips (a collapsed description clips its end).
+IN_VIEW = """el => {
+  const mine = el.getBoundingClientRect();
+  for (let box = el.parentElement; box; box = box.parentElement) {
+    if (getComputedStyle(box).overflow !== "visible" && mine.bottom > box.getBoundingClientRect().bottom + 1)
+      return false;
+  }
+  return mine.height > 0;
+}"""
+MODE = "workflowType=machine_learning"  # a run's page as the runs table opens it, not in GenAI mode
 
 
 def serve(store: str, base: str, err: Path) -> tuple[subprocess.Popen, list[str]]:
@@ -184,12 +194,18 @@ def follow_readme(page, base: str, runs_url: str, parent, children: list, out: P
         f"first screen: {len(shown) - len(hidden)} of {len(shown)} runs in view in {took_s:.1f} s; words whole in "
         f"{len(candidates) - len(cut)} of {len(candidates)} B runs' names; {len(after)} names cut after their word"
     )
-    page.goto(f"{base}/#/experiments/{parent.info.experiment_id}/runs/{parent.info.run_id}")
+    page.goto(f"{base}/#/experiments/{parent.info.experiment_id}/runs/{parent.info.run_id}?{MODE}")
     page.get_by_text("The answer, per model").first.wait_for(timeout=60_000)
+    if candidates:  # the answer's first line, readable without "Show more"
+        verdict = page.get_by_text(f"{candidates[0].data.params.get('environment', '')} against").first
+        if not verdict.count() or not verdict.evaluate(IN_VIEW):
+            problems.append("parent: its answer's first line is hidden behind Show more")
+    if page.get_by_text("Judges", exact=True).count():
+        problems.append("parent: its page opened in GenAI mode")
     shot(page, out, "parent")
     if candidates:
         run = candidates[0]
-        page.goto(f"{base}/#/experiments/{run.info.experiment_id}/runs/{run.info.run_id}")
+        page.goto(f"{base}/#/experiments/{run.info.experiment_id}/runs/{run.info.run_id}?{MODE}")
         page.get_by_text(run.info.run_name).first.wait_for(timeout=60_000)
         page.wait_for_timeout(2000)
         text = shot(page, out, "candidate")

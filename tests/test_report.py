@@ -52,6 +52,10 @@ def test_the_answer_per_model_comes_first_with_each_word_before_its_ratio(record
     assert "**Beside the question**" in answer and "torch build: CPU build → CUDA 13.0 build" in answer
     note = report.description(compared, summary, records, run_info)
     assert note.index("## The answer, per model") < note.index("## What changed") < note.index("in the runs table")
+    # a few lines of verdict before the table, where MLflow's description shows them without "Show more"
+    (line,) = [line for line in note.splitlines() if line.startswith("**torch-2.14.1 against current**: ")]
+    assert note.index(line) < note.index("## The answer, per model") and note.count(line) == 1
+    assert "0 of 9 cells changed" in line and "inductor startup faster 0.61" in line and line in answer
     assert len(note) <= report.DESCRIPTION_CHARS
 
 

@@ -78,6 +78,38 @@ def render(
 DESCRIPTION_CHARS = 7900  # under MLflow's 8000 for a tag's value
 
 
+VERDICT_METRICS = ("compiled_latency", "speedup", "eager_latency", "compile_cold", "compile_warm", "inductor_startup")
+
+
+def verdict_lines(compared: pd.DataFrame) -> list[str]:
+    """The answer in a few lines, per comparison against the baseline: how many cells' headlines got a direction
+    (the first few named with their B/A), then the suite's word per metric, compile beside latency."""
+    if compared.empty:
+        return []
+    read = read_comparisons(compared)
+    rows = [row for row in read if row.reference == compare.FIRST]
+    over = suite.summary(read)
+    lines = []
+    for candidate, baseline in dict.fromkeys((row.candidate, row.baseline) for row in rows):
+        mine = [row for row in rows if row.candidate == candidate]
+        moved = [row for row in mine if row.verdict in suite.DIRECTIONS]
+        named = [
+            f"{row.label} bs{row.batch_size} {row.variant} {row.headline.replace('_', ' ')} {row.verdict} "
+            f"{row.judged[row.headline].ratio.value:.2f}"
+            for row in moved[:3]
+        ]
+        cells = f"{len(moved)} of {len(mine)} cells changed" + (f" ({'; '.join(named)}" if named else "")
+        cells += ("; …)" if len(moved) > 3 else ")") if named else ""
+        words = {entry["metric"]: entry for entry in over if entry["candidate"] == candidate}
+        suite_words = [
+            f"{name.replace('_', ' ')} {words[name]['verdict']} {words[name]['geomean']:.2f}"
+            for name in VERDICT_METRICS
+            if name in words and math.isfinite(words[name]["geomean"])
+        ]
+        lines.append(f"**{candidate} against {baseline}**: {cells}. Over the suite: {', '.join(suite_words)}.")
+    return [*lines, ""]
+
+
 def description(compared: pd.DataFrame, summary: pd.DataFrame, results: list[RunRecord], run_info: RunInfo) -> str:
     """The parent run's description in the MLflow UI (its Overview): a failed invocation says so first, then the
     answer per model, what changed over the suite (cut to fit MLflow's limit), and last how to list this invocation's
@@ -94,14 +126,16 @@ def description(compared: pd.DataFrame, summary: pd.DataFrame, results: list[Run
         if run_info.failed_runs
         else []
     )
-    head = "\n".join([f"**compilebench** {run_info.parent.get('name', '')}, invocation `{invocation}`.", "", *failed])
+    name = run_info.parent.get("name", "")
+    head = "\n".join([f"**compilebench** {name}, invocation `{invocation}`.", "", *failed, *verdict_lines(compared)])
     tail = (
         "This invocation's runs alone: ``tags.`compilebench.invocation` = "
         f"'{invocation}'`` in the runs table's search box. On each candidate run, the tags `vs_first/verdict` and "
         "`vs_first/<metric>` give the word and B/A with its 95% CI, and `vs_first/against` names the A it was "
         "compared with. The whole report: this run's artifact `report/report.md`."
     )
-    body = "\n".join([*_answer_section(compared, summary, results), *_what_changed_section(compared, results)])
+    body = [*_answer_section(compared, summary, results, verdicts=False), *_what_changed_section(compared, results)]
+    body = "\n".join(body)
     room = DESCRIPTION_CHARS - len(head) - len(tail) - 4
     if len(body) > room:
         body = body[: max(0, room - 40)] + "\n\n… (cut: see report/report.md)"
@@ -170,9 +204,12 @@ def _environment_section(results: list[RunRecord], run_info: RunInfo) -> list[st
     ]
 
 
-def _answer_section(compared: pd.DataFrame, summary: pd.DataFrame, results: list[RunRecord]) -> list[str]:
-    """The answer first: per compared environment, each model's cells with each metric's word and B/A [95% CI],
-    and what B ran with beside the question; with one environment, each compiled variant's speedup."""
+def _answer_section(
+    compared: pd.DataFrame, summary: pd.DataFrame, results: list[RunRecord], verdicts: bool = True
+) -> list[str]:
+    """The answer first: the answer in a few lines (`verdicts`; the description has them above), then per compared
+    environment each model's cells with each metric's word and B/A [95% CI], and what B ran with beside the question;
+    with one environment, each compiled variant's speedup."""
     if compared.empty:
         if summary.empty:
             return []
@@ -191,6 +228,7 @@ def _answer_section(compared: pd.DataFrame, summary: pd.DataFrame, results: list
     lines = [
         "## The answer, per model",
         "",
+        *(verdict_lines(compared) if verdicts else []),
         "B / A per cell from paired blocks, the word first: `equivalent` (the 90% CI within "
         f"±{margin:.0%}), a direction (slower / faster, higher / lower, more / less: significant at 5%) or "
         "`inconclusive`, then B/A [95% CI]. Latency below 1 is faster, speedup above 1 is more; how it is judged: "
