@@ -70,7 +70,7 @@ explain: $(STAMP) .dvc/config  ## make explain [B=NAME] [CELL="microsoft/resnet-
 FORECAST_SET = $(if $(TORCH),--set 'compare=[$(TORCH_SERIES)]',$(if $(B),--set 'compare=[$(A)$(comma)$(B)]'))
 forecast: $(STAMP)  ## make forecast [B=torch-2.14.1] [A=current] | [TORCH="2.0.1 2.15.0"]: before spending, what that comparison (params.yaml without B) costs here and can resolve
 	@$(if $(TORCH),$(OLDEST_FIRST),true)
-	@python -m compilebench.forecast $(FORECAST_SET)
+	@python -m compilebench.benchmark.forecast $(FORECAST_SET)
 
 # what each experiment found, read from `dvc exp show --json` (its own table has ~500 columns)
 experiments: $(STAMP)  ## every DVC experiment's comparison: per compared environment and metric, the word, the suite's B/A [95% CI], cells changed

@@ -11,8 +11,9 @@ import pandas as pd
 import pytest
 from conftest import init_project, make_project, project_env, run_ok, set_params
 
-from compilebench import forecast, report
+from compilebench import report
 from compilebench.analysis import adaptive, noise_record, pricing, run_record, runs, stats, validity
+from compilebench.benchmark import forecast
 from compilebench.harness import trial_process
 from compilebench.records.formats import CompileHealth, ModelSpec, TimingSpec, TrialResult, TrialSpec, VariantSpec
 from compilebench.records.invocation import Context, LoopSettings, Validity
@@ -440,7 +441,7 @@ def test_the_forecast_log_names_what_the_budget_buys_and_the_metrics_it_cannot_f
     trials, _, _ = _state({"m": 0.0})
     record = noise_record.record_noise(None, "aa", {"m|bs1|default": {"speedup": stats.Noise(0.04**2 * 8, 8)}}, {})
     bench = _bench(SimpleNamespace(speedup=0.05, compile=0.05, latency=0.0))
-    with caplog.at_level("INFO", logger="compilebench.forecast"):
+    with caplog.at_level("INFO", logger="compilebench.benchmark.forecast"):
         forecast.say_forecast(trials, bench, record, {"timing": 1})
     assert "speedup finds a change of" in caplog.text and "after 3 (what the budget leaves room for)" in caplog.text
     assert "`equivalent` (within +-10%) in about " in caplog.text and " of the 1 after 2, " in caplog.text

@@ -15,8 +15,9 @@ import pytest
 from conftest import OTHER, make_project, project_env, run_ok, set_params
 from made_runs import runs_of
 
-from compilebench import environments, forecast
+from compilebench import environments
 from compilebench.analysis import stats
+from compilebench.benchmark import forecast
 from compilebench.records.formats import key_part
 
 pytestmark = pytest.mark.slow
@@ -238,7 +239,7 @@ def test_the_forecast_prices_a_plan_at_this_machines_processes_and_writes_nothin
     assert "no noise record of this machine" in fresh and "an A/A first (`make compare B=current`" in fresh, fresh
     assert {path: path.stat().st_mtime_ns for path in root.rglob("*") if path.is_file()} == before
     bad = subprocess.run(
-        [sys.executable, "-m", "compilebench.forecast", "--set", "compare=[current,nosuch]"],
+        [sys.executable, "-m", "compilebench.benchmark.forecast", "--set", "compare=[current,nosuch]"],
         cwd=root,
         env=env,
         capture_output=True,

@@ -16,8 +16,8 @@ from types import SimpleNamespace
 import pytest
 from conftest import closed_port, descendants, init_project, make_project, project_env, run_ok, set_params
 
-from compilebench import executors
 from compilebench.analysis import plan
+from compilebench.benchmark import executors
 from compilebench.records import formats as records
 from compilebench.records.formats import ModelSpec, TimingSpec, VariantSpec
 

@@ -7,7 +7,7 @@ import shutil
 
 import pytest
 
-from compilebench.exported import NOT_RUN_YET, WindowError, waiting_readme, window_readme
+from compilebench.benchmark.exported import NOT_RUN_YET, WindowError, waiting_readme, window_readme
 from compilebench.records.reading import read_plan
 from compilebench.records.selection import Selection
 

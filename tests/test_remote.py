@@ -15,9 +15,9 @@ import mlflow
 import pytest
 from conftest import OTHER, make_dry_run, make_project, project_env, run_ok, set_params
 
-from compilebench import exported as exported_module
 from compilebench import runner
-from compilebench.exported import NOT_RUN_YET
+from compilebench.benchmark import exported as exported_module
+from compilebench.benchmark.exported import NOT_RUN_YET
 from compilebench.records.reading import plan_digest
 from compilebench.records.selection import Selection
 

@@ -36,8 +36,9 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from compilebench import environments, recording, tracking
+from compilebench import environments, tracking
 from compilebench.analysis import compare, explain
+from compilebench.benchmark import recording
 from compilebench.config import Config, ConfigError, stage_config
 from compilebench.harness import groups, trial_process
 from compilebench.harness.launcher import WARM_CACHES

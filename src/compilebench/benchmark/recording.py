@@ -13,8 +13,9 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from compilebench import environments, journal, tracking
+from compilebench import environments, tracking
 from compilebench.analysis import plan, run_record, runs
+from compilebench.benchmark import journal
 from compilebench.config import Config
 from compilebench.harness import fingerprint
 from compilebench.logs import redact

@@ -27,8 +27,9 @@ from datetime import UTC, datetime
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from compilebench import journal, recording, reference, runner, tracking
+from compilebench import reference, runner, tracking
 from compilebench.analysis import adaptive, plan, pricing, run_record
+from compilebench.benchmark import journal, recording
 from compilebench.config import Config, ConfigError
 from compilebench.harness import models, results_folder
 from compilebench.harness.names import slug

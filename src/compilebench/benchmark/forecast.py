@@ -1,7 +1,7 @@
 """Before spending: what an invocation would run on this machine, what it costs, and what it can resolve.
 
-    python -m compilebench.forecast                                        # params.yaml as it is
-    python -m compilebench.forecast --set 'compare=[current,torch-2.14.1]' [--set budget_min=20 ...]
+    python -m compilebench.benchmark.forecast                                        # params.yaml as it is
+    python -m compilebench.benchmark.forecast --set 'compare=[current,torch-2.14.1]' [--set budget_min=20 ...]
     make forecast B=torch-2.14.1 [A=current]                               # the same, as `make compare` would run it
 
 Builds nothing and measures nothing. It plans the invocation's trials as the benchmark stage would (the selected
@@ -27,8 +27,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from compilebench import environments, package_index, recording, reference
+from compilebench import environments, package_index, reference
 from compilebench.analysis import adaptive, noise_record, plan, pricing, run_record
+from compilebench.benchmark import recording
 from compilebench.config import Config, ConfigError, stage_config
 from compilebench.harness import fingerprint, models
 from compilebench.pins import resolved_pins

@@ -28,8 +28,9 @@ from typing import Any
 
 from tqdm import tqdm
 
-from compilebench import environments, executors, forecast, journal, package_index, recording, tracking
+from compilebench import environments, package_index, tracking
 from compilebench.analysis import adaptive, noise_record, run_record
+from compilebench.benchmark import executors, exported, forecast, journal, recording
 from compilebench.config import Config, ConfigError, stage_config
 from compilebench.harness import fingerprint, groups, results_folder, trial_process
 from compilebench.records.formats import RecordError, TrialResult, TrialSpec, processes
@@ -201,9 +202,6 @@ def main() -> None:
         )
         sys.exit(2)
     config = stage_config(overrides=args.set, compiles=True)
-    from compilebench import (
-        exported,  # its module imports this one (the recorder, recording.finish): here, not at the top
-    )
 
     try:
         if args.export:

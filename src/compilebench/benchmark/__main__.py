@@ -1,0 +1,5 @@
+"""`python -m compilebench.benchmark`: the benchmark stage (stage.py)."""
+
+from compilebench.benchmark.stage import main
+
+main()
