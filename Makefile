@@ -98,7 +98,7 @@ RAY_STAMP := $(VENV)/.installed-ray
 # Three workers on two cores: with two, the cores idled while tests waited on servers, queues and turns (measured:
 # docs/findings.md, 2026-11-29); tests/conftest.py hands out the costliest first.
 test: $(STAMP) $(RAY_STAMP) .dvc/config  ## create the environment and run the test suite (three workers, with line coverage)
-	pytest -q -rs -n 3 --dist loadgroup --cov=compilebench --cov-report=term:skip-covered --durations=15
+	pytest -q -rs -n 3 --dist loadgroup --cov=compilebench --cov-report=term:skip-covered --durations=30
 
 test-fast: $(STAMP) .dvc/config  ## the quick loop: in-process tests (no trial process, no pipeline run), no coverage
 	pytest -q -n 2 -m "not slow"
