@@ -61,6 +61,8 @@ def _main(monkeypatch, caplog, root, stage, env, *args) -> tuple[int, str]:
     """The stage's `main()` in this process, as its command would run it: in `root`, with `args` and `env`; its exit
     status and what it logged. Signal handlers a stage installs are put back."""
     module = importlib.import_module(f"compilebench.{stage}")
+    if not hasattr(module, "main"):  # a stage's wing: its stage module has the main() `python -m` runs
+        module = importlib.import_module(f"compilebench.{stage}.stage")
     monkeypatch.chdir(root)
     monkeypatch.setattr(sys, "argv", [f"compilebench.{stage}", *args])
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
@@ -457,6 +459,6 @@ def test_a_release_the_index_does_not_have_is_refused_before_anything_is_built(t
     assert list(tmp_path.iterdir()) == []  # nothing built, the baseline included
     (tmp_path / "project").mkdir()
     root = make_project(tmp_path / "project", ["microsoft/resnet-50"])
-    done = _run(root, "forecast", project_env(), "--set", "compare=[current,torch-9.9.9]")
+    done = _run(root, "benchmark.forecast", project_env(), "--set", "compare=[current,torch-9.9.9]")
     assert done.returncode == 2 and "torch 9.9.9 is not a release on the package index" in done.stderr
     assert "Traceback" not in done.stderr

@@ -194,7 +194,7 @@ def test_the_forecast_prices_a_plan_at_this_machines_processes_and_writes_nothin
     says so. Nothing is written; bad input exits 2."""
     root, env = calibrated
     before = {path: path.stat().st_mtime_ns for path in root.rglob("*") if path.is_file()}
-    log = _stage("forecast", root, env).stderr
+    log = _stage("benchmark.forecast", root, env).stderr
     rows = [json.loads(line) for line in (root / "data/results/runs.jsonl").read_text().splitlines()]
     own = {p["process_id"]: p["wall_s"] - (p["turn_wait_s"] or 0.0) for row in rows for p in row["process_results"]}
     assert len(own) == 4  # two blocks of two timing processes, each listed by the eager and the compiled run
@@ -216,7 +216,7 @@ def test_the_forecast_prices_a_plan_at_this_machines_processes_and_writes_nothin
     assert forecast_lines or "fewer than 2 degrees of freedom" in log, log  # a record this thin: either, as it fell
     assert "ran alone" not in log  # priced at the A/A's blocks, which ran together as the plan's will
     unbuilt = _stage(
-        "forecast",
+        "benchmark.forecast",
         root,
         env,
         "--set",
@@ -226,7 +226,7 @@ def test_the_forecast_prices_a_plan_at_this_machines_processes_and_writes_nothin
     ).stderr
     assert "environment pinned: not built yet" in unbuilt, unbuilt
     fresh = _stage(
-        "forecast",
+        "benchmark.forecast",
         root,
         env,
         "--set",
