@@ -75,6 +75,13 @@ def test_each_experiment_lists_each_metrics_word_and_suite_ratio(repo_root, tmp_
     assert "compile warm" in newest and "compile cold" in newest and "inductor startup" in newest
     older = text[: text.index("torch-2.14.1-vs-current")]
     assert "(older: no word)" in older and "speedup" in older
+    # the workspace's results where no experiment of this commit has them, named so; a long stack name on its own line
+    long = {key.replace("torch-2.14.1", "transformers-4.57.6-long"): value for key, value in metrics.items()}
+    workspace = {"rev": "workspace", "data": {"timestamp": None, "metrics": {"metrics.json": {"data": long}}}}
+    (shown_workspace,) = experiments.read_shown([workspace], "metrics.json")
+    text = experiments.render([shown_workspace])
+    assert text.startswith("workspace (data/ as it is now") and "\n  transformers-4.57.6-long vs current\n" in text
+    assert "\n    metric                  word" in text
 
 
 def test_without_a_dvc_project_it_says_so_and_exits_2(tmp_path, repo_root):

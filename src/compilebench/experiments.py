@@ -21,6 +21,8 @@ from compilebench import tracking
 from compilebench.analysis import compare, keys
 from compilebench.config import load_config
 
+WORKSPACE = "workspace"  # `dvc exp show`'s row of the results in data/ now
+
 
 @dataclass(frozen=True)
 class Experiment:
@@ -41,10 +43,11 @@ def read_shown(shown: list[dict[str, Any]], metrics_path: str) -> list[Experimen
             metrics = ((data.get("metrics") or {}).get(metrics_path) or {}).get("data")
             if not metrics:
                 continue
-            experiment = Experiment(
-                row.get("name") or str(row.get("rev", ""))[:7], data.get("timestamp") or "", metrics
-            )
-            if row.get("rev") == "workspace":
+            name = row.get("name") or str(row.get("rev", ""))[:7]
+            if row.get("rev") == WORKSPACE:
+                name = f"{WORKSPACE} (data/ as it is now: no experiment of this commit has these results)"
+            experiment = Experiment(name, data.get("timestamp") or "", metrics)
+            if row.get("rev") == WORKSPACE:
                 workspace = experiment
             else:
                 found.append(experiment)
@@ -70,7 +73,8 @@ def lines(experiment: Experiment) -> list[str]:
     if not prefixes:
         return [*text, "  one environment: no comparison (`make compare B=...`)", ""]
     for prefix in prefixes:
-        text.append(f"  {prefix.replace('_vs_', ' vs '):<26}{'word':<14}{'suite B/A [95% CI]':<24}cells changed")
+        text.append(f"  {prefix.replace('_vs_', ' vs ')}")  # a stack's name may be long: a line of its own
+        text.append(f"    {'metric':<24}{'word':<14}{'suite B/A [95% CI]':<24}cells changed")
         for metric in compare.METRICS:
             value = experiment.metrics.get(keys.metric_key(prefix, keys.column(metric.name, "geomean")))
             code = experiment.metrics.get(keys.metric_key(prefix, keys.column(metric.name, "verdict_code")))
@@ -85,7 +89,7 @@ def lines(experiment: Experiment) -> list[str]:
             cells = experiment.metrics.get(keys.metric_key(prefix, keys.column(metric.name, "cells")))
             changed = experiment.metrics.get(keys.metric_key(prefix, keys.column(metric.name, "cells_changed")))
             counted = f"{changed} of {cells}" if cells is not None else ""
-            text.append(f"  {metric.name.replace('_', ' '):<26}{word:<14}{ratio:<24}{counted}")
+            text.append(f"    {metric.name.replace('_', ' '):<24}{word:<14}{ratio:<24}{counted}")
     return [*text, ""]
 
 
