@@ -18,6 +18,17 @@ from compilebench.records.formats import EAGER, MEASURED_NOTHING, UNSUPPORTED
 MIN_ACROSS_CELLS = 3  # cells a suite's interval from their spread needs (2 degrees of freedom)
 T = TypeVar("T")  # a compared cell, of whatever kind a caller holds (counted_once)
 DIRECTIONS = {word for metric in METRICS for word in (metric.above, metric.below)}
+# What a comparison's answer gives per cell and over the suite, in its order: the report's answer table, the metrics
+# file and `make experiments` (inductor start-up and compile beside latency).
+ANSWERED = (
+    "eager_latency",
+    "compiled_latency",
+    "speedup",
+    "compile_cold",
+    "compile_warm",
+    "inductor_startup",
+    "peak_memory",
+)
 
 
 def summary(compared: list[Comparison]) -> list[dict[str, Any]]:

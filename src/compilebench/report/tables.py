@@ -369,15 +369,7 @@ def what_changed_table(summary: list[dict[str, Any]]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-ANSWER_METRICS = (
-    "eager_latency",
-    "compiled_latency",
-    "speedup",
-    "compile_cold",
-    "compile_warm",
-    "inductor_startup",
-    "peak_memory",
-)
+ANSWER_METRICS = suite.ANSWERED
 SUITE_ROW = "**over the suite**"  # the answer table's last row per comparison: suite.summary's geomean and word
 
 
