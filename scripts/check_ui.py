@@ -94,20 +94,22 @@ IN_VIEW = """el => {
   }
   return mine.height > 0;
 }"""
+SERVE_S = 240.0  # the most `make ui`'s command may take to print its address (it waits for the UI to answer)
 MODE = "workflowType=machine_learning"  # a run's page as the runs table opens it, not in GenAI mode
 
 
 def serve(store: str, base: str, err: Path) -> tuple[subprocess.Popen, list[str]]:
     """`make ui`'s command on `store` at `base`, in a process group of its own; with what it printed to stdout up to
     and with the runs table's address (its `compilebench runs:` line)."""
-    process = subprocess.Popen(
-        [sys.executable, "-m", "compilebench.tracking", "--ui-url", base, "--serve", store],
-        stdout=subprocess.PIPE,
-        stderr=err.open("w"),
-        text=True,
-        start_new_session=True,
-    )
-    lines, deadline = [], time.monotonic() + 240
+    with err.open("w") as stream:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "compilebench.tracking", "--ui-url", base, "--serve", store],
+            stdout=subprocess.PIPE,
+            stderr=stream,
+            text=True,
+            start_new_session=True,
+        )
+    lines, deadline = [], time.monotonic() + SERVE_S
     while time.monotonic() < deadline and process.poll() is None:
         ready, _, _ = select.select([process.stdout], [], [], 1.0)
         if ready:
@@ -115,7 +117,9 @@ def serve(store: str, base: str, err: Path) -> tuple[subprocess.Popen, list[str]
             if lines[-1].startswith("compilebench runs:"):
                 return process, lines
     end(process)
-    raise SystemExit(f"make ui's command printed no runs address within 240 s: {lines} {err.read_text()[-2000:]}")
+    raise SystemExit(
+        f"make ui's command printed no runs address within {SERVE_S:.0f} s: {lines} {err.read_text()[-2000:]}"
+    )
 
 
 def end(process: subprocess.Popen) -> str:

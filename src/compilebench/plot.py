@@ -177,6 +177,7 @@ VERDICT_COLOURS = {stats.EQUIVALENT: "C2", stats.INCONCLUSIVE: "0.55"}
 FAVOURABLE, UNFAVOURABLE = "C0", "C3"  # a direction: blue where B is better (faster, less, higher), red where worse
 SUITE_NAME = "over the suite"
 NO_CI = "no CI (one process)"
+LEGEND_COLUMNS = 6  # entries a line of the comparison figure's legend holds
 
 
 def word_colour(metric: compare.Metric, word: str) -> str:
@@ -293,11 +294,11 @@ def comparison_figure(compared: pd.DataFrame, names: pd.Series, width_in: float)
         row = read[0]
         title = f"B / A: {row.candidate} ({row.candidate_versions}) / {row.baseline} ({row.baseline_versions})"
     if legend:  # none where no cell has an interval (every run of a stack failed or was unsupported)
-        columns = min(len(legend), 6)
+        columns = min(len(legend), LEGEND_COLUMNS)
         fig.legend(list(legend.values()), list(legend), loc="lower center", ncol=columns, fontsize=8, frameon=False)
     if title:
         fig.suptitle(title, fontsize=9)
-    legend_lines = -(-len(legend) // 6) if legend else 0
+    legend_lines = -(-len(legend) // LEGEND_COLUMNS) if legend else 0
     fig.tight_layout(rect=(0, 0.035 * legend_lines, 1, 1))
     return fig
 

@@ -9,7 +9,7 @@ import math
 import re
 from typing import Any
 
-from compilebench.analysis import compare, keys
+from compilebench.analysis import compare, keys, suite
 from compilebench.analysis.keys import COMPILED_VS_EAGER_TAG
 from compilebench.analysis.per_process import ProcessRecord
 from compilebench.analysis.run_record import RunRecord
@@ -360,8 +360,7 @@ def candidate_note(row: compare.Comparison, a_metrics: dict[str, float], b_metri
         judged, a, b = row.judged.get(name), a_metrics.get(median), b_metrics.get(median)
         if judged is None or not a or not b or not all(map(math.isfinite, (a, b))):
             continue
-        metric = compare.METRIC_BY_NAME[name]
-        if abs(b / a - 1) > row.margin and judged.verdict not in (metric.above, metric.below):
+        if abs(b / a - 1) > row.margin and judged.verdict not in suite.DIRECTIONS:
             lines += [
                 "",
                 f"The raw medians of {name.replace('_', ' ')} moved {b / a - 1:+.1%} ({a:.2f} → {b:.2f} ms), beyond "
