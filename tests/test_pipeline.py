@@ -2,7 +2,6 @@
 tiny models), read back from MLflow; what DVC re-runs after which edit; each stage's code dependencies are the
 modules it imports."""
 
-import ast
 import contextlib
 import json
 import shutil
@@ -300,39 +299,6 @@ def test_second_repro_runs_nothing_and_plot_param_reruns_only_plot(project):
     experiment = run_ok(["dvc", "exp", "run", "-S", "plot.dpi=60"], root, env)
     ran = [line for line in experiment.stdout.splitlines() if line.startswith("Running stage")]
     assert ran == ["Running stage 'fetch_image':", "Running stage 'plot':"], experiment.stdout
-
-
-def _imports(source: Path, package: Path) -> set[str]:
-    """The compilebench modules a source file imports, as paths under the package (`harness/trial.py`)."""
-    found = set()
-    for node in ast.walk(ast.parse(source.read_text())):
-        if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "compilebench":
-            base = node.module.split(".")[1:]
-            for parts in [base, *([*base, alias.name] for alias in node.names)]:
-                if parts and package.joinpath(*parts).with_suffix(".py").exists():
-                    found.add("/".join(parts) + ".py")
-                elif parts and package.joinpath(*parts, "__init__.py").exists():  # a package: its __init__ hands on
-                    found.add("/".join(parts) + "/__init__.py")
-    return found
-
-
-def test_each_stage_depends_on_exactly_the_code_it_runs(repo_root):
-    """dvc.yaml's code deps of a stage are the compilebench modules it imports, transitively (benchmark: also the
-    trial process it starts); nothing missing (a change would not re-run it), nothing extra (it would re-run)."""
-    package = repo_root / "src" / "compilebench"
-    stages = yaml.safe_load((repo_root / "dvc.yaml").read_text())["stages"]
-    for stage, body in stages.items():
-        entry = f"{stage}.py" if (package / f"{stage}.py").exists() else f"{stage}/__main__.py"  # a module or a wing
-        roots = [entry, "harness/trial.py"] if stage == "benchmark" else [entry]
-        seen, todo = set(), list(roots)
-        while todo:
-            module = todo.pop()
-            if module not in seen:
-                seen.add(module)
-                todo += _imports(package / module, package)
-        prefix = "src/compilebench/"
-        listed = {dep.removeprefix(prefix) for dep in body["deps"] if dep.startswith(prefix) and dep.endswith(".py")}
-        assert listed == seen, f"{stage}: missing {sorted(seen - listed)}, extra {sorted(listed - seen)}"
 
 
 def test_explain_profiles_on_the_comparison_s_warm_cache_where_it_was_used(project, tmp_path):
