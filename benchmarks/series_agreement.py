@@ -53,7 +53,7 @@ def steps_of(records: list[RunRecord], labels: list[str], margin: float) -> dict
     runs = [compare.ComparedRun.of(record) for record in records]
     compared = compare.comparison_rows(runs, None, labels, margin)
     found = {}
-    for history in suite.series_steps(compared, labels):
+    for history in suite.series_steps(compared, labels, over_suite=True):  # the suite's steps too
         cell = (history["label"], history["batch_size"], history["variant"])
         for step in history["steps"]:
             found[(*cell, history["metric"], step["step"])] = step

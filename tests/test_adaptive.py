@@ -110,6 +110,34 @@ def test_more_blocks_go_to_the_widest_cell_first_and_stop_at_the_budget():
     assert adaptive.extend(trials, results, records, ["A", "B"], _bench(budget_min=40 / 60), None) == []
 
 
+def test_a_series_adds_blocks_only_to_its_steps_still_wide_and_prices_them_by_their_stacks():
+    """A series A -> B -> C: B equals A in every block, C moves +-20% around B. The step B -> C is wide, A -> B is
+    not: the added block holds B and C only (A is in no step still short), priced as two processes of the three of a
+    planned block. A step one side of which measured nothing gets none."""
+    labels = ["A", "B", "C"]
+    environments = {label: run_record.EnvironmentInfo(label, "current", "k", {}, ()) for label in labels}
+    models = {"m": run_record.ModelInfo("random-init", "card", 1)}
+    trials, results = [], {}
+    for replicate in range(2):
+        for label in labels:
+            spec = _spec(label, "m", replicate, "cold" if replicate == 0 else "warm")
+            wobble = 1 + (0.2 if replicate % 2 else -0.2) if label == "C" else 1.0
+            trials.append(spec)
+            results[spec.trial_id] = _result(spec, 5.0 * wobble)
+    records = runs.run_records(trials, results, environments, models, CONTEXT)
+    widths = adaptive.widths(
+        [adaptive.compare.ComparedRun.of(r) for r in records], labels, _bench().targets, None, 0.05
+    )
+    assert {(w.environments, w.met) for w in widths} == {(("A", "B"), True), (("B", "C"), False)}
+    added = adaptive.extend(trials, results, records, labels, _bench(), None)
+    assert {spec.environment for spec in added} == {"B", "C"} and {spec.replicate for spec in added} == {2}
+    # 60 s spent (six processes of 10 s); a block of B and C costs 20 s: it fits 80 s, not 79
+    assert adaptive.extend(trials, results, records, labels, _bench(budget_min=80 / 60 / 3), None) == added
+    assert adaptive.extend(trials, results, records, labels, _bench(budget_min=79 / 60 / 3), None) == []
+    failed = [replace(r, status="compile_error") if r.environment == "C" else r for r in records]
+    assert adaptive.extend(trials, results, failed, labels, _bench(), None) == []
+
+
 def test_a_block_run_together_counts_its_wall_time_against_the_budget_not_its_processes_seconds():
     """The budget is the user's wait: a block whose A and B overlap costs from the first start to the last end. The
     same 8 processes of 10 s, counted one after another, leave no room in 80 s; run together (12 s a block), they

@@ -152,6 +152,43 @@ def test_a_series_step_is_judged_for_the_family_of_its_metric():
     assert step["verdict"] != "slower" and first["first_step"] == ""
 
 
+def test_a_series_answers_each_step_over_the_suite_in_a_family_of_its_own():
+    """Six cells whose compiled latency each moves 6% at b -> c: over the suite the step is `slower`, each cell alone
+    not beyond the margin; a step where nothing moved is `equivalent`. The cells' words are the same with the suite's
+    histories as without them (a family of their own), and a cell that failed on one side is left out of the mean."""
+    runs = []
+    for index in range(6):
+        cell = {"label": f"M{index}", "model_id": f"org/m{index}"}
+        shifts = (1.05, 1.06, 1.07) if index % 2 else (1.07, 1.06, 1.05)
+        runs += [
+            {**_row("a", [10.0] * 3, [5.0, 5.1, 4.9]), **cell},
+            {**_row("b", [10.0] * 3, [5.01, 5.09, 4.91], key="k2"), **cell},
+            {**_row("c", [10.0] * 3, [5.0 * shifts[0], 5.1 * shifts[1], 4.9 * shifts[2]], key="k3"), **cell},
+        ]
+    failed = {**_row("c", [10.0] * 3, [5.0] * 3, key="k3", status="compile_error"), "label": "M6", "model_id": "x/m6"}
+    failed["process_results"] = []
+    runs += [
+        {**_row("a", [10.0] * 3, [5.0, 5.1, 4.9]), "label": "M6", "model_id": "x/m6"},
+        {**_row("b", [10.0] * 3, [5.0, 5.1, 4.9], key="k2"), "label": "M6", "model_id": "x/m6"},
+        failed,
+    ]
+    compared = compare.comparison_rows(runs_of(runs), noise=None, labels=["a", "b", "c"], margin=0.05)
+    both = suite.series_steps(compared, ["a", "b", "c"], over_suite=True)
+    cells = [entry for entry in both if not entry.get("over_suite")]
+    assert cells == suite.series_steps(compared, ["a", "b", "c"])
+    over = {entry["metric"]: entry for entry in both if entry.get("over_suite")}
+    assert set(over) == set(suite.SERIES_METRICS)
+    latency = over["compiled_latency"]
+    assert latency["label"] == suite.SUITE_LABEL and [s["verdict"] for s in latency["steps"]] == [
+        "equivalent",
+        "slower",
+    ]
+    assert latency["first_step"] == "b -> c" and 1.055 < latency["ratio"] < 1.065
+    assert latency["steps"][1]["left_out"] == ["M6 bs1 default"] and latency["steps"][0]["left_out"] == []
+    per_cell = [e for e in cells if e["metric"] == "compiled_latency" and e["label"] != "M6"]
+    assert per_cell and all(entry["steps"][1]["verdict"] != "equivalent" for entry in per_cell)
+
+
 def test_a_stack_that_cannot_run_a_cell_is_said_and_the_series_goes_on():
     a = _row("2.0", [10.0, 10.1, 9.9], [5.0, 5.05, 4.95], status="unsupported")
     a["process_results"] = []

@@ -485,7 +485,7 @@ def add_to_calibration(path: str, key: str, record: dict[str, Any]) -> None:
 
 def log_series(compared: list[compare.Comparison], labels: list[str]) -> None:
     """For three environments or more: per cell and headline, the first step of the series that changed it."""
-    for entry in suite.series_steps(compared, labels) if len(labels) > 2 else []:
+    for entry in suite.series_steps(compared, labels, over_suite=True) if len(labels) > 2 else []:
         if entry["first_step"]:
             LOGGER.info(
                 "series: %s bs%s %s %s %s at %s: %.3f [%.3f, %.3f]",

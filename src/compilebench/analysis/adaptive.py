@@ -1,21 +1,22 @@
 """How many blocks each run gets: the planned ones for every run, then more where the intervals are widest.
 
-A block is one fresh process per compared environment, in a balanced order (`plan.balanced_order`; a block's
-processes alive together, taking turns: harness/turns.py), in one of three units: a *timing* block of (model, batch
-size) is a timing process per environment (eager and every compiled arm, warm); a *cold* block of (model, batch size,
-variant) is a cold process per environment (compiled on an empty cache, then timed); a *paired* block of a variant
-measured alone (a deploy way, served sizes) is a paired trial per environment, cold or warm. Once the planned blocks
-are done, `extend` asks of every run how far each 95% interval is from its target (`benchmark.target`: speedup,
-compile time, latency; B/A when stacks are compared, the run's own interval otherwise), gives each metric to the unit
-that measures it (cold compile time to a cold block, the rest to a timing block), and adds a block to each unit short
-of its target, furthest first, while the blocks fit in `budget_min` (minutes of the blocks' wall time per compared
-environment, the planned ones included: what the user waits for, a block run together as long as its longest process)
-and a unit has fewer than `benchmark.max_replicates` blocks. A unit with fewer undisturbed blocks than planned gets
-one first, budget or not (up to the cap): a disturbed process is re-run, never silently dropped (the planned blocks
-always run). It stops on width, never on significance, so the error rates measured by benchmarks/verdict_power.py
-hold. Every decision is a pure function of the results so far (the budget counts the blocks' wall times as their
-processes' results give them), so a resumed invocation takes the same ones. `shortfalls` tells the report, per run
-and targeted interval, what it reached and about how many more blocks it needs."""
+A block is one fresh process per compared environment, in a balanced order (`plan.balanced_order`; a block's processes
+alive together, taking turns: harness/turns.py), in one of three units: a *timing* block of (model, batch size) is a
+timing process per environment (eager and every compiled arm, warm); a *cold* block of (model, batch size, variant) is a
+cold process per environment (compiled on an empty cache, then timed); a *paired* block of a variant measured alone (a
+deploy way, served sizes) is a paired trial per environment, cold or warm. Once the planned blocks are done, `extend`
+asks of every run how far each 95% interval is from its target (`benchmark.target`: speedup, compile time, latency; B/A
+when stacks are compared, the run's own interval otherwise), gives each metric to the unit that measures it (cold
+compile time to a cold block, the rest to a timing block), and adds a block to each unit short of its target, furthest
+first (in a series of three stacks or more: each step's B/A of latency and speedup, and the block holds only the stacks
+of its steps still short, so blocks go to the steps still undecided), while the blocks fit in `budget_min` (minutes of
+the blocks' wall time per compared environment, the planned ones included: what the user waits for, a block run together
+as long as its longest process) and a unit has fewer than `benchmark.max_replicates` blocks. A unit with fewer
+undisturbed blocks than planned gets one first, budget or not (up to the cap): a disturbed process is re-run, never
+silently dropped (the planned blocks always run). It stops on width, never on significance, so the error rates measured
+by benchmarks/verdict_power.py hold. Every decision is a pure function of the results so far (the budget counts the
+blocks' wall times as their processes' results give them), so a resumed invocation takes the same ones. `shortfalls`
+tells the report, per run and targeted interval, what it reached and about how many more blocks it needs."""
 
 from __future__ import annotations
 
@@ -26,7 +27,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
-from compilebench.analysis import compare, noise_record, plan, stats
+from compilebench.analysis import compare, noise_record, plan, stats, suite
 from compilebench.analysis.run_record import RunRecord
 from compilebench.analysis.validity import compile_disturbed, timing_disturbed
 from compilebench.records.formats import (
@@ -66,6 +67,7 @@ class Width:
     target: float
     blocks: int
     dof: float  # of the interval (the cell's noise record pooled in, where it has one)
+    environments: tuple[str, ...] = ()  # whose blocks narrow it: a series step's two stacks; () every one
 
     @property
     def met(self) -> bool:
@@ -133,27 +135,38 @@ def widths(
     noise: noise_record.CellNoise | None,
     margin: float,
 ) -> list[Width]:
-    """Every targeted interval of every run: B/A against the baseline when stacks are compared, else the run's own."""
-    found: list[tuple[Cell, str, float, int, float]] = []  # cell, metric, half-width, blocks, dof
+    """Every targeted interval of every run: B/A against the baseline when two stacks are compared; in a series (three
+    or more), each step's (a stack against the one before it: what the series answers per cell,
+    suite.CELL_SERIES_METRICS), with the step's two stacks, so that more blocks go to the steps still wide and to no
+    other stack, and none to a step a side of which measured nothing; else the run's own."""
+    found: list[tuple[Cell, str, float, int, float, tuple[str, ...]]] = []  # cell, metric, half-width, blocks, dof
     if len(labels) >= 2:
+        series = len(labels) >= 3
         pooled = noise_record.pooled_by_metric(noise or {})
         for row in compare.comparison_rows(runs, noise, labels, margin):
-            if row.reference != compare.FIRST:
+            step = row.reference == compare.PREVIOUS or row.candidate == labels[1]
+            if not (step if series else row.reference == compare.FIRST):
                 continue
+            if series and not {row.baseline_status, row.candidate_status} <= set(EXTENDABLE):
+                continue  # a side measured nothing: more blocks would not judge the step
             for name, judged in row.judged.items():
+                if series and name not in suite.CELL_SERIES_METRICS:
+                    continue  # compile time a series answers over the suite
                 halfwidth, dof = _stopping_width(row, name, noise, pooled)
-                found.append(((row.model_id, row.batch_size, row.variant), name, halfwidth, judged.ratio.blocks, dof))
+                cell = (row.model_id, row.batch_size, row.variant)
+                sides = (row.baseline, row.candidate) if series else ()
+                found.append((cell, name, halfwidth, judged.ratio.blocks, dof, sides))
     else:
         for run in runs:
             for name, estimate in _own_intervals(run).items():
                 cell = (run.model_id, run.batch_size, run.variant)
-                found.append((cell, name, _log_halfwidth(estimate), estimate.processes, estimate.processes - 1))
+                found.append((cell, name, _log_halfwidth(estimate), estimate.processes, estimate.processes - 1, ()))
     result = []
-    for cell, name, halfwidth, blocks, dof in found:
+    for cell, name, halfwidth, blocks, dof, sides in found:
         target = targets.get(compare.METRIC_BY_NAME[name].target or "", 0.0)
         if target > 0:
             halfwidth = halfwidth if math.isfinite(halfwidth) else math.inf
-            result.append(Width(cell, name, halfwidth, math.log1p(target), int(blocks), dof))
+            result.append(Width(cell, name, halfwidth, math.log1p(target), int(blocks), dof, sides))
     return result
 
 
@@ -213,13 +226,20 @@ def block_walls(results: dict[str, TrialResult], trials: list[TrialSpec]) -> dic
     return {block: block_wall(of) for block, of in windows.items()}
 
 
-def _block_cost_s(trials: list[TrialSpec], results: dict[str, TrialResult], unit: Unit, cold: bool) -> float:
-    """What a new block of `unit` costs, in seconds of wall time: the median wall of its blocks of the same kind (cold
-    or warm, for a paired unit) where there is one."""
-    walls = {block: wall for block, wall in block_walls(results, trials).items() if block[0] == unit}
+def _block_cost_s(
+    trials: list[TrialSpec], results: dict[str, TrialResult], unit: Unit, cold: bool, processes: int
+) -> float:
+    """What a new block of `unit` with `processes` processes (one per environment it holds) costs, in seconds of wall
+    time: the median over its blocks of the same kind (cold or warm, for a paired unit) where there is one of a
+    block's wall per process, times `processes` (a series step's block holds two stacks of the series' several)."""
+    sizes: dict[Block, set[str]] = {}
+    for spec in trials:
+        if spec.trial_id in results and unit_of(spec) == unit:
+            sizes.setdefault(block_of(spec), set()).add(spec.process)
+    walls = {block: wall / len(sizes[block]) for block, wall in block_walls(results, trials).items() if block in sizes}
     kind = [wall for block, wall in walls.items() if block[2] == cold and wall]
     kind = kind or [wall for wall in walls.values() if wall]
-    return statistics.median(kind) if kind else 0.0
+    return statistics.median(kind) * processes if kind else 0.0
 
 
 def clean_blocks(trials: list[TrialSpec], results: dict[str, TrialResult], limit_cores: float) -> dict[Unit, int]:
@@ -249,7 +269,8 @@ def _planned(unit: Unit, bench: LoopSettings) -> int:
 
 
 def _next_block(trials: list[TrialSpec], unit: Unit, labels: list[str], cold: bool, statuses: dict) -> list[TrialSpec]:
-    """One more block of `unit`: a process per environment, in balanced order."""
+    """One more block of `unit`: a process per environment of `labels` (all, or a series step's), in balanced order;
+    a timing process times the compiled arms whose run in its environment more blocks can help (`statuses`)."""
     specs = [spec for spec in trials if unit_of(spec) == unit]
     replicate = max(spec.replicate for spec in specs) + 1
     kind, *_ = unit
@@ -263,7 +284,7 @@ def _next_block(trials: list[TrialSpec], unit: Unit, labels: list[str], cold: bo
                 for spec in specs
                 if spec.replicate == base.replicate
                 and spec.environment == label
-                and (not spec.variant.compile or statuses.get(cell_of(spec), set()) <= set(EXTENDABLE))
+                and (not spec.variant.compile or statuses.get((label, cell_of(spec)), STATUS_OK) in EXTENDABLE)
             ]
             added += plan.timing_process(
                 label, base.model, base.batch_size, arms, replicate, base.cache == CACHE_SHARED, base.image, base.timing
@@ -290,9 +311,10 @@ def extend(
     noise: noise_record.CellNoise | None,
 ) -> list[TrialSpec]:
     """The next blocks: for each unit short of its planned clean blocks or of a target, furthest first, one more block
-    (a process per environment, in balanced order) while it fits the budget and the cap. Empty when done."""
+    (a process per environment, in balanced order; in a series only the stacks of its steps short of a target) while
+    it fits the budget and the cap. Empty when done."""
     units = list(dict.fromkeys(unit_of(spec) for spec in trials))
-    short_of: dict[Unit, tuple[float, bool]] = {}  # unit -> (distance, cold: a paired unit's block re-runs cold)
+    short_of: dict[Unit, tuple[float, bool, set[str]]] = {}  # unit -> (distance, cold: a paired one re-runs cold, who)
     for width in widths([compare.ComparedRun.of(r) for r in records], labels, bench.targets, noise, bench.margin):
         if width.met:
             continue
@@ -300,12 +322,12 @@ def extend(
             if unit not in units:
                 continue  # no cold process was planned (a shared cache, or cold_replicates 0): none is added
             cold = width.metric == "compile_cold" and unit[0] == "paired"
-            distance, was_cold = short_of.get(unit, (0.0, False))
-            short_of[unit] = (max(distance, width.distance), was_cold or cold)
-    statuses: dict[Cell, set[str]] = {}
+            distance, was_cold, who = short_of.get(unit, (0.0, False, set()))
+            short_of[unit] = (max(distance, width.distance), was_cold or cold, who | set(width.environments or labels))
+    statuses: dict[tuple[str, Cell], str] = {}  # (environment, cell) -> its run's status
     for record in records:
         mixed = record.machines > 1  # invalid for good: more blocks would not unmix its processes
-        statuses.setdefault((record.model_id, record.batch_size, record.variant), set()).add(
+        statuses[(record.environment, (record.model_id, record.batch_size, record.variant))] = (
             MIXED if mixed else record.status
         )
     clean = clean_blocks(trials, results, bench.disturbed_cores)
@@ -316,17 +338,19 @@ def extend(
     added: list[TrialSpec] = []
     for unit in ranked:
         specs = [spec for spec in trials if unit_of(spec) == unit]
-        compiled = {cell_of(spec) for spec in specs if spec.variant.compile}
-        if not any(statuses.get(cell, set()) <= set(EXTENDABLE) for cell in compiled or {cell_of(specs[0])}):
+        compiled = {cell_of(spec) for spec in specs if spec.variant.compile} or {cell_of(specs[0])}
+        if not any(statuses.get((label, cell), STATUS_OK) in EXTENDABLE for label in labels for cell in compiled):
             continue  # every run it measures failed: another block would fail alike
         if max(spec.replicate for spec in specs) + 1 >= bench.max_replicates:
             continue
-        cold = unit[0] == "cold" or short_of.get(unit, (0.0, False))[1]
-        cost = _block_cost_s(trials, results, unit, cold)
+        _, cold, who = short_of.get(unit, (0.0, False, set()))
+        cold = unit[0] == "cold" or cold
+        holds = labels if unit in rerun else [label for label in labels if label in who]  # a rerun: every one
+        cost = _block_cost_s(trials, results, unit, cold, len(holds))
         if spent_s + cost > budget_s and unit not in rerun:  # a planned block always runs, a disturbed one again
             continue
         spent_s += cost
-        added += _next_block(trials, unit, labels, cold, statuses)
+        added += _next_block(trials, unit, holds, cold, statuses)
     return added
 
 

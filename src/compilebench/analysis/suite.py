@@ -98,17 +98,28 @@ def counted_once(
 
 
 SERIES_METRICS = ("eager_latency", "compiled_latency", "speedup", "compile_warm", "compile_cold")  # a series' headlines
+# What a series answers per cell; compile time it answers over the suite (a cell's cold compile has one process a
+# stack, no interval; its warm compile's steps rarely reach one that decides), a cell's steps of it in the comparison
+# table and `make bisect COMPILE=1`.
+CELL_SERIES_METRICS = ("eager_latency", "compiled_latency", "speedup")
 QUIET = (stats.EQUIVALENT, stats.INCONCLUSIVE)
 
 
-def series_steps(compared: list[Comparison], labels: list[str]) -> list[dict[str, Any]]:
+SUITE_LABEL = "over the suite"  # a series history of the whole suite: the geometric mean over its cells
+
+
+def series_steps(compared: list[Comparison], labels: list[str], over_suite: bool = False) -> list[dict[str, Any]]:
     """In a series of stacks (`labels`, in order), per cell and headline metric (SERIES_METRICS): every step (a stack
     against the one before it) judged, and the first step whose change is significant and beyond the margin, the way
-    one bisects a regression over releases. Each metric's steps are Holm-adjusted across all its cells and steps, so
-    a series of equal stacks names a step for a metric in at most 5% of invocations. Where no step changed: `across`
-    is `equivalent` when every step was, `inconclusive` otherwise; a step with a side whose run measured nothing
-    (`unsupported`, `compile_error`, ...) is said with that status, and the rest of the series goes on. Eager latency
-    counts on eager cells (a compiled cell's eager is the same process's)."""
+    one bisects a regression over releases. With `over_suite`, after the cells' histories one per metric over the
+    suite (label SUITE_LABEL, `over_suite` true): each step's geometric mean of B/A over the cells both stacks
+    measured (`_ratio`, as `summary` makes it; cold compile's from the cells' spread where a cell has one cold process
+    a stack). Each metric's steps are Holm-adjusted across all its cells and steps, the suite's across its steps (a
+    family of its own, as `summary`'s word stands beside the cells' in a comparison): a series of equal stacks names a
+    step for a metric in at most 5% of invocations among its cells, and in at most 5% over the suite. Where no step
+    changed: `across` is `equivalent` when every step was, `inconclusive` otherwise; a step with a side whose run
+    measured nothing (`unsupported`, `compile_error`, ...) is said with that status, and the rest of the series goes
+    on. Eager latency counts on eager cells (a compiled cell's eager is the same process's)."""
     steps = list(itertools.pairwise(labels))
     position = {step: index for index, step in enumerate(steps)}
     by_step = {
@@ -117,7 +128,7 @@ def series_steps(compared: list[Comparison], labels: list[str]) -> list[dict[str
         if row.reference == PREVIOUS or row.baseline == labels[0]
     }
     cells = list(dict.fromkeys(tuple(row.cell.values()) for row in compared))
-    found = []
+    found, over = [], []
     for metric in (m for m in METRICS if m.name in SERIES_METRICS):
         judged_steps = []  # (cell, step, row) for this metric
         for cell in cells:
@@ -132,6 +143,8 @@ def series_steps(compared: list[Comparison], labels: list[str]) -> list[dict[str
                 row = by_step.get((*step, *cell))
                 if row is not None and (metric.name in row.judged or _not_measured(row, step)):
                     judged_steps.append((cell, step, row))
+        suite_steps = [(step, _suite_step(judged_steps, metric, step)) for step in steps]
+        suite_steps = [(step, entry) for step, entry in suite_steps if entry is not None]
         adjusted = stats.holm(
             [
                 row.judged[metric.name].ratio.p_value if metric.name in row.judged else math.nan
@@ -144,7 +157,52 @@ def series_steps(compared: list[Comparison], labels: list[str]) -> list[dict[str
         for cell, entries in per_cell.items():
             entries.sort(key=lambda entry: position[tuple(entry["step"].split(" -> "))])
             found.append(_history(dict(zip(CELL, cell, strict=True)), metric.name, entries, len(steps)))
-    return found
+        if suite_steps:
+            suite_adjusted = stats.holm([ratio.p_value for _, (ratio, _, _) in suite_steps])
+            entries = [
+                _suite_step_entry(metric, step, ratio, margin, left_out, p_value)
+                for (step, (ratio, margin, left_out)), p_value in zip(suite_steps, suite_adjusted, strict=True)
+            ]
+            suite_cell = {"model_id": "", "label": SUITE_LABEL, "task": "", "batch_size": "", "variant": "geomean"}
+            over.append({**_history(suite_cell, metric.name, entries, len(steps)), "over_suite": True})
+    return found + over if over_suite else found
+
+
+def _suite_step(
+    judged_steps: list[tuple[tuple, tuple[str, str], Comparison]], metric: Metric, step: tuple[str, str]
+) -> tuple[stats.Ratio, float, list[str]] | None:
+    """One step over the suite: the geometric mean of B/A over the cells both stacks measured (each counted once,
+    `counted_cells`), the margin, and the cells left out by name; None where no cell has a ratio."""
+    rows = counted_cells([row for _, at, row in judged_steps if at == step], metric)
+    usable = [row for row in rows if _finite(row.judged[metric.name].ratio.value)]
+    if not usable:
+        return None
+    left_out = [f"{row.label} bs{row.batch_size} {row.variant}" for row in rows if row not in usable]
+    ratio = _ratio([row.judged[metric.name].ratio for row in usable], metric.own_processes)
+    return ratio, float(usable[0].margin or 0.05), left_out
+
+
+def _suite_step_entry(
+    metric: Metric, step: tuple[str, str], ratio: stats.Ratio, margin: float, left_out: list[str], p_value: float
+) -> dict[str, Any]:
+    """One step of the suite's history: its geometric mean B/A, interval and word after the series' Holm adjustment;
+    the cells it leaves out (a side measured nothing) under `left_out`."""
+    relevance = stats.relevance(ratio, margin)
+    changed = stats.change(ratio, metric.above, metric.below)
+    if _finite(p_value):
+        changed = stats.change_word(ratio.value, p_value, metric.above, metric.below)
+    verdict = stats.verdict_of(changed, relevance)
+    return {
+        "step": " -> ".join(step),
+        "ratio": ratio.value,
+        "ci_low": ratio.low,
+        "ci_high": ratio.high,
+        "verdict": verdict,
+        "unsupported": [],
+        "not_measured": {},
+        "left_out": left_out,
+        "changed": verdict not in QUIET and relevance == stats.BEYOND_MARGIN,
+    }
 
 
 def _not_measured(row: Comparison, step: tuple[str, str]) -> dict[str, str]:

@@ -14,7 +14,7 @@ from typing import Any
 
 import pandas as pd
 
-from compilebench.analysis import compare, suite
+from compilebench.analysis import compare, stats, suite
 from compilebench.analysis.differences import beside_the_question, step_changes
 from compilebench.analysis.run_record import RunRecord
 from compilebench.records.formats import UNSUPPORTED, times_own_level
@@ -337,7 +337,12 @@ def _series_section(compared: pd.DataFrame, series: list[str], results: list[Run
     headline the first step that changed it, or the word across the whole series."""
     if compared.empty or len(series) < 3:
         return []
-    history = suite.series_steps(read_comparisons(compared), series)
+    history = [
+        entry
+        for entry in suite.series_steps(read_comparisons(compared), series, over_suite=True)
+        if entry.get("over_suite") or entry["metric"] in suite.CELL_SERIES_METRICS
+    ]
+    words = [step["verdict"] for entry in history for step in entry["steps"]]
     versions = {}
     for record in results:
         versions.setdefault(record.environment, str(record.to_dict().get("torch_version", "")))
@@ -352,7 +357,9 @@ def _series_section(compared: pd.DataFrame, series: list[str], results: list[Run
         "## The series, step by step",
         "",
         f"{len(series)} stacks in order, each against the one before it. {len(changed)} of {len(history)} "
-        "(cell, headline) histories changed at some step"
+        "(cell, headline) histories changed at some step; of their "
+        f"{len(words)} steps {sum(word in suite.DIRECTIONS for word in words)} have a direction, "
+        f"{words.count(stats.EQUIVALENT)} are `equivalent`, {words.count(stats.INCONCLUSIVE)} `inconclusive`"
         + (f"; {', '.join(f'`{label}`' for label in unsupported)} cannot run some of them" if unsupported else "")
         + (f"; {', '.join(f'`{label}`' for label in failed)} failed some of them" if failed else "")
         + (
@@ -363,8 +370,12 @@ def _series_section(compared: pd.DataFrame, series: list[str], results: list[Run
         )
         + ". A step changed a headline when its B / A is significant at 5% after Holm's adjustment across all "
         f"cells and steps of that metric, and beyond ±{margin:.0%} (its 95% CI wholly outside); `equivalent` "
-        "across the series means every step's 90% CI lay within the margin. The figure *series* draws what each "
-        "stack measured per headline (median, 95% CI), the changed steps ringed, an x where a stack measured nothing.",
+        "across the series means every step's 90% CI lay within the margin. Per cell the series answers latency "
+        f"and speedup; over the suite (`{suite.SUITE_LABEL}`: each step's geometric mean over the cells both stacks "
+        "measured, Holm-adjusted across its steps) every headline, compile time among them: a cell's cold compile "
+        "has one process a stack, so its steps are in the comparison table, without an interval. The figure "
+        "*series* draws what each stack measured per headline (median, 95% CI), the changed steps ringed, an x where "
+        "a stack measured nothing.",
         "",
         markdown(series_steps_table(series, changes, versions)),
         markdown(series_table(history)),
