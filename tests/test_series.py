@@ -71,13 +71,9 @@ def test_the_report_names_each_step_and_what_else_it_changes(series_project):
     assert ("freezing", "compiled latency") in metrics and ("default", "speedup") in metrics
     assert not any(metric.startswith("compile,") for _, metric in metrics)  # a cell's compile: the comparison table
     suite_rows = [line for line in section.splitlines() if line.startswith("| over the suite |")]
-    assert {line.split("|")[4].strip() for line in suite_rows} == {
-        "eager latency",
-        "compiled latency",
-        "speedup",
-        "compile, warm",
-        "compile, cold",
-    }
+    over = {line.split("|")[4].strip() for line in suite_rows}  # warm compile where a step has a ratio of it
+    answered = {"eager latency", "compiled latency", "speedup", "compile, cold"}
+    assert answered <= over <= {*answered, "compile, warm"}
     counted = section.split("histories changed at some step; of their ", 1)[1].split(" steps", 1)[0]
     assert int(counted) == 2 * (len(rows) + len(suite_rows))  # two steps each
     assert any(
