@@ -7,6 +7,7 @@ interval can be made, whatever the noise). What issue 51's target counts, from t
     python benchmarks/decided.py --rejudge medians RECORD   # its runs judged again, each process's median a block
     python benchmarks/decided.py --rejudge timing-blocks RECORD   # as if its cold processes had not timed
     python benchmarks/decided.py --rejudge turns --margin 0.10 RECORD   # its runs judged again against another margin
+    python benchmarks/decided.py --series RECORD   # a release series' runs.jsonl: its steps counted by word
 
 Each argument is a record folder (its `results/comparison.csv`) or a project's `data/` folder. `--rejudge` judges the
 folder's `runs.jsonl` again instead, as aggregate does (its `calibration.json` less this invocation's entry): `turns` as
@@ -17,7 +18,10 @@ their compile: the two designs on the same processes. `--margin` judges them aga
 (what `equivalent` would say of the same blocks at, say, ±10%). Each cell counts once per metric, as the report's
 what-changed section counts (`suite.counted_cells`: eager latency in the eager cells, inductor start-up once per model
 and batch size); B against the first environment only. The suite's own verdict per metric (the geometric mean over the
-cells) is printed beside the counts."""
+cells) is printed beside the counts. `--series` counts a series' steps instead (issue 85's target), judged as its
+report judges them (`suite.series_steps`, no noise record, params.yaml's margin): per cell the headlines the report
+answers per cell (`suite.CELL_SERIES_METRICS`), over the suite every one; and, as counted before 2026-12-05, every
+headline per cell."""
 
 from __future__ import annotations
 
@@ -126,6 +130,40 @@ def rejudged(table: Path, statistic: str, margin: float | None = None) -> list[c
     return comparison(runs, labels, calibration, float(first["margin"].iloc[0]) if margin is None else margin)[0]
 
 
+def series_counts(folder: Path, margin: float) -> list[str]:
+    """A series' steps by word (see the module docstring), from `folder`'s runs.jsonl, stacks in `make series` order."""
+    from series_agreement import series_order  # benchmarks/ is on the path when this runs as a script
+
+    records = [
+        RunRecord.from_dict(json.loads(line)) for line in (folder / "runs.jsonl").read_text().splitlines() if line
+    ]
+    labels = series_order(records)
+    compared = compare.comparison_rows([compare.ComparedRun.of(record) for record in records], None, labels, margin)
+    histories = suite.series_steps(compared, labels, over_suite=True)
+    out = [f"{folder}: {' -> '.join(labels)}; margin +-{margin:.0%}"]
+    totals: dict[str, list[str]] = {"answered": [], "every headline per cell": []}
+    for where in ("cell", "suite"):
+        for metric in suite.SERIES_METRICS:
+            words = [
+                step["verdict"]
+                for entry in histories
+                if entry["metric"] == metric and bool(entry.get("over_suite")) == (where == "suite")
+                for step in entry["steps"]
+            ]
+            if not words:
+                continue
+            inconclusive = words.count(stats.INCONCLUSIVE)
+            out.append(f"  {where:5s} {metric:17s} {len(words):4d} steps, {inconclusive:3d} inconclusive")
+            if where == "cell":
+                totals["every headline per cell"] += words
+            if where == "suite" or metric in suite.CELL_SERIES_METRICS:
+                totals["answered"] += words
+    for name, words in totals.items():
+        share = words.count(stats.INCONCLUSIVE) / len(words) if words else float("nan")
+        out.append(f"  {name}: {words.count(stats.INCONCLUSIVE)} of {len(words)} steps inconclusive ({share:.0%})")
+    return out
+
+
 def lines(name: str, counts: list[Count]) -> list[str]:
     """The table of one comparison, with the totals over all metrics and over the headline ones."""
     out = [
@@ -154,7 +192,17 @@ def main() -> None:
         "--rejudge", choices=("turns", "medians", "timing-blocks"), help="judge the runs.jsonl beside the table again"
     )
     parser.add_argument("--margin", type=float, help="with --rejudge: judge against this margin (0.10 = +-10%%)")
+    parser.add_argument("--series", action="store_true", help="count a release series' steps (its runs.jsonl)")
     args = parser.parse_args()
+    if args.series:
+        from compilebench.config import stage_config
+
+        for folder in args.folders:
+            if not (folder / "runs.jsonl").is_file():
+                raise SystemExit(f"{folder}: no runs.jsonl (a series record, or a project's data/results)")
+        for folder in args.folders:
+            print("\n".join(series_counts(folder, stage_config().margin)))
+        return
     if args.margin is not None and not (args.rejudge and 0 < args.margin < 1):
         parser.error(f"--margin {args.margin}: a fraction between 0 and 1 (0.10 = +-10%), with --rejudge")
     paths = [table_path(folder) for folder in args.folders]  # every argument checked before any output
