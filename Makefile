@@ -39,8 +39,9 @@ compare: $(STAMP) .dvc/config  ## make compare B=torch-2.14.1 [A=current] [SEED=
 	dvc exp run -n "$$name" -S 'compare=[$(A),$(B)]' $(SEED_SET) 9>&-; $(SAVED) "$$name" $$? 9>&- && \
 	$(EXPLAIN_CHANGED) && python -m compilebench.aggregate --check 9>&-  # exit 3: some run did not end ok; 4: B changed a headline
 
-# A release series: each torch release with the companions it needs (compilebench/releases.py), each step against the
-# one before; the first step that changed each headline is named. A release named twice is an A/A step inside it.
+# A release series: each torch release with the companions it needs (compilebench/environments/releases.py), each
+# step against the one before; the first step that changed each headline is named. A release named twice is an A/A
+# step inside it.
 TORCH_SERIES = $(subst $(eval) ,$(comma),$(addprefix torch-,$(TORCH)))
 comma := ,
 OLDEST_FIRST = printf '%s\n' $(TORCH) | sort -V -C || { echo "make: TORCH lists torch releases oldest first, each step \
@@ -135,9 +136,9 @@ lint: $(STAMP)
 	ruff format --check src tests benchmarks scripts
 	ruff check src tests benchmarks scripts
 
-# uv installs (from pip's own sources) where it can be had, pip otherwise: src/compilebench/installer.py.
-INSTALL   := $(PYTHON) src/compilebench/installer.py $(PYTHON)
-$(STAMP): requirements.txt constraints.txt pyproject.toml src/compilebench/installer.py
+# uv installs (from pip's own sources) where it can be had, pip otherwise: src/compilebench/environments/installer.py.
+INSTALL   := $(PYTHON) src/compilebench/environments/installer.py $(PYTHON)
+$(STAMP): requirements.txt constraints.txt pyproject.toml src/compilebench/environments/installer.py
 	test -x $(PYTHON) || python3 -m venv $(VENV)
 	$(PYTHON) -m pip install --quiet $$(grep -o '^uv==[^ ]*' requirements.txt) || echo "make: no uv; pip installs (slower)"
 	$(INSTALL) $$(grep -o '^torch==[^ ]*' constraints.txt)

@@ -29,10 +29,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from compilebench import environments
 from compilebench.analysis import compare, plan
 from compilebench.analysis.per_process import ProcessRecord
 from compilebench.config import load_config
+from compilebench.environments import venvs
 from compilebench.fetch_image import fallback_image
 from compilebench.harness import launcher, models
 from compilebench.records.formats import MALLOC_LIBRARIES, STATUS_OK, TrialResult, TrialSpec, VariantSpec
@@ -228,12 +228,10 @@ def main() -> None:
     designs = [design_of(text) for text in args.designs]
     config = load_config("params.yaml")
     root, cache_root = Path.cwd(), Path(config.paths.environments)
-    project = environments.project_pins(root)
+    project = venvs.project_pins(root)
     pythons = {
-        "current": environments.build("current", project, cache_root).python,
-        args.b: environments.build(
-            args.b, environments.resolve(project, config.environments[args.b].pins), cache_root
-        ).python,
+        "current": venvs.build("current", project, cache_root).python,
+        args.b: venvs.build(args.b, venvs.resolve(project, config.environments[args.b].pins), cache_root).python,
     }
     labels = list(pythons)
     timing = config.timing()

@@ -16,7 +16,7 @@ import zipfile
 import pytest
 from conftest import closed_port, make_project, project_env, set_params
 
-from compilebench import environments, package_index
+from compilebench.environments import package_index, venvs
 
 pytestmark = pytest.mark.xdist_group("test_bad_inputs")  # its module fixtures run once
 
@@ -162,7 +162,7 @@ def test_a_read_only_database_is_refused_before_any_work(tmp_path, prepared):
     ],
 )
 def test_device_problems_name_the_key(probe, device, needle):
-    problem = environments.device_problem(probe, "current", device)
+    problem = venvs.device_problem(probe, "current", device)
     assert problem is None if needle is None else (needle in problem and "`device`" in problem)
 
 
@@ -311,7 +311,13 @@ def test_a_second_pipeline_in_a_project_is_refused_before_dvc_starts(tmp_path, r
     """While one `make run` / `compare` holds the project's pipeline lock, a second says so and exits 75 before DVC
     starts (DVC would refuse it, and the first would then fail at its end). The project here: the Makefile with the
     project's environment (its install stamp newer than the files it is built from) and a DVC folder."""
-    for name in ("Makefile", "requirements.txt", "constraints.txt", "pyproject.toml", "src/compilebench/installer.py"):
+    for name in (
+        "Makefile",
+        "requirements.txt",
+        "constraints.txt",
+        "pyproject.toml",
+        "src/compilebench/environments/installer.py",
+    ):
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(repo_root / name, tmp_path / name)
         os.utime(tmp_path / name, (0, 0))  # older than the environment's stamp: make builds nothing
@@ -403,7 +409,13 @@ def test_an_overlay_of_a_wheel_with_an_entry_outside_its_folder_is_refused_and_w
 
 def _makefile_project(tmp_path, repo_root):
     """The Makefile with the project's environment (its stamp newer than what it is built from) and a DVC folder."""
-    for name in ("Makefile", "requirements.txt", "constraints.txt", "pyproject.toml", "src/compilebench/installer.py"):
+    for name in (
+        "Makefile",
+        "requirements.txt",
+        "constraints.txt",
+        "pyproject.toml",
+        "src/compilebench/environments/installer.py",
+    ):
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(repo_root / name, tmp_path / name)
         os.utime(tmp_path / name, (0, 0))
@@ -444,12 +456,12 @@ def test_make_ui_on_a_port_that_is_none_is_one_line_and_exit_2(tmp_path, repo_ro
 
 def test_a_release_the_index_does_not_have_is_refused_before_anything_is_built(tmp_path, repo_root):
     """`make compare B=torch-9.9.9` built the 1.3 GB baseline, then failed on one 724-character line of uv's: now the
-    benchmark stage (environments.stacks) and `make forecast` name the release and those of its minor series the
+    benchmark stage (venvs.stacks) and `make forecast` name the release and those of its minor series the
     index has, exit 2, nothing built. Against the real package index; skipped where it cannot be read."""
     if package_index.index_versions("torch") is None:
         pytest.skip("the package index cannot be read from here (`pip index versions torch`)")
     selected = [
-        {"name": name, "label": name, "pins": {**environments.project_pins(repo_root), "torch": version}}
+        {"name": name, "label": name, "pins": {**venvs.project_pins(repo_root), "torch": version}}
         for name, version in (("torch-2.14.1", "2.14.1"), ("torch-2.14.9", "2.14.9"))
     ]
     wanted = [("current", {}, ""), *((entry["name"], entry["pins"], "") for entry in selected)]

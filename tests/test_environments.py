@@ -15,9 +15,9 @@ import pytest
 from conftest import OTHER, make_project, project_env, run_ok, set_params
 from made_runs import runs_of
 
-from compilebench import environments
 from compilebench.analysis import stats
 from compilebench.benchmark import forecast
+from compilebench.environments import venvs
 from compilebench.records.formats import key_part
 
 pytestmark = pytest.mark.slow
@@ -25,26 +25,23 @@ COMPARED = pytest.mark.xdist_group("compared_project")  # the tests on the share
 
 
 def test_pins_resolve_over_the_projects(repo_root):
-    project = environments.project_pins(repo_root)
+    project = venvs.project_pins(repo_root)
     assert project["torch"] == "2.13.0" and project["transformers"]
-    assert environments.resolve(project, {"Transformers": "4.57.6"})["transformers"] == "4.57.6"
-    assert (
-        environments.normalize("PyYAML") == "pyyaml"
-        and environments.normalize("typing_extensions") == "typing-extensions"
-    )
-    key = environments.environment_key(project, "3.11.7")
-    assert key == environments.environment_key(dict(reversed(project.items())), "3.11.7")
-    assert key != environments.environment_key(project, "3.12.0")
+    assert venvs.resolve(project, {"Transformers": "4.57.6"})["transformers"] == "4.57.6"
+    assert venvs.normalize("PyYAML") == "pyyaml" and venvs.normalize("typing_extensions") == "typing-extensions"
+    key = venvs.environment_key(project, "3.11.7")
+    assert key == venvs.environment_key(dict(reversed(project.items())), "3.11.7")
+    assert key != venvs.environment_key(project, "3.12.0")
 
 
 def test_mismatches_accept_a_local_version_label():
-    assert environments.mismatches({"torch": "2.13.0"}, {"torch": "2.13.0+cpu"}) == []
-    assert environments.mismatches({"torch": "2.13.0"}, {"torch": "2.14.1"}) == ["torch 2.14.1 (pinned 2.13.0)"]
-    assert environments.mismatches({"scipy": "1.0"}, {}) == ["scipy missing (pinned 1.0)"]
+    assert venvs.mismatches({"torch": "2.13.0"}, {"torch": "2.13.0+cpu"}) == []
+    assert venvs.mismatches({"torch": "2.13.0"}, {"torch": "2.14.1"}) == ["torch 2.14.1 (pinned 2.13.0)"]
+    assert venvs.mismatches({"scipy": "1.0"}, {}) == ["scipy missing (pinned 1.0)"]
 
 
 def test_current_environment_holds_the_projects_pins(repo_root):
-    stack = environments.current(repo_root)
+    stack = venvs.current(repo_root)
     assert stack.python == sys.executable and any(line.startswith("torch==2.13.0") for line in stack.freeze)
 
 
@@ -268,8 +265,8 @@ print(json.dumps(shapes))
 def test_published_processors_give_the_same_inputs_under_transformers_4(repo_root, image_640x480, tmp_path):
     """Processor configs written here (transformers 5) read in 4.57.6 give the published input shapes, all 12."""
     env = project_env()
-    pins = environments.resolve(environments.project_pins(repo_root), {"transformers": "4.57.6"})
-    python = environments.build(OTHER, pins, repo_root / ".compilebench" / "environments").python
+    pins = venvs.resolve(venvs.project_pins(repo_root), {"transformers": "4.57.6"})
+    python = venvs.build(OTHER, pins, repo_root / ".compilebench" / "environments").python
     script, image = tmp_path / "shapes.py", tmp_path / "input.jpg"
     script.write_text(SHAPES)
     image_640x480.save(image)
@@ -309,10 +306,10 @@ def test_a_built_environment_harmed_since_is_refused_with_how_to_mend_it(tmp_pat
     (tmp_path / "project").mkdir()
     root, cache = make_project(tmp_path / "project", ["microsoft/resnet-50"]), tmp_path / "environments"
     set_params(root, **{"paths.environments": str(cache), "environments.harmed": {"pins": {"torch": "2.4.1"}}})
-    pins = environments.resolve(environments.project_pins(root), {"torch": "2.4.1"})
-    folder = environments.folder_of("harmed", pins, cache)
+    pins = venvs.resolve(venvs.project_pins(root), {"torch": "2.4.1"})
+    folder = venvs.folder_of("harmed", pins, cache)
     run_ok([sys.executable, "-m", "venv", "--without-pip", str(folder)], tmp_path, project_env())  # no torch in it
-    (folder / environments.READY_MARKER).write_text(json.dumps({"name": "harmed", "pins": pins, "python": "3.11"}))
+    (folder / venvs.READY_MARKER).write_text(json.dumps({"name": "harmed", "pins": pins, "python": "3.11"}))
     made = subprocess.run(
         [sys.executable, "-m", "compilebench.environments", "harmed"],
         cwd=root,
@@ -327,9 +324,9 @@ def test_a_built_environment_harmed_since_is_refused_with_how_to_mend_it(tmp_pat
     )
     assert "python -m compilebench.environments --remove harmed" in made.stderr
     (folder / "bin" / "python").unlink()
-    with pytest.raises(environments.BuildError, match=r"is broken: its interpreter .*bin/python is gone"):
-        environments.build("harmed", pins, cache)
-    assert (folder / environments.READY_MARKER).exists() and not (folder / "build.log").exists()  # nothing rebuilt
+    with pytest.raises(venvs.BuildError, match=r"is broken: its interpreter .*bin/python is gone"):
+        venvs.build("harmed", pins, cache)
+    assert (folder / venvs.READY_MARKER).exists() and not (folder / "build.log").exists()  # nothing rebuilt
 
 
 def test_built_environments_are_listed_with_their_size_and_the_unused_ones_removed(tmp_path, repo_root):
@@ -340,52 +337,52 @@ def test_built_environments_are_listed_with_their_size_and_the_unused_ones_remov
     import os
 
     cache, elsewhere = tmp_path / "environments", tmp_path / "uv-cache"
-    project = environments.project_pins(repo_root)
-    wanted = environments.folder_of("current", project, cache)
-    old = environments.folder_of("torch-2.4.1", environments.resolve(project, {"torch": "2.4.1"}), cache)
+    project = venvs.project_pins(repo_root)
+    wanted = venvs.folder_of("current", project, cache)
+    old = venvs.folder_of("torch-2.4.1", venvs.resolve(project, {"torch": "2.4.1"}), cache)
     elsewhere.mkdir()
     for folder, pins in ((wanted, project), (old, {**project, "torch": "2.4.1"})):
         (folder / "lib").mkdir(parents=True)
         (folder / "lib" / "own.so").write_bytes(os.urandom(300_000))
         (elsewhere / f"{folder.name}.whl-file").write_bytes(os.urandom(200_000))
         os.link(elsewhere / f"{folder.name}.whl-file", folder / "lib" / "shared.so")  # as uv installs from its cache
-        (folder / environments.READY_MARKER).write_text(
+        (folder / venvs.READY_MARKER).write_text(
             json.dumps({"name": folder.name.rsplit("-", 1)[0], "pins": pins, "python": "3.11.7"})
         )
     (cache / "half-built-0123456789ab").mkdir()  # no marker: not an environment, never listed or removed
-    built = environments.built_environments(cache, {wanted})
+    built = venvs.built_environments(cache, {wanted})
     assert sorted((b.name, b.wanted) for b in built) == [("current", True), ("torch-2.4.1", False)]
     for entry in built:
         assert 480_000 <= entry.disk_bytes <= 600_000 and 190_000 <= entry.shared_bytes <= 220_000, entry
-    text = environments.listing(built)
+    text = venvs.listing(built)
     assert "torch-2.4.1" in text and "2.4.1" in text and f"no: {old.name}" in text and "--remove-unused" in text
     lock = tmp_path / ".dvc" / "tmp" / "pipeline.lock"
     lock.parent.mkdir(parents=True)
     with open(lock, "w") as held:  # a make run of this project
         fcntl.flock(held, fcntl.LOCK_EX)
-        with pytest.raises(environments.BuildError, match="nothing removed"):
-            environments.remove(built, [], True, lock)
+        with pytest.raises(venvs.BuildError, match="nothing removed"):
+            venvs.remove(built, [], True, lock)
     assert old.exists()
-    with pytest.raises(environments.BuildError, match=r"no built environment \['torch-9.9'\]"):
-        environments.remove(built, ["torch-9.9"], False, lock)
-    gone = environments.remove(built, [], True, lock)
+    with pytest.raises(venvs.BuildError, match=r"no built environment \['torch-9.9'\]"):
+        venvs.remove(built, ["torch-9.9"], False, lock)
+    gone = venvs.remove(built, [], True, lock)
     assert [entry.folder for entry in gone] == [old] and not old.exists() and wanted.exists()
     assert (cache / "half-built-0123456789ab").exists() and (elsewhere / f"{old.name}.whl-file").exists()
 
 
 def test_a_venv_a_benchmark_runs_on_is_not_removed_from_another_project(tmp_path, repo_root):
     """Issue 89, item 6: two projects share one folder of environments; while one's benchmark holds a venv
-    (environments.stacks, in a process of its own), `--remove` from the other is refused in one line, nothing
+    (venvs.stacks, in a process of its own), `--remove` from the other is refused in one line, nothing
     removed; once that process has ended, the venv goes."""
     import site
 
     cache = tmp_path / "shared-environments"
-    pins = environments.resolve(environments.project_pins(repo_root), {"torch": "2.4.1"})
-    folder = environments.folder_of("torch-2.4.1", pins, cache)
+    pins = venvs.resolve(venvs.project_pins(repo_root), {"torch": "2.4.1"})
+    folder = venvs.folder_of("torch-2.4.1", pins, cache)
     run_ok([sys.executable, "-m", "venv", "--without-pip", str(folder)], tmp_path, project_env())
     [packages] = folder.glob("lib/python*/site-packages")  # torch and the rest: the project's, seen through a .pth
     (packages / "project.pth").write_text(site.getsitepackages()[0] + "\n")
-    (folder / environments.READY_MARKER).write_text(json.dumps({"name": "torch-2.4.1", "pins": pins, "python": "3"}))
+    (folder / venvs.READY_MARKER).write_text(json.dumps({"name": "torch-2.4.1", "pins": pins, "python": "3"}))
     selected = {"name": "torch-2.4.1", "label": "torch-2.4.1", "pins": pins}
     holder = (
         "import sys, time\nfrom pathlib import Path\nfrom compilebench import environments\n"
@@ -400,14 +397,14 @@ def test_a_venv_a_benchmark_runs_on_is_not_removed_from_another_project(tmp_path
         assert benchmark.stdout.readline().strip() == "holding"
         other = tmp_path / "other-project"  # not a DVC project: its own pipeline lock is not what stops it
         other.mkdir()
-        built = environments.built_environments(cache, set())
-        with pytest.raises(environments.BuildError, match=r"\['torch-2.4.1'\] in use by a running benchmark"):
-            environments.remove(built, ["torch-2.4.1"], False, other / ".dvc" / "tmp" / "pipeline.lock")
-        assert (folder / environments.READY_MARKER).exists()
+        built = venvs.built_environments(cache, set())
+        with pytest.raises(venvs.BuildError, match=r"\['torch-2.4.1'\] in use by a running benchmark"):
+            venvs.remove(built, ["torch-2.4.1"], False, other / ".dvc" / "tmp" / "pipeline.lock")
+        assert (folder / venvs.READY_MARKER).exists()
     finally:
         benchmark.kill()  # the process this test started, by its handle
         benchmark.wait(timeout=30)
-    gone = environments.remove(built, ["torch-2.4.1"], False, other / ".dvc" / "tmp" / "pipeline.lock")
+    gone = venvs.remove(built, ["torch-2.4.1"], False, other / ".dvc" / "tmp" / "pipeline.lock")
     assert [entry.folder for entry in gone] == [folder] and not folder.exists()
 
 
@@ -420,30 +417,30 @@ def test_the_venvs_the_last_run_ran_on_stay_in_use(tmp_path):
         {"environment": "torch-2.0.1", "environment_name": "torch-2.0.1", "environment_key": "0123456789ab"},
     ]
     results.write_text("\n".join(json.dumps(line) for line in lines) + '\n{"environment_name": "torch-2.3')
-    assert environments.last_run_folders(results, cache) == {
+    assert venvs.last_run_folders(results, cache) == {
         (cache / "torch-2.15.0-ab9e7ead030a").resolve(),
         (cache / "torch-2.0.1-0123456789ab").resolve(),
     }
-    assert environments.last_run_folders(tmp_path / "none.jsonl", cache) == set()
+    assert venvs.last_run_folders(tmp_path / "none.jsonl", cache) == set()
 
 
 def test_an_environment_is_built_on_the_python_it_names():
     """`environments.NAME.python`: pyenv's interpreter of that version (or pythonX.Y on PATH), its full version
     recorded; a version the machine lacks is an error naming it and how to get it."""
-    if not environments.pyenv_versions("3.10") and not shutil.which("python3.10"):
+    if not venvs.pyenv_versions("3.10") and not shutil.which("python3.10"):
         pytest.skip("no Python 3.10 here")
-    python, version = environments.interpreter("3.10", "old")
+    python, version = venvs.interpreter("3.10", "old")
     assert (
         version.startswith("3.10.")
         and subprocess.run([python, "-c", "import sys; assert sys.version_info[:2] == (3, 10)"]).returncode == 0
     )
-    assert environments.interpreter("")[0] == sys.executable
+    assert venvs.interpreter("")[0] == sys.executable
     with pytest.raises(
-        environments.BuildError,
+        venvs.BuildError,
         match=r"environment 'old' asks for Python 3\.99: none found.*pyenv "
         r"install 3\.99",
     ):
-        environments.interpreter("3.99", "old")
+        venvs.interpreter("3.99", "old")
 
 
 def test_a_machine_cap_on_a_pinned_package_gives_way_to_the_pin(tmp_path):

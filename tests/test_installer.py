@@ -6,7 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from compilebench import installer
+from compilebench.environments import installer
 
 LISTED = """\
 :env:.find-links='/opt/wheels'

@@ -11,7 +11,7 @@ import sys
 import pytest
 from conftest import OTHER, init_project, make_dry_run, make_project, project_env, run_ok, set_params
 
-from compilebench import environments
+from compilebench.environments import venvs
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("series_project")]
 SERIES = ["torch-2.0.1", OTHER, "current"]
@@ -19,7 +19,7 @@ SERIES = ["torch-2.0.1", OTHER, "current"]
 
 @pytest.fixture(scope="module")
 def series_project(tmp_path_factory):
-    if not environments.pyenv_versions("3.10") and not shutil.which("python3.10"):
+    if not venvs.pyenv_versions("3.10") and not shutil.which("python3.10"):
         pytest.skip("no Python 3.10 under pyenv here: torch 2.0's torch.compile needs Python <= 3.10")
     root = make_project(tmp_path_factory.mktemp("series"), ["microsoft/resnet-50"])
     set_params(root, compare=SERIES, **{"suites.smoke.variants": ["eager", "default", "freezing"]})

@@ -42,10 +42,10 @@ import time
 from dataclasses import asdict, replace
 from pathlib import Path
 
-from compilebench import package_index, releases
 from compilebench.analysis import bisection, compare
 from compilebench.analysis.bisection import COMPILE_HEADLINES, HEADLINES, Journal, RoundPlan, RoundResult, Search, Spec
 from compilebench.config import Config, ConfigError, at_home, guard, load_config, stage_config
+from compilebench.environments import package_index, releases
 from compilebench.records.formats import EAGER
 from compilebench.records.reading import read_json, read_jsonl
 from compilebench.records.writing import write_atomic, write_json

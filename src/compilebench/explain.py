@@ -36,10 +36,11 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from compilebench import environments, tracking
+from compilebench import tracking
 from compilebench.analysis import compare, explain
 from compilebench.benchmark import recording
 from compilebench.config import Config, ConfigError, stage_config
+from compilebench.environments import venvs
 from compilebench.harness import groups, trial_process
 from compilebench.harness.launcher import WARM_CACHES
 from compilebench.harness.names import trial_stem
@@ -285,7 +286,7 @@ def main() -> None:
         return
     groups.end_trials_on_signal()  # a stopped explain leaves no profiled trial running behind it
     trials = recording.plan_trials(config, selection, paths.image)
-    stacks = environments.stacks(selection.environments, Path.cwd(), Path(paths.environments))
+    stacks = venvs.stacks(selection.environments, Path.cwd(), Path(paths.environments))
     out = Path(paths.explain)
     out.mkdir(parents=True, exist_ok=True)
     explained = []

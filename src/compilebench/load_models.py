@@ -38,9 +38,9 @@ from tqdm import tqdm
 from compilebench import checkpoints, reference
 from compilebench.analysis import plan
 from compilebench.config import ConfigError, stage_config
+from compilebench.environments.pins import resolved_pins
 from compilebench.harness import models
 from compilebench.harness.names import is_local
-from compilebench.pins import resolved_pins
 from compilebench.records.formats import ModelSpec
 from compilebench.records.writing import write_json
 

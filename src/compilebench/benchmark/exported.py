@@ -31,9 +31,9 @@ from compilebench import reference, runner, tracking
 from compilebench.analysis import adaptive, plan, pricing, run_record
 from compilebench.benchmark import journal, recording
 from compilebench.config import Config, ConfigError
+from compilebench.environments.pins import resolved_pins
 from compilebench.harness import models, results_folder
 from compilebench.harness.names import slug
-from compilebench.pins import resolved_pins
 from compilebench.records.formats import (
     CURRENT,
     KIND_COLD,

@@ -27,12 +27,13 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from compilebench import environments, package_index, reference
+from compilebench import reference
 from compilebench.analysis import adaptive, noise_record, plan, pricing, run_record
 from compilebench.benchmark import recording
 from compilebench.config import Config, ConfigError, stage_config
+from compilebench.environments import package_index, venvs
+from compilebench.environments.pins import resolved_pins
 from compilebench.harness import fingerprint, models
-from compilebench.pins import resolved_pins
 from compilebench.records.formats import KIND_COLD, ModelSpec, RecordError, TrialSpec
 from compilebench.records.invocation import LoopSettings
 from compilebench.records.reading import read_selection
@@ -246,7 +247,7 @@ def forecast(config: Config) -> None:
             name, stack, settings = entry.name, entry.interpreter, entry.settings
             if entry.label != name:
                 continue  # an A/A's second label: the same environment
-            built = environments.is_built(stack, pins[name], cache_root, entry.python)
+            built = venvs.is_built(stack, pins[name], cache_root, entry.python)
             shared = f"`{stack}`'s interpreter run with settings {settings}; " if stack != name else ""
             venv = f"`{stack}`'s venv first, under" if shared else "it first, into its own venv under"
             LOGGER.info(
@@ -269,11 +270,7 @@ def forecast(config: Config) -> None:
     recorded = say_forecast(trials, settings, record, {"timing": spent.rounds(timing), "cold": spent.rounds("cold")})
     baseline = config.compare[0]
     if not recorded and baseline != config.compare[-1]:
-        aa = (
-            f"make compare B={baseline}"
-            if baseline == environments.CURRENT
-            else f"make compare A={baseline} B={baseline}"
-        )
+        aa = f"make compare B={baseline}" if baseline == venvs.CURRENT else f"make compare A={baseline} B={baseline}"
         LOGGER.info(
             "an A/A first (`%s`: the same processes, so about the same time) starts this machine's noise "
             "record; forecast again after it",

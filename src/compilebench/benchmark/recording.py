@@ -13,10 +13,11 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from compilebench import environments, tracking
+from compilebench import tracking
 from compilebench.analysis import plan, run_record, runs
 from compilebench.benchmark import journal
 from compilebench.config import Config
+from compilebench.environments import venvs
 from compilebench.harness import fingerprint
 from compilebench.logs import redact
 from compilebench.records.formats import STATUS_OK, UNSUPPORTED, TrialResult, TrialSpec
@@ -196,7 +197,7 @@ def parent_params(selection: Selection, config: Config, run_context: Context, wh
 
 
 def environment_infos(
-    selection: Selection, stacks: dict[str, environments.BuiltEnvironment]
+    selection: Selection, stacks: dict[str, venvs.BuiltEnvironment]
 ) -> dict[str, run_record.EnvironmentInfo]:
     """Each compared environment by label: its stack (interpreter, pins, package list) and its settings; the settings
     are part of its key, so one stack run two ways is two environments, never an A/A."""

@@ -28,10 +28,11 @@ from typing import Any
 
 from tqdm import tqdm
 
-from compilebench import environments, package_index, tracking
+from compilebench import tracking
 from compilebench.analysis import adaptive, noise_record, run_record
 from compilebench.benchmark import executors, exported, forecast, journal, recording
 from compilebench.config import Config, ConfigError, stage_config
+from compilebench.environments import package_index, venvs
 from compilebench.harness import fingerprint, groups, results_folder, trial_process
 from compilebench.records.formats import RecordError, TrialResult, TrialSpec, processes
 from compilebench.records.reading import read_json, read_selection
@@ -89,10 +90,10 @@ def measure(config: Config, selection: Selection, manifest: list[dict], image_me
         [(name, *value) for name, value in wanted.items()], Path.cwd(), Path(config.paths.environments)
     )
     if problems:  # before any environment is built
-        raise environments.BuildError("; ".join(problems) + " (nothing was built)")
-    stacks = environments.stacks(selection.environments, Path.cwd(), Path(config.paths.environments))
+        raise venvs.BuildError("; ".join(problems) + " (nothing was built)")
+    stacks = venvs.stacks(selection.environments, Path.cwd(), Path(config.paths.environments))
     for label, stack in stacks.items():
-        environments.check_device(stack, label, config.device)
+        venvs.check_device(stack, label, config.device)
     key = journal.stable_hash(
         {"trials": [t.to_dict() for t in trials], "stacks": {k: s.key for k, s in stacks.items()}}
     )
@@ -234,7 +235,7 @@ def main() -> None:
     groups.stop_with(groups.stage_runner())  # nor goes on when the `dvc repro` running it was ended
     try:
         measure(config, selection, manifest, image_meta, args.fresh)
-    except (environments.BuildError, RecordError, executors.ExecutorError) as error:  # raised before any timing
+    except (venvs.BuildError, RecordError, executors.ExecutorError) as error:  # raised before any timing
         LOGGER.error("%s", error)
         sys.exit(2)
 

@@ -156,7 +156,7 @@ class Config:
         import platform
         from importlib import metadata
 
-        from compilebench import releases
+        from compilebench.environments import releases
 
         try:
             transformers = metadata.version("transformers")

@@ -1,7 +1,7 @@
 """Package installs, for the project's own venv (`make`) and for the environments it compares: uv where the venv
 has it, pip otherwise.
 
-    python src/compilebench/installer.py VENV_PYTHON [pip install arguments...]
+    python src/compilebench/environments/installer.py VENV_PYTHON [pip install arguments...]
 
 uv installs the same pins as pip several times faster, but it does not read pip's configuration. A machine whose
 pip is pointed at local wheels, mirrors or a global constraint file gets the same sources under uv: pip's

@@ -1,6 +1,6 @@
 """What an environment pins: the project's own pins of what a trial imports (constraints.txt pins torch,
 requirements.txt the rest), an environment's over them, the key a built one is known by, and whether an install
-holds them. environments.py builds venvs from them."""
+holds them. venvs.py builds venvs from them."""
 
 from __future__ import annotations
 

@@ -33,10 +33,10 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from compilebench import installer
+from compilebench.environments import installer
+from compilebench.environments.pins import TRIAL_PACKAGES, environment_key, mismatches, normalize, project_pins, resolve
 from compilebench.harness import groups
 from compilebench.harness.fingerprint import freeze
-from compilebench.pins import TRIAL_PACKAGES, environment_key, mismatches, normalize, project_pins, resolve
 from compilebench.records.formats import CURRENT
 from compilebench.records.selection import SelectedEnvironment
 

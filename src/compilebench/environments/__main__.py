@@ -1,0 +1,5 @@
+"""`python -m compilebench.environments`: build, list or remove the environments' venvs (venvs.py)."""
+
+from compilebench.environments.venvs import main
+
+main()
