@@ -311,20 +311,7 @@ def test_a_second_pipeline_in_a_project_is_refused_before_dvc_starts(tmp_path, r
     """While one `make run` / `compare` holds the project's pipeline lock, a second says so and exits 75 before DVC
     starts (DVC would refuse it, and the first would then fail at its end). The project here: the Makefile with the
     project's environment (its install stamp newer than the files it is built from) and a DVC folder."""
-    for name in (
-        "Makefile",
-        "requirements.txt",
-        "constraints.txt",
-        "pyproject.toml",
-        "src/compilebench/environments/installer.py",
-    ):
-        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy(repo_root / name, tmp_path / name)
-        os.utime(tmp_path / name, (0, 0))  # older than the environment's stamp: make builds nothing
-    (tmp_path / ".venv").symlink_to(repo_root / ".venv")
-    (tmp_path / ".dvc").mkdir()
-    (tmp_path / ".dvc" / "config").write_text("")
-    (tmp_path / ".dvc" / "tmp").mkdir()
+    _makefile_project(tmp_path, repo_root)
     with open(tmp_path / ".dvc" / "tmp" / "pipeline.lock", "w") as held:
         fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)  # the first pipeline
         done = subprocess.run(["make", *target.split()], cwd=tmp_path, capture_output=True, text=True, timeout=60)
@@ -418,7 +405,7 @@ def _makefile_project(tmp_path, repo_root):
     ):
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(repo_root / name, tmp_path / name)
-        os.utime(tmp_path / name, (0, 0))
+        os.utime(tmp_path / name, (0, 0))  # older than the environment's stamp: make builds nothing
     (tmp_path / ".venv").symlink_to(repo_root / ".venv")
     (tmp_path / ".dvc" / "tmp").mkdir(parents=True)
     (tmp_path / ".dvc" / "config").write_text("")
