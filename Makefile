@@ -39,7 +39,7 @@ compare: $(STAMP) .dvc/config  ## make compare B=torch-2.14.1 [A=current] [SEED=
 	dvc exp run -n "$$name" -S 'compare=[$(A),$(B)]' $(SEED_SET) 9>&-; $(SAVED) "$$name" $$? 9>&- && \
 	$(EXPLAIN_CHANGED) && python -m compilebench.aggregate --check 9>&-  # exit 3: some run did not end ok; 4: B changed a headline
 
-# A release series: each torch release with the companions it needs (compilebench/environments/releases.py), each
+# A release series: each torch release with the companions it needs (compilebench/config/releases.py), each
 # step against the one before; the first step that changed each headline is named. A release named twice is an A/A
 # step inside it.
 TORCH_SERIES = $(subst $(eval) ,$(comma),$(addprefix torch-,$(TORCH)))

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from compilebench.analysis import compare, stats, suite
 from compilebench.analysis.run_record import RunRecord
-from compilebench.environments import releases
+from compilebench.config import releases
 from compilebench.records.reading import read_jsonl
 
 DIRECTIONS = {metric.name: (metric.above, metric.below) for metric in compare.METRICS}

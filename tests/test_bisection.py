@@ -22,7 +22,7 @@ from compilebench.analysis.bisection import (
     Step,
 )
 from compilebench.bisect import BisectError, release_names, with_definitions
-from compilebench.environments import releases
+from compilebench.config import releases
 from compilebench.report.bisection import figure, report
 
 RESNET = Headline("microsoft/resnet-50", "ResNet", 1, "default", "compiled_latency")

@@ -4,8 +4,7 @@ import pytest
 import yaml
 from conftest import ROOT
 
-from compilebench.config import ConfigError, load_config
-from compilebench.environments import releases
+from compilebench.config import ConfigError, load_config, releases
 
 PROJECT = ("5.23.0", "3.11.7")  # the project's transformers and Python
 

@@ -44,8 +44,8 @@ from pathlib import Path
 
 from compilebench.analysis import bisection, compare
 from compilebench.analysis.bisection import COMPILE_HEADLINES, HEADLINES, Journal, RoundPlan, RoundResult, Search, Spec
-from compilebench.config import Config, ConfigError, at_home, guard, load_config, stage_config
-from compilebench.environments import package_index, releases
+from compilebench.config import Config, ConfigError, at_home, guard, load_config, releases, stage_config
+from compilebench.environments import package_index
 from compilebench.records.formats import EAGER
 from compilebench.records.reading import read_json, read_jsonl
 from compilebench.records.writing import write_atomic, write_json

@@ -156,7 +156,7 @@ class Config:
         import platform
         from importlib import metadata
 
-        from compilebench.environments import releases
+        from compilebench.config import releases
 
         try:
             transformers = metadata.version("transformers")

@@ -12,7 +12,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from compilebench.environments.releases import version_tuple
+from compilebench.config.releases import version_tuple
 from compilebench.environments.venvs import CURRENT, is_built, project_pins
 
 INDEX_CHECKED = ("torch", "transformers")  # what a release name pins: checked on the index before anything is built
