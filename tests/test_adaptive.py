@@ -196,6 +196,8 @@ def test_a_disturbed_block_is_re_run_and_a_failed_run_is_not_extended():
     assert adaptive.extend(trials, results, invalid, ["A", "B"], _bench(), None) == added
     mixed = [replace(record, status="invalid", machines=2) for record in records]  # two machines: no block unmixes it
     assert adaptive.extend(trials, results, mixed, ["A", "B"], _bench(), None) == []
+    one_side = [replace(r, status="compile_error") if r.environment == "B" else r for r in records]  # A alone ok
+    assert adaptive.extend(trials, results, one_side, ["A", "B"], _bench(), None) == []
 
 
 def test_a_cold_block_where_cold_compile_is_the_widest():

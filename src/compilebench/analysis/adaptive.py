@@ -268,9 +268,15 @@ def _planned(unit: Unit, bench: LoopSettings) -> int:
     return bench.cold_replicates if unit[0] == "cold" else bench.replicates
 
 
+def _extendable(statuses: dict[tuple[str, Cell], str], labels: list[str], cell: Cell) -> bool:
+    """Whether more blocks can help `cell` among the stacks `labels`: its run in every one of them ended ok or
+    `invalid` (one that failed, or whose processes ran on several machines, would not change with more)."""
+    return all(statuses.get((label, cell), STATUS_OK) in EXTENDABLE for label in labels)
+
+
 def _next_block(trials: list[TrialSpec], unit: Unit, labels: list[str], cold: bool, statuses: dict) -> list[TrialSpec]:
     """One more block of `unit`: a process per environment of `labels` (all, or a series step's), in balanced order;
-    a timing process times the compiled arms whose run in its environment more blocks can help (`statuses`)."""
+    a timing process times the compiled arms more blocks can help in every stack the block holds (`_extendable`)."""
     specs = [spec for spec in trials if unit_of(spec) == unit]
     replicate = max(spec.replicate for spec in specs) + 1
     kind, *_ = unit
@@ -284,7 +290,7 @@ def _next_block(trials: list[TrialSpec], unit: Unit, labels: list[str], cold: bo
                 for spec in specs
                 if spec.replicate == base.replicate
                 and spec.environment == label
-                and (not spec.variant.compile or statuses.get((label, cell_of(spec)), STATUS_OK) in EXTENDABLE)
+                and (not spec.variant.compile or _extendable(statuses, labels, cell_of(spec)))
             ]
             added += plan.timing_process(
                 label, base.model, base.batch_size, arms, replicate, base.cache == CACHE_SHARED, base.image, base.timing
@@ -338,14 +344,14 @@ def extend(
     added: list[TrialSpec] = []
     for unit in ranked:
         specs = [spec for spec in trials if unit_of(spec) == unit]
-        compiled = {cell_of(spec) for spec in specs if spec.variant.compile} or {cell_of(specs[0])}
-        if not any(statuses.get((label, cell), STATUS_OK) in EXTENDABLE for label in labels for cell in compiled):
-            continue  # every run it measures failed: another block would fail alike
-        if max(spec.replicate for spec in specs) + 1 >= bench.max_replicates:
-            continue
         _, cold, who = short_of.get(unit, (0.0, False, set()))
         cold = unit[0] == "cold" or cold
         holds = labels if unit in rerun else [label for label in labels if label in who]  # a rerun: every one
+        compiled = {cell_of(spec) for spec in specs if spec.variant.compile} or {cell_of(specs[0])}
+        if not any(_extendable(statuses, holds, cell) for cell in compiled):
+            continue  # every cell it measures failed in a stack it holds: another block would fail alike
+        if max(spec.replicate for spec in specs) + 1 >= bench.max_replicates:
+            continue
         cost = _block_cost_s(trials, results, unit, cold, len(holds))
         if spent_s + cost > budget_s and unit not in rerun:  # a planned block always runs, a disturbed one again
             continue
