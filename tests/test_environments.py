@@ -385,9 +385,9 @@ def test_a_venv_a_benchmark_runs_on_is_not_removed_from_another_project(tmp_path
     (folder / venvs.READY_MARKER).write_text(json.dumps({"name": "torch-2.4.1", "pins": pins, "python": "3"}))
     selected = {"name": "torch-2.4.1", "label": "torch-2.4.1", "pins": pins}
     holder = (
-        "import sys, time\nfrom pathlib import Path\nfrom compilebench import environments\n"
+        "import sys, time\nfrom pathlib import Path\nfrom compilebench.environments import venvs\n"
         "from compilebench.records.selection import SelectedEnvironment\n"
-        f"environments.stacks([SelectedEnvironment(**{selected!r})], Path('.'), Path({str(cache)!r}))\n"
+        f"venvs.stacks([SelectedEnvironment(**{selected!r})], Path('.'), Path({str(cache)!r}))\n"
         "print('holding', flush=True)\ntime.sleep(120)\n"
     )
     benchmark = subprocess.Popen(
@@ -451,7 +451,7 @@ def test_a_machine_cap_on_a_pinned_package_gives_way_to_the_pin(tmp_path):
     folder = tmp_path / "env"
     folder.mkdir()
     code = (
-        "import json, sys; from pathlib import Path; from compilebench import installer\n"
+        "import json, sys; from pathlib import Path; from compilebench.environments import installer\n"
         "released = installer.released_constraints(sys.executable, {'torch', 'numpy'}, Path(sys.argv[1]))\n"
         "print(json.dumps([released, installer.install_command('/x/python', ['torch==2.15.0'], sys.executable,"
         " released)]))"
