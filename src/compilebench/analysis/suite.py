@@ -49,9 +49,7 @@ def summary(compared: list[Comparison]) -> list[dict[str, Any]]:
             if not judged:
                 continue
             words = [row.judged[metric.name].verdict for row in judged]
-            usable = [row for row in judged if _finite(row.judged[metric.name].ratio.value)]
-            left_out = [f"{row.label} bs{row.batch_size} {row.variant}" for row in judged if row not in usable]
-            ratio = _ratio([row.judged[metric.name].ratio for row in usable], metric.own_processes)
+            ratio, left_out = _over_cells(judged, metric)
             margin = float(judged[0].margin or 0.05)
             entry = {
                 "candidate": candidate,
@@ -177,9 +175,16 @@ def _suite_step(
     usable = [row for row in rows if _finite(row.judged[metric.name].ratio.value)]
     if not usable:
         return None
-    left_out = [f"{row.label} bs{row.batch_size} {row.variant}" for row in rows if row not in usable]
-    ratio = _ratio([row.judged[metric.name].ratio for row in usable], metric.own_processes)
+    ratio, left_out = _over_cells(rows, metric)
     return ratio, float(usable[0].margin or 0.05), left_out
+
+
+def _over_cells(rows: list[Comparison], metric: Metric) -> tuple[stats.Ratio, list[str]]:
+    """The geometric mean of `rows`' B/A of `metric` over the cells with a ratio on both sides (`_ratio`), and the
+    cells left out by name (the mean moves when a cell fails on one side, so they are said)."""
+    usable = [row for row in rows if _finite(row.judged[metric.name].ratio.value)]
+    left_out = [f"{row.label} bs{row.batch_size} {row.variant}" for row in rows if row not in usable]
+    return _ratio([row.judged[metric.name].ratio for row in usable], metric.own_processes), left_out
 
 
 def _suite_step_entry(
