@@ -73,7 +73,7 @@ forecast: $(STAMP)  ## make forecast [B=torch-2.14.1] [A=current] | [TORCH="2.0.
 	@$(if $(TORCH),$(OLDEST_FIRST),true)
 	@python -m compilebench.benchmark.forecast $(FORECAST_SET)
 
-# what each experiment found, read from `dvc exp show --json` (its own table has ~500 columns)
+# what each experiment found, read from `dvc exp show --json` (its own table has ~370 columns)
 experiments: $(STAMP)  ## every DVC experiment's comparison: per compared environment and metric, the word, the suite's B/A [95% CI], cells changed
 	python -m compilebench.experiments
 
