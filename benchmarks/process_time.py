@@ -107,8 +107,8 @@ def run_processes(path: Path) -> list[tuple[ProcessRecord, str]]:
             continue
         record = RunRecord.from_dict(json.loads(line))
         for process in record.process_results:
-            key = (record.environment, process.process_id or process.trial_id, process.started_at)
-            found.setdefault(key, (process, f"{record.model_id.split('/')[-1]}|bs{record.batch_size}"))
+            key = (record.env.environment, process.process_id or process.trial_id, process.started_at)
+            found.setdefault(key, (process, f"{record.cell.model_id.split('/')[-1]}|bs{record.cell.batch_size}"))
     return list(found.values())
 
 

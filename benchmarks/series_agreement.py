@@ -37,7 +37,7 @@ def read_runs(folder: Path) -> list[RunRecord]:
 def series_order(records: list[RunRecord]) -> list[str]:
     """The stacks of a release series in `make series`' order: by torch version of the environment each label names,
     a repeat (`torch-2.15.0#2`) after its first."""
-    names = {record.environment: record.environment_name for record in records}
+    names = {record.env.environment: record.env.environment_name for record in records}
 
     def key(label: str) -> tuple:
         version = releases.torch_of(names[label])
@@ -97,16 +97,16 @@ def main() -> None:
     if not 0 < args.margin < 1:
         parser.error(f"--margin {args.margin}: a fraction between 0 and 1 (0.10 = +-10%)")
     invocations = [read_runs(folder) for folder in (args.first, args.second)]
-    stacks = [{record.environment for record in records} for records in invocations]
+    stacks = [{record.env.environment for record in records} for records in invocations]
     if stacks[0] != stacks[1]:
         raise SystemExit(f"the two invocations ran different stacks: {sorted(stacks[0])} and {sorted(stacks[1])}")
     labels = args.series.split(",") if args.series else series_order(invocations[0])
     if set(labels) != stacks[0]:
         raise SystemExit(f"--series {labels} is not the stacks the invocations ran: {sorted(stacks[0])}")
     for folder, records in zip((args.first, args.second), invocations, strict=True):
-        machine = records[0].environment_fields
+        machine = records[0].env.environment_fields
         print(
-            f"{folder}: invocation {records[0].invocation_id}, {len(records)} runs, machine "
+            f"{folder}: invocation {records[0].identity.invocation_id}, {len(records)} runs, machine "
             f"{machine.get('machine_fingerprint')} ({machine.get('cpu_model')})"
         )
     print(f"series: {' -> '.join(labels)}; margin +-{args.margin:.0%}")

@@ -93,7 +93,7 @@ def cell_noise(records: list[RunRecord]) -> dict[tuple[str, int, str, str], stat
     """Per (model, batch size, variant, metric), the spread of the per-block log B/A by turn around the cell's mean
     (B against the first environment); eager latency from the eager cells, as the suite counts it
     (suite.counted_cells)."""
-    runs = [compare.ComparedRun.of(record) for record in records if record.status == "ok"]
+    runs = [compare.ComparedRun.of(record) for record in records if record.identity.status == "ok"]
     labels = list(dict.fromkeys(run.environment for run in runs))
     by_cell: dict[tuple, dict[str, compare.ComparedRun]] = defaultdict(dict)
     for run in runs:

@@ -134,7 +134,10 @@ def test_a_series_adds_blocks_only_to_its_steps_still_wide_and_prices_them_by_th
     # 60 s spent (six processes of 10 s); a block of B and C costs 20 s: it fits 80 s, not 79
     assert adaptive.extend(trials, results, records, labels, _bench(budget_min=80 / 60 / 3), None) == added
     assert adaptive.extend(trials, results, records, labels, _bench(budget_min=79 / 60 / 3), None) == []
-    failed = [replace(r, status="compile_error") if r.environment == "C" else r for r in records]
+    failed = [
+        replace(r, identity=replace(r.identity, status="compile_error")) if r.env.environment == "C" else r
+        for r in records
+    ]
     assert adaptive.extend(trials, results, failed, labels, _bench(), None) == []
 
 
@@ -190,13 +193,20 @@ def test_a_disturbed_block_is_re_run_and_a_failed_run_is_not_extended():
     assert [(spec.model.model_id, spec.replicate) for spec in added] == [("steady", 2), ("steady", 2)]
     spent = adaptive.extend(trials, results, records, ["A", "B"], _bench(budget_min=0.0), None)
     assert spent == added  # the budget spent: a planned block disturbed still runs again
-    failed = [replace(record, status="compile_error") for record in records]
+    failed = [replace(r, identity=replace(r.identity, status="compile_error")) for r in records]
     assert adaptive.extend(trials, results, failed, ["A", "B"], _bench(), None) == []
-    invalid = [replace(record, status="invalid") for record in records]  # too noisy: more blocks can help
+    invalid = [
+        replace(r, identity=replace(r.identity, status="invalid")) for r in records
+    ]  # too noisy: more blocks can help
     assert adaptive.extend(trials, results, invalid, ["A", "B"], _bench(), None) == added
-    mixed = [replace(record, status="invalid", machines=2) for record in records]  # two machines: no block unmixes it
+    mixed = [
+        replace(r, identity=replace(r.identity, status="invalid", machines=2)) for r in records
+    ]  # two machines: no block unmixes it
     assert adaptive.extend(trials, results, mixed, ["A", "B"], _bench(), None) == []
-    one_side = [replace(r, status="compile_error") if r.environment == "B" else r for r in records]  # A alone ok
+    one_side = [
+        replace(r, identity=replace(r.identity, status="compile_error")) if r.env.environment == "B" else r
+        for r in records
+    ]  # A alone ok
     assert adaptive.extend(trials, results, one_side, ["A", "B"], _bench(), None) == []
 
 

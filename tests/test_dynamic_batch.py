@@ -113,7 +113,7 @@ def test_the_run_record_carries_sizes_graphs_and_recompiles(served):
         spec, result = by_name[name]
         models_info = {spec.model.model_id: run_record.ModelInfo("random-init", "card", 1)}
         records = runs.run_records([spec], {spec.trial_id: result}, environment, models_info, context)
-        return next(r for r in records if r.variant == name), result
+        return next(r for r in records if r.cell.variant == name), result
 
     dynamic, result = record("serve-dynamic")
     assert dynamic.serve_batch_sizes == "1,2,4" and dynamic.serve_graphs == 2 and dynamic.serve_recompiles == 1

@@ -67,17 +67,23 @@ def test_only_what_no_pin_or_setting_asked_for_is_beside_the_question(recorded):
     ]
 
     def changed(record: RunRecord, **fields) -> RunRecord:
-        if record.environment != b:
+        if record.env.environment != b:
             return record
-        return dataclasses.replace(record, environment_fields={**record.environment_fields, **fields})
+        env = dataclasses.replace(record.env, environment_fields={**record.env.environment_fields, **fields})
+        return dataclasses.replace(record, env=env)
 
     same_build = [changed(record, cuda_version="none") for record in records]
     assert differences.beside_the_question(same_build, a, b) == []
     other_python = [changed(record, cuda_version="none", python_version="3.10.14") for record in records]
     assert differences.beside_the_question(other_python, a, b) == ["Python: 3.11.7 → 3.10.14"]
     asked = [
-        dataclasses.replace(r, environment_pins=r.environment_pins.replace('"2.14.1"', '"2.14.1+cu130"'))
-        if r.environment == b
+        dataclasses.replace(
+            r,
+            env=dataclasses.replace(
+                r.env, environment_pins=r.env.environment_pins.replace('"2.14.1"', '"2.14.1+cu130"')
+            ),
+        )
+        if r.env.environment == b
         else r
         for r in records
     ]
@@ -91,20 +97,21 @@ def test_a_step_of_a_series_says_what_else_it_changes(recorded):
     a, b = "current", "torch-2.14.1"
     held = dict(
         line.split("==", 1)
-        for line in next(r for r in records if r.environment == b).environment_freeze
+        for line in next(r for r in records if r.env.environment == b).env.environment_freeze
         if "==" in line
     )
 
     def older(record: RunRecord) -> RunRecord:
-        if record.environment != a:
+        if record.env.environment != a:
             return record
-        pins = {**json.loads(record.environment_pins), "transformers": "4.49.0", "numpy": "1.26.4"}
-        fields = {**record.environment_fields, "cuda_version": "12.8"}
-        return dataclasses.replace(record, environment_pins=json.dumps(pins), environment_fields=fields)
+        pins = {**json.loads(record.env.environment_pins), "transformers": "4.49.0", "numpy": "1.26.4"}
+        fields = {**record.env.environment_fields, "cuda_version": "12.8"}
+        env = dataclasses.replace(record.env, environment_pins=json.dumps(pins), environment_fields=fields)
+        return dataclasses.replace(record, env=env)
 
     changed = [older(record) for record in records]
     assert differences.beside_the_question(changed, a, b) == []
-    theirs = json.loads(next(r for r in records if r.environment == b).environment_pins)["transformers"]
+    theirs = json.loads(next(r for r in records if r.env.environment == b).env.environment_pins)["transformers"]
     assert differences.step_changes(changed, a, b) == [
         f"transformers 4.49.0 → {theirs}",
         f"numpy 1.26.4 → {held['numpy']}",

@@ -65,7 +65,8 @@ def _result(spec, eager, compiled, compile_s, status="ok", **extra):
 def _records(results):
     specs = [spec for spec, _ in results]
     return {
-        r.variant: r for r in runs.run_records(specs, {s.trial_id: r for s, r in results}, ENVIRONMENT, MODELS, CONTEXT)
+        r.cell.variant: r
+        for r in runs.run_records(specs, {s.trial_id: r for s, r in results}, ENVIRONMENT, MODELS, CONTEXT)
     }
 
 
@@ -80,17 +81,20 @@ def _three(eager=(10.0, 12.0, 11.0)):
 def test_a_compiled_run_pools_its_processes():
     records = _records(_three())
     compiled, eager = records["default"], records["eager"]
-    assert compiled.status == "ok" and compiled.processes == 3 and compiled.replicates == 3
-    assert compiled.speedup == pytest.approx((2.0 * 2.4 * 2.2) ** (1 / 3))
+    assert compiled.identity.status == "ok" and compiled.identity.processes == 3 and compiled.identity.replicates == 3
+    assert compiled.vs_eager.speedup == pytest.approx((2.0 * 2.4 * 2.2) ** (1 / 3))
     assert (
-        compiled.speedup_ci_method == stats.BETWEEN and compiled.speedup_ci_low < 2.0 < 2.4 < compiled.speedup_ci_high
+        compiled.vs_eager.speedup_ci_method == stats.BETWEEN
+        and compiled.vs_eager.speedup_ci_low < 2.0 < 2.4 < compiled.vs_eager.speedup_ci_high
     )
-    assert compiled.compile_s == 20.0 and compiled.compile_s_warm == 3.5  # cold: the empty cache; warm: median
-    assert compiled.break_even_calls == pytest.approx(20.0 * 1000 / (11.0 - 5.0))
-    assert compiled.peak_mem_mib == 104.0  # median over processes
-    assert eager.count == 18 and eager.latency_ms_median == 11.0 and eager.compile is False
+    assert (
+        compiled.compiling.compile_s == 20.0 and compiled.compiling.compile_s_warm == 3.5
+    )  # cold: the empty cache; warm: median
+    assert compiled.compiling.break_even_calls == pytest.approx(20.0 * 1000 / (11.0 - 5.0))
+    assert compiled.memory.peak_mem_mib == 104.0  # median over processes
+    assert eager.latency.count == 18 and eager.latency.latency_ms_median == 11.0 and eager.cell.compile is False
     assert [p.cache for p in compiled.process_results] == ["cold", "warm", "warm"]
-    assert compiled.environment_freeze == ("torch==2.13.0",) and compiled.run_uid.endswith("bs2/default")
+    assert compiled.env.environment_freeze == ("torch==2.13.0",) and compiled.identity.run_uid.endswith("bs2/default")
 
 
 def test_a_run_read_back_from_its_line_of_runs_jsonl_is_the_same_record():
@@ -116,18 +120,18 @@ def test_processes_of_two_machines_or_stacks_are_not_pooled_into_one_run():
     h200 = {**h100, "device_name": "NVIDIA H200", "machine_fingerprint": "0a1b2c3d4e5f"}
     three = _three()
     same = _records([(s, _on(r, **h100, hostname=f"vm{i}")) for i, (s, r) in enumerate(three)])
-    assert {(r.status, r.machines) for r in same.values()} == {("ok", 1)}
+    assert {(r.identity.status, r.identity.machines) for r in same.values()} == {("ok", 1)}
     assert [p.machine_fingerprint for p in same["default"].process_results] == ["5ec15378526d"] * 3
     torch_12 = ({**h100, "torch_version": "2.12.0"}, "NVIDIA H100 80GB HBM3 (machine 5ec15378526d), torch 2.12.0")
     for other, named in ((h200, "NVIDIA H200 (machine 0a1b2c3d4e5f), torch 2.11.0"), torch_12):
         records = _records([(s, _on(r, **(other if i == 2 else h100))) for i, (s, r) in enumerate(three)])
         for record in records.values():
-            assert (record.status, record.machines) == ("invalid", 2), record.error
+            assert (record.identity.status, record.identity.machines) == ("invalid", 2), record.identity.error
             assert (
                 "2 different machines or software stacks (2 processes on NVIDIA H100 80GB HBM3 (machine "
-                f"5ec15378526d), torch 2.11.0; 1 process on {named})" in record.error
+                f"5ec15378526d), torch 2.11.0; 1 process on {named})" in record.identity.error
             )
-        assert records["default"].speedup is not None  # the numbers are kept; the run is not judged
+        assert records["default"].vs_eager.speedup is not None  # the numbers are kept; the run is not judged
 
 
 def test_a_shared_cache_process_is_warm_when_every_graph_came_from_the_cache():
@@ -140,7 +144,7 @@ def test_a_shared_cache_process_is_warm_when_every_graph_came_from_the_cache():
         for spec, compile_s, c in zip(specs, (12.6, 3.5), counters, strict=True)
     ]
     compiled = _records(results)["default"]
-    assert compiled.compile_s == 12.6 and compiled.compile_s_warm == 3.5
+    assert compiled.compiling.compile_s == 12.6 and compiled.compiling.compile_s_warm == 3.5
     assert [p.cold_compile for p in compiled.process_results] == [True, False]  # what compare reads
     mixed = {"fxgraph_cache_hit": 1, "fxgraph_cache_miss": 1}  # one graph of two compiled: still a cold compile
     assert per_process.compiled_cold(specs[1], replace(results[1][1], health=CompileHealth(2, inductor_counters=mixed)))
@@ -151,7 +155,11 @@ def test_one_failed_process_fails_the_run_and_names_it():
     spec = results[2][0]
     results[2] = (spec, TrialResult.failed(spec.trial_id, "crashed", "signal 11"))
     compiled = _records(results)["default"]
-    assert compiled.status == "crashed" and spec.trial_id in compiled.error and compiled.processes == 2
+    assert (
+        compiled.identity.status == "crashed"
+        and spec.trial_id in compiled.identity.error
+        and compiled.identity.processes == 2
+    )
 
 
 def test_validity_is_judged_on_the_per_pair_ratio():
@@ -160,10 +168,14 @@ def test_validity_is_judged_on_the_per_pair_ratio():
     specs = [_spec(0, "cold"), _spec(1, "warm")]
     shifts = [1.0, 5.0, 1.0, 5.0, 1.0, 5.0]  # robust cv of each arm far above 0.25
     together = _records([(s, _result(s, [10 * x for x in shifts], [5 * x for x in shifts], 1.0)) for s in specs])
-    assert together["default"].status == "ok" and together["default"].pair_cv == 0.0
-    assert together["default"].process_cv > 0.25  # latency cv is reported, not gating
+    assert together["default"].identity.status == "ok" and together["default"].latency.pair_cv == 0.0
+    assert together["default"].latency.process_cv > 0.25  # latency cv is reported, not gating
     apart = _records([(s, _result(s, [10.0] * 6, [5 * x for x in shifts], 1.0)) for s in specs])["default"]
-    assert apart.status == "invalid" and "per-pair ratio" in apart.error and "benchmark.max_cv" in apart.error
+    assert (
+        apart.identity.status == "invalid"
+        and "per-pair ratio" in apart.identity.error
+        and "benchmark.max_cv" in apart.identity.error
+    )
 
 
 def test_a_disturbed_process_is_recorded_and_left_out():
@@ -173,14 +185,19 @@ def test_a_disturbed_process_is_recorded_and_left_out():
     results[1] = (spec, replace(result, eager_ms=(99.0,) * 6, disturbance={"others_cores": 0.9, "steal_cores": 0.0}))
     specs = [spec for spec, _ in results]
     records = {
-        r.variant: r for r in runs.run_records(specs, {s.trial_id: r for s, r in results}, ENVIRONMENT, MODELS, context)
+        r.cell.variant: r
+        for r in runs.run_records(specs, {s.trial_id: r for s, r in results}, ENVIRONMENT, MODELS, context)
     }
     compiled = records["default"]
-    assert compiled.processes == 2 and compiled.disturbed_processes == 1 and compiled.status == "ok"
+    assert (
+        compiled.identity.processes == 2
+        and compiled.identity.disturbed_processes == 1
+        and compiled.identity.status == "ok"
+    )
     assert [p.disturbed for p in compiled.process_results] == [False, True, False]
     assert compiled.process_results[1].disturbance["others_cores"] == 0.9  # kept, with why
-    assert compiled.speedup == pytest.approx((2.0 * 2.2) ** 0.5)  # the disturbed process's 99 ms is not in it
-    assert records["eager"].latency_ms_median == pytest.approx(10.5)
+    assert compiled.vs_eager.speedup == pytest.approx((2.0 * 2.2) ** 0.5)  # the disturbed process's 99 ms is not in it
+    assert records["eager"].latency.latency_ms_median == pytest.approx(10.5)
 
 
 def test_a_process_that_drifted_between_its_halves_makes_the_run_invalid():
@@ -189,11 +206,16 @@ def test_a_process_that_drifted_between_its_halves_makes_the_run_invalid():
     drifting = [5.0] * 6 + [6.5] * 6  # its compiled calls 30% slower in the second half; eager steady
     results = [(s, _result(s, [10.0] * 12, drifting, 1.0)) for s in specs]
     compiled = {
-        r.variant: r for r in runs.run_records(specs, {s.trial_id: r for s, r in results}, ENVIRONMENT, MODELS, context)
+        r.cell.variant: r
+        for r in runs.run_records(specs, {s.trial_id: r for s, r in results}, ENVIRONMENT, MODELS, context)
     }["default"]
-    assert compiled.status == "invalid" and "benchmark.max_halves_diff" in compiled.error and "30.0%" in compiled.error
+    assert (
+        compiled.identity.status == "invalid"
+        and "benchmark.max_halves_diff" in compiled.identity.error
+        and "30.0%" in (compiled.identity.error or "")
+    )
     steady = [(s, _result(s, [10.0] * 12, [5.0, 5.2] * 6, 1.0)) for s in specs]
-    assert _records(steady)["default"].status == "ok"
+    assert _records(steady)["default"].identity.status == "ok"
 
 
 def test_halves_that_differ_no_more_than_a_noisy_process_does_keep_the_run_valid():
@@ -205,15 +227,18 @@ def test_halves_that_differ_no_more_than_a_noisy_process_does_keep_the_run_valid
     ratios = [2.4, 1.8, 2.6, 2.5, 1.9, 2.0, 2.5, 1.85, 2.1, 2.55]  # halves' medians 2.4 and 2.1 (12.5%), interleaved
     noisy = [(s, _result(s, [10.0] * 10, [10.0 / r for r in ratios], 1.0)) for s in specs]
     records = runs.run_records(specs, {s.trial_id: r for s, r in noisy}, ENVIRONMENT, MODELS, context)
-    compiled = next(record for record in records if record.variant == "default")
+    compiled = next(record for record in records if record.cell.variant == "default")
     assert [p.halves_ratio for p in compiled.process_results] == pytest.approx([0.875, 0.875])
     assert all(p.halves_p > validity.HALVES_ALPHA for p in compiled.process_results)
-    assert compiled.status == "ok", compiled.error
+    assert compiled.identity.status == "ok", compiled.identity.error
     shifted = [2.4, 2.3, 2.6, 2.5, 2.35, 2.0, 2.1, 1.85, 2.2, 2.15]  # the same medians, every first-half ratio above
     drifted = [(s, _result(s, [10.0] * 10, [10.0 / r for r in shifted], 1.0)) for s in specs]
     records = runs.run_records(specs, {s.trial_id: r for s, r in drifted}, ENVIRONMENT, MODELS, context)
-    compiled = next(record for record in records if record.variant == "default")
-    assert compiled.status == "invalid" and "14.3% between the halves of its rounds (down)" in compiled.error
+    compiled = next(record for record in records if record.cell.variant == "default")
+    assert (
+        compiled.identity.status == "invalid"
+        and "14.3% between the halves of its rounds (down)" in compiled.identity.error
+    )
     # One process drifts down, the other up as far (level shifts inside processes): the median speedup is not biased.
     swapped = shifted[5:] + shifted[:5]
     both_ways = [
@@ -221,17 +246,17 @@ def test_halves_that_differ_no_more_than_a_noisy_process_does_keep_the_run_valid
         for s, series in zip(specs, (shifted, swapped), strict=True)
     ]
     records = runs.run_records(specs, {s.trial_id: r for s, r in both_ways}, ENVIRONMENT, MODELS, context)
-    compiled = next(record for record in records if record.variant == "default")
+    compiled = next(record for record in records if record.cell.variant == "default")
     assert [p.halves_ratio for p in compiled.process_results] == pytest.approx([0.875, 1 / 0.875])
     assert all(p.halves_p < validity.HALVES_ALPHA for p in compiled.process_results)  # each beyond its noise
-    assert compiled.status == "ok", compiled.error
+    assert compiled.identity.status == "ok", compiled.identity.error
 
 
 def test_too_few_pairs_make_the_run_invalid():
     spec = _spec(0, "cold")
     compiled = _records([(spec, _result(spec, [10.0] * 3, [5.0] * 3, 1.0))])["default"]
-    assert compiled.status == "invalid" and "benchmark.min_iters" in compiled.error
-    assert compiled.speedup_ci_method == stats.WITHIN  # one process: only a within-process interval
+    assert compiled.identity.status == "invalid" and "benchmark.min_iters" in compiled.identity.error
+    assert compiled.vs_eager.speedup_ci_method == stats.WITHIN  # one process: only a within-process interval
 
 
 def test_a_compile_error_keeps_the_eager_baseline():
@@ -240,8 +265,8 @@ def test_a_compile_error_keeps_the_eager_baseline():
         spec.trial_id, "compile_error", "boom", eager_ms=(10.0,) * 6, eager_first_call_s=0.5, timed_s=1.0
     )
     records = _records([(spec, failed)])
-    assert records["default"].status == "compile_error" and records["default"].speedup is None
-    assert records["eager"].status == "ok" and records["eager"].latency_ms_median == 10.0
+    assert records["default"].identity.status == "compile_error" and records["default"].vs_eager.speedup is None
+    assert records["eager"].identity.status == "ok" and records["eager"].latency.latency_ms_median == 10.0
 
 
 def test_incomplete_runs_are_not_recorded_yet():
@@ -341,17 +366,23 @@ def _cell(blocks=3, eager=(10.0, 12.0, 11.0), warm=(2.0, 1.8, 2.2)):
 def test_a_timing_process_counts_once_in_the_eager_run_and_pairs_every_arm_with_its_eager_samples():
     records = _records(_cell())
     eager, default, freezing = records["eager"], records["default"], records["freezing"]
-    assert eager.processes == 3 and eager.count == 18  # one eager arm per process, not one per compiled arm
+    assert (
+        eager.identity.processes == 3 and eager.latency.count == 18
+    )  # one eager arm per process, not one per compiled arm
     assert [p.kind for p in eager.process_results].count("arm") == 3
-    assert default.speedup == pytest.approx(2.0) and freezing.speedup == pytest.approx(4.0)
-    assert default.processes == 3 and default.replicates == 4  # three timing processes and a cold one
+    assert default.vs_eager.speedup == pytest.approx(2.0) and freezing.vs_eager.speedup == pytest.approx(4.0)
+    assert default.identity.processes == 3 and default.identity.replicates == 4  # three timing processes and a cold one
     assert [p.kind for p in default.process_results] == ["cold", "arm", "arm", "arm"]  # cold first
-    assert default.compile_s == 20.0 and default.compile_s_warm == 2.0  # cold from the compile-only process
-    assert default.peak_mem_mib == 120.0  # where the variant was the only compiled model: the cold process
-    assert freezing.inductor_counters == {"binary_folding": 3}  # health from the process that ran the passes
-    assert default.first_inference_s == 2.0 + 1.0 + 20.0  # start-up, load, cold compile
-    assert default.first_inference_s_warm == pytest.approx(2.0 + 1.0 + 1.5 + 2.0)  # inductor's start-up added back
-    assert eager.peak_mem_mib == 90.0 and all(p.compile_s is None for p in eager.process_results)
+    assert (
+        default.compiling.compile_s == 20.0 and default.compiling.compile_s_warm == 2.0
+    )  # cold from the compile-only process
+    assert default.memory.peak_mem_mib == 120.0  # where the variant was the only compiled model: the cold process
+    assert freezing.health.inductor_counters == {"binary_folding": 3}  # health from the process that ran the passes
+    assert default.compiling.first_inference_s == 2.0 + 1.0 + 20.0  # start-up, load, cold compile
+    assert default.compiling.first_inference_s_warm == pytest.approx(
+        2.0 + 1.0 + 1.5 + 2.0
+    )  # inductor's start-up added back
+    assert eager.memory.peak_mem_mib == 90.0 and all(p.compile_s is None for p in eager.process_results)
 
 
 def test_a_process_disturbed_while_compiling_keeps_its_samples_and_loses_its_compile_time():
@@ -362,10 +393,13 @@ def test_a_process_disturbed_while_compiling_keeps_its_samples_and_loses_its_com
     results[index] = (spec, replace(result, compile_s=99.0, compile_disturbance={"others_cores": 0.9}))
     specs = [spec for spec, _ in results]
     records = {
-        r.variant: r for r in runs.run_records(specs, {s.trial_id: r for s, r in results}, ENVIRONMENT, MODELS, context)
+        r.cell.variant: r
+        for r in runs.run_records(specs, {s.trial_id: r for s, r in results}, ENVIRONMENT, MODELS, context)
     }
     default = records["default"]
-    assert default.processes == 3 and default.compile_s_warm == 2.1  # 99 s left out; its samples kept
+    assert (
+        default.identity.processes == 3 and default.compiling.compile_s_warm == 2.1
+    )  # 99 s left out; its samples kept
     row = next(p for p in default.process_results if p.trial_id == spec.trial_id)
     assert row.compile_disturbed and not row.disturbed
 

@@ -446,10 +446,12 @@ def test_a_process_killed_in_a_block_run_together_costs_that_block_which_runs_ag
         ("current", 2): "ok",
         ("current#2", 2): "ok",
     }  # the killed block measured again, as r2
-    assert all(record.status == "ok" for record in records), [(r.run_uid, r.status, r.error) for r in records]
-    compiled = {r.environment: r for r in records if r.variant == "default"}
+    assert all(record.identity.status == "ok" for record in records), [
+        (r.identity.run_uid, r.identity.status, r.identity.error) for r in records
+    ]
+    compiled = {r.env.environment: r for r in records if r.cell.variant == "default"}
     assert [p.status for p in compiled["current#2"].process_results] == ["killed", "ok", "ok"]
-    assert compiled["current#2"].processes == compiled["current"].processes - 1 == 2
+    assert compiled["current#2"].identity.processes == compiled["current"].identity.processes - 1 == 2
 
 
 @TOGETHER

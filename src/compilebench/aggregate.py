@@ -425,19 +425,20 @@ def check(config) -> None:
     an old stack) is said, and is no failure."""
     records = [RunRecord.from_dict(row) for row in read_jsonl(config.paths.results)]
     for r in records:
-        if r.status == UNSUPPORTED:
+        if r.identity.status == UNSUPPORTED:
             LOGGER.info(
                 "unsupported: %s bs%s %s [%s]: %s",
-                r.model_id,
-                r.batch_size,
-                r.variant,
-                r.environment,
-                (r.error or "")[:300],
+                r.cell.model_id,
+                r.cell.batch_size,
+                r.cell.variant,
+                r.env.environment,
+                (r.identity.error or "")[:300],
             )
     failed = [
-        f"{r.model_id} bs{r.batch_size} {r.variant} [{r.environment}]: {r.status} {r.error or ''}"
+        f"{r.cell.model_id} bs{r.cell.batch_size} {r.cell.variant} [{r.env.environment}]: "
+        f"{r.identity.status} {r.identity.error or ''}"
         for r in records
-        if r.status not in (STATUS_OK, UNSUPPORTED)
+        if r.identity.status not in (STATUS_OK, UNSUPPORTED)
     ]
     for line in failed:
         LOGGER.error("not ok: %s", line[:300])

@@ -332,9 +332,9 @@ def extend(
             short_of[unit] = (max(distance, width.distance), was_cold or cold, who | set(width.environments or labels))
     statuses: dict[tuple[str, Cell], str] = {}  # (environment, cell) -> its run's status
     for record in records:
-        mixed = record.machines > 1  # invalid for good: more blocks would not unmix its processes
-        statuses[(record.environment, (record.model_id, record.batch_size, record.variant))] = (
-            MIXED if mixed else record.status
+        mixed = record.identity.machines > 1  # invalid for good: more blocks would not unmix its processes
+        statuses[(record.env.environment, (record.cell.model_id, record.cell.batch_size, record.cell.variant))] = (
+            MIXED if mixed else record.identity.status
         )
     clean = clean_blocks(trials, results, bench.disturbed_cores)
     rerun = [unit for unit in units if clean.get(unit, 0) < _planned(unit, bench)]

@@ -342,32 +342,32 @@ class ComparedRun:
     @classmethod
     def of(cls, record: RunRecord) -> ComparedRun:
         """A run record as a comparison reads it: its processes' values by block (`process_values`)."""
-        env = record.environment_fields
+        env = record.env.environment_fields
         return cls(
-            model_id=record.model_id,
-            label=record.label,
-            task=record.task,
-            batch_size=record.batch_size,
-            variant=record.variant,
-            environment=record.environment,
-            environment_key=record.environment_key,
-            run_uid=record.run_uid,
-            invocation_id=record.invocation_id,
-            status=record.status,
-            compile=record.compile,
+            model_id=record.cell.model_id,
+            label=record.cell.label,
+            task=record.cell.task,
+            batch_size=record.cell.batch_size,
+            variant=record.cell.variant,
+            environment=record.env.environment,
+            environment_key=record.env.environment_key,
+            run_uid=record.identity.run_uid,
+            invocation_id=record.identity.invocation_id,
+            status=record.identity.status,
+            compile=record.cell.compile,
             values=process_values(record.process_results),
             turns=process_turns(record.process_results),
-            fullgraph=record.fullgraph,
-            graph_count=record.graph_count,
-            graph_break_count=record.graph_break_count,
-            recompile_count=record.recompile_count,
-            fell_back_to_eager=record.fell_back_to_eager,
+            fullgraph=record.cell.fullgraph,
+            graph_count=record.health.graph_count,
+            graph_break_count=record.health.graph_break_count,
+            recompile_count=record.health.recompile_count,
+            fell_back_to_eager=record.health.fell_back_to_eager,
             torch_version=env.get("torch_version"),
             transformers_version=env.get("transformers_version"),
             machine_fingerprint=env.get("machine_fingerprint"),
             device=env.get("device"),
             device_name=env.get("device_name"),
-            machine=record.machine,
+            machine=record.identity.machine,
         )
 
     @property

@@ -71,8 +71,8 @@ def build_word(cuda_version: Any) -> str:
 def _first_runs(results: list[RunRecord]) -> dict[str, dict[str, Any]]:
     first: dict[str, dict[str, Any]] = {}
     for record in results:
-        if record.environment not in first:  # each environment's first run, flattened once
-            first[record.environment] = record.to_dict()
+        if record.env.environment not in first:  # each environment's first run, flattened once
+            first[record.env.environment] = record.to_dict()
     return first
 
 

@@ -53,20 +53,20 @@ def unit_processes(records: list[RunRecord], machine: str, device: str) -> dict[
     Processes of another machine or device are left out: one machine's times say nothing of another's."""
     found: dict[Unit, dict[str, ProcessRecord]] = {}
     for record in records:
-        if record.environment_fields.get("device", device) != device:
+        if record.env.environment_fields.get("device", device) != device:
             continue
         for process in record.process_results:
-            where = process.machine_fingerprint or record.environment_fields.get("machine_fingerprint")
-            if where != machine or process.wall_s <= 0 or (process.kind != KIND_ARM and not record.compile):
+            where = process.machine_fingerprint or record.env.environment_fields.get("machine_fingerprint")
+            if where != machine or process.wall_s <= 0 or (process.kind != KIND_ARM and not record.cell.compile):
                 continue  # an eager run lists the processes of its compiled runs' units again: taken from those
             if process.kind == KIND_ARM:
-                unit: Unit = ("timing", record.model_id, record.batch_size, "")
+                unit: Unit = ("timing", record.cell.model_id, record.cell.batch_size, "")
             else:
                 unit = (
                     process.kind if process.kind == KIND_COLD else "paired",
-                    record.model_id,
-                    record.batch_size,
-                    record.variant,
+                    record.cell.model_id,
+                    record.cell.batch_size,
+                    record.cell.variant,
                 )
             found.setdefault(unit, {})[process.process_id or process.trial_id] = process
     return found

@@ -53,18 +53,43 @@ def settings_text(settings: dict[str, Any]) -> str:
 
 
 @dataclass(frozen=True)
-class RunRecord:
-    """One run as it goes to results (a JSON line), the tables and MLflow: what ran, where, and what it measured."""
+class Identity:
+    """Which run it is, from what code and on what machine, and how it ended."""
 
     run_uid: str
     invocation_id: str
     suite: str
     scale: str
+    machine: str
+    git_commit: str
+    status: str
+    error: str | None
+    replicates: int  # processes planned
+    processes: int  # processes that measured
+    runner_sha256: str = ""  # an ingested plan's: the runner that measured it (runner.py); "" for the pipeline's own
+    disturbed_processes: int = 0  # processes left out: the machine was busy while they timed (process_results)
+    machines: int = 1  # machines and software stacks its processes ran on (machine_problems): above 1, invalid
+
+
+@dataclass(frozen=True)
+class Environment:
+    """The environment it ran in: its label, name, key, pins and package list, the settings it set, what its
+    processes saw of the machine."""
+
     environment: str
     environment_name: str
     environment_key: str
     environment_pins: str  # JSON
     environment_freeze: tuple[str, ...]  # the exact package list of the environment
+    environment_settings: str = "{}"  # JSON: what the environment set in place of `benchmark` (config.Settings)
+    num_threads: int | None = None
+    environment_fields: dict[str, str] = field(default_factory=dict)  # fingerprint.RUN_FIELDS
+
+
+@dataclass(frozen=True)
+class Cell:
+    """What it ran: the model, its checkpoint and inputs, the batch size and the variant."""
+
     model_id: str
     label: str
     task: str
@@ -84,19 +109,19 @@ class RunRecord:
     resolved_revision: str | None
     image_source: str
     image_sha256: str
-    machine: str
-    git_commit: str
-    status: str
-    error: str | None
-    replicates: int  # processes planned
-    processes: int  # processes that measured
     deploy: str = "jit"  # how a fresh process got the compiled model: jit | artifacts | aoti | regional; eager: none
-    environment_settings: str = "{}"  # JSON: what the environment set in place of `benchmark` (config.Settings)
-    runner_sha256: str = ""  # an ingested plan's: the runner that measured it (runner.py); "" for the pipeline's own
     text_source: str | None = None
     input_shapes: str | None = None  # JSON
-    num_threads: int | None = None
-    environment_fields: dict[str, str] = field(default_factory=dict)
+    warmup_calls: int | None = None
+    # A `serve` variant: the one compiled model met every batch size of the suite, smallest first, in each process.
+    serve_batch_sizes: str | None = None  # e.g. "1,4,16"
+
+
+@dataclass(frozen=True)
+class Latency:
+    """Its latency over the processes that timed it: pooled samples' summary, the median's interval, the spreads;
+    a compiled run's paired eager samples beside."""
+
     count: int | None = None  # samples pooled over processes
     latency_ms_mean: float | None = None
     latency_ms_median: float | None = None
@@ -110,8 +135,6 @@ class RunRecord:
     robust_cv: float | None = None  # pooled samples' IQR / 1.349 / median: the spread without the outliers
     process_cv: float | None = None  # median over processes of their own latency robust cv
     pair_cv: float | None = None  # compiled: median over processes of the per-pair ratio's robust cv (validity)
-    disturbed_processes: int = 0  # processes left out: the machine was busy while they timed (process_results)
-    machines: int = 1  # machines and software stacks its processes ran on (machine_problems): above 1, invalid
     latency_ms_median_ci_low: float | None = None
     latency_ms_median_ci_high: float | None = None
     latency_ci_method: str | None = None
@@ -119,29 +142,56 @@ class RunRecord:
     eager_latency_ms_mean: float | None = None  # a compiled run's paired eager samples
     eager_latency_ms_median: float | None = None
     eager_cv: float | None = None
+
+
+@dataclass(frozen=True)
+class Speedup:
+    """A compiled run's paired speedup over eager: the estimate, its interval and word."""
+
     speedup: float | None = None
     speedup_ci_low: float | None = None
     speedup_ci_high: float | None = None
     speedup_ci_method: str | None = None
     speedup_verdict: str | None = None
     improvement_pct: float | None = None
+
+
+@dataclass(frozen=True)
+class Compile:
+    """Time to a first inference in a fresh process, compile cold and warm, and the calls a compile takes to pay for
+    itself. Medians over processes."""
+
     first_call_s: float | None = None  # eager: the first call (median over processes)
     compile_s: float | None = None  # compiled: first call in a fresh process on an empty cache (median of cold)
     compile_s_warm: float | None = None  # ... on the cache a cold process left (median of warm processes)
     break_even_calls: float | None = None  # cold compile / time saved per call
     break_even_calls_warm: float | None = None
     # Time to first inference in a fresh process: interpreter and imports, load, then compile (or build or load a
-    # package) and the first call; what a restarted or scaled-out service waits. Medians over processes.
+    # package) and the first call; what a restarted or scaled-out service waits.
     first_inference_s: float | None = None  # compiled: on an empty cache (cold); eager: eager's first call
     first_inference_s_warm: float | None = None  # compiled: warm (local cache, artifacts or a built package)
     eager_first_inference_s: float | None = None  # a compiled run's processes, had they served eager instead
-    startup_s: float | None = None  # interpreter and imports (median over processes)
-    load_s: float | None = None  # checkpoint, processor and inputs (median over processes)
+    startup_s: float | None = None  # interpreter and imports
+    load_s: float | None = None  # checkpoint, processor and inputs
+    serve_first_call_s: tuple[float | None, ...] = ()  # a serve variant: first call at each size (cold processes)
+
+
+@dataclass(frozen=True)
+class Memory:
+    """Memory over the undisturbed processes (medians), MiB."""
+
     peak_mem_mib: float | None = None
     mem_delta_mib: float | None = None
     compile_peak_mem_mib: float | None = None
     reserved_mem_mib: float | None = None
     eager_peak_mem_mib: float | None = None
+
+
+@dataclass(frozen=True)
+class Health:
+    """Did the compiled model compute what eager did, and what the compiler made of it: graphs, breaks, recompiles,
+    inductor's counters."""
+
     max_abs_diff: float | None = None
     max_rel_diff: float | None = None
     task_check: str | None = None
@@ -153,42 +203,88 @@ class RunRecord:
     fell_back_to_eager: bool | None = None
     inductor_counters: dict[str, int] = field(default_factory=dict)
     recompile_reasons: tuple[str, ...] = ()  # guard failures, as dynamo words them
-    # A `serve` variant: the one compiled model met every batch size of the suite, smallest first, in each process.
-    serve_batch_sizes: str | None = None  # e.g. "1,4,16"
-    serve_first_call_s: tuple[float | None, ...] = ()  # first call at each of them (median of cold processes)
-    serve_graphs: int | None = None  # dynamo graphs once every size was served (max over processes)
+    serve_graphs: int | None = None  # a serve variant: dynamo graphs once every size was served (max over processes)
     serve_recompiles: int | None = None  # graphs added after the first size (max over processes)
-    warmup_calls: int | None = None
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    """One run as it goes to results (a JSON line), the tables and MLflow: what ran (`cell`), which run and where
+    (`identity`, `env`), what it measured (`latency`, its speedup `vs_eager`, `compiling`, `memory`, `health`) and
+    each process's raw samples. `to_dict` flattens it once, for every writer: the flat keys are the names of
+    runs.jsonl, the tables, MLflow and the glossary, and a part's fields keep them (no part is named as a field)."""
+
+    identity: Identity
+    env: Environment
+    cell: Cell
+    latency: Latency = field(default_factory=Latency)
+    vs_eager: Speedup = field(default_factory=Speedup)
+    compiling: Compile = field(default_factory=Compile)
+    memory: Memory = field(default_factory=Memory)
+    health: Health = field(default_factory=Health)
     process_results: tuple[ProcessRecord, ...] = ()  # per process, raw samples kept
 
     def to_dict(self) -> dict[str, Any]:
-        """A flat row (a line of runs.jsonl): the environment fields beside the others, each process a dict."""
-        row = asdict(self)
-        row.update(row.pop("environment_fields"))
+        """A flat row (a line of runs.jsonl): every part's fields side by side, the environment's fields among them,
+        each process a dict."""
+        row: dict[str, Any] = {}
+        for part in _PARTS:
+            values = asdict(getattr(self, part))
+            environment_fields = values.pop("environment_fields", {})
+            row.update(values)
+            row.update(environment_fields)
+        row["process_results"] = [p.to_dict() for p in self.process_results]
         return row
+
+    @classmethod
+    def of(cls, row: dict[str, Any]) -> RunRecord:
+        """A run from its flat fields (as `runs` gathers them, or `from_dict` reads them): each to its part. A field
+        no part has raises RecordError; so does a missing one that every run has."""
+        parts: dict[str, dict[str, Any]] = {part: {} for part in _PARTS}
+        unknown = [key for key in row if key not in _PART_OF and key != "process_results"]
+        if unknown:
+            raise RecordError(f"a run has no field {', '.join(unknown)}")
+        for key, value in row.items():
+            if key != "process_results":
+                parts[_PART_OF[key]][key] = tuple(value) if key in _TUPLES and value is not None else value
+        missing = [name for name in _REQUIRED if name not in row]
+        if missing:
+            raise RecordError(f"not a run of runs.jsonl: {row.get('run_uid', 'a line')} has no {', '.join(missing)}")
+        return cls(
+            **{part: _PART_TYPES[part](**values) for part, values in parts.items()},
+            process_results=tuple(row.get("process_results") or ()),
+        )
 
     @classmethod
     def from_dict(cls, raw: dict[str, Any]) -> RunRecord:
         """A line of runs.jsonl as `to_dict` wrote it, of this version or an earlier one: the environment fields
         gathered, each process read by `ProcessRecord.from_dict` (which migrates older ones), fields this version
         does not know dropped. A line without a field every run has raises RecordError naming them."""
-        known = {f.name: f for f in dataclasses.fields(cls)}
-        missing = [
-            name
-            for name, f in known.items()
-            if name not in raw and f.default is MISSING and f.default_factory is MISSING
-        ]
-        if missing:
-            raise RecordError(f"not a run of runs.jsonl: {raw.get('run_uid', 'a line')} has no {', '.join(missing)}")
-        row = {key: value for key, value in raw.items() if key in known}
+        row = {key: value for key, value in raw.items() if key in _PART_OF}
         row["environment_fields"] = {key: raw[key] for key in fingerprint.RUN_FIELDS if key in raw}
         row["process_results"] = tuple(
             ProcessRecord.from_dict(p, i) for i, p in enumerate(raw.get("process_results") or ())
         )
-        for key in _TUPLES:
-            if row.get(key) is not None:
-                row[key] = tuple(row[key])
-        return cls(**row)
+        return cls.of(row)
 
 
+_PART_TYPES: dict[str, type] = {
+    "identity": Identity,
+    "env": Environment,
+    "cell": Cell,
+    "latency": Latency,
+    "vs_eager": Speedup,
+    "compiling": Compile,
+    "memory": Memory,
+    "health": Health,
+}
+_PARTS = tuple(_PART_TYPES)
+_PART_OF = {f.name: part for part, kind in _PART_TYPES.items() for f in dataclasses.fields(kind)}
+_REQUIRED = tuple(
+    f.name
+    for kind in _PART_TYPES.values()
+    for f in dataclasses.fields(kind)
+    if f.default is MISSING and f.default_factory is MISSING
+)
+assert not set(_PARTS) & set(_PART_OF), "a part named as a field would hide it"
 _TUPLES = ("environment_freeze", "graph_break_reasons", "recompile_reasons", "serve_first_call_s")

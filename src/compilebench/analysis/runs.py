@@ -202,7 +202,7 @@ def compiled_run(
         record.update(status="error", error="no process timed this variant: every timing trial failed or was left out")
     record.update(_health_fields([r.health for r in results if r.health is not None]))
     record.update(_serve_fields(spec, trials))
-    return RunRecord(**record)
+    return RunRecord.of(record)
 
 
 def _compile_and_memory_fields(
@@ -363,7 +363,7 @@ def eager_run(
             problems = mixed_problems + judged
             if problems:
                 record.update(status="invalid", error="; ".join(problems))
-    return RunRecord(**record)
+    return RunRecord.of(record)
 
 
 def run_records(

@@ -113,9 +113,12 @@ class Recorder:
         if self.tracker is None:
             return
         for record in self.records():
-            if record.run_uid not in self.logged and (record.model_id, record.batch_size) not in self.open:
+            if (
+                record.identity.run_uid not in self.logged
+                and (record.cell.model_id, record.cell.batch_size) not in self.open
+            ):
                 self.tracker.log_run(**tracking.run_payload(record))
-                self.logged.add(record.run_uid)
+                self.logged.add(record.identity.run_uid)
 
 
 def finish(config: Config, records: list[run_record.RunRecord], invocation_id: str, tracker, extra: dict) -> None:
@@ -123,14 +126,16 @@ def finish(config: Config, records: list[run_record.RunRecord], invocation_id: s
     tracker (an ingest of a plan not finished: extra says why, as `not_logged`) nothing is logged."""
     write_jsonl(config.paths.results, [record.to_dict() for record in records])
     failed = [
-        f"{r.model_id} bs{r.batch_size} {r.variant} [{r.environment}]: {r.status}"
+        f"{r.cell.model_id} bs{r.cell.batch_size} {r.cell.variant} [{r.env.environment}]: {r.identity.status}"
         for r in records
-        if r.status not in (STATUS_OK, UNSUPPORTED)
+        if r.identity.status not in (STATUS_OK, UNSUPPORTED)
     ]  # unsupported: an answer, said apart
     parent = (
         {"name": tracker.parent_name, "params": tracker.parent_params, "tags": tracker.parent_tags} if (tracker) else {}
     )  # for sync
-    crashed = any(record.status in tracking.CRASHED for record in records)  # measured nothing: the parent FAILED
+    crashed = any(
+        record.identity.status in tracking.CRASHED for record in records
+    )  # measured nothing: the parent FAILED
     run_info = RunInfo(
         invocation_id, tracking.EXPERIMENT, failed_runs=tuple(failed), crashed=crashed, parent=parent, **extra
     )

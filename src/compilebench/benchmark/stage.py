@@ -62,7 +62,7 @@ def measure_adaptively(
     def noise_of(records: list[run_record.RunRecord]) -> noise_record.CellNoise:
         if not records:
             return {}
-        found = records[0].environment_fields  # the machine and device its trials recorded
+        found = records[0].env.environment_fields  # the machine and device its trials recorded
         key = noise_record.calibration_key(found.get("machine_fingerprint"), found.get("device"))
         return noise_record.machine_noise(calibrations.get(key), leave_out=recorder.context.invocation_id)
 

@@ -51,7 +51,7 @@ def render(
     run_info: RunInfo,
 ) -> str:
     """The whole report, section by section (a section with nothing to show is left out)."""
-    environments = list(dict.fromkeys(r.environment for r in results))
+    environments = list(dict.fromkeys(r.env.environment for r in results))
     lines = [
         *_header_section(results, run_info),
         *_series_section(compared, list(run_info.labels or environments), results),
@@ -153,8 +153,10 @@ def _processes_phrase(results: list[RunRecord]) -> str:
     timed, cold = set(), set()
     for record in results:
         processes = record.process_results
-        timed.add(sum(times_own_level(process.kind) for process in processes) if processes else record.replicates)
-        if processes and record.compile:
+        timed.add(
+            sum(times_own_level(process.kind) for process in processes) if processes else record.identity.replicates
+        )
+        if processes and record.cell.compile:
             cold.add(sum(process.cold_compile for process in processes))
     phrase = f"each run timed in {_span(timed)} fresh processes" if timed else "no run timed"
     if cold and max(cold):
@@ -164,10 +166,10 @@ def _processes_phrase(results: list[RunRecord]) -> str:
 
 def _header_section(results: list[RunRecord], run_info: RunInfo) -> list[str]:
     """What ran (suite, models, batch sizes, variants, environments), where it is logged, and the environments."""
-    suite, scale = (results[0].suite, results[0].scale) if results else (None, None)
-    labels = list(dict.fromkeys(r.label for r in results))
-    batches = sorted({r.batch_size for r in results})
-    variants = list(dict.fromkeys(r.variant for r in results))
+    suite, scale = (results[0].identity.suite, results[0].identity.scale) if results else (None, None)
+    labels = list(dict.fromkeys(r.cell.label for r in results))
+    batches = sorted({r.cell.batch_size for r in results})
+    variants = list(dict.fromkeys(r.cell.variant for r in results))
     environments = environment_order(results, run_info.labels)
     return [
         "# compilebench report",
@@ -197,7 +199,7 @@ def _environment_section(results: list[RunRecord], run_info: RunInfo) -> list[st
         "",
         markdown(environment_table(results, run_info.labels)),
         "Weights: "
-        + ", ".join(sorted({f"{r.label} {r.weights_source}" for r in results}))
+        + ", ".join(sorted({f"{r.cell.label} {r.cell.weights_source}" for r in results}))
         + ". Random-init weights have the published architecture and input shapes; latency does not depend on "
         "weight values.",
         "",
@@ -345,7 +347,7 @@ def _series_section(compared: pd.DataFrame, series: list[str], results: list[Run
     words = [step["verdict"] for entry in history for step in entry["steps"]]
     versions = {}
     for record in results:
-        versions.setdefault(record.environment, str(record.to_dict().get("torch_version", "")))
+        versions.setdefault(record.env.environment, str(record.to_dict().get("torch_version", "")))
     changes = {(before, after): step_changes(results, before, after) for before, after in itertools.pairwise(series)}
     changed = [entry for entry in history if entry["first_step"]]
     unsupported = sorted({label for entry in history for label in entry["unsupported_in"]})
@@ -486,9 +488,9 @@ def _failures_section(results: list[RunRecord]) -> list[str]:
     """Every run that did not end ok, with its status and error (`unsupported`: what its stack cannot run)."""
     failed = pd.DataFrame(
         [
-            {k: getattr(r, k) for k in ("environment", "label", "batch_size", "variant", "status", "error")}
+            {k: r.to_dict()[k] for k in ("environment", "label", "batch_size", "variant", "status", "error")}
             for r in results
-            if r.status != "ok"
+            if r.identity.status != "ok"
         ]
     )
     return ["## Failed, invalid or unsupported runs", "", markdown(failed)]

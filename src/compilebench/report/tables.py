@@ -143,7 +143,7 @@ def read_comparisons(compared: pd.DataFrame) -> list[compare.Comparison]:
 
 def environment_order(results: list[RunRecord], labels: tuple[str, ...] = ()) -> list[str]:
     """The environments the results hold, in the invocation's order (`labels`: the baseline first), then any other."""
-    present = list(dict.fromkeys(record.environment for record in results))
+    present = list(dict.fromkeys(record.env.environment for record in results))
     return [label for label in labels if label in present] + [label for label in present if label not in labels]
 
 
@@ -151,7 +151,7 @@ def environment_table(results: list[RunRecord], labels: tuple[str, ...] = ()) ->
     """One column per environment of the invocation, in its order (environment_order): what it ran on."""
     first = {}
     for record in results:
-        first.setdefault(record.environment, record.to_dict())
+        first.setdefault(record.env.environment, record.to_dict())
     firsts = {label: first[label] for label in environment_order(results, labels)}
     return pd.DataFrame(
         [{"field": key, **{label: row.get(key) for label, row in firsts.items()}} for key in ENVIRONMENT_FIELDS]
@@ -342,7 +342,7 @@ def precision_table(reached: list[dict[str, Any]]) -> pd.DataFrame:
 
 def build_of(results: list[RunRecord], label: str) -> str:
     """How an environment's torch was built, as its runs recorded it: `CPU build` or `CUDA 12.8 build`."""
-    mine = next((record.environment_fields for record in results if record.environment == label), {})
+    mine = next((record.env.environment_fields for record in results if record.env.environment == label), {})
     kind = build_word(mine.get("cuda_version"))
     return f"torch {mine.get('torch_version')} ({kind}), transformers {mine.get('transformers_version')}"
 
