@@ -285,7 +285,7 @@ def main() -> None:
         LOGGER.info("explain: no compiled cell of the last comparison changed; nothing to explain (--cell asks)")
         return
     groups.end_trials_on_signal()  # a stopped explain leaves no profiled trial running behind it
-    trials = recording.plan_trials(config, selection, paths.image)
+    trials = recording.plan_trials(config.benchmark, config.timing(), selection, paths.image)
     stacks = venvs.stacks(selection.environments, Path.cwd(), Path(paths.environments))
     out = Path(paths.explain)
     out.mkdir(parents=True, exist_ok=True)

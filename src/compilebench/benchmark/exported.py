@@ -297,7 +297,7 @@ def export_plan(config: Config, runner_sha256: str = "") -> tuple[Plan, Selectio
                 f"{model_id} has no card, so the plan must carry its checkpoint: run `dvc repro load_models` first"
             )
     selection = plan.selection(config, specs, resolved_pins(config, Path.cwd()), cells)
-    trials = recording.plan_trials(config, selection, "image.jpg")
+    trials = recording.plan_trials(config.benchmark, config.timing(), selection, "image.jpg")
     recipes = [
         models.recipe(models.get_card(model_id), suite.scale, config.models.seed, paths[model_id])
         for model_id in carded
@@ -305,8 +305,9 @@ def export_plan(config: Config, runner_sha256: str = "") -> tuple[Plan, Selectio
     uncarded = set(suite.models) - set(carded)
     carried = [entry for entry in read_json(config.paths.manifest) if entry["model_id"] in uncarded] if uncarded else []
     invocation_id = uuid.uuid4().hex
+    image_meta = read_json(config.paths.image_meta)
     run_context = replace(
-        recording.context(config, selection, invocation_id, read_json(config.paths.image_meta), config.runner.machine),
+        recording.context(config.validity(), selection, invocation_id, image_meta, config.runner.machine),
         runner_sha256=runner_sha256,
     )
     loop = Loop(config.loop(), run_context, selection.labels)
@@ -597,7 +598,7 @@ def ingest(config: Config, folder: Path) -> None:
             config.paths.tracking_uri,
             exported.invocation_id,
             recording.parent_name(selection, machine) + " (ingested)",
-            recording.parent_params(selection, config, run_context, first.environment),
+            recording.parent_params(selection, config.benchmark, config.timing(), run_context, first.environment),
             {
                 "suite": selection.suite,
                 "machine": machine,
@@ -625,7 +626,7 @@ def ingest(config: Config, folder: Path) -> None:
         "processes_not_run": not_run,
         "not_logged": not_logged or "",
     }
-    recording.finish(config, recorder.records(), exported.invocation_id, tracker, extra)
+    recording.finish(config.paths, recorder.records(), exported.invocation_id, tracker, extra)
     readme = folder / README
     if not readme.exists() or NOT_RUN_YET in readme.read_text().splitlines():  # the export's own: results are back
         write_atomic(readme, window_readme(folder))

@@ -232,7 +232,7 @@ def forecast(config: Config) -> None:
     root, cache_root = Path.cwd(), Path(config.paths.environments)
     pins = resolved_pins(config, root)
     selection = plan.selection(config, specs, pins, reference.selected_cells(config))
-    trials = recording.plan_trials(config, selection, config.paths.image)
+    trials = recording.plan_trials(config.benchmark, config.timing(), selection, config.paths.image)
     labels = list(selection.labels)
     machine, device = fingerprint.host()["machine_fingerprint"], config.device
     LOGGER.info(

@@ -16,12 +16,12 @@ from typing import Any
 from compilebench import tracking
 from compilebench.analysis import plan, run_record, runs
 from compilebench.benchmark import journal
-from compilebench.config import Config
+from compilebench.config import Benchmark, Paths
 from compilebench.environments import venvs
 from compilebench.harness import fingerprint
 from compilebench.logs import redact
-from compilebench.records.formats import STATUS_OK, UNSUPPORTED, TrialResult, TrialSpec
-from compilebench.records.invocation import Context
+from compilebench.records.formats import STATUS_OK, UNSUPPORTED, TimingSpec, TrialResult, TrialSpec
+from compilebench.records.invocation import Context, Validity
 from compilebench.records.selection import Selection
 from compilebench.records.writing import write_json, write_jsonl
 from compilebench.run_info import RunInfo
@@ -29,10 +29,9 @@ from compilebench.run_info import RunInfo
 LOGGER = logging.getLogger(__name__)
 
 
-def plan_trials(config: Config, selection: Selection, image: str) -> list[TrialSpec]:
-    """Every trial of the selection, in run order: each timed as `benchmark` and top-level `settings` say, an
-    environment's own settings over them."""
-    bench = config.benchmark
+def plan_trials(bench: Benchmark, timing: TimingSpec, selection: Selection, image: str) -> list[TrialSpec]:
+    """Every trial of the selection, in run order: replicated as `benchmark` says, each timed as `timing` (the
+    config's `timing()`: `benchmark` and top-level `settings`), an environment's own settings over them."""
     return plan.trials(
         list(selection.models),
         list(selection.batch_sizes),
@@ -42,7 +41,7 @@ def plan_trials(config: Config, selection: Selection, image: str) -> list[TrialS
         bench.cold_replicates,
         bench.compile_cache == "shared",
         image,
-        config.timing(),
+        timing,
         bench.seed,
         None if selection.cells is None else frozenset(selection.cells),
         {entry.label: entry.settings for entry in selection.environments},
@@ -62,7 +61,7 @@ def model_infos(entries: list[dict[str, Any]]) -> dict[str, run_record.ModelInfo
     }
 
 
-def context(config: Config, selection: Selection, invocation_id: str, image_meta: dict, machine: str) -> Context:
+def context(validity: Validity, selection: Selection, invocation_id: str, image_meta: dict, machine: str) -> Context:
     """What every run of this invocation shares."""
     return Context(
         invocation_id=invocation_id,
@@ -72,7 +71,7 @@ def context(config: Config, selection: Selection, invocation_id: str, image_meta
         git_commit=fingerprint.git_commit(),
         image_source=image_meta["image_source"],
         image_sha256=image_meta["sha256"],
-        validity=config.validity(),
+        validity=validity,
     )
 
 
@@ -121,10 +120,10 @@ class Recorder:
                 self.logged.add(record.identity.run_uid)
 
 
-def finish(config: Config, records: list[run_record.RunRecord], invocation_id: str, tracker, extra: dict) -> None:
+def finish(paths: Paths, records: list[run_record.RunRecord], invocation_id: str, tracker, extra: dict) -> None:
     """Write the results and run info, close the parent run, say what failed and what was not logged. Without a
     tracker (an ingest of a plan not finished: extra says why, as `not_logged`) nothing is logged."""
-    write_jsonl(config.paths.results, [record.to_dict() for record in records])
+    write_jsonl(paths.results, [record.to_dict() for record in records])
     failed = [
         f"{r.cell.model_id} bs{r.cell.batch_size} {r.cell.variant} [{r.env.environment}]: {r.identity.status}"
         for r in records
@@ -139,12 +138,12 @@ def finish(config: Config, records: list[run_record.RunRecord], invocation_id: s
     run_info = RunInfo(
         invocation_id, tracking.EXPERIMENT, failed_runs=tuple(failed), crashed=crashed, parent=parent, **extra
     )
-    write_json(config.paths.run_info, run_info.to_dict())  # before the last call to the store: sync needs it
+    write_json(paths.run_info, run_info.to_dict())  # before the last call to the store: sync needs it
     if tracker is None:
         return
     tracker.log_parent(finish_failed=crashed, note=failures_note(tracker.parent_name, failed, len(records)))
     waited = replace(run_info, store_s=round(tracker.store_s, 3), store_calls=tracker.store_calls)
-    write_json(config.paths.run_info, waited.to_dict())
+    write_json(paths.run_info, waited.to_dict())
     LOGGER.info(
         "MLflow store %s: this invocation waited %.1f s on it, over %d logging call(s)",
         redact(tracker.uri),
@@ -159,7 +158,7 @@ def finish(config: Config, records: list[run_record.RunRecord], invocation_id: s
         LOGGER.warning(
             "%d item(s) not logged to MLflow; results are in %s. `python -m compilebench.sync` logs them later.",
             len(tracker.failures),
-            config.paths.results,
+            paths.results,
         )
 
 
@@ -179,9 +178,10 @@ def parent_name(selection: Selection, machine: str) -> str:
     return f"{selection.suite}: {compared} on {machine}"
 
 
-def parent_params(selection: Selection, config: Config, run_context: Context, where: dict) -> dict:
+def parent_params(
+    selection: Selection, bench: Benchmark, timing: TimingSpec, run_context: Context, where: dict
+) -> dict:
     """The parent run's params: what this invocation ran, where."""
-    bench, timing = config.benchmark, config.timing()
     return {
         "suite": selection.suite,
         "scale": selection.scale,

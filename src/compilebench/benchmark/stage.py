@@ -35,6 +35,7 @@ from compilebench.config import Config, ConfigError, stage_config
 from compilebench.environments import package_index, venvs
 from compilebench.harness import fingerprint, groups, results_folder, trial_process
 from compilebench.records.formats import RecordError, TrialResult, TrialSpec, processes
+from compilebench.records.invocation import LoopSettings
 from compilebench.records.reading import read_json, read_selection
 from compilebench.records.selection import Selection
 
@@ -42,17 +43,21 @@ LOGGER = logging.getLogger(__name__)
 
 
 def measure_adaptively(
-    config: Config, recorder: recording.Recorder, labels: list[str], run: Any, calibrations: dict[str, Any]
+    settings: LoopSettings,
+    device: str,
+    recorder: recording.Recorder,
+    labels: list[str],
+    run: Any,
+    calibrations: dict[str, Any],
 ) -> list[dict[str, Any]]:
     """Run the planned trials, then more blocks where the intervals are widest (`adaptive.measure`) until every run
     meets its target or the budget or the cap runs out; log each model's runs once they are final. Returns, per
     run and targeted interval, what it reached (for the report)."""
-    settings = config.loop()
     recorder.open = {(spec.model.model_id, spec.batch_size) for spec in recorder.trials}
     if len(labels) > 1:
         machine = fingerprint.host()["machine_fingerprint"]  # what the trials will record
         forecast.say_forecast(
-            recorder.trials, settings, calibrations.get(noise_record.calibration_key(machine, config.device))
+            recorder.trials, settings, calibrations.get(noise_record.calibration_key(machine, device))
         )
 
     def run_pending(pending: list[TrialSpec]) -> dict[str, TrialResult]:
@@ -83,21 +88,29 @@ def measure_adaptively(
 
 
 def measure(config: Config, selection: Selection, manifest: list[dict], image_meta: dict, fresh: bool) -> None:
-    """Build or find the environments, run every trial (resuming a journal), log runs, write results."""
-    trials = recording.plan_trials(config, selection, config.paths.image)
+    """Build or find the environments, run every trial (resuming a journal), log runs, write results. The config's
+    sections this takes are read here, once."""
+    paths, device, runner_settings, bench, timing = (
+        config.paths,
+        config.device,
+        config.runner,
+        config.benchmark,
+        config.timing(),
+    )
+    trials = recording.plan_trials(bench, timing, selection, paths.image)
     wanted = {entry.interpreter: (entry.pins, entry.python) for entry in selection.environments}
     problems = package_index.unreleased(
-        [(name, *value) for name, value in wanted.items()], Path.cwd(), Path(config.paths.environments)
+        [(name, *value) for name, value in wanted.items()], Path.cwd(), Path(paths.environments)
     )
     if problems:  # before any environment is built
         raise venvs.BuildError("; ".join(problems) + " (nothing was built)")
-    stacks = venvs.stacks(selection.environments, Path.cwd(), Path(config.paths.environments))
+    stacks = venvs.stacks(selection.environments, Path.cwd(), Path(paths.environments))
     for label, stack in stacks.items():
-        venvs.check_device(stack, label, config.device)
+        venvs.check_device(stack, label, device)
     key = journal.stable_hash(
         {"trials": [t.to_dict() for t in trials], "stacks": {k: s.key for k, s in stacks.items()}}
     )
-    journal_dir = Path(config.paths.journal)
+    journal_dir = Path(paths.journal)
     invocation_id, done, resumed = journal.open_journal(journal_dir, key, fresh=fresh)
     pythons = {label: stack.python for label, stack in stacks.items()}
     if resumed:
@@ -105,8 +118,8 @@ def measure(config: Config, selection: Selection, manifest: list[dict], image_me
         # cells run on whichever node takes them (a run that spans two is `invalid` at analysis).
         problem = (
             None
-            if config.runner.executor == "ray"
-            else results_folder.measured_elsewhere(trials, done, pythons, config.device)
+            if runner_settings.executor == "ray"
+            else results_folder.measured_elsewhere(trials, done, pythons, device)
         )
         if problem:
             raise RecordError(
@@ -117,14 +130,14 @@ def measure(config: Config, selection: Selection, manifest: list[dict], image_me
             "resuming interrupted invocation %s: %d of %d trials already done", invocation_id, len(done), len(trials)
         )
     info = recording.environment_infos(selection, stacks)
-    machine = config.runner.machine or socket.gethostname()
-    run_context = recording.context(config, selection, invocation_id, image_meta, machine)
+    machine = runner_settings.machine or socket.gethostname()
+    run_context = recording.context(config.validity(), selection, invocation_id, image_meta, machine)
     where = fingerprint.host()  # the orchestrating machine (no torch import); each trial records where it ran
     tracker = tracking.Tracker(
-        config.paths.tracking_uri,
+        paths.tracking_uri,
         invocation_id,
         recording.parent_name(selection, machine),
-        recording.parent_params(selection, config, run_context, where),
+        recording.parent_params(selection, bench, timing, run_context, where),
         {
             "suite": selection.suite,
             "machine": machine,
@@ -140,7 +153,7 @@ def measure(config: Config, selection: Selection, manifest: list[dict], image_me
         recorder(specs, ended, was_done)
         progress.update(len(specs))
 
-    runner = executors.executor(config.runner, config.device, pythons, journal_dir)
+    runner = executors.executor(runner_settings, device, pythons, journal_dir)
 
     def run(pending: list[TrialSpec]) -> None:
         progress.total = len(recorder.trials)
@@ -148,9 +161,8 @@ def measure(config: Config, selection: Selection, manifest: list[dict], image_me
         runner.run(pending, done, on_process)
 
     try:
-        reached = measure_adaptively(
-            config, recorder, list(stacks), run, noise_record.load_calibrations(config.paths.calibration)
-        )
+        calibrations = noise_record.load_calibrations(paths.calibration)
+        reached = measure_adaptively(config.loop(), device, recorder, list(stacks), run, calibrations)
     finally:
         runner.close()
     progress.close()
@@ -166,7 +178,7 @@ def measure(config: Config, selection: Selection, manifest: list[dict], image_me
         "planned_processes": len(processes(trials)),
         "targets": tuple(reached),
     }
-    recording.finish(config, recorder.records(), invocation_id, tracker, extra)
+    recording.finish(paths, recorder.records(), invocation_id, tracker, extra)
     journal.close_journal(journal_dir, keep_caches=True)
 
 
