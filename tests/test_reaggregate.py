@@ -20,7 +20,7 @@ def test_one_version_against_itself_gives_identical_tables(repo_root):
     assert [line.split()[1:] for line in lines[:5]] == [
         [table, "identical"] for table in ("summary", "verdicts", "comparison", "metrics", "cells")
     ]
-    assert lines[-1] == "1 record(s), 5 tables: 0 differ (HEAD -> HEAD)"
+    assert lines[-1] == "1 record(s), 5 files: 0 differ (HEAD -> HEAD)"
 
 
 def test_a_commit_that_is_none_or_a_folder_that_is_none_is_refused(repo_root, tmp_path):
