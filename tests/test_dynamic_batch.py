@@ -116,14 +116,17 @@ def test_the_run_record_carries_sizes_graphs_and_recompiles(served):
         return next(r for r in records if r.cell.variant == name), result
 
     dynamic, result = record("serve-dynamic")
-    assert dynamic.serve_batch_sizes == "1,2,4" and dynamic.serve_graphs == 2 and dynamic.serve_recompiles == 1
-    assert dynamic.serve_first_call_s == result.serve_first_call_s  # one process that compiled: its own first calls
+    assert dynamic.cell.serve_batch_sizes == "1,2,4" and dynamic.health.serve_graphs == 2
+    assert dynamic.health.serve_recompiles == 1
+    # one process that compiled: its own first calls
+    assert dynamic.compiling.serve_first_call_s == result.serve_first_call_s
     assert dynamic.to_dict()["recompile_reasons"]
     static, _ = record("serve-static")
-    assert static.serve_graphs == 3 and static.compile_s is None and static.compile_s_warm > 0  # primed: warm
+    assert static.health.serve_graphs == 3 and static.compiling.compile_s is None
+    assert static.compiling.compile_s_warm > 0  # primed: warm
     failed, result = record("serve-unbacked")
-    assert failed.serve_batch_sizes == "1,2,4"  # what it had to serve, whether or not it got through
-    assert (failed.serve_graphs is None) is (result.status != "ok")
+    assert failed.cell.serve_batch_sizes == "1,2,4"  # what it had to serve, whether or not it got through
+    assert (failed.health.serve_graphs is None) is (result.status != "ok")
 
 
 def test_the_report_table_sums_a_graph_per_size_and_takes_a_serving_process_whole():
