@@ -87,7 +87,14 @@ def measure_adaptively(
     return adaptive.shortfalls(records, labels, settings, noise)
 
 
-def measure(config: Config, selection: Selection, manifest: list[dict], image_meta: dict, fresh: bool) -> None:
+def measure(
+    config: Config,
+    selection: Selection,
+    manifest: list[dict],
+    image_meta: dict,
+    calibrations: dict[str, Any],
+    fresh: bool,
+) -> None:
     """Build or find the environments, run every trial (resuming a journal), log runs, write results. The config's
     sections this takes are read here, once."""
     paths, device, runner_settings, bench, timing = (
@@ -161,7 +168,6 @@ def measure(config: Config, selection: Selection, manifest: list[dict], image_me
         runner.run(pending, done, on_process)
 
     try:
-        calibrations = noise_record.load_calibrations(paths.calibration)
         reached = measure_adaptively(config.loop(), device, recorder, list(stacks), run, calibrations)
     finally:
         runner.close()
@@ -221,7 +227,9 @@ def main() -> None:
             exported.export(config, args.export, args.window_min, args.prime)
             return
         tracking.check_store(config.paths.tracking_uri)
-        noise_record.load_calibrations(config.paths.calibration)  # a noise record that cannot be read: before any work
+        calibrations = noise_record.load_calibrations(
+            config.paths.calibration
+        )  # one that cannot be read: before any work
         for name in dict.fromkeys(config.compare):  # a malloc this machine lacks, an environment's too: before any work
             own = config.environments[name].settings.malloc is not None
             trial_process.malloc_to_preload(
@@ -246,7 +254,7 @@ def main() -> None:
     groups.end_trials_on_signal()  # a stopped benchmark leaves no trial or builder running behind it
     groups.stop_with(groups.stage_runner())  # nor goes on when the `dvc repro` running it was ended
     try:
-        measure(config, selection, manifest, image_meta, args.fresh)
+        measure(config, selection, manifest, image_meta, calibrations, args.fresh)
     except (venvs.BuildError, RecordError, executors.ExecutorError) as error:  # raised before any timing
         LOGGER.error("%s", error)
         sys.exit(2)
