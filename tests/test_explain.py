@@ -110,7 +110,9 @@ def test_the_report_lays_a_beside_b_and_says_what_moved():
     assert "**moved**" in line and "| 10.0" in line
     assert "Moved: generated kernels." in text and "| `_compile.compile_inner` | dynamo trace | 3.00 | 3.00 |" in text
     assert "| torch | 2.0.1 | 2.15.0 |" in text and "Profiled call against the timing blocks' latency" in text
-    assert "did not give" not in text
+    assert "did not give" not in text and "Not to be read" not in text
+    busy = report([(target, {"torch-2.0.1": a, "torch-2.15.0": b}, {"torch-2.0.1": 34.0, "torch-2.15.0": 6.0})], 0.1)
+    assert "**Not to be read:** torch-2.15.0's (+585%) profiled call is more than ±25% off" in busy
     bare = profile(10_000, 20_000, 35.0, seed=1)
     bare.update(compile_phases_s={}, health={"graph_count": 1}, kernels_named=0)  # a release that gives less
     old = explain.side_of("torch-2.0.1", bare)
