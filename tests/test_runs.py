@@ -1,5 +1,6 @@
 """From trial results to runs, on hand-made results: statistics over processes, cold and warm compiles, status."""
 
+import dataclasses
 import json
 from dataclasses import replace
 
@@ -106,6 +107,26 @@ def test_a_run_read_back_from_its_line_of_runs_jsonl_is_the_same_record():
         assert read == record and json.loads(json.dumps(read.to_dict())) == line
     with pytest.raises(RecordError, match=r"has no .*variant"):
         run_record.RunRecord.from_dict({key: value for key, value in line.items() if key != "variant"})
+
+
+def test_a_run_is_in_parts_whose_fields_keep_the_flat_names_of_every_line_on_record(repo_root):
+    """A kept record's lines, written before the run had parts, read into them and flattened back to the same keys
+    and values; a flat field no part holds is refused by name, and no part hides a field of the same name."""
+    kept = repo_root / "tests/fixtures/aa-2026-11-28/results/runs.jsonl"
+    for text in kept.read_text().splitlines():
+        line = json.loads(text)
+        read = run_record.RunRecord.from_dict(line)
+        assert read.cell.variant == line["variant"] and read.latency.latency_ms_median == line["latency_ms_median"]
+        assert read.vs_eager.speedup == line.get("speedup") and read.env.environment == line["environment"]
+        flat = json.loads(json.dumps(read.to_dict()))
+        kept_keys = [key for key in line if key in flat and key != "process_results"]  # processes migrate
+        assert {key: flat[key] for key in kept_keys} == {key: line[key] for key in kept_keys}
+        assert len(kept_keys) > 100
+    flat = read.to_dict()
+    with pytest.raises(RecordError, match="no field latency_ms_mode"):
+        run_record.RunRecord.of({"run_uid": "x", "latency_ms_mode": 1.0})
+    parts = {f.name for f in dataclasses.fields(run_record.RunRecord)} - {"process_results"}
+    assert not parts & set(flat) and {"environment", "compile", "speedup"} <= set(flat)
 
 
 def _on(result, **fields):

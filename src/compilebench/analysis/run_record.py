@@ -72,7 +72,7 @@ class Identity:
 
 
 @dataclass(frozen=True)
-class Environment:
+class RunEnvironment:
     """The environment it ran in: its label, name, key, pins and package list, the settings it set, what its
     processes saw of the machine."""
 
@@ -145,7 +145,7 @@ class Latency:
 
 
 @dataclass(frozen=True)
-class Speedup:
+class VsEager:
     """A compiled run's paired speedup over eager: the estimate, its interval and word."""
 
     speedup: float | None = None
@@ -157,7 +157,7 @@ class Speedup:
 
 
 @dataclass(frozen=True)
-class Compile:
+class Compiling:
     """Time to a first inference in a fresh process, compile cold and warm, and the calls a compile takes to pay for
     itself. Medians over processes."""
 
@@ -215,11 +215,11 @@ class RunRecord:
     runs.jsonl, the tables, MLflow and the glossary, and a part's fields keep them (no part is named as a field)."""
 
     identity: Identity
-    env: Environment
+    env: RunEnvironment
     cell: Cell
     latency: Latency = field(default_factory=Latency)
-    vs_eager: Speedup = field(default_factory=Speedup)
-    compiling: Compile = field(default_factory=Compile)
+    vs_eager: VsEager = field(default_factory=VsEager)
+    compiling: Compiling = field(default_factory=Compiling)
     memory: Memory = field(default_factory=Memory)
     health: Health = field(default_factory=Health)
     process_results: tuple[ProcessRecord, ...] = ()  # per process, raw samples kept
@@ -270,11 +270,11 @@ class RunRecord:
 
 _PART_TYPES: dict[str, type] = {
     "identity": Identity,
-    "env": Environment,
+    "env": RunEnvironment,
     "cell": Cell,
     "latency": Latency,
-    "vs_eager": Speedup,
-    "compiling": Compile,
+    "vs_eager": VsEager,
+    "compiling": Compiling,
     "memory": Memory,
     "health": Health,
 }
