@@ -227,12 +227,8 @@ class RunRecord:
     def to_dict(self) -> dict[str, Any]:
         """A flat row (a line of runs.jsonl): every part's fields side by side, the environment's fields among them,
         each process a dict."""
-        row: dict[str, Any] = {}
-        for part in _PARTS:
-            values = asdict(getattr(self, part))
-            environment_fields = values.pop("environment_fields", {})
-            row.update(values)
-            row.update(environment_fields)
+        row = {key: value for part in _PARTS for key, value in asdict(getattr(self, part)).items()}
+        row.update(row.pop("environment_fields"))
         row["process_results"] = [p.to_dict() for p in self.process_results]
         return row
 
@@ -286,5 +282,4 @@ _REQUIRED = tuple(
     for f in dataclasses.fields(kind)
     if f.default is MISSING and f.default_factory is MISSING
 )
-assert not set(_PARTS) & set(_PART_OF), "a part named as a field would hide it"
 _TUPLES = ("environment_freeze", "graph_break_reasons", "recompile_reasons", "serve_first_call_s")

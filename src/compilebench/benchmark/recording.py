@@ -132,9 +132,8 @@ def finish(paths: Paths, records: list[run_record.RunRecord], invocation_id: str
     parent = (
         {"name": tracker.parent_name, "params": tracker.parent_params, "tags": tracker.parent_tags} if (tracker) else {}
     )  # for sync
-    crashed = any(
-        record.identity.status in tracking.CRASHED for record in records
-    )  # measured nothing: the parent FAILED
+    # measured nothing: the parent FAILED
+    crashed = any(record.identity.status in tracking.CRASHED for record in records)
     run_info = RunInfo(
         invocation_id, tracking.EXPERIMENT, failed_runs=tuple(failed), crashed=crashed, parent=parent, **extra
     )

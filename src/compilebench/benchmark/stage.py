@@ -227,9 +227,8 @@ def main() -> None:
             exported.export(config, args.export, args.window_min, args.prime)
             return
         tracking.check_store(config.paths.tracking_uri)
-        calibrations = noise_record.load_calibrations(
-            config.paths.calibration
-        )  # one that cannot be read: before any work
+        # a noise record that cannot be read: before any work
+        calibrations = noise_record.load_calibrations(config.paths.calibration)
         for name in dict.fromkeys(config.compare):  # a malloc this machine lacks, an environment's too: before any work
             own = config.environments[name].settings.malloc is not None
             trial_process.malloc_to_preload(

@@ -488,7 +488,14 @@ def _failures_section(results: list[RunRecord]) -> list[str]:
     """Every run that did not end ok, with its status and error (`unsupported`: what its stack cannot run)."""
     failed = pd.DataFrame(
         [
-            {k: r.to_dict()[k] for k in ("environment", "label", "batch_size", "variant", "status", "error")}
+            {
+                "environment": r.env.environment,
+                "label": r.cell.label,
+                "batch_size": r.cell.batch_size,
+                "variant": r.cell.variant,
+                "status": r.identity.status,
+                "error": r.identity.error,
+            }
             for r in results
             if r.identity.status != "ok"
         ]

@@ -56,16 +56,11 @@ def _categories(
     measured = ["compiled latency, timing blocks (median)", _ms(measured_a), _ms(measured_b), ""]
     measured += [""] if again else []
     lines += ["| " + " | ".join([*total, ""]) + " |", "| " + " | ".join([*measured, ""]) + " |", ""]
-    off = [
-        f"{side.label} {side.call_ms / value - 1:+.1%}" for side, value in ((a, measured_a), (b, measured_b)) if value
-    ]
+    off = {side.label: side.call_ms / value - 1 for side, value in ((a, measured_a), (b, measured_b)) if value}
     if off:
-        lines.append(f"Profiled call against the timing blocks' latency: {', '.join(off)}.")
-    astray = [
-        f"{side.label}'s ({side.call_ms / value - 1:+.0%})"
-        for side, value in ((a, measured_a), (b, measured_b))
-        if value and abs(side.call_ms / value - 1) > FAR_OFF
-    ]
+        said = ", ".join(f"{label} {gap:+.1%}" for label, gap in off.items())
+        lines.append(f"Profiled call against the timing blocks' latency: {said}.")
+    astray = [f"{label}'s ({gap:+.0%})" for label, gap in off.items() if abs(gap) > FAR_OFF]
     if astray:
         lines.append(
             f"**Not to be read:** {' and '.join(astray)} profiled call is more than ±{FAR_OFF:.0%} off its timing "
