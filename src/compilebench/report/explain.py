@@ -21,7 +21,7 @@ HOW = (
 
 
 # A side's profiled call this far off its timing blocks' latency did not run as they did: its split is not read
-# (on an idle EPYC 49 both sides of SegFormer-B0 came within -10%; beside a pytest run on both cores, +580% and +1201%)
+# (docs/findings.md, 2026-12-05: SegFormer-B0's explain on an idle machine and beside a pytest run)
 FAR_OFF = 0.25
 
 
