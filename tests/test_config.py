@@ -9,7 +9,6 @@ from pathlib import Path
 import pytest
 import yaml
 
-from compilebench.analysis import plan
 from compilebench.config import ConfigError, check_compile_paths, load_config, stage_config
 from compilebench.records.selection import Selection
 
@@ -122,7 +121,7 @@ def test_an_environment_of_settings_runs_with_them_over_the_top_level_ones(tmp_p
     assert (base.float32_matmul_precision, base.num_threads, base.huge_pages) == ("highest", 0, True)
     assert replace(own, float32_matmul_precision="highest", num_threads=0) == base
     assert (base.min_time_s, base.device, base.together) == (config.benchmark.min_time_s, "cpu", True)
-    selected = plan.selection(config, [], {"current": {"torch": "2.13.0"}, "tf32": {"torch": "2.13.0"}}, None)
+    selected = config.selection([], {"current": {"torch": "2.13.0"}, "tf32": {"torch": "2.13.0"}}, None)
     assert selected.to_dict()["environments"][1] == {
         "label": "tf32",
         "name": "tf32",

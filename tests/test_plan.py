@@ -21,6 +21,7 @@ from compilebench.records.formats import (
     TimingSpec,
     TrialSpec,
     VariantSpec,
+    environment_labels,
     processes,
     williams_orders,
 )
@@ -37,8 +38,8 @@ def _trials(labels, variants=VARIANTS, replicates=3, cold=1, shared=False, seed=
 
 
 def test_labels_of_an_environment_named_twice():
-    assert plan.environment_labels(["current", "torch-2.14.1"]) == ["current", "torch-2.14.1"]
-    assert plan.environment_labels(["current", "current", "current"]) == ["current", "current#2", "current#3"]
+    assert environment_labels(["current", "torch-2.14.1"]) == ["current", "torch-2.14.1"]
+    assert environment_labels(["current", "current", "current"]) == ["current", "current#2", "current#3"]
 
 
 def test_a_timing_process_per_block_holds_every_arm_and_cold_processes_compile_each_variant():

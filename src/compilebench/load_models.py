@@ -36,7 +36,6 @@ from typing import Any
 from tqdm import tqdm
 
 from compilebench import checkpoints, reference
-from compilebench.analysis import plan
 from compilebench.config import ConfigError, stage_config
 from compilebench.environments.pins import resolved_pins
 from compilebench.harness import models
@@ -316,8 +315,8 @@ def main() -> None:
         if folder.is_dir() and folder.name not in kept:
             shutil.rmtree(folder)  # a model no longer selected
     write_json(config.paths.manifest, manifest)
-    pins = resolved_pins(config, Path.cwd())
-    write_json(config.paths.selection, plan.selection(config, specs, pins, cells).to_dict())
+    pins = resolved_pins(config.compared_pins(), Path.cwd())
+    write_json(config.paths.selection, config.selection(specs, pins, cells).to_dict())
 
 
 if __name__ == "__main__":

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 import random
-from dataclasses import asdict, replace
+from dataclasses import replace
 from typing import Any
 
 from compilebench.harness.names import slug
@@ -26,7 +26,6 @@ from compilebench.records.formats import (
     CACHE_COLD,
     CACHE_SHARED,
     CACHE_WARM,
-    CURRENT,
     DEPLOY_JIT,
     KIND_ARM,
     KIND_COLD,
@@ -35,10 +34,8 @@ from compilebench.records.formats import (
     TimingSpec,
     TrialSpec,
     VariantSpec,
-    environment_labels,
     williams_orders,
 )
-from compilebench.records.selection import SelectedEnvironment, Selection
 
 
 def backend_key(variant: VariantSpec) -> str:
@@ -236,34 +233,3 @@ def trials(
                 ordered += make(label, *unit)
             block += 1
     return ordered
-
-
-def selection(
-    config: Any, specs: list[ModelSpec], pins: dict[str, dict[str, str]], cells: list[tuple[str, int, str]] | None
-) -> Selection:
-    """What the benchmark measures: models and their checkpoint folders, batch sizes, variants, environments, and
-    (for a suite with `cells: published`) the (model id, batch size, variant) cells measured.
-
-    `config` is the params (config.Config), `specs` each selected model with its checkpoint folder, `pins` each
-    environment's resolved pins by name (pins.resolved_pins), `cells` reference.published_cells's or None.
-    """
-    suite = config.selected
-    return Selection(
-        suite=config.suite,
-        scale=suite.scale,
-        batch_sizes=tuple(suite.batch_sizes),
-        models=tuple(specs),
-        variants=tuple(VariantSpec(name=name, **asdict(config.variants[name])) for name in suite.variants),
-        environments=tuple(
-            SelectedEnvironment(
-                label=label,
-                name=name,
-                pins=pins[name],
-                settings=config.environments[name].settings.given(),
-                stack=name if config.environments[name].pins else CURRENT,  # whose interpreter runs it
-                python=config.environments[name].python,  # the Python it is built on ('' = the project's)
-            )
-            for label, name in zip(environment_labels(config.compare), config.compare, strict=True)
-        ),
-        cells=None if cells is None else tuple((m, int(b), v) for m, b, v in sorted(cells)),
-    )

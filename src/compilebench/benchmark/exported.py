@@ -28,7 +28,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from compilebench import reference, runner, tracking
-from compilebench.analysis import adaptive, plan, pricing, run_record
+from compilebench.analysis import adaptive, pricing, run_record
 from compilebench.benchmark import journal, recording
 from compilebench.config import Config, ConfigError
 from compilebench.environments.pins import resolved_pins
@@ -296,7 +296,7 @@ def export_plan(config: Config, runner_sha256: str = "") -> tuple[Plan, Selectio
             raise FileNotFoundError(
                 f"{model_id} has no card, so the plan must carry its checkpoint: run `dvc repro load_models` first"
             )
-    selection = plan.selection(config, specs, resolved_pins(config, Path.cwd()), cells)
+    selection = config.selection(specs, resolved_pins(config.compared_pins(), Path.cwd()), cells)
     trials = recording.plan_trials(config.benchmark, config.timing(), selection, "image.jpg")
     recipes = [
         models.recipe(models.get_card(model_id), suite.scale, config.models.seed, paths[model_id])

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from compilebench import reference
-from compilebench.analysis import adaptive, noise_record, plan, pricing, run_record
+from compilebench.analysis import adaptive, noise_record, pricing, run_record
 from compilebench.benchmark import recording
 from compilebench.config import Config, ConfigError, stage_config
 from compilebench.environments import package_index, venvs
@@ -230,8 +230,8 @@ def forecast(config: Config) -> None:
     """Plan the invocation of `config`, then log its environments, its cost here and what it can resolve."""
     specs = model_specs(config)
     root, cache_root = Path.cwd(), Path(config.paths.environments)
-    pins = resolved_pins(config, root)
-    selection = plan.selection(config, specs, pins, reference.selected_cells(config))
+    pins = resolved_pins(config.compared_pins(), root)
+    selection = config.selection(specs, pins, reference.selected_cells(config))
     trials = recording.plan_trials(config.benchmark, config.timing(), selection, config.paths.image)
     labels = list(selection.labels)
     machine, device = fingerprint.host()["machine_fingerprint"], config.device
@@ -289,7 +289,7 @@ def main() -> None:
     )
     args = parser.parse_args()
     config = stage_config(overrides=args.set)
-    pins = resolved_pins(config, Path.cwd())
+    pins = resolved_pins(config.compared_pins(), Path.cwd())
     wanted = [(name, pins[name], config.environments[name].python) for name in pins if config.environments[name].pins]
     problems = package_index.unreleased(wanted, Path.cwd(), Path(config.paths.environments))
     if problems:

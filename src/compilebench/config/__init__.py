@@ -13,7 +13,7 @@ import logging
 import os
 import re
 import sys
-from dataclasses import dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -40,8 +40,9 @@ from compilebench.config.sections import (
     require,
 )
 from compilebench.harness.names import LOCAL_PREFIXES, is_local
-from compilebench.records.formats import CURRENT, TimingSpec, environment_labels, key_part
+from compilebench.records.formats import CURRENT, ModelSpec, TimingSpec, VariantSpec, environment_labels, key_part
 from compilebench.records.invocation import LoopSettings, Validity
+from compilebench.records.selection import SelectedEnvironment, Selection
 
 __all__ = [
     "Benchmark",
@@ -184,6 +185,40 @@ class Config:
 
     def validity(self) -> Validity:
         return self.benchmark.validity()
+
+    def compared_pins(self) -> dict[str, dict[str, str]]:
+        """Each compared environment's own pins, by name, once each in `compare`'s order (pins.resolved_pins lays
+        them over the project's)."""
+        return {name: dict(self.environments[name].pins) for name in dict.fromkeys(self.compare)}
+
+    def selection(
+        self, specs: list[ModelSpec], pins: dict[str, dict[str, str]], cells: list[tuple[str, int, str]] | None
+    ) -> Selection:
+        """What the benchmark measures: models and their checkpoint folders, batch sizes, variants, environments, and
+        (for a suite with `cells: published`) the (model id, batch size, variant) cells measured.
+
+        `specs` is each selected model with its checkpoint folder, `pins` each environment's resolved pins by name
+        (pins.resolved_pins), `cells` reference.published_cells's or None."""
+        suite = self.selected
+        return Selection(
+            suite=self.suite,
+            scale=suite.scale,
+            batch_sizes=tuple(suite.batch_sizes),
+            models=tuple(specs),
+            variants=tuple(VariantSpec(name=name, **asdict(self.variants[name])) for name in suite.variants),
+            environments=tuple(
+                SelectedEnvironment(
+                    label=label,
+                    name=name,
+                    pins=pins[name],
+                    settings=self.environments[name].settings.given(),
+                    stack=name if self.environments[name].pins else CURRENT,  # whose interpreter runs it
+                    python=self.environments[name].python,  # the Python it is built on ('' = the project's)
+                )
+                for label, name in zip(environment_labels(self.compare), self.compare, strict=True)
+            ),
+            cells=None if cells is None else tuple((m, int(b), v) for m, b, v in sorted(cells)),
+        )
 
     def loop(self) -> LoopSettings:
         """What the adaptive loop needs: `benchmark`'s blocks and targets, `margin` and `budget_min`."""

@@ -8,7 +8,6 @@ import hashlib
 import json
 import re
 from pathlib import Path
-from typing import Any
 
 # What a trial process imports, directly or through transformers' model and processor classes.
 # setuptools: inductor's C++ builds import it in older torch (2.6 among them), and a venv uv makes has none.
@@ -43,10 +42,11 @@ def resolve(project: dict[str, str], overrides: dict[str, str]) -> dict[str, str
     return {**project, **{normalize(name): str(version) for name, version in overrides.items()}}
 
 
-def resolved_pins(config: Any, root: Path) -> dict[str, dict[str, str]]:
-    """Every compared environment's pins, by name: the project's (at `root`), then the environment's over them."""
+def resolved_pins(overrides: dict[str, dict[str, str]], root: Path) -> dict[str, dict[str, str]]:
+    """Every compared environment's pins, by name: the project's (at `root`), then the environment's own over them
+    (`overrides`: Config.compared_pins)."""
     project = project_pins(root)
-    return {name: resolve(project, config.environments[name].pins) for name in dict.fromkeys(config.compare)}
+    return {name: resolve(project, own) for name, own in overrides.items()}
 
 
 def environment_key(pins: dict[str, str], python_version: str) -> str:
