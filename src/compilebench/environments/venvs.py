@@ -27,11 +27,11 @@ import re
 import shutil
 import subprocess
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from compilebench.environments import installer
 from compilebench.environments.pins import TRIAL_PACKAGES, environment_key, mismatches, normalize, project_pins, resolve
@@ -39,6 +39,9 @@ from compilebench.harness import groups
 from compilebench.harness.fingerprint import freeze
 from compilebench.records.formats import CURRENT
 from compilebench.records.selection import SelectedEnvironment
+
+if TYPE_CHECKING:  # the config is read in main() only
+    from compilebench.config.sections import Environment
 
 LOGGER = logging.getLogger(__name__)
 
@@ -351,19 +354,20 @@ def disk_use(folder: Path) -> tuple[int, int]:
     return total, shared
 
 
-def wanted_folders(config: Any, root: Path) -> set[Path]:
-    """The venvs still in use here: those params.yaml's environments map to (each with pins its own; `current`, and
-    every environment of settings alone, the project's pins) and those the last invocation ran on (its runs file: a
-    series or comparison of releases named on the command line, whose names params.yaml does not hold)."""
-    project, cache_root = project_pins(root), Path(config.paths.environments)
+def wanted_folders(environments: Mapping[str, Environment], root: Path, cache_root: Path, results: Path) -> set[Path]:
+    """The venvs under `cache_root` still in use by the project at `root`: those params.yaml's `environments` map to
+    (each with pins its own; `current`, and every environment of settings alone, the project's pins) and those the
+    last invocation ran on (its runs file `results`: a series or comparison of releases named on the command line,
+    whose names params.yaml does not hold)."""
+    project = project_pins(root)
     folders = {folder_of(CURRENT, resolve(project, {}), cache_root)}
-    for name, entry in config.environments.items():
+    for name, entry in environments.items():
         if entry.pins:
             try:
                 folders.add(folder_of(name, resolve(project, entry.pins), cache_root, entry.python))
             except BuildError:
                 continue  # its Python is not on this machine: nothing of it can be built here
-    return folders | last_run_folders(root / config.paths.results, cache_root)
+    return folders | last_run_folders(results, cache_root)
 
 
 def last_run_folders(results: Path, cache_root: Path) -> set[Path]:
@@ -492,7 +496,8 @@ def main() -> None:
     try:
         if args.list or args.remove or args.remove_unused:
             cache_root = Path(config.paths.environments)
-            built = built_environments(cache_root, wanted_folders(config, Path.cwd()))
+            wanted = wanted_folders(config.environments, Path.cwd(), cache_root, Path(config.paths.results))
+            built = built_environments(cache_root, wanted)
             if args.remove or args.remove_unused:
                 gone = remove(built, args.remove, args.remove_unused, Path(PIPELINE_LOCK))
                 freed = sum(entry.disk_bytes - entry.shared_bytes for entry in gone)
