@@ -44,6 +44,11 @@ os.environ.update(cache_variables(Path(_INDUCTOR_CACHE)))
 # cold compile; the tests count graphs and cache hits, not those seconds, so they take the ISAs /proc/cpuinfo
 # names. The pipeline itself (and every number it reports) keeps the probe.
 os.environ["TORCHINDUCTOR_VEC_ISA_OK"] = "1"
+# torch's OpenMP threads (libgomp) spin between parallel regions: on a tiny model, a two-thread process burns a second
+# core for every second it calls, taken from the other workers' processes. The tests check what was measured, not how
+# fast, so their processes sleep instead (findings 2026-12-05, OMP_WAIT_POLICY); the pipeline keeps torch's default.
+# Set beforehand (`OMP_WAIT_POLICY=ACTIVE make test`), it is left as it is.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 # A cold trial compiles its kernels and precompiled header with g++ again, byte for byte what an earlier cold trial of
 # the same model compiled; inductor's compiler (`CXX`, read when torch is imported) is a compiler cache for the test
 # run (tests/cxx_cache.py), so g++ does each distinct compile once. Inductor's caches stay as cold as the tests say.
