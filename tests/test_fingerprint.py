@@ -64,3 +64,23 @@ def test_an_unknown_malloc_is_refused_by_name():
     assert trial_process.malloc_to_preload("libc") is None
     with pytest.raises(trial_process.MallocMissing, match="libc or one of"):
         trial_process.malloc_to_preload("mimalloc")
+
+
+def test_the_variables_that_steer_openmp_and_mkl_threads_are_recorded_and_nothing_else():
+    """How torch's thread pools wait, spin and bind changes latency; each process records the variables it saw,
+    sorted, its thread count aside (recorded per process), and no other variable."""
+    environ = {
+        "OMP_WAIT_POLICY": "PASSIVE",
+        "KMP_BLOCKTIME": "1",
+        "OMP_NUM_THREADS": "2",
+        "GOMP_SPINCOUNT": "0",
+        "MKL_NUM_THREADS": "1",
+        "HOME": "/root",
+        "COMP_WORDBREAKS": ":",
+    }
+    assert fingerprint.threading_variables(environ) == (
+        "GOMP_SPINCOUNT=0 KMP_BLOCKTIME=1 MKL_NUM_THREADS=1 OMP_WAIT_POLICY=PASSIVE"
+    )
+    assert fingerprint.threading_variables({"OMP_NUM_THREADS": "2"}) == ""
+    # the tests' processes sleep instead of spinning (conftest.py): the host record says so
+    assert f"OMP_WAIT_POLICY={os.environ['OMP_WAIT_POLICY']}" in fingerprint.host()["threading_variables"].split()

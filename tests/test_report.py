@@ -76,6 +76,18 @@ def test_only_what_no_pin_or_setting_asked_for_is_beside_the_question(recorded):
     assert differences.beside_the_question(same_build, a, b) == []
     other_python = [changed(record, cuda_version="none", python_version="3.10.14") for record in records]
     assert differences.beside_the_question(other_python, a, b) == ["Python: 3.11.7 → 3.10.14"]
+    # a record from before a field was recorded lacks it: `none`, like an empty one, not a difference
+    assert "threading_variables" not in next(r for r in records if r.env.environment == a).env.environment_fields
+    assert (
+        differences.beside_the_question(
+            [changed(r, cuda_version="none", threading_variables="") for r in records], a, b
+        )
+        == []
+    )
+    passive = [changed(r, cuda_version="none", threading_variables="OMP_WAIT_POLICY=PASSIVE") for r in records]
+    assert differences.beside_the_question(passive, a, b) == [
+        "OpenMP and MKL variables: none → OMP_WAIT_POLICY=PASSIVE"
+    ]
     asked = [
         dataclasses.replace(
             r,

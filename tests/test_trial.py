@@ -527,6 +527,8 @@ def test_a_timing_process_pairs_every_arm_with_eager_and_each_arm_compiles_its_o
     assert all(arm.eager_ms == eager.eager_ms and len(arm.compiled_ms) == len(eager.eager_ms) >= 5 for arm in arms)
     assert sorted(arm.compile_position for arm in arms) == [0, 1] and eager.arms[0] == "eager"
     assert eager.inductor_startup_s > 0 and eager.warmup_s >= 0.1 and eager.replay_max_rel_diff is None
+    # the trial records how its OpenMP threads wait, as it inherited it (conftest.py: they sleep in the tests)
+    assert f"OMP_WAIT_POLICY={os.environ['OMP_WAIT_POLICY']}" in eager.environment["threading_variables"].split()
     by_name = {spec.variant.name: results[spec.trial_id] for spec in process}
     frozen, plain = by_name["freezing"].health, by_name["default"].health
     # Beside a default arm in one process, freezing still froze (dynamo reuses a graph for an equal backend, and a

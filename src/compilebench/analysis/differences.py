@@ -16,6 +16,7 @@ BESIDE_FIELDS = {
     "torch_version": "torch",
     "transformers_version": "transformers",
     "malloc": "malloc",
+    "threading_variables": "OpenMP and MKL variables",
     "transparent_hugepages": "transparent huge pages",
     "thp_mem_alloc": "huge pages at allocation",
     "num_threads": "threads",
@@ -125,11 +126,17 @@ def _beside(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
     asked = _asked_fields(a, b)
     found = []
     for field, name in BESIDE_FIELDS.items():
-        if field in asked or str(a.get(field)) == str(b.get(field)):
+        before, after = _said(a.get(field)), _said(b.get(field))
+        if field in asked or before == after:
             continue
         if field == "cuda_version":
             builds = f"{build_word(a.get(field))} → {build_word(b.get(field))}"
             found.append(f"{name}: {builds} (torch {a.get('torch_version')} → {b.get('torch_version')})")
         else:
-            found.append(f"{name}: {a.get(field)} → {b.get(field)}")
+            found.append(f"{name}: {before} → {after}")
     return found
+
+
+def _said(value: Any) -> str:
+    """A field's value in words: `none` where it is empty or a record from before the field lacks it."""
+    return "none" if value is None or str(value) in ("", "nan") else str(value)

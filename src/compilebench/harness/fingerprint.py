@@ -17,6 +17,7 @@ import platform
 import subprocess
 import sys
 from collections import Counter
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -61,8 +62,11 @@ RUN_FIELDS = (
     "transparent_hugepages",
     "thp_mem_alloc",
     "malloc",
+    "threading_variables",
     "cpu_capability",
 )
+# The OpenMP runtimes' (GNU's, Intel's) and MKL's own variables: threading_variables
+THREADING_PREFIXES = ("OMP_", "GOMP_", "KMP_", "MKL_")
 # With the hardware fingerprint, what one run's processes must share: the software stack that ran them.
 STACK_FIELDS = ("torch_version", "transformers_version", "python_version", "cuda_version", "cudnn_version")
 NVIDIA_SMI_FIELDS = {  # nvidia-smi --query-gpu name -> our field
@@ -210,6 +214,17 @@ def malloc_of_process(maps: str = "/proc/self/maps") -> str:
     return "libc"
 
 
+def threading_variables(environ: Mapping[str, str]) -> str:
+    """The variables that steer the OpenMP and MKL runtimes' threads (how they wait, spin, bind), as sorted
+    `NAME=value` words, since they change latency: `OMP_WAIT_POLICY=PASSIVE` slows a small model's calls (findings
+    2026-12-05, OMP_WAIT_POLICY). OMP_NUM_THREADS aside (each process records its own); "" where none is set."""
+    return " ".join(
+        f"{name}={value}"
+        for name, value in sorted(environ.items())
+        if name.startswith(THREADING_PREFIXES) and name != "OMP_NUM_THREADS"
+    )
+
+
 def host() -> dict[str, str]:
     """The CPU machine this process runs on, with its fingerprint, without importing torch: what the benchmark stage
     records of the machine that orchestrates (its trials record their own, with `collect`)."""
@@ -227,6 +242,7 @@ def host() -> dict[str, str]:
         "transparent_hugepages": transparent_hugepages(),
         "thp_mem_alloc": os.environ.get("THP_MEM_ALLOC_ENABLE", ""),  # torch's allocator on huge pages, if "1"
         "malloc": malloc_of_process(),
+        "threading_variables": threading_variables(os.environ),
     }
     fields["device_name"] = fields["cpu_model"]
     fields["machine_fingerprint"] = fingerprint(fields)
