@@ -193,11 +193,17 @@ def _header_section(results: list[RunRecord], run_info: RunInfo) -> list[str]:
 
 
 def _environment_section(results: list[RunRecord], run_info: RunInfo) -> list[str]:
-    """What each environment ran on and with, one column each, and the weights."""
+    """What each environment ran on and with, one column each (a field empty in every one named after the table,
+    not a row of blanks: a CPU run's GPU fields), and the weights."""
+    table = environment_table(results, run_info.labels)
+    values = table.drop(columns="field")
+    empty = values.isna() | values.astype(str).isin(["", "nan", "None"])
+    unset = table.loc[empty.all(axis=1), "field"].tolist()
     return [
         "## Environment",
         "",
-        markdown(environment_table(results, run_info.labels)),
+        markdown(table.loc[~empty.all(axis=1)]),
+        *([f"Empty in every environment: {', '.join(unset)}.", ""] if unset else []),
         "Weights: "
         + ", ".join(sorted({f"{r.cell.label} {r.cell.weights_source}" for r in results}))
         + ". Random-init weights have the published architecture and input shapes; latency does not depend on "
