@@ -137,6 +137,12 @@ def _beside(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
     return found
 
 
+def unset(value: Any) -> bool:
+    """Whether an environment field says nothing: empty, missing from a record made before the field was recorded, or
+    torch's own word for none (a CPU build's `cudnn_version` is `None`, its `cuda_version` `none`)."""
+    return value is None or str(value).strip().lower() in ("", "nan", "none")
+
+
 def _said(value: Any) -> str:
-    """A field's value in words: `none` where it is empty or a record from before the field lacks it."""
-    return "none" if value is None or str(value) in ("", "nan") else str(value)
+    """A field's value in words: `none` where it is unset."""
+    return "none" if unset(value) else str(value)

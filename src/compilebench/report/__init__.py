@@ -15,7 +15,7 @@ from typing import Any
 import pandas as pd
 
 from compilebench.analysis import compare, stats, suite
-from compilebench.analysis.differences import beside_the_question, step_changes
+from compilebench.analysis.differences import beside_the_question, step_changes, unset
 from compilebench.analysis.run_record import RunRecord
 from compilebench.records.formats import UNSUPPORTED, times_own_level
 from compilebench.reference import TOLERANCE
@@ -197,13 +197,13 @@ def _environment_section(results: list[RunRecord], run_info: RunInfo) -> list[st
     not a row of blanks: a CPU run's GPU fields), and the weights."""
     table = environment_table(results, run_info.labels)
     values = table.drop(columns="field")
-    empty = values.isna() | values.astype(str).isin(["", "nan", "None"])
-    unset = table.loc[empty.all(axis=1), "field"].tolist()
+    empty = values.map(unset).all(axis=1) & (len(values.columns) > 0)
+    blank = table.loc[empty, "field"].tolist()
     return [
         "## Environment",
         "",
-        markdown(table.loc[~empty.all(axis=1)]),
-        *([f"Empty in every environment: {', '.join(unset)}.", ""] if unset else []),
+        markdown(table.loc[~empty]),
+        *([f"None in every environment: {', '.join(blank)}.", ""] if blank else []),
         "Weights: "
         + ", ".join(sorted({f"{r.cell.label} {r.cell.weights_source}" for r in results}))
         + ". Random-init weights have the published architecture and input shapes; latency does not depend on "
