@@ -60,13 +60,13 @@ def _asked_fields(a: dict[str, Any], b: dict[str, Any]) -> set[str]:
 
 
 def _cuda(row: dict[str, Any]) -> bool:
-    return str(row.get("cuda_version")).lower() not in ("none", "nan", "")
+    return not unset(row.get("cuda_version"))
 
 
 def build_word(cuda_version: Any) -> str:
     """How a torch was built, from the CUDA version its runs recorded: `CPU build` or `CUDA 13.0 build`."""
     cuda = str(cuda_version)
-    return "CPU build" if cuda.lower() in ("none", "nan", "") else f"CUDA {cuda} build"
+    return "CPU build" if unset(cuda) else f"CUDA {cuda} build"
 
 
 def _first_runs(results: list[RunRecord]) -> dict[str, dict[str, Any]]:
