@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 from conftest import init_project, make_dry_run, make_project, project_env, set_params
 
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("bisect")]
+pytestmark = [pytest.mark.slow, pytest.mark.long, pytest.mark.xdist_group("bisect")]
 # The same stack three times, its kernels on the machine's widest vector instructions, then on SSE4.1 (about half as
 # fast): the change lies between wide-b and sse. One thread each: a process's speed then hangs on its instructions,
 # not on how many cores the machine's other work leaves it.

@@ -228,3 +228,17 @@ def test_the_docs_show_commands_and_a_moved_key_is_caught(tmp_path):
         "python -m compilebench.bisect --no-such-flag",
     ):
         assert _problems(_segments(drifted)[0], True, scratch), drifted
+
+
+def test_ci_runs_make_test_and_the_long_scenarios_it_leaves_out():
+    """`make test` ends within 20 minutes by leaving out the tests marked `long`; CI runs those too, so no test is
+    out of CI. A tier dropped from .ci/run, or two marker expressions that no longer add up to the suite, fail here."""
+    ci = {line.strip() for line in (ROOT / ".ci/run").read_text().splitlines()}
+    assert {"make test", "make test-long"} <= ci
+    selected = {}
+    for target in ("test", "test-long"):
+        done = subprocess.run(["make", "-n", target], cwd=ROOT, env=project_env(), capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr[-500:]
+        (pytest_line,) = [tokens for tokens in map(shlex.split, done.stdout.splitlines()) if tokens[:1] == ["pytest"]]
+        selected[target] = pytest_line[pytest_line.index("-m") + 1]
+    assert selected == {"test": "not long", "test-long": "long"}

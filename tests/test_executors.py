@@ -88,6 +88,7 @@ def on_slots(tmp_path_factory):
 
 
 @pytest.mark.slow
+@pytest.mark.long
 @pytest.mark.xdist_group("executors")
 def test_this_machines_slots_run_a_unit_each_with_their_threads(on_slots):
     root = on_slots
@@ -134,6 +135,7 @@ def on_ray(tmp_path_factory):
 
 
 @pytest.mark.slow
+@pytest.mark.long
 @pytest.mark.xdist_group("executors")
 def test_on_ray_every_unit_runs_on_one_gpu_with_its_threads_and_a_killed_unit_runs_again_once(on_ray):
     root, killed, _ = on_ray
@@ -157,6 +159,7 @@ def test_on_ray_every_unit_runs_on_one_gpu_with_its_threads_and_a_killed_unit_ru
 
 
 @pytest.mark.slow
+@pytest.mark.long
 @pytest.mark.xdist_group("executors")
 def test_on_ray_the_results_and_tables_have_this_machines_schema(on_ray, on_slots):
     """The same plan on Ray and on this machine (its slots: the launcher's own process runner, as the local executor

@@ -21,7 +21,7 @@ from compilebench.benchmark.exported import NOT_RUN_YET
 from compilebench.records.reading import plan_digest
 from compilebench.records.selection import Selection
 
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("remote")]
+pytestmark = [pytest.mark.slow, pytest.mark.long, pytest.mark.xdist_group("remote")]
 
 
 @pytest.fixture(scope="module")

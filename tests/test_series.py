@@ -13,7 +13,7 @@ from conftest import OTHER, init_project, make_dry_run, make_project, project_en
 
 from compilebench.environments import venvs
 
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("series_project")]
+pytestmark = [pytest.mark.slow, pytest.mark.long, pytest.mark.xdist_group("series_project")]
 SERIES = ["torch-2.0.1", OTHER, "current"]
 
 
