@@ -1,5 +1,6 @@
-# compilebench: `make run` runs the pipeline on the CPU default suite, `make test` runs the tests.
-# Both create .venv and install the pinned dependencies on first use (torch==2.13.0 CPU build first).
+# compilebench: `make run` runs the pipeline on the CPU default suite, `make test` the tests but the long scenarios
+# (`make test-long`; CI runs both). Both create .venv and install the pinned dependencies on first use (torch==2.13.0
+# CPU build first).
 
 VENV      ?= .venv
 PYTHON    := $(VENV)/bin/python
@@ -102,8 +103,8 @@ RAY_STAMP := $(VENV)/.installed-ray
 test: $(STAMP) $(RAY_STAMP) .dvc/config  ## create the environment and run the test suite but the long scenarios (three workers, line coverage)
 	pytest -q -rs -n 3 --dist loadgroup -m "not long" --cov=compilebench --cov-report=term:skip-covered --durations=30
 
-test-long: $(STAMP) $(RAY_STAMP) .dvc/config  ## the long scenarios: release series, bisect, exported plans' windows, slots and Ray
-	pytest -q -rs -n 3 --dist loadgroup -m long --durations=15
+test-long: $(STAMP) $(RAY_STAMP) .dvc/config  ## the tests make test leaves out: release series, bisect, exported plans' windows, slots and Ray (line coverage)
+	pytest -q -rs -n 3 --dist loadgroup -m long --cov=compilebench --cov-report=term:skip-covered --durations=15
 
 test-fast: $(STAMP) .dvc/config  ## the quick loop: in-process tests (no trial process, no pipeline run), no coverage
 	pytest -q -n 2 -m "not slow"

@@ -91,7 +91,8 @@ TOP_LEVEL = ("budget_min", "device")  # of what make_project takes, params.yaml'
 
 
 # The xdist groups (each runs whole on one worker), costliest first, in the order they are handed out (pyproject turns
-# off xdist's reordering); the other tests follow, a few seconds each. `make test`'s --durations says what each costs.
+# off xdist's reordering); the other tests follow, a few seconds each. The --durations of `make test`
+# and `make test-long` (the groups marked `long`) say what each costs.
 HAND_OUT_ORDER = (
     "bisect",  # three bisects of real rounds, each a dvc experiment of the pipeline
     "compared_project",  # builds the transformers 4.57.6 environment on a fresh clone
@@ -123,7 +124,12 @@ def xdist_group(item: pytest.Item) -> str | None:
     return marker.args[0] if marker.args else marker.kwargs.get("name")
 
 
+@pytest.hookimpl(tryfirst=True)  # before -m deselects: every collected test is checked, whatever the tier
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    unslow = [item.nodeid for item in items if item.get_closest_marker("long") and not item.get_closest_marker("slow")]
+    if unslow:  # `make test-fast` (-m "not slow") would run a long scenario
+        raise pytest.UsageError(f"marked long but not slow: {', '.join(unslow)}")
+
     def rank(item: pytest.Item) -> int:
         group = xdist_group(item)
         return HAND_OUT_ORDER.index(group) if group in HAND_OUT_ORDER else len(HAND_OUT_ORDER)

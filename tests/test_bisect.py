@@ -10,7 +10,7 @@ import sys
 
 import pandas as pd
 import pytest
-from conftest import init_project, make_dry_run, make_project, project_env, set_params
+from conftest import init_project, make_project, project_env, set_params
 
 pytestmark = [pytest.mark.slow, pytest.mark.long, pytest.mark.xdist_group("bisect")]
 # The same stack three times, its kernels on the machine's widest vector instructions, then on SSE4.1 (about half as
@@ -156,8 +156,3 @@ def test_bad_releases_are_refused_before_any_round(project):
     assert done.returncode == 2 and "unknown environment 'no-such-env'" in done.stderr
     done = bisect(root, env, "--environments", "wide-a")
     assert done.returncode == 2 and "name at least two environments" in done.stderr
-
-
-def test_bisect_is_one_make_command():
-    line = make_dry_run("bisect", "TORCH=2.0.1 2.15.0", "SEED=1")
-    assert "python -m compilebench.bisect --torch 2.0.1 2.15.0 --seed 1" in line

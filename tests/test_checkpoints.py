@@ -242,3 +242,22 @@ def test_an_exported_plan_carries_the_checkpoints_without_a_card(own_project, ow
         assert (folder / "model.safetensors").read_bytes() == (own[entry["label"]] / "model.safetensors").read_bytes()
     trial_models = {trial["model"]["checkpoint"] for trial in plan["trials"]}
     assert trial_models == {f"checkpoints/{checkpoints.slug(str(folder))}" for folder in own.values()}
+
+
+def test_a_recipe_that_cannot_be_built_costs_its_model_not_the_window(tmp_path):
+    from compilebench.harness import launcher, models
+    from compilebench.records.formats import CheckpointRecipe, Plan
+
+    good = models.recipe(models.get_card("microsoft/resnet-50"), "tiny", 0, "checkpoints/resnet")
+    broken = CheckpointRecipe(
+        "acme/broken", "checkpoints/broken", "NoSuchModel", "NoSuchConfig", {}, "NoSuchProcessor", {}, 0
+    )  # a transformers without these classes
+    built = launcher.build_checkpoints(Plan("x", (), (broken, good), {}), tmp_path)
+    by_model = {entry["model_id"]: entry for entry in built}
+    assert "NoSuchConfig" in by_model["acme/broken"]["error"] and by_model["acme/broken"]["param_count"] is None
+    assert (
+        not (tmp_path / "checkpoints" / "broken").exists()
+        and not (tmp_path / "checkpoints" / "broken.partial").exists()
+    )
+    assert "error" not in by_model["microsoft/resnet-50"] and by_model["microsoft/resnet-50"]["param_count"] > 0
+    assert (tmp_path / "checkpoints" / "resnet" / "compilebench-recipe.json").exists()

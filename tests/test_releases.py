@@ -1,8 +1,9 @@
-"""Torch releases named as torch-X.Y.Z: resolved with the companions they need, as a series."""
+"""Torch releases named as torch-X.Y.Z: resolved with the companions they need, as a series; a series and a bisect
+each one make command."""
 
 import pytest
 import yaml
-from conftest import ROOT
+from conftest import ROOT, make_dry_run
 
 from compilebench.config import ConfigError, load_config, releases
 
@@ -78,3 +79,16 @@ def test_an_environment_python_is_checked(tmp_path):
         (tmp_path / "params.yaml").write_text(yaml.safe_dump(params))
         with pytest.raises(ConfigError, match=rf"environments.old.python` {message}"):
             load_config(tmp_path / "params.yaml")
+
+
+def test_a_series_of_releases_is_one_make_command():
+    """`make series TORCH=...` asks DVC for the releases as one series (the command line, not run)."""
+    line = make_dry_run("series", "TORCH=2.0.1 2.6.0 2.15.0")
+    assert "-S 'compare=[torch-2.0.1,torch-2.6.0,torch-2.15.0]'" in line and "benchmark.seed" not in line
+    again = make_dry_run("series", "TORCH=2.0.1 2.15.0", "SEED=1")
+    assert "-S 'compare=[torch-2.0.1,torch-2.15.0]' -S benchmark.seed=1" in again
+
+
+def test_bisect_is_one_make_command():
+    line = make_dry_run("bisect", "TORCH=2.0.1 2.15.0", "SEED=1")
+    assert "python -m compilebench.bisect --torch 2.0.1 2.15.0 --seed 1" in line
