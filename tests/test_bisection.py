@@ -2,9 +2,15 @@
 
 import json
 import math
+import os
+import signal
+import subprocess
+import sys
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
+from conftest import descendants
 
 from compilebench.analysis import bisection
 from compilebench.analysis.bisection import (
@@ -313,3 +319,52 @@ def test_the_round_that_pins_a_compiled_headline_has_its_step_explained_once_and
     unexplained = report(spec, [ends, rounds[-1]], searches)
     assert "- torch-2.1.0 → torch-2.2.0: not explained" in unexplained
     assert "torch-2.0.0 → torch-2.1.0: not explained" not in unexplained  # the eager step is not the compiler's
+
+
+def test_a_middle_release_that_cannot_run_the_cell_is_skipped_for_the_untried_one_nearest_the_middle():
+    """transformers 5.11.0 builds no image processor without torchvision: a real bisect of 4.57.6 → 5.24.0 measured it
+    as the middle twice and ended unresolved. Now the middle is skipped, as `git bisect skip` does."""
+    cell = (RESNET.cell,)
+    error = [(RESNET, (0, 4, "error")), (RESNET, (4, 8, "error"))]
+    rounds = [ENDS, result((0, 4, 8), cell, error, 1)]
+    (search,) = bisection.replay(SPEC, rounds)
+    assert (search.low, search.high, search.state, search.skipped) == (0, 8, OPEN, ((4, "error"),))
+    assert bisection.next_rounds([search], SPEC) == [RoundPlan((0, 3, 8), cell, 3)]  # the older of 3 and 5
+    assert "skipped, its runs not ok: torch-2.4.0 (error)" in report(SPEC, rounds, [search])
+    rounds.append(result((0, 3, 8), cell, [(RESNET, (0, 3, "equivalent")), (RESNET, (3, 8, "slower"))], 2))
+    (search,) = bisection.replay(SPEC, rounds)
+    assert (search.low, search.high, search.skipped) == (3, 8, ((4, "error"),))  # still inside: not measured again
+    assert bisection.next_rounds([search], SPEC) == [RoundPlan((3, 5, 8), cell, 3)]
+    rounds.append(result((3, 5, 8), cell, [(RESNET, (3, 5, "slower")), (RESNET, (5, 8, "equivalent"))], 3))
+    (search,) = bisection.replay(SPEC, rounds)  # the one release between is the skipped one: nothing to measure
+    assert (search.low, search.high, search.state, search.skipped) == (3, 5, UNRESOLVED, ((4, "error"),))
+    assert search.note == "no release between its ends could run the cell" and not bisection.next_rounds([search], SPEC)
+    two = [ENDS, result((0, 4, 8), cell, [(RESNET, (0, 4, "slower")), (RESNET, (4, 8, "equivalent"))], 1)]
+    two.append(result((0, 2, 4), cell, [(RESNET, (0, 2, "unsupported")), (RESNET, (2, 4, "unsupported"))], 2))
+    two.append(result((0, 1, 4), cell, [(RESNET, (0, 1, "timeout")), (RESNET, (1, 4, "timeout"))], 3))
+    (search,) = bisection.replay(SPEC, two)
+    assert search.skipped == ((2, "unsupported"), (1, "timeout")) and bisection.middle(search) == 3
+    two.append(result((0, 3, 4), cell, [(RESNET, (0, 3, "error")), (RESNET, (3, 4, "error"))], 4))
+    (search,) = bisection.replay(SPEC, two)
+    assert (search.low, search.high, search.state) == (0, 4, UNRESOLVED)
+
+
+def test_a_bisect_stopped_by_sigterm_ends_the_round_it_was_running_first():
+    """A killed bisect once left its `dvc exp run` running, orphaned, holding the workspace (EPYC 49, 2026-12-05)."""
+    code = (
+        "import sys; from compilebench.bisect import run_to_end; "
+        "sys.exit(run_to_end([sys.executable, '-c', 'import time; print(\"ready\", flush=True); time.sleep(120)']))"
+    )
+    bisect = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    round_pid = None
+    try:
+        assert bisect.stdout.readline() == "ready\n"
+        (round_pid,) = descendants(bisect.pid)
+        os.kill(bisect.pid, signal.SIGTERM)
+        assert bisect.wait(timeout=30) == -signal.SIGTERM  # ended by the signal, as before
+        assert not Path(f"/proc/{round_pid}").exists()  # its round ended first and was reaped
+    finally:
+        for pid in (round_pid, bisect.pid):
+            if pid and Path(f"/proc/{pid}").exists():
+                os.kill(pid, signal.SIGKILL)
+        bisect.wait()

@@ -35,7 +35,9 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -83,6 +85,27 @@ def round_overrides(spec: Spec, plan: RoundPlan, config: Config) -> list[str]:
     return found
 
 
+def run_to_end(command: list[str]) -> int:
+    """Run `command` to its end and return its exit status. A SIGTERM or SIGHUP to the bisect goes to it first (a
+    `dvc exp run` ends its stages, which end their trials), and the bisect ends by the signal once it has ended, so a
+    stopped bisect leaves no round running behind it; run again, it resumes with that round."""
+    child, stopped = subprocess.Popen(command), []
+
+    def forward(signum: int, _frame: object) -> None:  # only passes it on: the wait below sees the child end
+        stopped.append(signum)
+        child.send_signal(signum)
+
+    previous = {signum: signal.signal(signum, forward) for signum in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        returncode = child.wait()
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+    if stopped:
+        os.kill(os.getpid(), stopped[0])  # the handler before it (the default: the bisect ends by the signal)
+    return returncode
+
+
 def run_round(spec: Spec, plan: RoundPlan, number: int, config: Config, folder: Path) -> RoundResult:
     """One round as a DVC experiment; its comparison judged step by step, its files kept in the bisect's folder."""
     import pandas as pd
@@ -99,8 +122,7 @@ def run_round(spec: Spec, plan: RoundPlan, number: int, config: Config, folder: 
         ", ".join(f"{m} bs{b} {v}" for m, b, v in plan.cells) or "the whole suite",
     )
     began = time.monotonic()
-    done = subprocess.run(command, check=False)
-    returncode = guard.after(name, done.returncode)  # a plain `dvc exp run` beside it: params put back, round saved
+    returncode = guard.after(name, run_to_end(command))  # a plain `dvc exp run` beside it: params put back, round saved
     wall_s = time.monotonic() - began
     if returncode != 0:
         raise BisectError(
@@ -142,9 +164,9 @@ def explain_steps(
         newer = spec.releases[step[1]]
         shutil.rmtree(out, ignore_errors=True)  # the last explain's, of another comparison
         LOGGER.info("bisect: explaining %s → %s", spec.releases[step[0]], newer)
-        ran = subprocess.run([sys.executable, "-m", "compilebench.explain", "--b", newer], check=False)
-        if ran.returncode != 0 or not (out / "explain.json").exists():
-            LOGGER.warning("bisect: explain of the step to %s exited %d; the bisect goes on", newer, ran.returncode)
+        returncode = run_to_end([sys.executable, "-m", "compilebench.explain", "--b", newer])
+        if returncode != 0 or not (out / "explain.json").exists():
+            LOGGER.warning("bisect: explain of the step to %s exited %d; the bisect goes on", newer, returncode)
             continue
         kept = explain_folder(spec, step, folder)
         shutil.rmtree(kept, ignore_errors=True)

@@ -92,6 +92,7 @@ class Search:
     steps: tuple[Step, ...] = ()  # every step measured inside its span, in the order measured
     note: str = ""
     undecided: tuple[tuple[int, int], ...] = ()  # steps beside its changed one that stayed undecided (not searched)
+    skipped: tuple[tuple[int, str], ...] = ()  # middles whose release could not run the cell: (position, its status)
 
 
 @dataclass(frozen=True)
@@ -219,25 +220,47 @@ def advance_edge(search: Search, steps: list[Step]) -> list[Search]:
     return found
 
 
+def failed(step: Step) -> bool:
+    """A step not judged because a side's runs did not end ok: its word a status (`error`, `unsupported`, ...)."""
+    return not is_direction(step.verdict) and step.verdict not in (stats.EQUIVALENT, stats.INCONCLUSIVE)
+
+
+def _unless_untried(search: Search) -> Search:
+    """An open search whose releases between its ends were all skipped: unresolved, nothing left to measure."""
+    if search.state in LIVE and search.high - search.low > 1 and not untried(search):
+        return replace(search, state=UNRESOLVED, note="no release between its ends could run the cell")
+    return search
+
+
 def advance(search: Search, steps: list[Step]) -> list[Search]:
     """A search after a round measured `steps` inside its span (consecutive, covering it): narrowed to each step with
     a direction (pinned where that step joins adjacent releases), measured again once where no step has one and some
-    are `inconclusive`, spread where all are `equivalent`, else unresolved over its undecided steps."""
+    are `inconclusive`, spread where all are `equivalent`, else unresolved over its undecided steps. A middle release
+    that could not run the cell (both its steps a status) is skipped, as `git bisect skip` does: the next round
+    measures the untried release nearest the middle; unresolved when none is left between the ends."""
     if search.direction == UNSUPPORTED:
         return advance_edge(search, steps)
     seen = (*search.steps, *steps)
+    beside = [step for step in steps if middle(search) in (step.low, step.high)]
+    if search.direction and len(beside) == 2 and all(failed(step) for step in beside):
+        return [
+            _unless_untried(replace(search, steps=seen, skipped=(*search.skipped, (middle(search), beside[0].verdict))))
+        ]
     changed = [step for step in steps if is_direction(step.verdict)]
     undecided = [step for step in steps if not is_direction(step.verdict) and step.verdict != stats.EQUIVALENT]
     if changed:
         return [
-            Search(
-                search.headline,
-                step.low,
-                step.high,
-                step.verdict,
-                PINNED if step.high - step.low == 1 else OPEN,
-                steps=seen,
-                undecided=tuple((s.low, s.high) for s in undecided),
+            _unless_untried(
+                Search(
+                    search.headline,
+                    step.low,
+                    step.high,
+                    step.verdict,
+                    PINNED if step.high - step.low == 1 else OPEN,
+                    steps=seen,
+                    undecided=tuple((s.low, s.high) for s in undecided),
+                    skipped=tuple(skip for skip in search.skipped if step.low < skip[0] < step.high),
+                )
             )
             for step in changed
         ]
@@ -251,8 +274,17 @@ def advance(search: Search, steps: list[Step]) -> list[Search]:
     return [replace(search, low=low, high=high, state=UNRESOLVED, steps=seen)]
 
 
+def untried(search: Search) -> list[int]:
+    """The releases strictly between a search's ends that it has not skipped."""
+    skipped = {position for position, _ in search.skipped}
+    return [position for position in range(search.low + 1, search.high) if position not in skipped]
+
+
 def middle(search: Search) -> int:
-    return (search.low + search.high) // 2
+    """The release a search measures between its ends: the middle one, or the untried one nearest it (the older on a
+    tie) once the middle could not run the cell."""
+    half = (search.low + search.high) // 2
+    return min(untried(search), key=lambda position: (abs(position - half), position), default=half)
 
 
 def positions_of(search: Search) -> tuple[int, ...]:

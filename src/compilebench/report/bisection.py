@@ -118,7 +118,9 @@ def report(
         unit = UNITS[h.metric]
         measured = ", ".join(f"{names[p]} ({values[p]:.3g}{unit})" for p in sorted(values))
         beside = ", ".join(f"{names[low]} → {names[high]}" for low, high in search.undecided)
+        skipped = ", ".join(f"{names[position]} ({word})" for position, word in search.skipped)
         notes = [search.note] + ([f"undecided beside it: {beside}"] if beside else [])
+        notes += [f"skipped, its runs not ok: {skipped}"] if skipped else []
         state = search.state + "".join(f"; {note}" for note in notes if note)
         ratio = _ratio_text(last) if last else search.direction
         lines.append(
