@@ -321,21 +321,25 @@ def test_the_round_that_pins_a_compiled_headline_has_its_step_explained_once_and
     assert "torch-2.0.0 → torch-2.1.0: not explained" not in unexplained  # the eager step is not the compiler's
 
 
-def test_a_middle_release_that_cannot_run_the_cell_is_skipped_for_the_untried_one_nearest_the_middle():
+def test_a_middle_release_that_cannot_run_the_cell_is_skipped_for_the_middle_of_the_widest_untried_run():
     """transformers 5.11.0 builds no image processor without torchvision: a real bisect of 4.57.6 → 5.24.0 measured it
-    as the middle twice and ended unresolved. Now the middle is skipped, as `git bisect skip` does."""
+    as the middle twice and would have ended unresolved. Now the middle is skipped, as `git bisect skip` does."""
     cell = (RESNET.cell,)
     error = [(RESNET, (0, 4, "error")), (RESNET, (4, 8, "error"))]
     rounds = [ENDS, result((0, 4, 8), cell, error, 1)]
     (search,) = bisection.replay(SPEC, rounds)
     assert (search.low, search.high, search.state, search.skipped) == (0, 8, OPEN, ((4, "error"),))
-    assert bisection.next_rounds([search], SPEC) == [RoundPlan((0, 3, 8), cell, 3)]  # the older of 3 and 5
+    assert bisection.next_rounds([search], SPEC) == [RoundPlan((0, 2, 8), cell, 3)]  # runs 0-4 and 4-8: the older
     assert "skipped, its runs not ok: torch-2.4.0 (error)" in report(SPEC, rounds, [search])
-    rounds.append(result((0, 3, 8), cell, [(RESNET, (0, 3, "equivalent")), (RESNET, (3, 8, "slower"))], 2))
+    rounds.append(result((0, 2, 8), cell, [(RESNET, (0, 2, "equivalent")), (RESNET, (2, 8, "slower"))], 2))
     (search,) = bisection.replay(SPEC, rounds)
-    assert (search.low, search.high, search.skipped) == (3, 8, ((4, "error"),))  # still inside: not measured again
-    assert bisection.next_rounds([search], SPEC) == [RoundPlan((3, 5, 8), cell, 3)]
-    rounds.append(result((3, 5, 8), cell, [(RESNET, (3, 5, "slower")), (RESNET, (5, 8, "equivalent"))], 3))
+    assert (search.low, search.high, search.skipped) == (2, 8, ((4, "error"),))  # still inside: not measured again
+    assert bisection.next_rounds([search], SPEC) == [RoundPlan((2, 6, 8), cell, 3)]  # the run 4-8, not 2-4
+    rounds.append(result((2, 6, 8), cell, [(RESNET, (2, 6, "slower")), (RESNET, (6, 8, "equivalent"))], 3))
+    rounds.append(result((2, 3, 6), cell, [(RESNET, (2, 3, "equivalent")), (RESNET, (3, 6, "slower"))], 4))
+    (search,) = bisection.replay(SPEC, rounds)
+    assert (search.low, search.high, search.skipped) == (3, 6, ((4, "error"),)) and bisection.middle(search) == 5
+    rounds.append(result((3, 5, 6), cell, [(RESNET, (3, 5, "slower")), (RESNET, (5, 6, "equivalent"))], 5))
     (search,) = bisection.replay(SPEC, rounds)  # the one release between is the skipped one: nothing to measure
     assert (search.low, search.high, search.state, search.skipped) == (3, 5, UNRESOLVED, ((4, "error"),))
     assert search.note == "no release between its ends could run the cell" and not bisection.next_rounds([search], SPEC)

@@ -12,6 +12,7 @@ undecided steps. Pinpoint's same / different / unknown, with compilebench's word
 
 from __future__ import annotations
 
+import itertools
 import math
 import statistics
 from dataclasses import asdict, dataclass, field, replace
@@ -237,7 +238,7 @@ def advance(search: Search, steps: list[Step]) -> list[Search]:
     a direction (pinned where that step joins adjacent releases), measured again once where no step has one and some
     are `inconclusive`, spread where all are `equivalent`, else unresolved over its undecided steps. A middle release
     that could not run the cell (both its steps a status) is skipped, as `git bisect skip` does: the next round
-    measures the untried release nearest the middle; unresolved when none is left between the ends."""
+    measures another (`middle`); unresolved when none is left between the ends."""
     if search.direction == UNSUPPORTED:
         return advance_edge(search, steps)
     seen = (*search.steps, *steps)
@@ -281,10 +282,16 @@ def untried(search: Search) -> list[int]:
 
 
 def middle(search: Search) -> int:
-    """The release a search measures between its ends: the middle one, or the untried one nearest it (the older on a
-    tie) once the middle could not run the cell."""
-    half = (search.low + search.high) // 2
-    return min(untried(search), key=lambda position: (abs(position - half), position), default=half)
+    """The release a search measures between its ends: the middle one; once releases were skipped, the middle of the
+    widest run of releases between the ends and the skipped ones (the older on a tie). A release that cannot run a
+    cell rarely stands alone (transformers 5.10 to 5.12 all need torchvision for an image processor), so the next try
+    goes where the fewest failures are, not next door; any release inside a span halves it or nearly."""
+    blocked = sorted({search.low, search.high, *(p for p, _ in search.skipped if search.low < p < search.high)})
+    gaps = [(low, high) for low, high in itertools.pairwise(blocked) if high - low > 1]
+    if not search.skipped or not gaps:
+        return (search.low + search.high) // 2
+    low, high = max(gaps, key=lambda gap: (gap[1] - gap[0], -gap[0]))
+    return (low + high) // 2
 
 
 def positions_of(search: Search) -> tuple[int, ...]:
