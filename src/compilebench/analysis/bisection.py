@@ -19,7 +19,7 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from compilebench.analysis import compare, stats, suite
-from compilebench.records.formats import EAGER
+from compilebench.records.formats import EAGER, MEASURED_NOTHING
 
 HEADLINES = ("eager_latency", "compiled_latency", "speedup")  # what a bisect searches; with --compile also:
 COMPILE_HEADLINES = ("compile_warm", "compile_cold")
@@ -221,11 +221,6 @@ def advance_edge(search: Search, steps: list[Step]) -> list[Search]:
     return found
 
 
-def failed(step: Step) -> bool:
-    """A step not judged because a side's runs did not end ok: its word a status (`error`, `unsupported`, ...)."""
-    return not is_direction(step.verdict) and step.verdict not in (stats.EQUIVALENT, stats.INCONCLUSIVE)
-
-
 def _unless_untried(search: Search) -> Search:
     """An open search whose releases between its ends were all skipped: unresolved, nothing left to measure."""
     if search.state in LIVE and search.high - search.low > 1 and not untried(search):
@@ -237,16 +232,15 @@ def advance(search: Search, steps: list[Step]) -> list[Search]:
     """A search after a round measured `steps` inside its span (consecutive, covering it): narrowed to each step with
     a direction (pinned where that step joins adjacent releases), measured again once where no step has one and some
     are `inconclusive`, spread where all are `equivalent`, else unresolved over its undecided steps. A middle release
-    that could not run the cell (both its steps a status) is skipped, as `git bisect skip` does: the next round
-    measures another (`middle`); unresolved when none is left between the ends."""
+    that could not run the cell (both its steps a status that measured nothing: `error`, `unsupported`, ...) is
+    skipped, as `git bisect skip` does: the next round measures another (`middle`); unresolved when none is left."""
     if search.direction == UNSUPPORTED:
         return advance_edge(search, steps)
     seen = (*search.steps, *steps)
-    beside = [step for step in steps if middle(search) in (step.low, step.high)]
-    if search.direction and len(beside) == 2 and all(failed(step) for step in beside):
-        return [
-            _unless_untried(replace(search, steps=seen, skipped=(*search.skipped, (middle(search), beside[0].verdict))))
-        ]
+    measured = middle(search)
+    beside = [step for step in steps if measured in (step.low, step.high)]
+    if search.direction and len(beside) == 2 and all(step.verdict in MEASURED_NOTHING for step in beside):
+        return [_unless_untried(replace(search, steps=seen, skipped=(*search.skipped, (measured, beside[0].verdict))))]
     changed = [step for step in steps if is_direction(step.verdict)]
     undecided = [step for step in steps if not is_direction(step.verdict) and step.verdict != stats.EQUIVALENT]
     if changed:
@@ -288,9 +282,9 @@ def middle(search: Search) -> int:
     goes where the fewest failures are, not next door; any release inside a span halves it or nearly."""
     blocked = sorted({search.low, search.high, *(p for p, _ in search.skipped if search.low < p < search.high)})
     gaps = [(low, high) for low, high in itertools.pairwise(blocked) if high - low > 1]
-    if not search.skipped or not gaps:
+    if not gaps:  # nothing left between (the search is unresolved)
         return (search.low + search.high) // 2
-    low, high = max(gaps, key=lambda gap: (gap[1] - gap[0], -gap[0]))
+    low, high = max(gaps, key=lambda gap: (gap[1] - gap[0], -gap[0]))  # with nothing skipped: the whole span
     return (low + high) // 2
 
 
